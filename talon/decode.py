@@ -1,0 +1,162 @@
+"""The decoding loop: prefill, then per step build -> verify -> commit, one ``StepRecord`` per target
+forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with a root-only tree, so
+it shares the cache code and the timing."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+
+from .builders import make_builder
+from .config import ConfigError, DecodeConfig, TreeConfig
+from .drafters import Drafter
+from .models import LoadedModel
+from .trace import RunTrace, StepRecord
+from .tree import DraftTree
+from .verify import NO_TOKEN, Verifier
+
+MAX_PROMPT_CHARS = 20_000
+
+
+def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
+    """Token ids of ``prompt`` as one user message in the tokenizer's chat template, with the
+    generation prompt added (plain encoding if the tokenizer has no template)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ConfigError("The prompt is empty: type a question or pick an example.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ConfigError(f"The prompt has {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
+    tok = target.tokenizer
+    if tok.chat_template:
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                      tokenize=True, return_dict=True)["input_ids"]
+    else:
+        ids = tok(prompt)["input_ids"]
+    return [int(i) for i in ids]
+
+
+def device_label(lm: LoadedModel) -> str:
+    if lm.device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(lm.device)})"
+    return lm.device.type
+
+
+def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
+              prompt: str, prompt_ids: Sequence[int] | None = None) -> RunTrace:
+    """An empty trace for a run, after checking the inputs fit (raises ``ConfigError`` otherwise)."""
+    ids = list(prompt_ids) if prompt_ids is not None else encode_prompt(target, prompt)
+    if not ids:
+        raise ConfigError("The prompt encodes to no tokens.")
+    if tree_cfg.method != "ar" and drafter is None:
+        raise ConfigError(f"Method {tree_cfg.method!r} needs a drafter.")
+    # Tree nodes sit at most `budget` positions past the end, so leave room for them too.
+    needed = len(ids) + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
+    if needed > target.context_length:
+        raise ConfigError(
+            f"The prompt is {len(ids)} tokens; with {decode_cfg.max_new_tokens} new tokens and the draft "
+            f"tree that exceeds the model's context of {target.context_length} tokens. Shorten the prompt "
+            "or lower max new tokens.")
+    tree_dict = {k: (list(map(list, v)) if k == "static_paths" and v else v) for k, v in vars(tree_cfg).items()}
+    return RunTrace(prompt=prompt, prompt_ids=ids, tree_config=tree_dict, decode_config=dict(vars(decode_cfg)),
+                    target=target.name, drafter=drafter.name if drafter and tree_cfg.method != "ar" else "",
+                    device=device_label(target))
+
+
+def _sync(lm: LoadedModel) -> None:
+    if lm.device.type == "cuda":
+        torch.cuda.synchronize(lm.device)
+
+
+class _TextDiff:
+    """Turns the growing id list into per-step text pieces that concatenate to the full decode,
+    holding back an incomplete multi-byte character until it completes."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.emitted = ""
+
+    def piece(self, all_ids: list[int], final: bool) -> str:
+        full = self.tokenizer.decode(all_ids, skip_special_tokens=True)
+        if not final:
+            full = full.rstrip("\ufffd")
+        piece = full[len(self.emitted):] if full.startswith(self.emitted) else ""
+        self.emitted += piece
+        return piece
+
+
+def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
+        decode_cfg: DecodeConfig, stop: Callable[[], bool] | None = None) -> Iterator[StepRecord]:
+    """Decode ``trace.prompt_ids``; append one ``StepRecord`` per target forward to ``trace.steps``
+    and yield it.  Ends at EOS, at ``max_new_tokens``, or when ``stop()`` returns True (checked
+    between steps); ``trace.stop_reason`` says which."""
+    builder = make_builder(tree_cfg)
+    prompt_ids = trace.prompt_ids
+    eos = target.eos_token_ids
+    tok = target.tokenizer
+    generator = torch.Generator().manual_seed(decode_cfg.seed)
+    verifier = Verifier(target)
+    text = _TextDiff(tok)
+    clock0 = time.perf_counter()
+
+    with torch.inference_mode():
+        verifier.prefill(prompt_ids)
+        if builder is not None:
+            drafter.reset(prompt_ids)
+        _sync(target)
+        trace.prefill_seconds = time.perf_counter() - clock0
+        root = prompt_ids[-1]
+        generated: list[int] = []
+        while True:
+            if stop is not None and stop():
+                trace.stop_reason = "stopped"
+                return
+            t0 = time.perf_counter()
+            if builder is None:
+                tree, forwards = DraftTree.with_root(root), 0
+            else:
+                built = builder.build(drafter, root)
+                tree, forwards = built.tree, built.drafter_forwards
+            _sync(target)
+            t1 = time.perf_counter()
+            verdict = verifier.verify(tree, decode_cfg.temperature, generator)
+            verifier.commit(verdict)
+            _sync(target)
+            t2 = time.perf_counter()
+
+            new_ids = [tree.token[n] for n in verdict.accepted_path[1:]] + [verdict.bonus_token]
+            reason = ""
+            room = decode_cfg.max_new_tokens - len(generated)
+            if len(new_ids) >= room:
+                new_ids, reason = new_ids[:room], "max_new_tokens"
+            for k, t in enumerate(new_ids):
+                if t in eos:
+                    new_ids, reason = new_ids[: k + 1], "eos"
+                    break
+            generated.extend(new_ids)
+            if builder is not None and not reason:
+                drafter.commit(new_ids)
+            node_text = tok.batch_decode([[t] for t in tree.token])
+            step = StepRecord(
+                index=len(trace.steps), tree=tree, status=verdict.status,
+                accepted_path=verdict.accepted_path, bonus_token=verdict.bonus_token,
+                target_token=verdict.target_token, target_prob=verdict.target_prob,
+                committed_ids=new_ids, committed_text=text.piece(generated, final=bool(reason)),
+                node_text=node_text,
+                target_text=[tok.decode([t]) if t != NO_TOKEN else "" for t in verdict.target_token],
+                draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
+                verify_seconds=t2 - t1, drafter_forwards=forwards)
+            trace.steps.append(step)
+            trace.stop_reason = reason
+            yield step
+            if reason:
+                return
+            root = verdict.bonus_token
+
+
+def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
+               prompt: str = "", prompt_ids: Sequence[int] | None = None) -> RunTrace:
+    """Run a whole generation and return its trace."""
+    trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
+    for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
+        pass
+    return trace

@@ -1,0 +1,141 @@
+"""What a run leaves behind: one ``StepRecord`` per target forward and the ``RunTrace`` holding them.
+Torch-free and JSON round-trippable (``RunTrace.from_json(t.to_json()) == t``); the app's export is
+this JSON and ``viz`` draws from it."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from .tree import DraftTree
+
+TRACE_FORMAT = 1
+
+
+@dataclass
+class StepRecord:
+    """One decoding step = one target forward.
+
+    Attributes:
+        index: step number from 0.
+        tree: the draft tree that was verified (root = the last committed token).
+        status / accepted_path / bonus_token / target_token / target_prob: the verdict, per
+            ``talon.verify.Verdict``.
+        committed_ids: tokens this step added to the output (accepted drafts, then the bonus token),
+            cut at EOS or at the max-new-tokens limit.
+        committed_text: their text (decoded in context, so multi-byte characters come out whole).
+        node_text: per node, the token's text on its own (for labels).
+        target_text: per node, the text of ``target_token`` (``""`` where not visited).
+        draft_start / verify_start: seconds since the run started when each phase began.
+        draft_seconds / verify_seconds: wall time of tree building and of verification (+ commit).
+        drafter_forwards: drafter calls this step (one batched forward per tree layer grown).
+    """
+
+    index: int
+    tree: DraftTree
+    status: list[str]
+    accepted_path: list[int]
+    bonus_token: int
+    target_token: list[int]
+    target_prob: list[float]
+    committed_ids: list[int]
+    committed_text: str
+    node_text: list[str]
+    target_text: list[str]
+    draft_start: float
+    draft_seconds: float
+    verify_start: float
+    verify_seconds: float
+    drafter_forwards: int
+
+    @property
+    def layer_widths(self) -> list[int]:
+        """Nodes per depth, root layer (width 1) first."""
+        return self.tree.layer_widths()
+
+    @property
+    def accepted_depth(self) -> int:
+        """Depth of the deepest accepted draft (0 when none was accepted)."""
+        return len(self.accepted_path) - 1
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["tree"] = self.tree.to_dict()
+        d["layer_widths"] = self.layer_widths  # convenience for readers; derived, ignored on load
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StepRecord":
+        kwargs = {f.name: d[f.name] for f in fields(cls)}
+        kwargs["tree"] = DraftTree.from_dict(d["tree"])
+        return cls(**kwargs)
+
+
+@dataclass
+class RunTrace:
+    """A whole run: inputs, models, every step, the output.
+
+    Attributes:
+        prompt: the user's prompt text; ``prompt_ids``: the tokens after the chat template.
+        tree_config / decode_config: ``TreeConfig`` / ``DecodeConfig`` as dicts.
+        target / drafter: model names as shown to users (drafter ``""`` for autoregressive).
+        device: where it ran, e.g. ``"cpu"`` or ``"cuda (NVIDIA H100)"``.
+        prefill_seconds: the prompt's forward passes (target and drafter) before step 0.
+        stop_reason: ``"eos"``, ``"max_new_tokens"``, ``"stopped"`` (by the user) or ``""`` (running).
+    """
+
+    prompt: str
+    prompt_ids: list[int]
+    tree_config: dict
+    decode_config: dict
+    target: str
+    drafter: str
+    device: str
+    prefill_seconds: float = 0.0
+    steps: list[StepRecord] = field(default_factory=list)
+    stop_reason: str = ""
+
+    @property
+    def output_ids(self) -> list[int]:
+        return [t for s in self.steps for t in s.committed_ids]
+
+    @property
+    def output_text(self) -> str:
+        return "".join(s.committed_text for s in self.steps)
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of the run: prefill plus every step's draft and verify time."""
+        return self.prefill_seconds + sum(s.draft_seconds + s.verify_seconds for s in self.steps)
+
+    def to_dict(self) -> dict:
+        from .metrics import summarize  # metrics imports this module
+
+        d = asdict(self)
+        d["steps"] = [s.to_dict() for s in self.steps]
+        d["format"] = TRACE_FORMAT
+        d["output_text"] = self.output_text  # derived, ignored on load
+        d["summary"] = summarize(self)       # derived, ignored on load
+        return d
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunTrace":
+        if d.get("format") != TRACE_FORMAT:
+            raise ValueError(f"Not a TALON trace of format {TRACE_FORMAT} (format={d.get('format')!r}).")
+        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name != "steps"}
+        return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunTrace":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"Not valid JSON: {err}") from err
+        if not isinstance(data, dict):
+            raise ValueError("A trace is a JSON object.")
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"Trace JSON is missing or mistypes a field: {err}") from err

@@ -1,0 +1,151 @@
+"""The draft tree: flat arrays with node 0 as the root, plus what verification derives from them.
+
+Torch-free on purpose (``viz`` reads trees without torch).  Conventions:
+
+* node 0 is the root: the last committed token, not a draft; it has ``parent == -1`` and depth 0;
+* the first draft layer has depth 1;
+* parents always come before their children;
+* ``draft_logprob[i]`` is the drafter's log-probability of ``token[i]`` given the path to its parent
+  (0.0 for the root) and ``path_logprob[i]`` is the sum along the path from the root.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SOURCE_MODEL = "model"
+SOURCE_RETRIEVAL = "retrieval"
+
+
+@dataclass
+class DraftTree:
+    token: list[int]
+    parent: list[int]
+    depth: list[int]
+    draft_logprob: list[float]
+    path_logprob: list[float]
+    source: list[str] = field(default_factory=list)
+
+    @classmethod
+    def with_root(cls, root_token: int) -> "DraftTree":
+        """A tree holding only the root (the pending committed token)."""
+        return cls([int(root_token)], [-1], [0], [0.0], [0.0], [SOURCE_MODEL])
+
+    def __len__(self) -> int:
+        """Number of nodes, root included."""
+        return len(self.token)
+
+    @property
+    def num_drafts(self) -> int:
+        """Number of draft nodes, root excluded (what the budget N counts)."""
+        return len(self.token) - 1
+
+    @property
+    def max_depth(self) -> int:
+        """Depth of the deepest node (0 for a root-only tree)."""
+        return max(self.depth)
+
+    def add(self, parent: int, token: int, logprob: float, source: str = SOURCE_MODEL) -> int:
+        """Append a child of ``parent``; returns the new node's index."""
+        if not 0 <= parent < len(self.token):
+            raise ValueError(f"parent {parent} is not a node of this tree")
+        self.token.append(int(token))
+        self.parent.append(int(parent))
+        self.depth.append(self.depth[parent] + 1)
+        self.draft_logprob.append(float(logprob))
+        self.path_logprob.append(self.path_logprob[parent] + float(logprob))
+        self.source.append(source)
+        return len(self.token) - 1
+
+    def children(self, node: int) -> list[int]:
+        """Indices of ``node``'s children in tree order."""
+        return [i for i, p in enumerate(self.parent) if p == node]
+
+    def layer_widths(self) -> list[int]:
+        """``widths[d]`` = number of nodes at depth d (``widths[0] == 1``, the root)."""
+        widths = [0] * (self.max_depth + 1)
+        for d in self.depth:
+            widths[d] += 1
+        return widths
+
+    def subset(self, keep: list[int]) -> "DraftTree":
+        """The tree restricted to ``keep`` (must contain 0 and be closed under parents), renumbered
+        in ``keep``'s order, which must put parents before children."""
+        index = {old: new for new, old in enumerate(keep)}
+        if keep[0] != 0:
+            raise ValueError("the root must be kept first")
+        parent = []
+        for old in keep:
+            p = self.parent[old]
+            if p != -1 and p not in index:
+                raise ValueError(f"node {old} kept without its parent {p}")
+            if p != -1 and index[p] >= index[old]:
+                raise ValueError("kept order must put parents before children")
+            parent.append(-1 if p == -1 else index[p])
+        pick = lambda arr: [arr[i] for i in keep]  # noqa: E731
+        return DraftTree(pick(self.token), parent, pick(self.depth), pick(self.draft_logprob),
+                         pick(self.path_logprob), pick(self.source))
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` if the arrays break the contract in the module docstring."""
+        n = len(self.token)
+        arrays = (self.parent, self.depth, self.draft_logprob, self.path_logprob, self.source)
+        if any(len(a) != n for a in arrays):
+            raise ValueError("tree arrays differ in length")
+        if self.parent[0] != -1 or self.depth[0] != 0:
+            raise ValueError("node 0 must be the root")
+        for i in range(1, n):
+            p = self.parent[i]
+            if not 0 <= p < i:
+                raise ValueError(f"node {i}: parent {p} does not come before it")
+            if self.depth[i] != self.depth[p] + 1:
+                raise ValueError(f"node {i}: depth is not parent's depth + 1")
+
+    # ---- what verification derives -------------------------------------------------------------
+    def ancestor_mask(self) -> np.ndarray:
+        """Bool array ``[n, n]``: ``mask[i, j]`` is True when node j is node i or one of its ancestors.
+
+        Built as in EAGLE: ``M = I; M[:, 0] = 1; M[i] |= M[parent(i)]`` in index order."""
+        n = len(self.token)
+        mask = np.eye(n, dtype=bool)
+        mask[:, 0] = True
+        for i in range(1, n):
+            mask[i] |= mask[self.parent[i]]
+        return mask
+
+    def position_ids(self, prefix_len: int) -> np.ndarray:
+        """Int array ``[n]``: ``prefix_len + depth``, where ``prefix_len`` counts the committed tokens
+        before the root (so the root sits at position ``prefix_len``)."""
+        return prefix_len + np.asarray(self.depth, dtype=np.int64)
+
+    def root_to_leaf_paths(self) -> list[list[int]]:
+        """One node-index list per leaf, each starting at the root, leaves in index order."""
+        has_child = set(self.parent[1:])
+        paths = []
+        for leaf in range(len(self.token)):
+            if leaf in has_child:
+                continue
+            path = [leaf]
+            while self.parent[path[-1]] != -1:
+                path.append(self.parent[path[-1]])
+            paths.append(path[::-1])
+        return paths
+
+    def retrieve_indices(self) -> np.ndarray:
+        """Int array ``[num_leaves, max_depth + 1]``: the root-to-leaf paths padded with -1."""
+        paths = self.root_to_leaf_paths()
+        out = np.full((len(paths), self.max_depth + 1), -1, dtype=np.int64)
+        for row, path in enumerate(paths):
+            out[row, : len(path)] = path
+        return out
+
+    def to_dict(self) -> dict:
+        return {"token": self.token, "parent": self.parent, "depth": self.depth,
+                "draft_logprob": self.draft_logprob, "path_logprob": self.path_logprob,
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DraftTree":
+        return cls(list(d["token"]), list(d["parent"]), list(d["depth"]), list(d["draft_logprob"]),
+                   list(d["path_logprob"]), list(d["source"]))
