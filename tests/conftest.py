@@ -1,0 +1,20 @@
+"""Test tiers: plain tests are fast unit tests (no model); ``engine`` tests load the real embedded
+model; ``app`` tests launch the Gradio app.  Fast tier: ``pytest -m "not engine and not app"``."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the network
+
+
+@pytest.fixture(scope="session")
+def target():
+    """The embedded SmolLM2-135M-Instruct, float32 on CPU (converted once into the cache)."""
+    import torch
+
+    from talon.models import load_model
+
+    torch.manual_seed(0)
+    return load_model("embedded", device=torch.device("cpu"), dtype=torch.float32)

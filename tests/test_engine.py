@@ -1,0 +1,121 @@
+"""Engine tier: every method on the real embedded model must emit exactly what plain greedy
+``model.generate`` emits (float32, CPU)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from talon.config import ConfigError, DecodeConfig, TreeConfig
+from talon.decode import encode_prompt, new_trace, run, run_to_end
+from talon.drafters import make_drafter
+from talon.models import ModelLoadError
+
+pytestmark = pytest.mark.engine
+
+PROMPTS = [json.loads(line)["prompt"] for line in
+           (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()][:10]
+NEW_TOKENS = 48
+METHOD_CONFIGS = {
+    "chain": TreeConfig(method="chain", gamma=4),
+    "static": TreeConfig(method="static", budget=12, depth=5),
+    "eagle2": TreeConfig(method="eagle2", budget=12, topk=4, depth=4),
+    "talon": TreeConfig(method="talon", budget=12, topk=4, mu=0.03),
+}
+DRAFTERS = ["ngram", "layers:4"]
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(target):
+    """Token ids of plain HF greedy generation per prompt (stopping at EOS like ``run``)."""
+    out = {}
+    for prompt in PROMPTS:
+        ids = encode_prompt(target, prompt)
+        gen = target.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                    do_sample=False, max_new_tokens=NEW_TOKENS)
+        out[prompt] = gen[0, len(ids):].tolist()
+    return out
+
+
+def test_prompt_set_is_varied():
+    assert len(PROMPTS) >= 8 and len(set(PROMPTS)) == len(PROMPTS)
+
+
+@pytest.mark.parametrize("drafter_spec", DRAFTERS)
+@pytest.mark.parametrize("method", list(METHOD_CONFIGS))
+def test_greedy_is_lossless(target, greedy_reference, method, drafter_spec):
+    mats = []
+    for prompt in PROMPTS:
+        trace = run_to_end(target, make_drafter(drafter_spec, target), METHOD_CONFIGS[method],
+                           DecodeConfig(max_new_tokens=NEW_TOKENS), prompt)
+        assert trace.output_ids == greedy_reference[prompt], f"{method}/{drafter_spec} diverged on {prompt!r}"
+        assert all(s.tree.num_drafts <= max(12, METHOD_CONFIGS[method].gamma) for s in trace.steps)
+        mats.append(len(trace.output_ids) / len(trace.steps))
+    # The drafters are real: somewhere in the prompt set they get tokens accepted.
+    assert max(mats) > 1.0
+
+
+def test_autoregressive_matches_generate(target, greedy_reference):
+    for prompt in PROMPTS[:3]:
+        trace = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt)
+        assert trace.output_ids == greedy_reference[prompt]
+        assert len(trace.steps) == len(trace.output_ids)  # one target forward per token
+
+
+def test_step_records_are_consistent(target):
+    trace = run_to_end(target, make_drafter("ngram", target), TreeConfig(method="talon", budget=16),
+                       DecodeConfig(max_new_tokens=32), PROMPTS[8])
+    for step in trace.steps:
+        tree = step.tree
+        assert len(step.status) == len(tree) == len(step.node_text) == len(step.target_prob)
+        path_tokens = [tree.token[n] for n in step.accepted_path[1:]]
+        assert step.committed_ids[: len(path_tokens)] == path_tokens[: len(step.committed_ids)]
+        assert step.target_token[step.accepted_path[-1]] == step.bonus_token
+        assert all(step.status[n] == "accepted" for n in step.accepted_path[1:])
+    assert trace.output_text == target.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
+    assert trace.stop_reason in ("eos", "max_new_tokens")
+    # The n-gram drafter copies names from this extraction prompt: some step accepts a draft.
+    assert any(s.accepted_depth > 0 for s in trace.steps)
+
+
+def test_sampling_is_seeded_and_runs_every_method(target):
+    cfg = DecodeConfig(temperature=0.8, seed=7, max_new_tokens=24)
+    first = run_to_end(target, make_drafter("ngram", target), METHOD_CONFIGS["talon"], cfg, PROMPTS[0])
+    again = run_to_end(target, make_drafter("ngram", target), METHOD_CONFIGS["talon"], cfg, PROMPTS[0])
+    assert first.output_ids == again.output_ids
+    for method, tree_cfg in METHOD_CONFIGS.items():
+        trace = run_to_end(target, make_drafter("layers:4", target), tree_cfg, cfg, PROMPTS[1])
+        assert 0 < len(trace.output_ids) <= 24, method
+
+
+def test_stop_between_steps(target):
+    trace = new_trace(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=40), PROMPTS[0])
+    steps = list(run(trace, target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=40),
+                     stop=lambda: len(trace.steps) >= 3))
+    assert len(steps) == 3 and trace.stop_reason == "stopped"
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n"])
+def test_empty_prompt_is_refused(target, prompt):
+    with pytest.raises(ConfigError, match="empty"):
+        new_trace(target, None, TreeConfig(method="ar"), DecodeConfig(), prompt)
+
+
+def test_prompt_longer_than_context_is_refused(target):
+    long_ids = [target.tokenizer.eos_token_id + 100] * (target.context_length - 10)
+    with pytest.raises(ConfigError, match="context"):
+        new_trace(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=64), "x", prompt_ids=long_ids)
+
+
+def test_tree_method_without_drafter_is_refused(target):
+    with pytest.raises(ConfigError, match="drafter"):
+        new_trace(target, None, TreeConfig(method="talon"), DecodeConfig(), "hello")
+
+
+@pytest.mark.parametrize("spec, match", [("layers:x", "whole number"), ("layers:99", "layers:K"),
+                                         ("", "No drafter"), ("/no/such/model/dir", "Could not load")])
+def test_bad_drafter_specs_are_refused(target, spec, match):
+    with pytest.raises((ConfigError, ModelLoadError), match=match):
+        make_drafter(spec, target)

@@ -1,0 +1,213 @@
+"""DraftTree: derived arrays against an independent ancestor-walk reference, validation, subset, dicts."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
+
+
+def random_tree(rng: random.Random, n: int, vocab: int = 50) -> DraftTree:
+    """A random tree of ``n`` nodes (root included), grown through ``DraftTree.add``."""
+    tree = DraftTree.with_root(rng.randrange(vocab))
+    for i in range(1, n):
+        # Bias towards recent parents so deep trees occur as well as bushy ones.
+        parent = rng.randrange(i) if rng.random() < 0.5 else max(0, i - 1 - rng.randrange(3))
+        tree.add(parent, rng.randrange(vocab), -rng.random() * 5,
+                 SOURCE_RETRIEVAL if rng.random() < 0.2 else SOURCE_MODEL)
+    return tree
+
+
+def ancestors(parent: list[int], i: int) -> list[int]:
+    """Reference: node i and its ancestors, from i up to the root, by walking ``parent``."""
+    out = [i]
+    while parent[out[-1]] != -1:
+        out.append(parent[out[-1]])
+    return out
+
+
+RANDOM_TREES = [random_tree(random.Random(seed), n) for seed, n in
+                [(s, n) for s in range(6) for n in (1, 2, 3, 7, 20, 61)]]
+
+
+@pytest.mark.parametrize("tree", RANDOM_TREES)
+def test_ancestor_mask_matches_walk(tree: DraftTree) -> None:
+    """mask[i, j] is True exactly when j is i or one of i's ancestors."""
+    n = len(tree)
+    expected = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        expected[i, ancestors(tree.parent, i)] = True
+    mask = tree.ancestor_mask()
+    assert mask.dtype == bool and mask.shape == (n, n)
+    np.testing.assert_array_equal(mask, expected)
+    assert mask[:, 0].all()           # everyone sees the root
+    assert (mask.sum(1) - 1 == np.asarray(tree.depth)).all()
+
+
+@pytest.mark.parametrize("tree", RANDOM_TREES)
+@pytest.mark.parametrize("prefix_len", [0, 1, 17])
+def test_position_ids_are_prefix_plus_walked_depth(tree: DraftTree, prefix_len: int) -> None:
+    """pos[i] = prefix_len + number of edges from the root to i."""
+    expected = [prefix_len + len(ancestors(tree.parent, i)) - 1 for i in range(len(tree))]
+    pos = tree.position_ids(prefix_len)
+    assert pos.tolist() == expected
+    assert pos[0] == prefix_len
+
+
+@pytest.mark.parametrize("tree", RANDOM_TREES)
+def test_root_to_leaf_paths_and_retrieve_indices(tree: DraftTree) -> None:
+    """One path per leaf (leaves in index order), root first; retrieve_indices pads them with -1."""
+    n = len(tree)
+    is_parent = [False] * n
+    for i in range(1, n):
+        is_parent[tree.parent[i]] = True
+    leaves = [i for i in range(n) if not is_parent[i]]
+    expected = [ancestors(tree.parent, leaf)[::-1] for leaf in leaves]
+    assert tree.root_to_leaf_paths() == expected
+
+    ri = tree.retrieve_indices()
+    max_depth = max(len(a) for a in (ancestors(tree.parent, i) for i in range(n))) - 1
+    assert ri.shape == (len(leaves), max_depth + 1)
+    for row, path in zip(ri.tolist(), expected):
+        assert row == path + [-1] * (max_depth + 1 - len(path))
+    # Every node lies on at least one root-to-leaf path.
+    assert set(ri[ri >= 0].tolist()) == set(range(n))
+
+
+def test_root_only_tree() -> None:
+    tree = DraftTree.with_root(7)
+    tree.validate()
+    assert len(tree) == 1 and tree.num_drafts == 0 and tree.max_depth == 0
+    assert tree.ancestor_mask().tolist() == [[True]]
+    assert tree.position_ids(5).tolist() == [5]
+    assert tree.root_to_leaf_paths() == [[0]]
+    assert tree.retrieve_indices().tolist() == [[0]]
+    assert tree.layer_widths() == [1]
+
+
+def test_hand_built_tree_derived_values() -> None:
+    """A small tree written out by hand, every derived value spelled out."""
+    tree = DraftTree.with_root(100)
+    a = tree.add(0, 1, -0.5)      # 1
+    b = tree.add(0, 2, -1.0)      # 2
+    c = tree.add(a, 3, -0.25)     # 3
+    d = tree.add(c, 4, -2.0)      # 4
+    e = tree.add(a, 5, -3.0)      # 5
+    assert (a, b, c, d, e) == (1, 2, 3, 4, 5)
+    assert tree.depth == [0, 1, 1, 2, 3, 2]
+    assert tree.path_logprob == pytest.approx([0.0, -0.5, -1.0, -0.75, -2.75, -3.5])
+    assert tree.children(0) == [1, 2] and tree.children(1) == [3, 5] and tree.children(4) == []
+    assert tree.layer_widths() == [1, 2, 2, 1]
+    assert tree.num_drafts == 5 and tree.max_depth == 3
+    assert tree.root_to_leaf_paths() == [[0, 2], [0, 1, 3, 4], [0, 1, 5]]
+    assert tree.retrieve_indices().tolist() == [[0, 2, -1, -1], [0, 1, 3, 4], [0, 1, 5, -1]]
+    assert tree.position_ids(10).tolist() == [10, 11, 11, 12, 13, 12]
+    assert tree.ancestor_mask().astype(int).tolist() == [
+        [1, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0],
+        [1, 0, 1, 0, 0, 0],
+        [1, 1, 0, 1, 0, 0],
+        [1, 1, 0, 1, 1, 0],
+        [1, 1, 0, 0, 0, 1],
+    ]
+
+
+def test_add_rejects_unknown_parent() -> None:
+    tree = DraftTree.with_root(0)
+    with pytest.raises(ValueError):
+        tree.add(1, 3, -0.1)
+    with pytest.raises(ValueError):
+        tree.add(-1, 3, -0.1)
+
+
+# ---- validate ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tree", RANDOM_TREES)
+def test_validate_accepts_built_trees(tree: DraftTree) -> None:
+    tree.validate()
+
+
+def _base() -> DraftTree:
+    return DraftTree([9, 1, 2, 3], [-1, 0, 0, 1], [0, 1, 1, 2], [0.0, -1.0, -2.0, -0.5],
+                     [0.0, -1.0, -2.0, -1.5], ["model"] * 4)
+
+
+@pytest.mark.parametrize("breakage", [
+    "short_source", "short_depth", "root_parent", "root_depth", "parent_after_child",
+    "self_parent", "depth_off_by_one", "parent_out_of_range",
+])
+def test_validate_rejects_broken_trees(breakage: str) -> None:
+    tree = _base()
+    tree.validate()  # the unbroken base is fine
+    if breakage == "short_source":
+        tree.source.pop()
+    elif breakage == "short_depth":
+        tree.depth.pop()
+    elif breakage == "root_parent":
+        tree.parent[0] = 0
+    elif breakage == "root_depth":
+        tree.depth[0] = 1
+    elif breakage == "parent_after_child":
+        tree.parent[1] = 3
+    elif breakage == "self_parent":
+        tree.parent[2] = 2
+    elif breakage == "depth_off_by_one":
+        tree.depth[3] = 1
+    elif breakage == "parent_out_of_range":
+        tree.parent[3] = -1
+    with pytest.raises(ValueError):
+        tree.validate()
+
+
+# ---- subset ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(10))
+def test_subset_keeps_paths_and_renumbers(seed: int) -> None:
+    """A random parent-closed subset keeps each node's token path and scores, renumbered in keep order."""
+    rng = random.Random(seed)
+    tree = random_tree(rng, 40)
+    chosen = {0}
+    for i in rng.sample(range(1, len(tree)), 12):
+        chosen.update(ancestors(tree.parent, i))
+    keep = sorted(chosen)
+    sub = tree.subset(keep)
+    sub.validate()
+    assert len(sub) == len(keep)
+    for new, old in enumerate(keep):
+        assert [tree.token[i] for i in ancestors(tree.parent, old)] == \
+               [sub.token[i] for i in ancestors(sub.parent, new)]
+        assert sub.depth[new] == tree.depth[old]
+        assert sub.draft_logprob[new] == tree.draft_logprob[old]
+        assert sub.path_logprob[new] == tree.path_logprob[old]
+        assert sub.source[new] == tree.source[old]
+        if new:
+            assert sub.parent[new] == keep.index(tree.parent[old])
+    # The original is untouched.
+    tree.validate()
+    assert len(tree) == 40
+
+
+def test_subset_errors() -> None:
+    tree = _base()       # 0 -> {1, 2}, 1 -> 3
+    assert tree.subset([0, 2]).token == [9, 2]
+    assert tree.subset([0, 2, 1, 3]).parent == [-1, 0, 0, 2]   # any parents-first order is allowed
+    with pytest.raises(ValueError):
+        tree.subset([0, 3])          # 3 without its parent 1
+    with pytest.raises(ValueError):
+        tree.subset([1, 0])          # root not first
+    with pytest.raises(ValueError):
+        tree.subset([0, 3, 1])       # child before parent
+
+
+# ---- dict / JSON round trip --------------------------------------------------------------------------
+@pytest.mark.parametrize("tree", RANDOM_TREES[::5])
+def test_dict_round_trip(tree: DraftTree) -> None:
+    d = tree.to_dict()
+    assert set(d) == {"token", "parent", "depth", "draft_logprob", "path_logprob", "source"}
+    back = DraftTree.from_dict(json.loads(json.dumps(d)))
+    assert back == tree
+    back.validate()
+    # from_dict copies: mutating the result leaves the dict alone.
+    back.token.append(1)
+    assert len(d["token"]) == len(tree)

@@ -1,0 +1,189 @@
+"""Whole-run figures from a :class:`~talon.trace.RunTrace`, and the step-tinted output text.
+
+Every figure is a pure function of the trace; an empty trace (no steps yet) gives an empty figure
+with a "no steps yet" note instead of raising.
+"""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from talon.metrics import acceptance_by_depth, mat
+from talon.trace import RunTrace, StepRecord
+
+from .style import TEMPLATE
+from .tree_figure import PATH_COLOR, VERDICT_COLORS, visible_text
+
+CHART_HEIGHT = 300
+DRAFT_COLOR = "#F58518"
+VERIFY_COLOR = "#4C78A8"
+BONUS_COLOR = VERDICT_COLORS["bonus"]
+# Pastel backgrounds cycled over steps (adjacent steps always differ).
+PASTELS = ("#FFE0B2", "#C8E6C9", "#BBDEFB", "#F8BBD0", "#D1C4E9", "#FFF59D", "#B2EBF2", "#DCEDC8")
+
+
+def _figure(traces: list, title: str, x_title: str, y_title: str, *, xaxis: dict | None = None,
+            yaxis: dict | None = None, note: str | None = None, **layout) -> go.Figure:
+    """Build the figure in one go (``update_layout`` on a figure with traces is slow).  With no
+    traces, or with ``note``, a grey note is shown in the middle of the plot."""
+    if not traces:
+        note = note or "no steps yet"
+    xaxis = {"title": {"text": x_title, "font": {"size": 11}}, "zeroline": False, **(xaxis or {})}
+    yaxis = {"title": {"text": y_title, "font": {"size": 11}}, "zeroline": False, **(yaxis or {})}
+    if not traces:
+        xaxis["visible"] = yaxis["visible"] = False
+    base = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        "height": CHART_HEIGHT, "template": TEMPLATE,
+        "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
+        "legend": {"orientation": "h", "x": 1.0, "xanchor": "right", "y": 1.0,
+                   "yanchor": "bottom", "font": {"size": 11}, "traceorder": "normal"},
+        "hovermode": "x unified" if traces else "closest",
+        "xaxis": xaxis, "yaxis": yaxis,
+    }
+    if note:
+        base["annotations"] = [{"text": note, "showarrow": False, "xref": "paper", "yref": "paper",
+                                "x": 0.5, "y": 0.5, "font": {"size": 13, "color": "#888"}}]
+    base.update(layout)
+    return go.Figure(data=traces, layout=base)
+
+
+def _accepted_committed(step: StepRecord) -> int:
+    """Accepted drafts that made it into the output (the output may be cut at EOS / the limit)."""
+    return min(step.accepted_depth, len(step.committed_ids))
+
+
+def committed_tokens_chart(trace: RunTrace) -> go.Figure:
+    """Tokens committed per step (one target forward each) as stacked bars: accepted drafts and
+    the bonus token; a dashed line marks the run's MAT (mean tokens per step, bonus included)."""
+    steps = trace.steps
+    title = "Tokens committed per step (MAT per step)"
+    if not steps:
+        return _figure([], title, "step", "tokens")
+    x = [s.index for s in steps]
+    acc = [_accepted_committed(s) for s in steps]
+    bonus = [len(s.committed_ids) - a for s, a in zip(steps, acc)]
+    text = [html.escape(visible_text(s.committed_text, 60), quote=False) for s in steps]
+    tau = mat(steps)
+    traces = [
+        go.Bar(x=x, y=acc, name="accepted drafts", marker_color=PATH_COLOR, customdata=text,
+               hovertemplate="%{y} accepted: %{customdata}<extra></extra>"),
+        go.Bar(x=x, y=bonus, name="bonus token", marker_color=BONUS_COLOR,
+               hovertemplate="%{y} bonus<extra></extra>"),
+        go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[tau, tau], mode="lines", name=f"MAT {tau:.2f}",
+                   line={"color": "#37474F", "dash": "dash", "width": 2},
+                   hovertemplate=f"MAT (run mean) {tau:.2f}<extra></extra>"),
+    ]
+    small = max(len(s.committed_ids) for s in steps) <= 12
+    return _figure(traces, title, "step", "tokens", barmode="stack",
+                   yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})})
+
+
+def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
+    """Acceptance by depth (``talon.metrics.acceptance_by_depth``): of the steps whose tree reached
+    depth d, the share that accepted a node at depth d; the hover gives how many steps reached d."""
+    steps = trace.steps
+    title, y_title = "Acceptance by depth", "steps accepting a node at d"
+    rates = acceptance_by_depth(steps)
+    if not rates:
+        return _figure([], title, "depth", y_title,
+                       note="no draft trees in this run" if steps else None)
+    depths = list(range(1, len(rates) + 1))
+    reached = [sum(s.tree.max_depth >= d for s in steps) for d in depths]
+    bars = go.Bar(x=depths, y=rates, marker_color=PATH_COLOR, customdata=reached,
+                  text=[f"{r:.0%}" for r in rates] if len(rates) <= 15 else None,
+                  textposition="outside", cliponaxis=False, name="acceptance",
+                  hovertemplate="depth %{x}: %{y:.0%} of %{customdata} steps<extra></extra>")
+    return _figure([bars], title, "depth", y_title, hovermode="closest",
+                   yaxis={"range": [0, 1.12], "tickformat": ".0%"},
+                   xaxis={"tickmode": "linear", "tick0": 1, "dtick": 1 if len(rates) <= 20 else 5})
+
+
+def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
+    """Tree shape per step: nodes per layer (x = step, y = depth from 1, colour = width; blank
+    beyond a tree's depth), with each step's accepted depth marked."""
+    steps = trace.steps
+    title = "Tree shape: nodes per layer"
+    deepest = max((s.tree.max_depth for s in steps), default=0)
+    if deepest == 0:
+        return _figure([], title, "step", "depth",
+                       note="no draft trees in this run" if steps else None)
+    x = [s.index for s in steps]
+    depths = list(range(1, deepest + 1))
+    z = [[(s.layer_widths[d] if d <= s.tree.max_depth else None) for s in steps] for d in depths]
+    traces = [
+        go.Heatmap(x=x, y=depths, z=z, colorscale=[[0, "#C6DBEF"], [1, "#08306B"]], zmin=1,
+                   xgap=1, ygap=1,
+                   colorbar={"title": {"text": "nodes", "side": "top"}, "thickness": 12},
+                   hovertemplate="step %{x}, depth %{y}: %{z} nodes<extra></extra>",
+                   name="layer width"),
+        go.Scatter(x=x, y=[s.accepted_depth if s.accepted_depth else None for s in steps],
+                   mode="markers", name="accepted depth",
+                   marker={"symbol": "line-ew-open", "size": 16, "color": "#D62728",
+                           "line": {"width": 3, "color": "#D62728"}},
+                   hovertemplate="step %{x}: accepted to depth %{y}<extra></extra>"),
+    ]
+    return _figure(traces, title, "step", "depth", hovermode="closest", showlegend=True,
+                   yaxis={"autorange": "reversed", "tickmode": "linear", "tick0": 1,
+                          "dtick": 1 if deepest <= 12 else 5})
+
+
+def timing_chart(trace: RunTrace) -> go.Figure:
+    """Wall time per step in seconds, stacked: drafting (tree building, drafter forwards
+    included) and verification (target forward + commit)."""
+    steps = trace.steps
+    title = "Draft vs verify time per step"
+    if not steps:
+        return _figure([], title, "step", "seconds")
+    x = [s.index for s in steps]
+    traces = [
+        go.Bar(x=x, y=[s.draft_seconds for s in steps], name="draft", marker_color=DRAFT_COLOR,
+               hovertemplate="draft %{y:.4f} s<extra></extra>"),
+        go.Bar(x=x, y=[s.verify_seconds for s in steps], name="verify", marker_color=VERIFY_COLOR,
+               hovertemplate="verify %{y:.4f} s<extra></extra>"),
+    ]
+    return _figure(traces, title, "step", "seconds", barmode="stack")
+
+
+def run_charts(trace: RunTrace) -> dict[str, go.Figure]:
+    """All whole-run figures by name: ``committed``, ``acceptance``, ``shape``, ``timing``."""
+    return {"committed": committed_tokens_chart(trace),
+            "acceptance": acceptance_by_depth_chart(trace),
+            "shape": tree_shape_heatmap(trace),
+            "timing": timing_chart(trace)}
+
+
+def _step_tokens(step: StepRecord) -> list[str]:
+    """Texts of the tokens the step committed, one per committed id: the accepted drafts then the
+    bonus token, cut like ``committed_ids``."""
+    texts = [step.node_text[i] for i in step.accepted_path[1:]]
+    texts.append(step.target_text[step.accepted_path[-1]])
+    return texts[: len(step.committed_ids)]
+
+
+def tinted_text_html(trace: RunTrace, highlight: int | None = None) -> str:
+    """The generated text as HTML, each step's ``committed_text`` in its own ``<span>`` tinted by
+    step (pastel colours cycled), with ``title`` = the step number and its tokens; HTML-escaped,
+    whitespace preserved.  Steps that committed no text (e.g. only EOS) add no span.
+
+    Args:
+        trace: the run.
+        highlight: a step index whose span gets an outline (e.g. the step on show), or None.
+    """
+    parts = []
+    for s in trace.steps:
+        if not s.committed_text:
+            continue
+        tokens = " | ".join(visible_text(t, 20) for t in _step_tokens(s))
+        n = len(s.committed_ids)
+        title = f"step {s.index}: {n} token{'s' if n != 1 else ''}: {tokens}"
+        style = f"background:{PASTELS[s.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"
+        if highlight is not None and s.index == highlight:
+            style += ";outline:2px solid #D62728"
+        parts.append(f'<span class="talon-step" data-step="{s.index}" '
+                     f'title="{html.escape(title, quote=True)}" style="{style}">'
+                     f"{html.escape(s.committed_text, quote=False)}</span>")
+    return ('<div class="talon-tinted" style="white-space:pre-wrap;line-height:1.7;'
+            'font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:14px">'
+            + "".join(parts) + "</div>")

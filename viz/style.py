@@ -1,0 +1,21 @@
+"""Shared look: a small light Plotly template (cheap to apply, unlike ``"plotly_white"``, whose
+deep copy costs ~35 ms per figure) and the colours the figures share."""
+from __future__ import annotations
+
+GRID = "#EEF0F3"
+AXIS_LINE = "#D5D9E0"
+FONT_COLOR = "#2A3F5F"
+
+TEMPLATE: dict = {
+    "layout": {
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": {"color": FONT_COLOR, "family": "Arial, Helvetica, sans-serif"},
+        "colorway": ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2"],
+        "hoverlabel": {"align": "left"},
+        "xaxis": {"gridcolor": GRID, "linecolor": AXIS_LINE, "zerolinecolor": GRID,
+                  "automargin": True, "ticks": ""},
+        "yaxis": {"gridcolor": GRID, "linecolor": AXIS_LINE, "zerolinecolor": GRID,
+                  "automargin": True, "ticks": ""},
+    }
+}

@@ -1,0 +1,83 @@
+"""Text for the metrics panel: the run summary, the comparison table and the glossary."""
+from __future__ import annotations
+
+import pandas as pd
+
+from talon import metrics
+from talon.trace import RunTrace
+
+GLOSSARY = """
+**MAT (τ)**: tokens committed per target forward, *including* the bonus token. Plain autoregressive
+decoding has MAT = 1.
+
+**δ (delta)**: drafter calls per target forward (one batched call per tree layer grown).
+
+**Acceptance by depth**: of the steps whose tree reached depth d, the share that accepted a node at
+depth d.
+
+**Speedup**: wall time of plain autoregressive decoding of the same prompt with the same target /
+wall time of the method, measured on this machine in the same session. Times from different runs
+or machines are never compared.
+
+**Tokens/s**: generated tokens per second of wall time (prompt processing included).
+
+**Draft share**: share of the step time spent building draft trees (drafter calls included): the tree
+construction overhead.
+
+**N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
+(TALON's Top-K start). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
+is at least μ times the best candidate's in that layer. **Depth**: draft layers below the root
+(EAGLE-2, static). **γ (gamma)**: chain length in draft tokens.
+"""
+
+HOW_TO_READ = """
+* **Each picture is one decoding step**: one forward pass of the target model over a whole tree of
+  guesses. The dark diamond on the left is the **root**: the last token already in the output.
+* Every other node is a **draft token** proposed by the drafter, placed to the right of the token it
+  follows. A path from the root to a node is one guessed continuation.
+* **Colour by verdict**: the target checks the tree from the root; **green** nodes were accepted
+  (they are in the output), **red** ones were tested and refused (hover to see what the target wanted
+  instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own
+  next token after the accepted path, so every step commits at least one token.
+* **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
+* **Why TALON's shape changes**: TALON spends a fixed budget of N nodes. Where the drafter is sure,
+  only one or two candidates pass the confidence gate per layer, so the tree grows **deep and narrow**;
+  where it is unsure, many pass, the budget is used up in a few layers, and the tree is **shallow and
+  wide**. Static and EAGLE-2 trees keep a fixed depth whatever the context.
+* Every method here is lossless: at temperature 0 the output is exactly what plain greedy decoding
+  of the target gives; only the speed differs.
+"""
+
+
+def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
+    """A one-table summary of a run (speedup only when an AR time for the same prompt is given)."""
+    s = metrics.summarize(trace)
+    rows = [("Tokens generated", f"{s['new_tokens']}"), ("Target forwards (steps)", f"{s['target_forwards']}"),
+            ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"), ("δ (drafter calls / target forward)",
+                                                                    f"{s['delta']:.2f}"),
+            ("Mean draft nodes per tree", f"{s['mean_tree_nodes']:.1f}"),
+            ("Tokens / s", f"{s['tokens_per_second']:.1f}"), ("Draft share of step time", f"{s['draft_share']:.0%}"),
+            ("Wall time", f"{s['seconds']:.2f} s")]
+    if ar_seconds:
+        rows.append(("Speedup over autoregressive", f"{metrics.speedup(ar_seconds, s['seconds']):.2f}×"))
+    if trace.stop_reason:
+        rows.append(("Stopped by", {"eos": "end of sequence", "max_new_tokens": "max new tokens",
+                                    "stopped": "the Stop button"}.get(trace.stop_reason, trace.stop_reason)))
+    head = f"**{trace.tree_config.get('method', '?')}** · target {trace.target}"
+    if trace.drafter:
+        head += f" · drafter {trace.drafter}"
+    head += f" · {trace.device}"
+    return head + "\n\n| metric | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def comparison_table(traces: dict[str, RunTrace], ar_seconds: float | None) -> pd.DataFrame:
+    """One row per labelled run: MAT, delta, mean tree size, depth, tokens/s, speedup over AR."""
+    rows = []
+    for label, trace in traces.items():
+        s = metrics.summarize(trace)
+        rows.append({"run": label, "MAT": round(s["mat"], 2), "delta": round(s["delta"], 2),
+                     "mean nodes": round(s["mean_tree_nodes"], 1),
+                     "mean depth": round(sum(st.tree.max_depth for st in trace.steps) / max(len(trace.steps), 1), 2),
+                     "tokens/s": round(s["tokens_per_second"], 1),
+                     "speedup": round(metrics.speedup(ar_seconds, s["seconds"]), 2) if ar_seconds else None})
+    return pd.DataFrame(rows)

@@ -1,0 +1,379 @@
+"""One decoding step's draft tree as an interactive Plotly figure, a node table, standalone HTML.
+
+Drawing conventions (see ``docs/viz.md``):
+
+* x = depth (root at 0, left to right), y = spread of the leaves (tidy layout, ``viz.layout``);
+  the y axis is reversed so a node's first child is drawn on top;
+* edges are thin grey lines; the accepted path (root -> deepest accepted node) is thicker and green;
+* the bonus token (the target's own token after the accepted path) is laid out as an extra child
+  of the last accepted node in every colour mode, so nodes never move when only the colouring
+  changes; it is *drawn* (gold star, labelled "bonus", dashed edge) only in verdict mode;
+* the root is a dark diamond in every mode (it is the last committed token, not a draft).
+
+Every node trace carries ``meta="node"`` (the bonus trace ``meta="bonus"``) and the node ids in
+``customdata``; edge traces carry ``meta="edges"`` / ``"accepted-path"`` / ``"bonus-edge"``.
+"""
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from talon.trace import StepRecord
+from talon.tree import ACCEPTED, NOT_REACHED, REJECTED, ROOT
+
+from .layout import TreeLayout, tree_layout
+from .style import TEMPLATE
+
+BONUS = "bonus"
+
+COLOR_MODES = ("confidence", "verdict", "source")
+
+VERDICT_COLORS = {
+    ROOT: "#37474F",
+    ACCEPTED: "#2E9E44",
+    REJECTED: "#D62728",
+    NOT_REACHED: "#C9CED6",
+    BONUS: "#F5A623",
+}
+SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#E45756"}
+OTHER_COLOR = "#9E9E9E"
+PATH_COLOR = "#2E9E44"
+EDGE_COLOR = "#B0B7C3"
+CONFIDENCE_SCALE = "Viridis"
+
+_WHITESPACE = str.maketrans({" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"})
+
+
+def visible_text(text: str, max_chars: int | None = None) -> str:
+    """``text`` with whitespace made visible (space ␣, newline ⏎, tab ⇥, carriage return ␍),
+    ``"∅"`` for the empty string, cut to ``max_chars`` characters (ellipsis included)."""
+    out = text.translate(_WHITESPACE) if text else "∅"
+    if max_chars is not None and len(out) > max_chars:
+        out = out[: max(1, max_chars - 1)] + "…"
+    return out
+
+
+def _esc(text: str) -> str:
+    """Escape for Plotly's HTML-like text (tokens such as ``<|im_end|>`` must stay literal)."""
+    return html.escape(text, quote=False)
+
+
+def _prob(logprob: float) -> float:
+    return math.exp(logprob) if logprob > -745 else 0.0
+
+
+def _fmt(p: float) -> str:
+    return f"{p:.3g}"
+
+
+def target_wanted(step: StepRecord, node: int) -> str:
+    """At a rejected node: the text of the token the target chose instead (the target's token after
+    the node's parent); ``""`` for any other node."""
+    if step.status[node] != REJECTED:
+        return ""
+    return step.target_text[step.tree.parent[node]]
+
+
+def bonus_text(step: StepRecord) -> str:
+    """Text of the bonus token: the target's token after the last accepted node."""
+    return step.target_text[step.accepted_path[-1]]
+
+
+def _committed_count(step: StepRecord, path_pos: int) -> bool:
+    """Whether the token at position ``path_pos`` (1 = first accepted draft, len(path) = bonus)
+    made it into the output (the output is cut at EOS / the max-new-tokens limit)."""
+    return path_pos <= len(step.committed_ids)
+
+
+# ---- sizing ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Style:
+    label_font: int
+    label_chars: int
+    marker: int
+    row_px: float
+    alternate: bool  # labels above/below by depth parity (deep trees) instead of to the right
+    height: int
+
+
+def _style(n_layers: int, rows: float, n_nodes: int) -> _Style:
+    """Font and marker sizes for ``n_layers`` columns (depth 0..max + the bonus column) and
+    ``rows`` y units, assuming a plot about 900 px wide."""
+    alternate = n_layers > 9
+    if n_layers <= 9:
+        font, chars = 11, 12
+    elif n_layers <= 16:
+        font, chars = 10, 9
+    elif n_layers <= 26:
+        font, chars = 9, 7
+    else:
+        font, chars = 8, 5
+    if n_nodes > 90 and font > 9:
+        font -= 1
+    row_px = 46.0 if alternate else 28.0
+    row_px = max(18.0, min(row_px, 2400.0 / max(rows, 1.0)))
+    if row_px < 24:
+        font = min(font, 8)
+    marker = 13 if row_px >= 40 else 11 if row_px >= 28 else 8
+    height = int(max(300, min(2600, 130 + rows * row_px)))
+    return _Style(font, chars, marker, row_px, alternate, height)
+
+
+# ---- figure ----------------------------------------------------------------------------------
+def _hover(step: StepRecord, i: int) -> str:
+    """Hover text of node ``i`` (Plotly HTML)."""
+    tree = step.tree
+    tok = _esc(visible_text(step.node_text[i], 40))
+    if i == 0:
+        lines = [f"<b>{tok}</b>  (root: last committed token)",
+                 f"target's next token: <b>{_esc(visible_text(step.target_text[0], 40))}</b>"
+                 if step.target_text[0] else ""]
+        return "<br>".join(x for x in lines if x)
+    status = step.status[i]
+    lines = [
+        f"<b>{tok}</b>  (node {i}, parent {tree.parent[i]})",
+        f"depth {tree.depth[i]} · source {_esc(tree.source[i])}",
+        f"draft prob {_fmt(_prob(tree.draft_logprob[i]))}",
+        f"path prob {_fmt(_prob(tree.path_logprob[i]))}",
+        f"target prob {_fmt(step.target_prob[i])}",
+        f"verdict: <b>{_esc(status)}</b>",
+    ]
+    if status == REJECTED:
+        lines.append(f"target wanted: <b>{_esc(visible_text(target_wanted(step, i), 40))}</b>")
+    elif status == ACCEPTED:
+        pos = step.accepted_path.index(i) if i in step.accepted_path else 0
+        if pos and not _committed_count(step, pos):
+            lines.append("not committed (output cut at EOS / token limit)")
+    return "<br>".join(lines)
+
+
+def _bonus_hover(step: StepRecord) -> str:
+    last = step.accepted_path[-1]
+    lines = [f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (bonus token)",
+             f"the target's own token after node {last} (depth {step.tree.depth[last] + 1})",
+             f"{step.accepted_depth} draft(s) accepted + this token"]
+    if not _committed_count(step, len(step.accepted_path)):
+        lines.append("not committed (output cut at EOS / token limit)")
+    return "<br>".join(lines)
+
+
+def _edge_xy(pairs: Sequence[tuple[int, int]], lay: TreeLayout) -> tuple[list, list]:
+    xs: list = []
+    ys: list = []
+    for a, b in pairs:
+        xs += [lay.x[a], lay.x[b], None]
+        ys += [lay.y[a], lay.y[b], None]
+    return xs, ys
+
+
+def _labels(step: StepRecord, ids: Sequence[int], st: _Style, lay: TreeLayout) -> tuple[list, list]:
+    text = [_esc(visible_text(step.node_text[i], st.label_chars)) for i in ids]
+    text = [f"<b>{t}</b>" if i == 0 else t for i, t in zip(ids, text)]  # the root stands out
+    inner = set(step.tree.parent[1:]) | set(step.accepted_path)  # path: clear of the bonus edge
+    return text, [_label_position(st, lay.x[i], i in inner) for i in ids]
+
+
+def _label_position(st: _Style, x: float, inner: bool) -> str:
+    """Deep trees: labels above / below by depth parity, so neighbouring columns do not collide;
+    shallow trees: leaves labelled to the right, inner nodes above (clear of their fan of edges)."""
+    if st.alternate:
+        return "top center" if int(x) % 2 == 0 else "bottom center"
+    return "top center" if inner else "middle right"
+
+
+def _node_trace(step: StepRecord, ids: list[int], lay: TreeLayout, st: _Style, name: str,
+                marker: dict, *, showlegend: bool = True) -> go.Scatter:
+    text, pos = _labels(step, ids, st, lay)
+    return go.Scatter(
+        x=[lay.x[i] for i in ids], y=[lay.y[i] for i in ids], mode="markers+text",
+        name=name, legendgroup=name, showlegend=showlegend, meta="node", customdata=ids,
+        text=text, textposition=pos, textfont={"size": st.label_font, "color": "#263238"},
+        hovertext=[_hover(step, i) for i in ids], hovertemplate="%{hovertext}<extra></extra>",
+        marker=marker, cliponaxis=False,
+    )
+
+
+def _outline(step: StepRecord, ids: Sequence[int]) -> dict:
+    """Marker outline: dark and thick on the accepted path, thin white elsewhere."""
+    on_path = set(step.accepted_path)
+    return {"color": ["#1B1B1B" if i in on_path else "#FFFFFF" for i in ids],
+            "width": [2.0 if i in on_path else 0.8 for i in ids]}
+
+
+def default_title(step: StepRecord) -> str:
+    """``Step i: N drafts · a accepted + bonus → c tokens committed ("text")``."""
+    text = _esc(visible_text(step.committed_text, 40))
+    return (f"Step {step.index}: {step.tree.num_drafts} drafts · {step.accepted_depth} accepted "
+            f"+ bonus → {len(step.committed_ids)} committed (“{text}”)")
+
+
+def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | None = None,
+                max_depth: int | None = None, max_width: float | None = None) -> go.Figure:
+    """Draw one step's draft tree.
+
+    Args:
+        step: the step to draw.
+        color_mode: ``"confidence"`` (draft probability ``exp(draft_logprob)`` on a fixed 0..1
+            scale with a colour bar), ``"verdict"`` (accepted / rejected / not reached, plus the
+            bonus token as an extra node) or ``"source"`` (model vs retrieval drafts).
+        title: figure title; ``None`` for :func:`default_title`, ``""`` for none.
+        max_depth: make room on the x axis for trees this deep (layers below the root, plus one
+            column for the bonus token) instead of fitting this tree; pass the larger of two
+            trees' depths to draw them side by side on the same ranges (:func:`shared_extent`).
+        max_width: likewise for the y extent, in layout units (about one leaf each).
+
+    Returns:
+        the figure; node traces have ``meta="node"`` (one point per tree node, root included) and,
+        in verdict mode only, one extra trace ``meta="bonus"`` with the bonus point.
+    """
+    if color_mode not in COLOR_MODES:
+        raise ValueError(f"color_mode must be one of {COLOR_MODES}, not {color_mode!r}")
+    tree = step.tree
+    n = len(tree)
+    last = step.accepted_path[-1]
+    lay = tree_layout(tree, bonus_parent=last)
+    bonus_id = n
+    # columns 0..depth_span: the tree (with the bonus slot); with max_depth, that depth + the bonus
+    depth_span = max(lay.depth, (max_depth + 1) if max_depth is not None else 0)
+    rows = max(lay.width, max_width or 0.0)
+    st = _style(depth_span + 1, rows, n)
+
+    traces: list[go.Scatter] = []
+    on_path = list(zip(step.accepted_path, step.accepted_path[1:]))
+    path_set = set(on_path)
+    other = [(tree.parent[i], i) for i in range(1, n) if (tree.parent[i], i) not in path_set]
+    ex, ey = _edge_xy(other, lay)
+    traces.append(go.Scatter(x=ex, y=ey, mode="lines", line={"color": EDGE_COLOR, "width": 1.2},
+                             hoverinfo="skip", showlegend=False, meta="edges"))
+    px_, py_ = _edge_xy(on_path, lay)
+    traces.append(go.Scatter(x=px_ or [None], y=py_ or [None], mode="lines", name="accepted path",
+                             line={"color": PATH_COLOR, "width": 4.5}, hoverinfo="skip",
+                             meta="accepted-path", showlegend=bool(on_path)))
+
+    root_marker = {"color": VERDICT_COLORS[ROOT], "symbol": "diamond", "size": st.marker + 5,
+                   "line": {"color": "#FFFFFF", "width": 1}}
+    drafts = list(range(1, n))
+
+    if color_mode == "verdict":
+        bx, by = _edge_xy([(last, bonus_id)], lay)
+        traces.append(go.Scatter(x=bx, y=by, mode="lines", line={"color": VERDICT_COLORS[BONUS],
+                                 "width": 3, "dash": "dot"}, hoverinfo="skip", showlegend=False,
+                                 meta="bonus-edge"))
+        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+        groups: dict[str, list[int]] = {}
+        for i in drafts:
+            groups.setdefault(step.status[i], []).append(i)
+        order = [ACCEPTED, REJECTED, NOT_REACHED] + sorted(set(groups) - {ACCEPTED, REJECTED,
+                                                                          NOT_REACHED})
+        for status in order:
+            ids = groups.get(status)
+            if not ids:
+                continue
+            color = VERDICT_COLORS.get(status, OTHER_COLOR)
+            traces.append(_node_trace(step, ids, lay, st, status, {
+                "color": color, "size": st.marker, "symbol": "circle",
+                "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1}}))
+        label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
+        traces.append(go.Scatter(
+            x=[lay.x[bonus_id]], y=[lay.y[bonus_id]], mode="markers+text", name="bonus token",
+            meta="bonus", customdata=[bonus_id], text=[f"<b>{label}</b>"],
+            textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
+            textfont={"size": st.label_font, "color": "#8A5A00"},
+            hovertext=[_bonus_hover(step)], hovertemplate="%{hovertext}<extra></extra>",
+            marker={"color": VERDICT_COLORS[BONUS], "symbol": "star", "size": st.marker + 9,
+                    "line": {"color": "#6D4C00", "width": 1}}, cliponaxis=False))
+    elif color_mode == "confidence":
+        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+        if drafts:
+            probs = [_prob(tree.draft_logprob[i]) for i in drafts]
+            traces.append(_node_trace(step, drafts, lay, st, "drafts", {
+                "color": probs, "cmin": 0.0, "cmax": 1.0, "colorscale": CONFIDENCE_SCALE,
+                "showscale": True, "size": st.marker, "line": _outline(step, drafts),
+                "colorbar": {"title": {"text": "draft<br>prob", "side": "top"}, "thickness": 12,
+                             "len": min(1.0, 260 / st.height + 0.2), "y": 1.0, "yanchor": "top",
+                             "tickvals": [0, 0.25, 0.5, 0.75, 1.0]},
+            }, showlegend=False))
+    else:  # source
+        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+        groups = {}
+        for i in drafts:
+            groups.setdefault(tree.source[i], []).append(i)
+        for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s)):
+            ids = groups[src]
+            traces.append(_node_trace(step, ids, lay, st, src, {
+                "color": SOURCE_COLORS.get(src, OTHER_COLOR), "size": st.marker,
+                "line": _outline(step, ids)}))
+
+    x_hi = depth_span + 0.9
+    y_hi = rows - 0.5
+    label_room = 0.0 if st.alternate else 0.9  # room for labels right of the deepest column
+    layout = go.Layout(
+        title={"text": default_title(step) if title is None else title, "x": 0.01,
+               "xanchor": "left", "font": {"size": 14}},
+        height=st.height, template=TEMPLATE, hovermode="closest",
+        margin={"l": 10, "r": 10, "t": 64 if title != "" else 34, "b": 36},
+        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                "font": {"size": 11}, "itemsizing": "constant"},
+        hoverlabel={"font": {"size": 12}, "align": "left"},
+        dragmode="pan",
+        uirevision="tree",
+        xaxis={"range": [-0.6, x_hi + label_room], "title": {"text": "depth", "font": {"size": 11}},
+               "tickmode": "linear", "tick0": 0, "dtick": 1 if depth_span <= 20 else 5,
+               "showgrid": True, "zeroline": False},
+        yaxis={"range": [y_hi + 0.15, -0.65], "visible": False, "zeroline": False},
+    )
+    # one construction with the layout: update_layout on a figure with traces costs ~10x more
+    fig = go.Figure(data=traces, layout=layout)
+    return fig
+
+
+def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
+    """``(max_depth, max_width)`` over ``steps``: pass them to :func:`tree_figure` for each step to
+    draw the trees on identical axis ranges (side-by-side comparison)."""
+    depth, width = 0, 1.0
+    for s in steps:
+        depth = max(depth, s.tree.max_depth)
+        width = max(width, tree_layout(s.tree, bonus_parent=s.accepted_path[-1]).width)
+    return depth, width
+
+
+def node_table(step: StepRecord) -> pd.DataFrame:
+    """One row per tree node (root included, no bonus row), in node order.
+
+    Columns: ``id``, ``parent`` (-1 for the root), ``depth``, ``token`` (visible whitespace),
+    ``source``, ``draft prob`` (exp of the drafter's log-prob given the parent), ``path prob``
+    (product along the path), ``target prob`` (the target's probability of the token given the
+    parent's context), ``verdict``, ``target wanted`` (at a rejection: the target's token instead).
+    """
+    tree = step.tree
+    rows = []
+    for i in range(len(tree)):
+        rows.append({
+            "id": i,
+            "parent": tree.parent[i],
+            "depth": tree.depth[i],
+            "token": visible_text(step.node_text[i]),
+            "source": tree.source[i],
+            "draft prob": round(_prob(tree.draft_logprob[i]), 4),
+            "path prob": round(_prob(tree.path_logprob[i]), 4),
+            "target prob": round(float(step.target_prob[i]), 4),
+            "verdict": step.status[i],
+            "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED
+            else "",
+        })
+    return pd.DataFrame(rows, columns=["id", "parent", "depth", "token", "source", "draft prob",
+                                       "path prob", "target prob", "verdict", "target wanted"])
+
+
+def tree_html(step: StepRecord, color_mode: str = "confidence", title: str | None = None,
+              max_depth: int | None = None, max_width: float | None = None) -> str:
+    """Standalone HTML page of :func:`tree_figure` (same arguments) with plotly.js inlined, so the
+    file opens offline."""
+    fig = tree_figure(step, color_mode, title=title, max_depth=max_depth, max_width=max_width)
+    return fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False,
+                       config={"displaylogo": False, "scrollZoom": True})
