@@ -54,13 +54,10 @@ def _number(value, name: str, kind=float):
 
 
 def _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed) -> tuple[TreeConfig, DecodeConfig]:
-    max_new = _number(max_new, "Max new tokens", int)
-    if max_new > MAX_NEW_TOKENS:
-        raise ConfigError(f"Max new tokens is limited to {MAX_NEW_TOKENS} in the app (got {max_new}).")
     tree = TreeConfig(method=method, budget=_number(budget, "Budget N", int), topk=_number(topk, "Root width K", int),
                       mu=_number(mu, "mu"), depth=_number(depth, "Depth", int), gamma=_number(gamma, "Chain length", int))
     return tree, DecodeConfig(temperature=_number(temperature, "Temperature"), seed=_number(seed, "Seed", int),
-                              max_new_tokens=max_new)
+                              max_new_tokens=_number(max_new, "Max new tokens", int))
 
 
 def _load(target_spec: str, progress: gr.Progress):

@@ -18,3 +18,13 @@ def target():
 
     torch.manual_seed(0)
     return load_model("embedded", device=torch.device("cpu"), dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The app, launched once in this process on a free port."""
+    from tests.app_server import launch_app
+
+    demo, url = launch_app()
+    yield url
+    demo.close()
