@@ -83,6 +83,8 @@ def default_static_paths(budget: int, max_depth: int,
     """A fixed tree of exactly ``budget`` nodes (root excluded) and depth <= ``max_depth``, grown
     best-first by the product of ``prior[rank]`` along each path; returned breadth-first.
     Raises ``ValueError`` if ``budget`` nodes do not fit in ``max_depth`` layers."""
+    if max_depth < 1:
+        raise ValueError(f"a static tree needs at least one layer (max_depth={max_depth})")
     heap = [(-prior[r], (r,)) for r in range(len(prior))]
     heapq.heapify(heap)
     chosen = []

@@ -45,18 +45,23 @@ class TreeConfig:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"Unknown method {self.method!r}: choose one of {', '.join(METHODS)}.")
-        if not isinstance(self.budget, int) or self.budget < 1:
+        if not _whole(self.budget) or self.budget < 1:
             raise ConfigError(f"Budget N must be a whole number of draft nodes >= 1 (got {self.budget!r}).")
-        if not isinstance(self.topk, int) or self.topk < 1:
+        if not _whole(self.topk) or self.topk < 1:
             raise ConfigError(f"Root width K must be a whole number >= 1 (got {self.topk!r}).")
         if not (isinstance(self.mu, (int, float)) and 0.0 < self.mu <= 1.0):
             raise ConfigError(f"Confidence gate mu must be in (0, 1] (got {self.mu!r}).")
-        if not isinstance(self.depth, int) or self.depth < 1:
+        if not _whole(self.depth) or self.depth < 1:
             raise ConfigError(f"Depth must be a whole number of draft layers >= 1 (got {self.depth!r}).")
-        if not isinstance(self.gamma, int) or self.gamma < 1:
+        if not _whole(self.gamma) or self.gamma < 1:
             raise ConfigError(f"Chain length gamma must be a whole number >= 1 (got {self.gamma!r}).")
         if self.static_paths is not None:
             _check_static_paths(self.static_paths)
+
+
+def _whole(value) -> bool:
+    """An int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_static_paths(paths: tuple[tuple[int, ...], ...]) -> None:
@@ -89,9 +94,9 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.temperature, (int, float)) or not 0.0 <= self.temperature <= 5.0:
             raise ConfigError(f"Temperature must be between 0 and 5 (got {self.temperature!r}).")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+        if not _whole(self.max_new_tokens) or self.max_new_tokens < 1:
             raise ConfigError(f"Max new tokens must be a whole number >= 1 (got {self.max_new_tokens!r}).")
-        if not isinstance(self.seed, int):
+        if not _whole(self.seed):
             raise ConfigError(f"Seed must be a whole number (got {self.seed!r}).")
 
 

@@ -75,9 +75,11 @@ class DraftTree:
     def subset(self, keep: list[int]) -> "DraftTree":
         """The tree restricted to ``keep`` (must contain 0 and be closed under parents), renumbered
         in ``keep``'s order, which must put parents before children."""
-        index = {old: new for new, old in enumerate(keep)}
-        if keep[0] != 0:
+        if not keep or keep[0] != 0:
             raise ValueError("the root must be kept first")
+        index = {old: new for new, old in enumerate(keep)}
+        if len(index) != len(keep):
+            raise ValueError("a node is kept twice")
         parent = []
         for old in keep:
             p = self.parent[old]

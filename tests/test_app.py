@@ -116,3 +116,15 @@ def test_load_rejects_non_trace_json(client, tmp_path):
     bad.write_text('{"hello": 1}')
     with pytest.raises(Exception, match="not a TALON trace"):
         client.predict(handle_file(str(bad)), "verdict", api_name="/load_trace")
+
+
+def test_compare_runs_two_methods_on_the_same_axes(client):
+    state_slider, plot_a, plot_b, table = client.predict(
+        PROMPT, "embedded", "ngram", "static", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "verdict",
+        api_name="/run_compare")
+    assert [row[0] for row in table["data"]] == ["A: Static tree (fixed shape)", "B: TALON adaptive tree"]
+    speedups = [row[table["headers"].index("speedup")] for row in table["data"]]
+    assert all(s is not None and s > 0 for s in speedups)
+    fig_a, fig_b = json.loads(plot_a["plot"]), json.loads(plot_b["plot"])
+    assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
+    assert fig_a["layout"]["height"] == fig_b["layout"]["height"]

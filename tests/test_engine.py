@@ -15,8 +15,12 @@ from talon.models import ModelLoadError
 
 pytestmark = pytest.mark.engine
 
-PROMPTS = [json.loads(line)["prompt"] for line in
-           (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()][:10]
+EXAMPLES = [json.loads(line) for line in
+            (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()]
+PROMPTS = [e["prompt"] for e in EXAMPLES]
+EXTRACTION = next(e["prompt"] for e in EXAMPLES if e["category"] == "extraction")
+# Eight prompts covering all six categories (chat, code, math, summarisation, extraction, QA).
+GREEDY_PROMPTS = PROMPTS[0::2] + PROMPTS[1:4:2]
 NEW_TOKENS = 48
 METHOD_CONFIGS = {
     "chain": TreeConfig(method="chain", gamma=4),
@@ -31,7 +35,7 @@ DRAFTERS = ["ngram", "layers:4"]
 def greedy_reference(target):
     """Token ids of plain HF greedy generation per prompt (stopping at EOS like ``run``)."""
     out = {}
-    for prompt in PROMPTS:
+    for prompt in GREEDY_PROMPTS:
         ids = encode_prompt(target, prompt)
         gen = target.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                     do_sample=False, max_new_tokens=NEW_TOKENS)
@@ -40,14 +44,16 @@ def greedy_reference(target):
 
 
 def test_prompt_set_is_varied():
-    assert len(PROMPTS) >= 8 and len(set(PROMPTS)) == len(PROMPTS)
+    assert len(GREEDY_PROMPTS) >= 8 and len(set(GREEDY_PROMPTS)) == len(GREEDY_PROMPTS)
+    categories = {e["category"] for e in EXAMPLES if e["prompt"] in GREEDY_PROMPTS}
+    assert categories == {e["category"] for e in EXAMPLES}
 
 
 @pytest.mark.parametrize("drafter_spec", DRAFTERS)
 @pytest.mark.parametrize("method", list(METHOD_CONFIGS))
 def test_greedy_is_lossless(target, greedy_reference, method, drafter_spec):
     mats = []
-    for prompt in PROMPTS:
+    for prompt in GREEDY_PROMPTS:
         trace = run_to_end(target, make_drafter(drafter_spec, target), METHOD_CONFIGS[method],
                            DecodeConfig(max_new_tokens=NEW_TOKENS), prompt)
         assert trace.output_ids == greedy_reference[prompt], f"{method}/{drafter_spec} diverged on {prompt!r}"
@@ -58,7 +64,7 @@ def test_greedy_is_lossless(target, greedy_reference, method, drafter_spec):
 
 
 def test_autoregressive_matches_generate(target, greedy_reference):
-    for prompt in PROMPTS[:3]:
+    for prompt in GREEDY_PROMPTS[:3]:
         trace = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt)
         assert trace.output_ids == greedy_reference[prompt]
         assert len(trace.steps) == len(trace.output_ids)  # one target forward per token
@@ -66,7 +72,7 @@ def test_autoregressive_matches_generate(target, greedy_reference):
 
 def test_step_records_are_consistent(target):
     trace = run_to_end(target, make_drafter("ngram", target), TreeConfig(method="talon", budget=16),
-                       DecodeConfig(max_new_tokens=32), PROMPTS[8])
+                       DecodeConfig(max_new_tokens=32), EXTRACTION)
     for step in trace.steps:
         tree = step.tree
         assert len(step.status) == len(tree) == len(step.node_text) == len(step.target_prob)

@@ -227,6 +227,12 @@ def test_tree_config_errors(kwargs: dict, match: str) -> None:
         TreeConfig(**kwargs)
 
 
+@pytest.mark.parametrize("field", ["budget", "topk", "depth", "gamma"])
+def test_tree_config_rejects_booleans(field: str) -> None:
+    with pytest.raises(ConfigError):
+        TreeConfig(**{field: True})
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"temperature": -0.5}, r"Temperature must be between 0 and 5 \(got -0.5\)"),
     ({"temperature": 5.5}, r"Temperature"),

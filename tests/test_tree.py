@@ -211,3 +211,16 @@ def test_dict_round_trip(tree: DraftTree) -> None:
     # from_dict copies: mutating the result leaves the dict alone.
     back.token.append(1)
     assert len(d["token"]) == len(tree)
+
+
+def test_subset_rejects_repeated_nodes() -> None:
+    """``keep`` must list each kept node once; a repeat yields a tree with a duplicated node (and duplicate
+    sibling tokens) that even passes validate()."""
+    tree = _base()
+    with pytest.raises(ValueError):
+        tree.subset([0, 1, 1])
+
+
+def test_subset_rejects_empty_keep() -> None:
+    with pytest.raises(ValueError):
+        _base().subset([])

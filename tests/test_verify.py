@@ -185,8 +185,8 @@ def test_sampling_one_step_distribution() -> None:
     """Unscripted: over many draws, the token emitted after the root (accepted child or bonus) follows p,
     and given that every child was refused the bonus follows the residual p(y) / p(not children)."""
     tree = one_level_tree([1, 2])
-    probs = torch.stack([P_ROOT, torch.full((5,), 0.2, dtype=torch.float64)], 0)
-    probs = torch.cat([probs, probs[1:]], 0).float()
+    leaf = torch.full((5,), 0.2, dtype=torch.float64)
+    probs = torch.stack([P_ROOT, leaf, leaf]).float()
     g = torch.Generator().manual_seed(123)
     n = 20_000
     first = torch.zeros(5)
