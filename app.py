@@ -73,7 +73,7 @@ def _start(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, g
     try:
         tree_cfg, dec_cfg = _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed)
         target = _load(target_spec, progress)
-        drafter = None if method == "ar" else make_drafter(drafter_spec, target, REGISTRY.get)
+        drafter = None if method == "ar" else make_drafter(drafter_spec, target, REGISTRY)
         trace = new_trace(target, drafter, tree_cfg, dec_cfg, prompt)
     except (ConfigError, ModelLoadError) as err:
         raise gr.Error(str(err), print_exception=False) from None

@@ -67,11 +67,10 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
     """Run every method on every prompt (methods interleaved within each prompt) after one warm-up."""
     registry = ModelRegistry()
     target = registry.get(spec.target, progress=log)
-    load_lm = registry.get
     configs = {m: TreeConfig(method=m, **tree_kwargs) for m in methods}
 
     def one(method: str, prompt: str, cfg: DecodeConfig):
-        drafter = None if method == "ar" else make_drafter(spec.drafter, target, load_lm)
+        drafter = None if method == "ar" else make_drafter(spec.drafter, target, registry)
         return run_to_end(target, drafter, configs[method], cfg, prompt)
 
     warm = DecodeConfig(temperature=decode_cfg.temperature, seed=decode_cfg.seed, max_new_tokens=WARMUP_TOKENS)
@@ -90,7 +89,7 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
                          "prompt_tokens": len(encode_prompt(target, item["prompt"]))})
             log(f"{item['id']:>10} {method:>7}: {s['new_tokens']} tokens, MAT {s['mat']:.2f}, "
                 f"{s['seconds']:.2f} s")
-    drafter_name = make_drafter(spec.drafter, target, load_lm).name if set(methods) - {"ar"} else ""
+    drafter_name = make_drafter(spec.drafter, target, registry).name if set(methods) - {"ar"} else ""
     return {"device": device_label(target), "model": target.name, "drafter": drafter_name,
             "tree_config": tree_kwargs, "decode_config": dict(vars(decode_cfg)),
             "runs": runs, "summary": summarize_runs(runs)}

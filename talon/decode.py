@@ -94,14 +94,14 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
     eos = target.eos_token_ids
     tok = target.tokenizer
     generator = torch.Generator().manual_seed(decode_cfg.seed)
-    verifier = Verifier(target)
+    verifier = Verifier(target, drafter.feature_layers if builder is not None else ())
     text = _TextDiff(tok)
     clock0 = time.perf_counter()
 
     with torch.inference_mode():
-        verifier.prefill(prompt_ids)
+        prompt_hidden = verifier.prefill(prompt_ids)
         if builder is not None:
-            drafter.reset(prompt_ids)
+            drafter.reset(prompt_ids, prompt_hidden)
         _sync(target)
         trace.prefill_seconds = time.perf_counter() - clock0
         root = prompt_ids[-1]
@@ -119,7 +119,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
             _sync(target)
             t1 = time.perf_counter()
             verdict = verifier.verify(tree, decode_cfg.temperature, generator)
-            verifier.commit(verdict)
+            path_hidden = verifier.commit(verdict)
             _sync(target)
             t2 = time.perf_counter()
 
@@ -134,7 +134,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
                     break
             generated.extend(new_ids)
             if builder is not None and not reason:
-                drafter.commit(new_ids)
+                drafter.commit(new_ids, path_hidden)
             node_text = tok.batch_decode([[t] for t in tree.token])
             step = StepRecord(
                 index=len(trace.steps), tree=tree, status=verdict.status,

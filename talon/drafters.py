@@ -12,15 +12,16 @@ Life cycle within a run::
         drafter.propose(tree, frontier) ...   # deeper layers, parents fed before children
         drafter.commit(new_ids)               # the tokens the target committed (path + bonus)
 
-A feature-level drafter (EAGLE-style head) also needs the target's hidden states for the committed
-tokens: it sets ``needs_target_hidden`` and receives them through ``commit(..., target_hidden=...)``.
+A feature-level drafter (EAGLE-style head) also needs the target's hidden states: it names the
+layers in ``feature_layers`` and receives, for every position the target has processed, the target's
+hidden states there (``reset`` for the prompt, ``commit`` for the root and the accepted drafts).
 """
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -35,11 +36,14 @@ class Drafter(ABC):
     name: str = "drafter"
     source: str = SOURCE_MODEL
     """Which ``DraftTree.source`` label the nodes it proposes get."""
-    needs_target_hidden: bool = False
+    feature_layers: tuple[int, ...] = ()
+    """Target hidden states this drafter needs (0 = embeddings, i = output of decoder layer i)."""
 
     @abstractmethod
-    def reset(self, prompt_ids: Sequence[int]) -> None:
-        """Start a new run whose committed tokens so far are ``prompt_ids`` (last one = first root)."""
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        """Start a new run whose committed tokens so far are ``prompt_ids`` (last one = first root).
+        ``target_hidden``: ``[len(prompt_ids) - 1, len(feature_layers), H]``, the target's states at
+        every prompt position but the last (only when ``feature_layers`` is non-empty)."""
 
     @abstractmethod
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> torch.Tensor:
@@ -48,7 +52,9 @@ class Drafter(ABC):
 
     @abstractmethod
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        """The target committed ``new_ids`` (accepted drafts then the bonus token) this step."""
+        """The target committed ``new_ids`` (accepted drafts then the bonus token) this step.
+        ``target_hidden``: ``[len(new_ids), len(feature_layers), H]``, the target's states at the root
+        and at each accepted draft, i.e. row i is the state that predicted ``new_ids[i]``."""
 
 
 class ModelDrafter(Drafter):
@@ -65,7 +71,7 @@ class ModelDrafter(Drafter):
         self._cached: CachedLM | None = None
         self._seq: list[int] = []
 
-    def reset(self, prompt_ids: Sequence[int]) -> None:
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cached = CachedLM(self.lm)
         self._seq = list(prompt_ids)
 
@@ -73,10 +79,10 @@ class ModelDrafter(Drafter):
         cached = self._cached
         if list(frontier) == [0]:
             pending = self._seq[cached.committed_len:]
-            logits = cached.extend_committed(pending)[-1:]
+            logits = cached.extend_committed(pending)[0][-1:]
         else:
             root_position = len(self._seq) - 1
-            logits = cached.forward_nodes(tree, frontier, root_position)
+            logits = cached.forward_nodes(tree, frontier, root_position)[0]
         return torch.log_softmax(logits, dim=-1)
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
@@ -105,7 +111,7 @@ class NgramDrafter(Drafter):
         self._seq: list[int] = []
         self._index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
 
-    def reset(self, prompt_ids: Sequence[int]) -> None:
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq = []
         self._index = defaultdict(Counter)
         self._append(prompt_ids)
@@ -143,17 +149,20 @@ class NgramDrafter(Drafter):
         self._append(new_ids)
 
 
-DRAFTER_HELP = ("'ngram' (prompt lookup), 'layers:K' (the target's first K layers), or a local directory / "
+DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
+                "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), or a local directory / "
                 "Hugging Face id of a small LM with the target's tokenizer")
 
 
-def make_drafter(spec: str, target: LoadedModel,
-                 load_lm: Callable[[str], LoadedModel] | None = None) -> Drafter:
-    """A fresh drafter (per-run state) for ``spec``: ``"ngram"``, ``"layers:K"``, or a model spec that
-    ``load_lm`` loads (default ``talon.models.load_model``; pass a cached loader to share models)."""
+def make_drafter(spec: str, target: LoadedModel, registry=None) -> Drafter:
+    """A fresh drafter (per-run state) for ``spec`` (see ``DRAFTER_HELP``).  Models and heads come
+    from ``registry`` (a ``talon.models.ModelRegistry``) so they are loaded once; a private one is
+    used when none is given."""
     from .config import ConfigError
-    from .models import check_same_tokenizer, load_model, truncated_copy
+    from .head import HeadDrafter
+    from .models import ModelRegistry, check_same_tokenizer, truncated_copy
 
+    registry = registry or ModelRegistry()
     spec = (spec or "").strip()
     if spec == "ngram":
         return NgramDrafter(target.model.get_output_embeddings().weight.shape[0])
@@ -163,8 +172,12 @@ def make_drafter(spec: str, target: LoadedModel,
         except ValueError as err:
             raise ConfigError(f"Drafter {spec!r}: K in 'layers:K' must be a whole number.") from err
         return ModelDrafter(truncated_copy(target, k))
+    if spec == "head" or spec.startswith("head:"):
+        head_spec = spec.split(":", 1)[1] if ":" in spec else ""
+        head, name = registry.get_head(head_spec, target)
+        return HeadDrafter(head, target, name)
     if not spec:
         raise ConfigError(f"No drafter given: use {DRAFTER_HELP}.")
-    lm = (load_lm or load_model)(spec)
+    lm = registry.get(spec)
     check_same_tokenizer(target, lm)
     return ModelDrafter(lm)

@@ -271,6 +271,7 @@ class ModelRegistry:
         self._device, self._dtype = device, dtype
         self._models: dict[str, LoadedModel] = {}
         self._errors: dict[str, str] = {}
+        self._heads: dict[str, tuple] = {}
         self._lock = threading.Lock()
 
     def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
@@ -283,6 +284,22 @@ class ModelRegistry:
                     raise
                 self._errors.pop(spec, None)
             return self._models[spec]
+
+    def get_head(self, spec: str, target: LoadedModel):
+        """A draft head for ``target`` (``talon.head.DraftHead``) and its display name, loaded once.
+        ``spec`` "" means the head shipped for the embedded target (``assets/heads``)."""
+        from .head import SHIPPED_HEAD, load_head
+
+        key = f"head:{spec}@{target.name}"
+        with self._lock:
+            if key not in self._heads:
+                path = spec or SHIPPED_HEAD
+                if not spec and not SHIPPED_HEAD.is_dir():
+                    raise ModelLoadError(f"No draft head is shipped at {SHIPPED_HEAD}: train one with "
+                                         "`python -m talon.train_head` or pick another drafter.")
+                name = "trained EAGLE-style head" if not spec else f"EAGLE-style head {spec}"
+                self._heads[key] = (load_head(path, target), name)
+            return self._heads[key]
 
     def error(self, spec: str) -> str | None:
         """The message of the last failed load of ``spec`` (None if it loaded or was never tried)."""

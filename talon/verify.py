@@ -118,24 +118,34 @@ def sampling_accept(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
 
 
 class Verifier:
-    """Runs the target over each step's tree on its own KV cache (prefix + accepted path only)."""
+    """Runs the target over each step's tree on its own KV cache (prefix + accepted path only).
 
-    def __init__(self, target: LoadedModel) -> None:
+    ``hidden_layers``: target hidden states to collect for a feature-level drafter (see
+    ``CachedLM``); ``prefill`` and ``commit`` return them for the positions they commit."""
+
+    def __init__(self, target: LoadedModel, hidden_layers: Sequence[int] = ()) -> None:
         self.target = target
-        self.cached = CachedLM(target)
+        self.cached = CachedLM(target, hidden_layers)
+        self._tree_hidden: torch.Tensor | None = None
 
-    def prefill(self, prompt_ids: Sequence[int]) -> None:
-        """Feed every prompt token but the last, which becomes the first root."""
-        if len(prompt_ids) > 1:
-            self.cached.extend_committed(prompt_ids[:-1])
+    def prefill(self, prompt_ids: Sequence[int]) -> torch.Tensor | None:
+        """Feed every prompt token but the last, which becomes the first root.  Returns the hidden
+        states of the fed positions ``[len(prompt_ids) - 1, layers, H]`` (None if none requested)."""
+        if len(prompt_ids) <= 1:
+            return None
+        return self.cached.extend_committed(prompt_ids[:-1])[1]
 
     def verify(self, tree: DraftTree, temperature: float, generator: torch.Generator) -> Verdict:
         """One target forward over the whole tree (root included), then the acceptance rule."""
-        logits = self.cached.forward_nodes(tree, range(len(tree)), self.cached.committed_len)
+        logits, self._tree_hidden = self.cached.forward_nodes(tree, range(len(tree)), self.cached.committed_len)
         if temperature == 0:
             return greedy_accept(tree, logits)
         return sampling_accept(tree, torch.softmax(logits / temperature, dim=-1), generator)
 
-    def commit(self, verdict: Verdict) -> None:
-        """Keep the KV rows of the accepted path (root included); the bonus token is the next root."""
+    def commit(self, verdict: Verdict) -> torch.Tensor | None:
+        """Keep the KV rows of the accepted path (root included); the bonus token is the next root.
+        Returns the path's hidden states ``[len(path), layers, H]`` (None if none requested)."""
         self.cached.commit_nodes(verdict.accepted_path)
+        if self._tree_hidden is None:
+            return None
+        return self._tree_hidden[verdict.accepted_path]

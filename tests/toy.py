@@ -58,7 +58,7 @@ class TableDrafter(Drafter):
         self._seq: list[int] = []
         self.calls: list[ProposeCall] = []
 
-    def reset(self, prompt_ids: Sequence[int]) -> None:
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq = [int(t) for t in prompt_ids]
         self.calls = []
 

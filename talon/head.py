@@ -1,0 +1,253 @@
+"""An EAGLE-style draft head: one decoder layer that drafts from the target's own hidden states.
+
+Architecture (EAGLE-3 flavoured, see ``docs/head.md``):
+
+* **features**: the target's hidden states at ``feature_layers`` (a low, a middle and the top layer)
+  are concatenated and mapped to the model width by ``fuse`` (``[3H] -> [H]``);
+* **input**: at position p the head reads ``[feature of position p-1 ; embedding of token p]``
+  through ``input_proj`` (``[2H] -> [H]``): the target's fused feature for committed positions, the
+  head's own output at the parent for draft-tree nodes (EAGLE's recurrence);
+* **body**: one Llama decoder layer of the target's width with its own KV cache and rotary
+  positions, then its own RMS norm;
+* **output**: the target's frozen LM head (shared, not stored), so the head predicts token p+1.
+
+The token embedding and LM head are the target's, so a head file holds only ~4.5 M parameters.
+A head records the target it was trained for and a checksum of that target's weights, and refuses
+to load against another target.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import DynamicCache, LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
+
+from .cached_lm import TreeKVCache
+from .drafters import Drafter
+from .models import LoadedModel, ModelLoadError
+from .tree import DraftTree
+
+HEAD_WEIGHTS = "head.safetensors"
+HEAD_CONFIG = "head_config.json"
+HEAD_FORMAT = 1
+SHIPPED_HEAD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-instruct"
+"""The head trained for the embedded SmolLM2-135M-Instruct (``python -m talon.train_head``)."""
+
+
+def target_checksum(target: LoadedModel) -> str:
+    """SHA-256 over the target's weights (names and values rounded to bfloat16, so the same target
+    loaded in float32 on a CPU or bfloat16 on a GPU gives the same digest)."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(target.model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().to("cpu", torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    """Shape of a head and the target it belongs to.
+
+    Attributes:
+        target_name: the target's display name when the head was trained.
+        target_sha256: ``target_checksum`` of that target.
+        feature_layers: target hidden-state indices fused as features (0 = embeddings, i = output of
+            decoder layer i).
+        the rest: the target's width, attention shape, norm epsilon, rope settings and vocabulary.
+    """
+
+    target_name: str
+    target_sha256: str
+    feature_layers: tuple[int, ...]
+    hidden_size: int
+    intermediate_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    vocab_size: int
+    format: int = HEAD_FORMAT
+
+    @classmethod
+    def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> "HeadConfig":
+        """A head shaped like ``target``; default features: layer 2, the middle layer and the top."""
+        c = target.model.config
+        n = c.num_hidden_layers
+        layers = tuple(feature_layers) if feature_layers else (min(2, n), n // 2, n)
+        rope = getattr(c, "rope_parameters", None) or {}
+        return cls(target_name=target.name, target_sha256=target_checksum(target), feature_layers=layers,
+                   hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                   num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
+                   head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
+                   rms_norm_eps=c.rms_norm_eps, rope_theta=float(rope.get("rope_theta", 10000.0)),
+                   max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size)
+
+    def llama_config(self) -> LlamaConfig:
+        """A one-layer Llama config for the head's decoder layer."""
+        cfg = LlamaConfig(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                          num_hidden_layers=1, num_attention_heads=self.num_attention_heads,
+                          num_key_value_heads=self.num_key_value_heads, head_dim=self.head_dim,
+                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings,
+                          vocab_size=self.vocab_size,
+                          rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta})
+        cfg._attn_implementation = "sdpa"
+        return cfg
+
+
+class DraftHead(nn.Module):
+    """The trainable part of the head (shapes in the module docstring)."""
+
+    def __init__(self, config: HeadConfig) -> None:
+        super().__init__()
+        self.config = config
+        h = config.hidden_size
+        self.llama_config = config.llama_config()
+        self.fuse = nn.Linear(len(config.feature_layers) * h, h, bias=False)
+        self.input_proj = nn.Linear(2 * h, h, bias=False)
+        self.layer = LlamaDecoderLayer(self.llama_config, layer_idx=0)
+        self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
+        self.rotary = LlamaRotaryEmbedding(self.llama_config)
+
+    def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
+        """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
+        return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
+
+    def forward(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
+                attention_mask: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+        """``features`` and ``token_embeds`` ``[B, T, H]``, ``position_ids`` ``[B, T]``, bool
+        ``attention_mask`` ``[B, 1, T, cache_len + T]``.  Appends to ``cache``; returns the head's
+        output states ``[B, T, H]`` (before ``norm``)."""
+        x = self.input_proj(torch.cat([features, token_embeds.to(features.dtype)], dim=-1))
+        position_embeddings = self.rotary(x, position_ids)
+        return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, past_key_values=cache,
+                          use_cache=True, position_embeddings=position_embeddings)
+
+    def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
+        """Next-token logits from head output states through the target's LM head."""
+        return lm_head(self.norm(states).to(lm_head.weight.dtype))
+
+    # ---- files -----------------------------------------------------------------------------------
+    def save(self, directory: str | Path, extra: dict | None = None) -> None:
+        """Write ``head.safetensors`` (bfloat16) and ``head_config.json`` (+ ``extra`` metadata)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in self.state_dict().items()
+                 if not k.startswith("rotary.")}
+        save_file(state, directory / HEAD_WEIGHTS)
+        meta = {**asdict(self.config), "feature_layers": list(self.config.feature_layers), **(extra or {})}
+        (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=1))
+
+
+def resolve_head_dir(spec: str) -> Path:
+    """A head directory from a local path, or from the Hugging Face Hub (local cache first)."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        try:
+            return Path(snapshot_download(spec, allow_patterns=[HEAD_WEIGHTS, HEAD_CONFIG], local_files_only=True))
+        except Exception:  # noqa: BLE001 - not cached: try the network
+            return Path(snapshot_download(spec, allow_patterns=[HEAD_WEIGHTS, HEAD_CONFIG]))
+    except Exception as err:  # noqa: BLE001 - any hub failure becomes one clear message
+        raise ModelLoadError(f"Could not find the draft head {spec!r} as a local directory or on the Hugging Face "
+                             f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "
+                             "and pass its path.") from err
+
+
+def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None) -> DraftHead:
+    """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
+    ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s)."""
+    directory = resolve_head_dir(str(spec))
+    try:
+        meta = json.loads((directory / HEAD_CONFIG).read_text())
+        fields = {k: meta[k] for k in HeadConfig.__dataclass_fields__ if k in meta}
+        fields["feature_layers"] = tuple(fields["feature_layers"])
+        config = HeadConfig(**fields)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ModelLoadError(f"{directory} is not a draft-head directory ({err}).") from err
+    if config.format != HEAD_FORMAT:
+        raise ModelLoadError(f"Draft head format {config.format} is not supported (expected {HEAD_FORMAT}).")
+    actual = checksum or target_checksum(target)
+    if config.target_sha256 != actual:
+        raise ModelLoadError(
+            f"The draft head in {directory} was trained for {config.target_name} (weights sha256 "
+            f"{config.target_sha256[:12]}...), not for {target.name} ({actual[:12]}...). Use a head trained "
+            "for this target, or another drafter.")
+    head = DraftHead(config)
+    state = load_file(directory / HEAD_WEIGHTS)
+    missing, unexpected = head.load_state_dict(state, strict=False)
+    if unexpected or any(not k.startswith("rotary.") for k in missing):
+        raise ModelLoadError(f"{directory / HEAD_WEIGHTS} does not match its config "
+                             f"(missing {missing}, unexpected {unexpected}).")
+    head.to(target.device, target.dtype).eval().requires_grad_(False)
+    return head
+
+
+class HeadCache(TreeKVCache):
+    """The head's KV cache.  Cache row k holds head position k + 1 (position 0 has no feature)."""
+
+    def __init__(self, head: DraftHead, target: LoadedModel) -> None:
+        super().__init__(DynamicCache(config=head.llama_config), target.device)
+        self.head, self.target = head, target
+        self.position_offset = 1  # position 0 has no preceding feature
+
+    def _model_forward(self, input_ids, position_ids, mask, features=None):
+        embeds = self.target.model.get_input_embeddings()(input_ids)
+        states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.cache)
+        logits = self.head.logits(states, self.target.model.get_output_embeddings())
+        return logits[0].float(), states[0]
+
+
+class HeadDrafter(Drafter):
+    """Drafts with a ``DraftHead``: committed positions read the target's fused features, tree nodes
+    read the head's own output at their parent.  One head forward per tree layer."""
+
+    def __init__(self, head: DraftHead, target: LoadedModel, name: str = "EAGLE-style head") -> None:
+        self.head, self.target = head, target
+        self.feature_layers = head.config.feature_layers
+        self.name = name
+        self._cache: HeadCache | None = None
+        self._seq: list[int] = []
+        self._features = torch.empty(0)
+        self._node_states: dict[int, torch.Tensor] = {}
+
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self._cache = HeadCache(self.head, self.target)
+        self._seq = list(prompt_ids)
+        h = self.head.config.hidden_size
+        self._features = (self.head.fuse_features(target_hidden) if target_hidden is not None
+                          else torch.empty(0, h, device=self.target.device, dtype=self.target.dtype))
+        self._node_states = {}
+
+    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> torch.Tensor:
+        cache = self._cache
+        if list(frontier) == [0]:
+            start = cache.committed_len          # head rows cover positions 1 .. start
+            tokens = self._seq[start + 1:]        # positions start+1 .. L-1 (the root is last)
+            if not tokens:                        # a one-token prompt: no feature for the root
+                return torch.full((1, self.head.config.vocab_size), float("-inf"))
+            logits, states = cache.extend_committed(tokens, features=self._features[start:start + len(tokens)])
+            self._node_states = {0: states[-1]}
+            return torch.log_softmax(logits[-1:], dim=-1)
+        features = torch.stack([self._node_states[tree.parent[u]] for u in frontier])
+        logits, states = cache.forward_nodes(tree, frontier, len(self._seq) - 1, features=features)
+        for k, u in enumerate(frontier):
+            self._node_states[u] = states[k]
+        return torch.log_softmax(logits, dim=-1)
+
+    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self._cache.drop_tree()
+        self._seq.extend(int(t) for t in new_ids)
+        self._features = torch.cat([self._features, self.head.fuse_features(target_hidden)])
+        self._node_states = {}

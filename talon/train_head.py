@@ -1,0 +1,311 @@
+"""Train an EAGLE-style draft head for a target by self-distillation.
+
+    python -m talon.train_head --out runs/head-smollm2 --ship assets/heads/smollm2-135m-instruct
+
+Stages, each resumable (a finished stage is skipped; training resumes from its last checkpoint):
+
+1. **generate**: the target answers every prompt of ``talon.prompt_pool`` greedily (batched) ->
+   ``sequences.jsonl`` (prompt ids, response ids, category, train / held-out split).
+2. **features**: one teacher-forced target forward per sequence -> ``features.pt``: the target's hidden
+   states at the head's ``feature_layers`` and its top-k next-token distribution at every position.
+3. **train**: the head learns to match the target's next-token distribution (soft cross-entropy over
+   the target's top-k) at depth 1 and, with EAGLE-3's training-time test, at depths 2..``ttt_steps``
+   where it reads its own earlier outputs.  Checkpoints every ``--ckpt-every`` batches.
+4. **evaluate + export**: depth-1 top-1 agreement and top-5 coverage on the held-out split, per
+   category; the head is written with its target's checksum (``--ship`` copies it into assets/).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import DynamicCache
+
+from .head import DraftHead, HeadConfig
+from .models import LoadedModel, load_model
+
+TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
+
+
+@dataclass
+class TrainArgs:
+    out: Path
+    target: str = "embedded"
+    prompts: int = 1200
+    max_new_tokens: int = 128
+    gen_batch: int = 16
+    heldout: float = 0.1
+    epochs: int = 2
+    ttt_steps: int = 3
+    lr: float = 2e-3
+    batch_size: int = 8
+    max_len: int = 384
+    ckpt_every: int = 20
+    seed: int = 0
+    ship: Path | None = None
+
+
+# ---- 1. generation -----------------------------------------------------------------------------------
+def generate_sequences(target: LoadedModel, args: TrainArgs, log=print) -> Path:
+    """Greedy target answers for the prompt pool, appended batch by batch (resumable)."""
+    path = args.out / "sequences.jsonl"
+    done = set()
+    if path.exists():
+        done = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+    from .prompt_pool import build_prompt_pool
+
+    pool = build_prompt_pool(seed=args.seed, size=args.prompts)
+    rng = random.Random(args.seed)
+    split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
+    # Similar lengths share a batch, so little time goes into padding.
+    todo = sorted((item for item in pool if item["id"] not in done), key=lambda item: len(item["prompt"]))
+    if not todo:
+        return path
+    tok = target.tokenizer
+    tok.padding_side = "left"
+    eos = target.eos_token_ids
+    log(f"generate: {len(todo)} of {len(pool)} prompts to answer ({args.max_new_tokens} new tokens max)")
+    with path.open("a", encoding="utf-8") as f, torch.inference_mode():
+        for start in tqdm(range(0, len(todo), args.gen_batch), desc="generate", unit="batch"):
+            batch = todo[start:start + args.gen_batch]
+            texts = [tok.apply_chat_template([{"role": "user", "content": b["prompt"]}], tokenize=False,
+                                             add_generation_prompt=True) for b in batch]
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
+            out = target.model.generate(**enc, do_sample=False, max_new_tokens=args.max_new_tokens,
+                                        pad_token_id=tok.pad_token_id)
+            for row, item in enumerate(batch):
+                prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
+                response = out[row, enc["input_ids"].shape[1]:].tolist()
+                for k, t in enumerate(response):
+                    if t in eos:
+                        response = response[: k + 1]
+                        break
+                f.write(json.dumps({"id": item["id"], "category": item["category"], "split": split[item["id"]],
+                                    "prompt_ids": prompt_ids, "response_ids": response}) + "\n")
+            f.flush()
+    return path
+
+
+# ---- 2. features -------------------------------------------------------------------------------------
+def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> Path:
+    """Teacher-forced target states and top-k distributions for every sequence (float16 on disk)."""
+    path = args.out / "features.pt"
+    if path.exists():
+        return path
+    rows = [json.loads(line) for line in (args.out / "sequences.jsonl").read_text().splitlines() if line.strip()]
+    items = []
+    layers = list(config.feature_layers)
+    with torch.inference_mode():
+        for r in tqdm(rows, desc="features", unit="seq"):
+            ids = (r["prompt_ids"] + r["response_ids"])[: args.max_len]
+            x = torch.tensor([ids], device=target.device)
+            out = target.model(x, output_hidden_states=layers)
+            hidden = torch.stack([out.hidden_states[i][0] for i in layers], dim=1)   # [T, L, H]
+            logp, top = torch.log_softmax(out.logits[0].float(), dim=-1).topk(TOP_K, dim=-1)
+            items.append({"id": r["id"], "category": r["category"], "split": r["split"],
+                          "tokens": torch.tensor(ids, dtype=torch.int32), "hidden": hidden.half().cpu(),
+                          "top_ids": top.int().cpu(), "top_logp": logp.half().cpu(),
+                          "prompt_len": len(r["prompt_ids"])})
+    torch.save(items, path)
+    tokens = sum(len(i["tokens"]) for i in items)
+    log(f"features: {len(items)} sequences, {tokens} tokens -> {path}")
+    return path
+
+
+# ---- 3. training ------------------------------------------------------------------------------------
+def ttt_mask(length: int, step: int) -> torch.Tensor:
+    """Bool ``[length, step * length]`` mask for training-time-test step ``step`` (1-based).
+
+    Query j (head position j + 1) at step s is a depth-(s-1) draft whose root sits at j - s + 1: it
+    sees step-1 keys up to the root (committed context with target features) and, in block b >= 2,
+    exactly the key at j - s + b (its drafted ancestors and itself)."""
+    j = torch.arange(length)[:, None]
+    q = torch.arange(length)[None, :]
+    blocks = [q <= j - step + 1] + [q == j - step + b for b in range(2, step + 1)]
+    return torch.cat(blocks, dim=1)
+
+
+def _batch(items: list[dict], device) -> dict:
+    """Right-padded tensors for a list of feature items (head positions j = 0 .. T-2)."""
+    n = max(len(i["tokens"]) for i in items) - 1
+    b = len(items)
+    h = items[0]["hidden"].shape[-1]
+    layers = items[0]["hidden"].shape[1]
+    tokens = torch.zeros(b, n, dtype=torch.long)
+    feats = torch.zeros(b, n, layers, h)
+    top_ids = torch.zeros(b, n, TOP_K, dtype=torch.long)
+    top_logp = torch.full((b, n, TOP_K), -math.inf)
+    valid = torch.zeros(b, n, dtype=torch.bool)
+    for r, it in enumerate(items):
+        t = len(it["tokens"]) - 1
+        tokens[r, :t] = it["tokens"][1:].long()                # token at head position j + 1
+        feats[r, :t] = it["hidden"][:-1].float()               # target state at position j
+        top_ids[r, :t] = it["top_ids"][1:].long()              # target's distribution after token j + 1
+        top_logp[r, :t] = it["top_logp"][1:].float()
+        valid[r, :t] = True
+    return {k: v.to(device) for k, v in dict(tokens=tokens, feats=feats, top_ids=top_ids, top_logp=top_logp,
+                                             valid=valid).items()}
+
+
+def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int) -> tuple[torch.Tensor, list[dict]]:
+    """Soft cross-entropy to the target's top-k distribution at depths 1..``ttt_steps``; returns the
+    weighted loss and per-step statistics (top-1 agreement, top-5 coverage, counted positions)."""
+    embed = target.model.get_input_embeddings()
+    lm_head = target.model.get_output_embeddings()
+    tokens, valid = batch["tokens"], batch["valid"]
+    b, n = tokens.shape
+    embeds = embed(tokens).float()
+    positions = torch.arange(1, n + 1, device=tokens.device).expand(b, n)
+    target_p = batch["top_logp"].softmax(dim=-1)        # renormalised top-k
+    target_p = torch.nan_to_num(target_p)
+    features = head.fuse_features(batch["feats"])
+    cache = DynamicCache(config=head.llama_config)
+    total, stats = 0.0, []
+    for step in range(1, ttt_steps + 1):
+        mask = ttt_mask(n, step).to(tokens.device).expand(b, 1, n, step * n)
+        states = head(features, embeds, positions, mask, cache)
+        logq = torch.log_softmax(head.logits(states, lm_head).float(), dim=-1)       # [b, n, V]
+        counted = valid & (torch.arange(n, device=tokens.device) >= step - 1)
+        ce = -(target_p * logq.gather(-1, batch["top_ids"])).sum(-1)                 # [b, n]
+        step_loss = (ce * counted).sum() / counted.sum().clamp(min=1)
+        total = total + (0.7 ** (step - 1)) * step_loss
+        with torch.no_grad():
+            want = batch["top_ids"][..., 0]
+            top5 = logq.topk(5, dim=-1).indices
+            stats.append({"n": int(counted.sum()), "top1": int(((top5[..., 0] == want) & counted).sum()),
+                          "top5": int(((top5 == want[..., None]).any(-1) & counted).sum()),
+                          "loss": float(step_loss)})
+        # The next depth reads this step's outputs at the previous position.
+        features = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
+    return total, stats
+
+
+def evaluate(head: DraftHead, target: LoadedModel, items: list[dict], args: TrainArgs) -> dict:
+    """Held-out agreement with the target, overall and per category (depth 1 and 2)."""
+    head.eval()
+    by_cat: dict[str, list[int]] = {}
+    with torch.no_grad():
+        for start in range(0, len(items), args.batch_size):
+            chunk = items[start:start + args.batch_size]
+            for it in chunk:
+                _, stats = head_loss(head, target, _batch([it], target.device), min(2, args.ttt_steps))
+                acc = by_cat.setdefault(it["category"], [0] * 6)
+                for k, s in enumerate(stats[:2]):
+                    acc[3 * k] += s["n"]
+                    acc[3 * k + 1] += s["top1"]
+                    acc[3 * k + 2] += s["top5"]
+    head.train()
+
+    def rates(acc):
+        return {"positions": acc[0], "top1": acc[1] / max(acc[0], 1), "top5": acc[2] / max(acc[0], 1),
+                "depth2_top1": acc[4] / max(acc[3], 1)}
+
+    overall = [sum(v[k] for v in by_cat.values()) for k in range(6)]
+    return {"overall": rates(overall), "by_category": {c: rates(v) for c, v in sorted(by_cat.items())}}
+
+
+def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> DraftHead:
+    """Train (or resume) the head; returns it."""
+    torch.manual_seed(args.seed)
+    items = torch.load(args.out / "features.pt")
+    train_items = [i for i in items if i["split"] == "train"]
+    heldout = [i for i in items if i["split"] == "heldout"]
+    head = DraftHead(config).to(target.device)
+    for p in target.model.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    batches_per_epoch = math.ceil(len(train_items) / args.batch_size)
+    total_steps = batches_per_epoch * args.epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
+    ckpt = args.out / "checkpoint.pt"
+    step = 0
+    if ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        head.load_state_dict(state["head"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step = state["step"]
+        log(f"train: resumed at batch {step} of {total_steps}")
+    head.train()
+    bar = tqdm(total=total_steps, initial=step, desc="train", unit="batch")
+    while step < total_steps:
+        epoch, index = divmod(step, batches_per_epoch)
+        order = list(range(len(train_items)))
+        random.Random(args.seed + epoch).shuffle(order)
+        chunk = [train_items[k] for k in order[index * args.batch_size:(index + 1) * args.batch_size]]
+        loss, stats = head_loss(head, target, _batch(chunk, target.device), args.ttt_steps)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss):.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
+        if step % args.ckpt_every == 0 or step == total_steps:
+            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                        "step": step}, ckpt)
+    bar.close()
+    report = evaluate(head, target, heldout, args)
+    tokens = sum(len(i["tokens"]) for i in train_items)
+    report["data"] = {"train_sequences": len(train_items), "train_tokens": tokens,
+                      "heldout_sequences": len(heldout), "heldout_tokens": sum(len(i["tokens"]) for i in heldout)}
+    (args.out / "eval.json").write_text(json.dumps(report, indent=1))
+    log(f"held-out depth-1 top-1 {report['overall']['top1']:.3f}, top-5 {report['overall']['top5']:.3f}")
+    return head
+
+
+def run(args: TrainArgs, log=print) -> Path:
+    """All stages; returns the exported head directory."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = load_model(args.target, progress=log)
+    config = HeadConfig.for_target(target)
+    t0 = time.time()
+    generate_sequences(target, args, log)
+    extract_features(target, config, args, log)
+    head = train(target, config, args, log)
+    export = args.out / "head"
+    report = json.loads((args.out / "eval.json").read_text())
+    head.save(export, extra={"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                             "heldout_eval": report["overall"], "data": report["data"]})
+    if args.ship:
+        args.ship.mkdir(parents=True, exist_ok=True)
+        for name in (p.name for p in export.iterdir()):
+            shutil.copy2(export / name, args.ship / name)
+    log(f"done in {time.time() - t0:.0f} s -> {export}")
+    return export
+
+
+def parse_args(argv: list[str] | None = None) -> TrainArgs:
+    p = argparse.ArgumentParser(prog="python -m talon.train_head", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, required=True, help="working directory (data, checkpoints, head)")
+    p.add_argument("--target", default="embedded")
+    p.add_argument("--prompts", type=int, default=TrainArgs.prompts, help="prompts from the pool")
+    p.add_argument("--max-new-tokens", type=int, default=TrainArgs.max_new_tokens)
+    p.add_argument("--gen-batch", type=int, default=TrainArgs.gen_batch)
+    p.add_argument("--heldout", type=float, default=TrainArgs.heldout, help="held-out share of prompts")
+    p.add_argument("--epochs", type=int, default=TrainArgs.epochs)
+    p.add_argument("--ttt-steps", type=int, default=TrainArgs.ttt_steps, help="1 = no training-time test")
+    p.add_argument("--lr", type=float, default=TrainArgs.lr)
+    p.add_argument("--batch-size", type=int, default=TrainArgs.batch_size, help="sequences per batch")
+    p.add_argument("--max-len", type=int, default=TrainArgs.max_len, help="tokens per sequence at most")
+    p.add_argument("--ckpt-every", type=int, default=TrainArgs.ckpt_every)
+    p.add_argument("--seed", type=int, default=TrainArgs.seed)
+    p.add_argument("--ship", type=Path, default=None, help="also copy the head into this directory")
+    return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
+
+
+if __name__ == "__main__":
+    run(parse_args())
+    sys.exit(0)

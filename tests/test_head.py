@@ -1,0 +1,121 @@
+"""The EAGLE-style draft head: files and checksums, tree drafting == path-by-path drafting, the
+training-time-test masks, and a tiny end-to-end training run whose loss goes down."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from talon.builders import TalonBuilder
+from talon.decode import encode_prompt
+from talon.head import HEAD_CONFIG, DraftHead, HeadConfig, HeadDrafter, load_head
+from talon.models import ModelLoadError
+from talon.train_head import TOP_K, _batch, head_loss, ttt_mask
+from talon.tree import DraftTree
+
+
+# ---- fast ------------------------------------------------------------------------------------------
+def test_ttt_mask_step1_is_causal():
+    assert torch.equal(ttt_mask(5, 1), torch.tril(torch.ones(5, 5, dtype=torch.bool)))
+
+
+def test_ttt_mask_step3_sees_root_prefix_and_own_ancestors():
+    m = ttt_mask(6, 3)            # [6, 18]: blocks for steps 1, 2, 3
+    j = 5                          # a depth-2 draft whose root is at j - 2 = 3
+    assert m[j, :6].tolist() == [True, True, True, True, False, False]   # committed up to the root
+    assert m[j, 6:12].tolist() == [False, False, False, False, True, False]  # depth-1 ancestor at j-1
+    assert m[j, 12:].tolist() == [False] * 5 + [True]                        # itself
+
+
+# ---- engine: the real target -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def head_config(target):
+    return HeadConfig.for_target(target)
+
+
+@pytest.fixture(scope="module")
+def random_head(target, head_config):
+    torch.manual_seed(0)
+    head = DraftHead(head_config).eval().requires_grad_(False)
+    with torch.no_grad():  # larger weights than the init, so that distributions are not flat
+        for p in head.parameters():
+            p.mul_(3.0)
+    return head
+
+
+def _prompt_state(target, drafter, prompt):
+    from talon.verify import Verifier
+
+    ids = encode_prompt(target, prompt)
+    verifier = Verifier(target, drafter.feature_layers)
+    drafter.reset(ids, verifier.prefill(ids))
+    return ids
+
+
+@pytest.mark.engine
+def test_tree_drafting_matches_path_by_path(target, random_head):
+    drafter = HeadDrafter(random_head, target)
+    ids = _prompt_state(target, drafter, "Name three rivers in Europe.")
+    tree = TalonBuilder(budget=12, topk=3, mu=0.2).build(drafter, ids[-1]).tree
+    assert tree.max_depth >= 2
+    # Re-run the same tree layer by layer, recording each node's batched distribution.
+    batched = {}
+    drafter2 = HeadDrafter(random_head, target)
+    _prompt_state(target, drafter2, "Name three rivers in Europe.")
+    batched[0] = drafter2.propose(tree, [0])[0]
+    for d in range(1, tree.max_depth + 1):
+        layer = [i for i in range(len(tree)) if tree.depth[i] == d]
+        for k, lp in enumerate(drafter2.propose(tree, layer)):
+            batched[layer[k]] = lp
+    for leaf_path in tree.root_to_leaf_paths():
+        chain_drafter = HeadDrafter(random_head, target)
+        _prompt_state(target, chain_drafter, "Name three rivers in Europe.")
+        chain = DraftTree.with_root(ids[-1])
+        expected = chain_drafter.propose(chain, [0])[0]
+        assert torch.allclose(expected, batched[0], atol=1e-4)
+        for node in leaf_path[1:]:
+            new = chain.add(len(chain) - 1, tree.token[node], 0.0)
+            expected = chain_drafter.propose(chain, [new])[0]
+            assert torch.allclose(expected, batched[node], atol=1e-4), f"node {node}"
+
+
+@pytest.mark.engine
+def test_head_files_round_trip_and_refuse_other_targets(target, random_head, tmp_path):
+    random_head.save(tmp_path)
+    loaded = load_head(tmp_path, target)
+    for (name, a), b in zip(random_head.state_dict().items(), loaded.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), atol=0.02 * a.abs().max().item() + 1e-6), name
+    meta = json.loads((tmp_path / HEAD_CONFIG).read_text())
+    meta["target_sha256"] = "0" * 64
+    (tmp_path / HEAD_CONFIG).write_text(json.dumps(meta))
+    with pytest.raises(ModelLoadError, match="trained for"):
+        load_head(tmp_path, target)
+
+
+@pytest.mark.engine
+def test_tiny_training_run_lowers_the_loss(target, head_config):
+    torch.manual_seed(0)
+    layers = list(head_config.feature_layers)
+    items = []
+    with torch.inference_mode():
+        for text in ["The cat sat on the mat. The cat sat on the mat.", "def add(a, b):\n    return a + b\n"]:
+            ids = target.tokenizer(text)["input_ids"]
+            out = target.model(torch.tensor([ids]), output_hidden_states=layers)
+            logp, top = torch.log_softmax(out.logits[0].float(), -1).topk(TOP_K, -1)
+            items.append({"tokens": torch.tensor(ids, dtype=torch.int32), "category": "t", "split": "train",
+                          "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
+                          "top_ids": top.int(), "top_logp": logp.half()})
+    head = DraftHead(head_config)
+    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    batch = _batch(items, target.device)
+    losses = []
+    for _ in range(12):
+        loss, stats = head_loss(head, target, batch, ttt_steps=2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+        assert len(stats) == 2 and stats[1]["n"] < stats[0]["n"]
+    assert losses[-1] < 0.7 * losses[0]
