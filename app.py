@@ -16,7 +16,8 @@ import gradio as gr
 from talon.config import ConfigError, DecodeConfig, TreeConfig, device_default_tree
 from talon.decode import new_trace, run
 from talon.drafters import make_drafter
-from talon.models import ModelLoadError, ModelRegistry, default_target_spec, pick_device
+from talon.head import SHIPPED_HEAD
+from talon.models import EMBEDDED, ModelLoadError, ModelRegistry, default_target_spec, pick_device
 from talon.trace import RunTrace
 from viz import charts, summary
 from viz.tree_figure import COLOR_MODES, node_table, shared_extent, tree_figure, tree_html
@@ -33,13 +34,15 @@ ROOT = Path(__file__).parent
 REGISTRY = ModelRegistry()  # read-only models shared by all users; no per-run state
 ON_GPU = pick_device()[0].type == "cuda"
 DEFAULT_TARGET = default_target_spec()
+DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
 EXAMPLES = [json.loads(line) for line in (ROOT / "assets" / "prompts.jsonl").read_text().splitlines() if line]
 METHOD_CHOICES = [("Autoregressive (no drafts)", "ar"), ("Chain (classic speculative decoding)", "chain"),
                   ("Static tree (fixed shape)", "static"), ("EAGLE-2 dynamic tree", "eagle2"),
                   ("TALON adaptive tree", "talon")]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
-DRAFTER_CHOICES = [("n-gram prompt lookup (free, copies from the context)", "ngram"),
+DRAFTER_CHOICES = [("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
+                   ("n-gram prompt lookup (free, copies from the context)", "ngram"),
                    ("Target's first 6 layers (self-draft)", "layers:6"),
                    ("Target's first 12 layers (self-draft)", "layers:12")]
 MAX_NEW_TOKENS = 512
@@ -233,9 +236,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                         example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
                         label="Examples by category")
             method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
-            drafter = gr.Dropdown(DRAFTER_CHOICES, value="ngram", allow_custom_value=True, label="Drafter",
+            drafter = gr.Dropdown(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, allow_custom_value=True, label="Drafter",
                                   info="Or type a local model directory / Hugging Face id that shares the target's "
-                                       "tokenizer.")
+                                       "tokenizer, or head:DIR for another trained head.")
             target = gr.Dropdown([("SmolLM2-135M-Instruct", DEFAULT_TARGET)], value=DEFAULT_TARGET,
                                  allow_custom_value=True, label="Target model",
                                  info="'embedded', a local directory, or a Hugging Face id.")

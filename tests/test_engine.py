@@ -28,7 +28,7 @@ METHOD_CONFIGS = {
     "eagle2": TreeConfig(method="eagle2", budget=12, topk=4, depth=4),
     "talon": TreeConfig(method="talon", budget=12, topk=4, mu=0.03),
 }
-DRAFTERS = ["ngram", "layers:4"]
+DRAFTERS = ["ngram", "layers:4", "head"]
 
 
 @pytest.fixture(scope="module")

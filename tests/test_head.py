@@ -10,7 +10,7 @@ import torch
 
 from talon.builders import TalonBuilder
 from talon.decode import encode_prompt
-from talon.head import HEAD_CONFIG, DraftHead, HeadConfig, HeadDrafter, load_head
+from talon.head import HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter, load_head
 from talon.models import ModelLoadError
 from talon.train_head import TOP_K, _batch, head_loss, ttt_mask
 from talon.tree import DraftTree
@@ -119,3 +119,27 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
         losses.append(float(loss))
         assert len(stats) == 2 and stats[1]["n"] < stats[0]["n"]
     assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.engine
+def test_shipped_head_loads_for_the_embedded_target(target):
+    assert (SHIPPED_HEAD / HEAD_WEIGHTS).stat().st_size < 12_000_000
+    meta = json.loads((SHIPPED_HEAD / HEAD_CONFIG).read_text())
+    # Measured at training time on held-out prompts (0.41 for the shipped head; a random head is ~0).
+    assert meta["heldout_eval"]["top1"] >= 0.4
+    head = load_head(SHIPPED_HEAD, target)
+    assert head.config.target_sha256 == meta["target_sha256"]
+    with pytest.raises(ModelLoadError, match="trained for"):  # a target whose weights hash differently
+        load_head(SHIPPED_HEAD, dataclasses.replace(target, name="another model"), checksum="f" * 64)
+
+
+@pytest.mark.engine
+def test_shipped_head_agrees_with_the_target_on_an_example(target):
+    """The default drafter is real: on an example prompt, greedy TALON with the head accepts drafts."""
+    from talon.config import DecodeConfig, TreeConfig
+    from talon.decode import run_to_end
+    from talon.drafters import make_drafter
+
+    trace = run_to_end(target, make_drafter("head", target), TreeConfig(method="talon", budget=16, topk=6),
+                       DecodeConfig(max_new_tokens=32), "Explain in two sentences why the sky is blue.")
+    assert len(trace.output_ids) / len(trace.steps) > 1.5
