@@ -38,7 +38,8 @@ def test_example_run_draws_the_tree(browser, app_url):
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
     page.get_by_text(re.compile(r"^extraction: Extract every")).first.click()
-    assert "Amara Okafor" in page.locator("#prompt textarea").input_value()
+    page.wait_for_function("() => document.querySelector('#prompt textarea').value.includes('Amara Okafor')",
+                           timeout=30_000)
     page.locator("#run").click()
     # The summary says how the run ended only once the last step is in.
     page.get_by_text("Stopped by").wait_for(timeout=240_000)
