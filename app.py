@@ -309,7 +309,6 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     run_event = run_btn.click(run_explore, run_inputs, view_outputs, concurrency_limit=2, concurrency_id="decode")
     stop_btn.click(None, cancels=[run_event])
     step_view_outputs = [tree_plot, text_html, nodes_df, caption]
-    step_slider.release(show_step, [trace_state, step_slider, color_mode], step_view_outputs, queue=False)
     step_slider.change(show_step, [trace_state, step_slider, color_mode], step_view_outputs, queue=False,
                        show_progress="hidden")
     color_mode.change(show_step, [trace_state, step_slider, color_mode], step_view_outputs, queue=False)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import metrics
 from .config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
-from .decode import device_label, encode_prompt, run_to_end
+from .decode import device_label, run_to_end
 from .drafters import DRAFTER_HELP, make_drafter
 from .models import ModelLoadError, ModelRegistry
 
@@ -86,7 +86,7 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
                          "new_tokens": s["new_tokens"], "target_forwards": s["target_forwards"],
                          "draft_forwards": s["draft_forwards"], "seconds": s["seconds"],
                          "draft_seconds": sum(st.draft_seconds for st in trace.steps),
-                         "prompt_tokens": len(encode_prompt(target, item["prompt"]))})
+                         "prompt_tokens": len(trace.prompt_ids)})
             log(f"{item['id']:>10} {method:>7}: {s['new_tokens']} tokens, MAT {s['mat']:.2f}, "
                 f"{s['seconds']:.2f} s")
     drafter_name = make_drafter(spec.drafter, target, registry).name if set(methods) - {"ar"} else ""
