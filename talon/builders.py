@@ -28,6 +28,8 @@ class BuildResult:
     tree: DraftTree
     drafter_forwards: int
     """Number of ``Drafter.propose`` calls made (one batched forward each)."""
+    root_logprobs: torch.Tensor | None = None
+    """The drafter's next-token log-probabilities after the root, ``[vocab]`` (async mode guesses from it)."""
 
 
 class TreeBuilder(ABC):
@@ -38,15 +40,19 @@ class TreeBuilder(ABC):
     def build(self, drafter: Drafter, root_token: int) -> BuildResult:
         self._forwards = 0
         self._drafter = drafter
+        self._root_logprobs = None
         tree = self._grow(DraftTree.with_root(root_token))
-        return BuildResult(tree, self._forwards)
+        return BuildResult(tree, self._forwards, self._root_logprobs)
 
     def _propose(self, tree: DraftTree, frontier: list[int]) -> torch.Tensor:
         self._forwards += 1
-        return self._drafter.propose(tree, frontier)
+        logprobs = self._drafter.propose(tree, frontier)
+        if frontier == [0]:
+            self._root_logprobs = logprobs[0]
+        return logprobs
 
     def _add(self, tree: DraftTree, parent: int, token: int, logprob: float) -> int:
-        return tree.add(parent, token, logprob, self._drafter.source)
+        return tree.add(parent, token, logprob, self._drafter.source_of(parent, token))
 
     @abstractmethod
     def _grow(self, tree: DraftTree) -> DraftTree:
@@ -213,4 +219,4 @@ def make_builder(cfg: TreeConfig) -> TreeBuilder | None:
             raise ConfigError(f"Static tree: {err}; raise the depth or lower the budget N.") from err
     if cfg.method == "eagle2":
         return Eagle2Builder(cfg.budget, cfg.topk, cfg.depth)
-    return TalonBuilder(cfg.budget, cfg.topk, cfg.mu)
+    return TalonBuilder(cfg.budget, cfg.topk, cfg.mu)  # talon, and hybrid (a TALON tree, hybrid drafter)

@@ -95,6 +95,15 @@ class TreeKVCache(ABC):
         self.committed_len = len(keep)
         self.node_rows = {}
 
+    def crop_committed(self, length: int) -> None:
+        """Forget the tree rows and every committed row from ``length`` on (no-op beyond the end)."""
+        self.drop_tree()
+        if length < self.committed_len:
+            for layer in self.cache.layers:
+                layer.keys = layer.keys[:, :, :length]
+                layer.values = layer.values[:, :, :length]
+            self.committed_len = length
+
     def drop_tree(self) -> None:
         """Forget this step's tree rows, keeping the committed prefix."""
         if self.cache_len > self.committed_len:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-METHODS = ("ar", "chain", "static", "eagle2", "talon")
-"""Decoding methods: plain autoregressive, then the four tree builders."""
+METHODS = ("ar", "chain", "static", "eagle2", "talon", "hybrid")
+"""Decoding methods: plain autoregressive, the four tree builders, and ``hybrid`` (a TALON tree over the
+merged proposals of the chosen model drafter and prompt-lookup retrieval, ``talon.drafters.HybridDrafter``)."""
+
+
+EXECUTIONS = ("sync", "async")
+"""Draft-then-verify, or drafting the next tree while the target verifies (``talon.decode.run``)."""
 
 
 class ConfigError(ValueError):
@@ -85,11 +90,14 @@ class DecodeConfig:
             distribution at that temperature, with no top-k / top-p.
         seed: seeds the sampling generator (and nothing else).
         max_new_tokens: generated tokens at most, not counting the prompt; EOS also stops.
+        execution: ``"sync"`` (draft, then verify) or ``"async"`` (the drafter drafts the next tree
+            from a guessed outcome while the target verifies; see ``talon.decode.run``).
     """
 
     temperature: float = 0.0
     seed: int = 0
     max_new_tokens: int = 64
+    execution: str = "sync"
 
     def __post_init__(self) -> None:
         if not isinstance(self.temperature, (int, float)) or not 0.0 <= self.temperature <= 5.0:
@@ -98,6 +106,8 @@ class DecodeConfig:
             raise ConfigError(f"Max new tokens must be a whole number >= 1 (got {self.max_new_tokens!r}).")
         if not _whole(self.seed):
             raise ConfigError(f"Seed must be a whole number (got {self.seed!r}).")
+        if self.execution not in EXECUTIONS:
+            raise ConfigError(f"Execution must be one of {', '.join(EXECUTIONS)} (got {self.execution!r}).")
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,16 @@ forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with 
 it shares the cache code and the timing."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass
 
 import torch
 
-from .builders import make_builder
+from .builders import BuildResult, TreeBuilder, make_builder
 from .config import ConfigError, DecodeConfig, TreeConfig
 from .drafters import Drafter
 from .models import LoadedModel
@@ -49,6 +53,8 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
         raise ConfigError("The prompt encodes to no tokens.")
     if tree_cfg.method != "ar" and drafter is None:
         raise ConfigError(f"Method {tree_cfg.method!r} needs a drafter.")
+    if decode_cfg.execution == "async" and drafter is not None and not drafter.can_draft_ahead:
+        raise ConfigError(f"The drafter {drafter.name!r} cannot draft ahead; use synchronous execution.")
     # Tree nodes sit at most `budget` positions past the end, so leave room for them too.
     needed = len(ids) + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
     if needed > target.context_length:
@@ -84,11 +90,86 @@ class _TextDiff:
         return piece
 
 
+def likely_outcome(tree: DraftTree) -> list[int]:
+    """The drafter's guess at the accepted path: the node ``u`` where verification most likely stops,
+    by the drafter's own probabilities, ``P(stop at u) = p(path to u) * (1 - sum of u's children's
+    draft probabilities)``.  Node ids from the root to ``u``."""
+    child_mass = [0.0] * len(tree)
+    for node in range(1, len(tree)):
+        child_mass[tree.parent[node]] += math.exp(tree.draft_logprob[node])
+    stop = [math.exp(tree.path_logprob[u]) * max(0.0, 1.0 - child_mass[u]) for u in range(len(tree))]
+    node = max(range(len(tree)), key=lambda u: (stop[u], -u))
+    path = [node]
+    while path[-1] != 0:
+        path.append(tree.parent[path[-1]])
+    return path[::-1]
+
+
+@dataclass
+class Speculation:
+    """The next step's tree drafted while the target verified this one, from a guessed outcome."""
+
+    guess: list[int]          # the committed tokens it assumed (path tokens, then the guessed bonus)
+    checkpoint: int           # drafter state before the guess (for rollback / confirm)
+    built: BuildResult | None  # the next tree, None if no guess could be made
+    start: float              # seconds since the run started
+    seconds: float
+    drafter_info: dict
+
+
+def _best_outside(logprobs: torch.Tensor | None, exclude: Sequence[int]) -> int | None:
+    """Most likely token of ``logprobs`` (``[vocab]``) not in ``exclude``; None if none is finite."""
+    if logprobs is None:
+        return None
+    logprobs = logprobs.clone()
+    if exclude:
+        logprobs[list(exclude)] = -math.inf
+    return int(logprobs.argmax()) if torch.isfinite(logprobs).any() else None
+
+
+def _speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, target: LoadedModel,
+               clock0: float) -> Speculation:
+    """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
+    then as bonus the drafter's best token there that the tree does not already hold), commit the
+    guess to the drafter and build the next tree from it.  One more drafter forward than a
+    synchronous step when the guess goes below the root."""
+    t0 = time.perf_counter()
+    tree = built.tree
+    checkpoint = drafter.checkpoint()
+    path = likely_outcome(tree)
+    path_tokens = [tree.token[n] for n in path[1:]]
+    children = [tree.token[c] for c in tree.children(path[-1])]
+    stream = torch.cuda.Stream(target.device) if target.device.type == "cuda" else None
+    guess, next_built, info, forwards = [], None, {}, 0
+    with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
+        logprobs = built.root_logprobs
+        if path_tokens:
+            drafter.commit(path_tokens)
+            logprobs = drafter.propose(DraftTree.with_root(path_tokens[-1]), [0])[0]
+            forwards = 1
+        bonus = _best_outside(logprobs, children)
+        if bonus is not None:
+            drafter.commit([bonus])
+            guess = path_tokens + [bonus]
+            next_built = builder.build(drafter, bonus)
+            next_built.drafter_forwards += forwards
+            info = drafter.step_info()
+        if stream is not None:
+            stream.synchronize()
+    return Speculation(guess, checkpoint, next_built, t0 - clock0, time.perf_counter() - t0, info)
+
+
 def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
         decode_cfg: DecodeConfig, stop: Callable[[], bool] | None = None) -> Iterator[StepRecord]:
     """Decode ``trace.prompt_ids``; append one ``StepRecord`` per target forward to ``trace.steps``
     and yield it.  Ends at EOS, at ``max_new_tokens``, or when ``stop()`` returns True (checked
-    between steps); ``trace.stop_reason`` says which."""
+    between steps); ``trace.stop_reason`` says which.
+
+    ``decode_cfg.execution == "async"`` drafts the next tree on a worker thread (its own CUDA stream on
+    a GPU) while the target verifies the current one, from the guess ``optimistic_path`` + the
+    drafter's next token.  A right guess makes that tree the next step's; a wrong one is rolled back and
+    the tree is drafted again, so only verified tokens are ever committed and the output is the
+    synchronous output.  ``ar`` always runs synchronously."""
     builder = make_builder(tree_cfg)
     prompt_ids = trace.prompt_ids
     eos = target.eos_token_ids
@@ -96,61 +177,88 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
     generator = torch.Generator().manual_seed(decode_cfg.seed)
     verifier = Verifier(target, drafter.feature_layers if builder is not None else ())
     text = _TextDiff(tok)
+    asynchronous = decode_cfg.execution == "async" and builder is not None
+    trace.execution = "async" if asynchronous else "sync"
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
     clock0 = time.perf_counter()
 
-    with torch.inference_mode():
-        prompt_hidden = verifier.prefill(prompt_ids)
-        if builder is not None:
-            drafter.reset(prompt_ids, prompt_hidden)
-        _sync(target)
-        trace.prefill_seconds = time.perf_counter() - clock0
-        root = prompt_ids[-1]
-        generated: list[int] = []
-        while True:
-            if stop is not None and stop():
-                trace.stop_reason = "stopped"
-                return
-            t0 = time.perf_counter()
-            if builder is None:
-                tree, forwards = DraftTree.with_root(root), 0
-            else:
-                built = builder.build(drafter, root)
-                tree, forwards = built.tree, built.drafter_forwards
+    try:
+        with torch.inference_mode():
+            prompt_hidden = verifier.prefill(prompt_ids)
+            if builder is not None:
+                drafter.reset(prompt_ids, prompt_hidden)
             _sync(target)
-            t1 = time.perf_counter()
-            verdict = verifier.verify(tree, decode_cfg.temperature, generator)
-            path_hidden = verifier.commit(verdict)
-            _sync(target)
-            t2 = time.perf_counter()
+            trace.prefill_seconds = time.perf_counter() - clock0
+            root = prompt_ids[-1]
+            generated: list[int] = []
+            ready = None  # async: (BuildResult, drafter_info) drafted during the previous verification
+            while True:
+                if stop is not None and stop():
+                    trace.stop_reason = "stopped"
+                    return
+                t0 = time.perf_counter()
+                if builder is None:
+                    tree, forwards, info = DraftTree.with_root(root), 0, {}
+                elif ready is not None:
+                    (built, info), ready = ready, None
+                    tree, forwards = built.tree, built.drafter_forwards
+                else:
+                    built = builder.build(drafter, root)
+                    tree, forwards, info = built.tree, built.drafter_forwards, drafter.step_info()
+                _sync(target)
+                t1 = time.perf_counter()
+                pending = worker.submit(_speculate, drafter, builder, built, target, clock0) if worker else None
+                verdict = verifier.verify(tree, decode_cfg.temperature, generator)
+                path_hidden = verifier.commit(verdict)
+                _sync(target)
+                t2 = time.perf_counter()
+                speculation = pending.result() if pending else None
+                t3 = time.perf_counter()
 
-            new_ids = [tree.token[n] for n in verdict.accepted_path[1:]] + [verdict.bonus_token]
-            reason = ""
-            room = decode_cfg.max_new_tokens - len(generated)
-            if len(new_ids) >= room:
-                new_ids, reason = new_ids[:room], "max_new_tokens"
-            for k, t in enumerate(new_ids):
-                if t in eos:
-                    new_ids, reason = new_ids[: k + 1], "eos"
-                    break
-            generated.extend(new_ids)
-            if builder is not None and not reason:
-                drafter.commit(new_ids, path_hidden)
-            node_text = tok.batch_decode([[t] for t in tree.token])
-            step = StepRecord(
-                index=len(trace.steps), tree=tree, status=verdict.status,
-                accepted_path=verdict.accepted_path, bonus_token=verdict.bonus_token,
-                target_token=verdict.target_token, target_prob=verdict.target_prob,
-                committed_ids=new_ids, committed_text=text.piece(generated, final=bool(reason)),
-                node_text=node_text,
-                target_text=[tok.decode([t]) if t != NO_TOKEN else "" for t in verdict.target_token],
-                draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
-                verify_seconds=t2 - t1, drafter_forwards=forwards)
-            trace.steps.append(step)
-            trace.stop_reason = reason
-            yield step
-            if reason:
-                return
-            root = verdict.bonus_token
+                new_ids = [tree.token[n] for n in verdict.accepted_path[1:]] + [verdict.bonus_token]
+                reason = ""
+                room = decode_cfg.max_new_tokens - len(generated)
+                if len(new_ids) >= room:
+                    new_ids, reason = new_ids[:room], "max_new_tokens"
+                for k, t in enumerate(new_ids):
+                    if t in eos:
+                        new_ids, reason = new_ids[: k + 1], "eos"
+                        break
+                generated.extend(new_ids)
+                hit = None
+                if builder is not None:
+                    drafter.observe(tree, verdict.accepted_path)
+                    if speculation is not None:
+                        hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
+                        if hit:
+                            drafter.confirm(speculation.checkpoint, path_hidden)
+                            ready = (speculation.built, speculation.drafter_info)
+                        else:
+                            drafter.rollback(speculation.checkpoint)
+                    if not reason and not hit:
+                        drafter.commit(new_ids, path_hidden)
+                node_text = tok.batch_decode([[t] for t in tree.token])
+                step = StepRecord(
+                    index=len(trace.steps), tree=tree, status=verdict.status,
+                    accepted_path=verdict.accepted_path, bonus_token=verdict.bonus_token,
+                    target_token=verdict.target_token, target_prob=verdict.target_prob,
+                    committed_ids=new_ids, committed_text=text.piece(generated, final=bool(reason)),
+                    node_text=node_text,
+                    target_text=[tok.decode([t]) if t != NO_TOKEN else "" for t in verdict.target_token],
+                    draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
+                    verify_seconds=t2 - t1, drafter_forwards=forwards, drafter_info=info,
+                    speculate_start=speculation.start if speculation else None,
+                    speculate_seconds=speculation.seconds if speculation else 0.0,
+                    speculate_hit=hit, wait_seconds=t3 - t2 if speculation else 0.0)
+                trace.steps.append(step)
+                trace.stop_reason = reason
+                yield step
+                if reason:
+                    return
+                root = verdict.bonus_token
+    finally:
+        if worker is not None:
+            worker.shutdown(wait=True)
 
 
 def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,

@@ -221,6 +221,8 @@ class HeadDrafter(Drafter):
         self._seq: list[int] = []
         self._features = torch.empty(0)
         self._node_states: dict[int, torch.Tensor] = {}
+        self._tree: DraftTree | None = None   # the tree of the last propose call
+        self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cache = HeadCache(self.head, self.target)
@@ -229,9 +231,11 @@ class HeadDrafter(Drafter):
         self._features = (self.head.fuse_features(target_hidden) if target_hidden is not None
                           else torch.empty(0, h, device=self.target.device, dtype=self.target.dtype))
         self._node_states = {}
+        self._tree, self._stale_from = None, None
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> torch.Tensor:
         cache = self._cache
+        self._tree = tree
         if list(frontier) == [0]:
             start = cache.committed_len          # head rows cover positions 1 .. start
             tokens = self._seq[start + 1:]        # positions start+1 .. L-1 (the root is last)
@@ -247,7 +251,35 @@ class HeadDrafter(Drafter):
         return torch.log_softmax(logits, dim=-1)
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        if target_hidden is not None:
+            features = self.head.fuse_features(target_hidden)
+        else:  # speculative: the head's own state at each node stands in for the target's feature there
+            nodes = [0]
+            for token in new_ids[:-1]:
+                nodes.append(next(c for c in self._tree.children(nodes[-1]) if self._tree.token[c] == token))
+            features = torch.stack([self._node_states[n] for n in nodes])
         self._cache.drop_tree()
+        if self._stale_from is not None:
+            self._cache.crop_committed(min(self._cache.committed_len, self._stale_from))
+            self._stale_from = None
         self._seq.extend(int(t) for t in new_ids)
-        self._features = torch.cat([self._features, self.head.fuse_features(target_hidden)])
+        self._features = torch.cat([self._features, features])
         self._node_states = {}
+
+    def checkpoint(self) -> int:
+        return len(self._seq)
+
+    def rollback(self, checkpoint: int) -> None:
+        del self._seq[checkpoint:]
+        self._features = self._features[: checkpoint - 1]
+        self._cache.crop_committed(min(self._cache.committed_len, checkpoint - 1))
+        self._node_states = {}
+
+    def confirm(self, checkpoint: int, target_hidden: torch.Tensor | None = None) -> None:
+        """Swap the stand-in features of the confirmed tokens for the target's; the head's cache rows
+        built on them are recomputed at the next commit (after the tree drafted from them is used)."""
+        if target_hidden is None:
+            return
+        rows = slice(checkpoint - 1, checkpoint - 1 + target_hidden.shape[0])
+        self._features[rows] = self.head.fuse_features(target_hidden)
+        self._stale_from = checkpoint - 1 if self._stale_from is None else min(self._stale_from, checkpoint - 1)

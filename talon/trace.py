@@ -4,7 +4,7 @@ this JSON and ``viz`` draws from it."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 from .tree import DraftTree
 
@@ -28,6 +28,12 @@ class StepRecord:
         draft_start / verify_start: seconds since the run started when each phase began.
         draft_seconds / verify_seconds: wall time of tree building and of verification (+ commit).
         drafter_forwards: drafter calls this step (one batched forward per tree layer grown).
+        drafter_info: the drafter's state when it drafted this tree (a hybrid's source weights).
+        speculate_start / speculate_seconds: async mode: when and how long the drafter drafted the
+            next tree during this step's verification (``None`` / 0 when it did not).
+        speculate_hit: async mode: whether that guess was right, so the next step used its tree
+            (``None`` in sync mode); a wrong guess's tree is discarded.
+        wait_seconds: async mode: how long the target's side waited for the drafter after verifying.
     """
 
     index: int
@@ -46,6 +52,11 @@ class StepRecord:
     verify_start: float
     verify_seconds: float
     drafter_forwards: int
+    drafter_info: dict = field(default_factory=dict)
+    speculate_start: float | None = None
+    speculate_seconds: float = 0.0
+    speculate_hit: bool | None = None
+    wait_seconds: float = 0.0
 
     @property
     def layer_widths(self) -> list[int]:
@@ -65,7 +76,8 @@ class StepRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> "StepRecord":
-        kwargs = {f.name: d[f.name] for f in fields(cls)}
+        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d or f.default is MISSING
+                  and f.default_factory is MISSING}
         kwargs["tree"] = DraftTree.from_dict(d["tree"])
         return cls(**kwargs)
 
@@ -81,6 +93,7 @@ class RunTrace:
         device: where it ran, e.g. ``"cpu"`` or ``"cuda (NVIDIA H100)"``.
         prefill_seconds: the prompt's forward passes (target and drafter) before step 0.
         stop_reason: ``"eos"``, ``"max_new_tokens"``, ``"stopped"`` (by the user) or ``""`` (running).
+        execution: ``"sync"`` or ``"async"`` (drafting overlapped with verification).
     """
 
     prompt: str
@@ -93,6 +106,7 @@ class RunTrace:
     prefill_seconds: float = 0.0
     steps: list[StepRecord] = field(default_factory=list)
     stop_reason: str = ""
+    execution: str = "sync"
 
     @property
     def output_ids(self) -> list[int]:
@@ -104,8 +118,8 @@ class RunTrace:
 
     @property
     def seconds(self) -> float:
-        """Wall time of the run: prefill plus every step's draft and verify time."""
-        return self.prefill_seconds + sum(s.draft_seconds + s.verify_seconds for s in self.steps)
+        """Wall time of the run: prefill plus every step's draft, verify and (async) waiting time."""
+        return self.prefill_seconds + sum(s.draft_seconds + s.verify_seconds + s.wait_seconds for s in self.steps)
 
     def to_dict(self) -> dict:
         from .metrics import summarize  # metrics imports this module
@@ -124,7 +138,8 @@ class RunTrace:
     def from_dict(cls, d: dict) -> "RunTrace":
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"Not a TALON trace of format {TRACE_FORMAT} (format={d.get('format')!r}).")
-        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name != "steps"}
+        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name != "steps" and (f.name in d or f.default is MISSING
+                                                                                  and f.default_factory is MISSING)}
         return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
 
     @classmethod

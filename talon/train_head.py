@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from .head import DraftHead, HeadConfig
+from .head import HEAD_WEIGHTS, DraftHead, HeadConfig
 from .models import LoadedModel, load_model
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
@@ -53,6 +53,7 @@ class TrainArgs:
     ckpt_every: int = 20
     seed: int = 0
     ship: Path | None = None
+    init: Path | None = None
 
 
 # ---- 1. generation -----------------------------------------------------------------------------------
@@ -146,7 +147,9 @@ def _batch(items: list[dict], device) -> dict:
     top_ids = torch.zeros(b, n, TOP_K, dtype=torch.long)
     top_logp = torch.full((b, n, TOP_K), -math.inf)
     valid = torch.zeros(b, n, dtype=torch.bool)
+    first_response = torch.zeros(b, 1, dtype=torch.long)
     for r, it in enumerate(items):
+        first_response[r] = it["prompt_len"] - 1           # head position whose root is the first answer token
         t = len(it["tokens"]) - 1
         tokens[r, :t] = it["tokens"][1:].long()                # token at head position j + 1
         feats[r, :t] = it["hidden"][:-1].float()               # target state at position j
@@ -154,12 +157,14 @@ def _batch(items: list[dict], device) -> dict:
         top_logp[r, :t] = it["top_logp"][1:].float()
         valid[r, :t] = True
     return {k: v.to(device) for k, v in dict(tokens=tokens, feats=feats, top_ids=top_ids, top_logp=top_logp,
-                                             valid=valid).items()}
+                                             valid=valid, first_response=first_response).items()}
 
 
 def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int) -> tuple[torch.Tensor, list[dict]]:
     """Soft cross-entropy to the target's top-k distribution at depths 1..``ttt_steps``; returns the
-    weighted loss and per-step statistics (top-1 agreement, top-5 coverage, counted positions)."""
+    weighted loss and per-step statistics: counted positions ``n``, top-1 agreement ``top1`` and top-5
+    coverage ``top5`` over all positions, and the same over answer positions only (``rn``, ``rtop1``,
+    ``rtop5``: drafts whose root is a generated token, which is where the head drafts when decoding)."""
     embed = target.model.get_input_embeddings()
     lm_head = target.model.get_output_embeddings()
     tokens, valid = batch["tokens"], batch["valid"]
@@ -182,35 +187,50 @@ def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int)
         with torch.no_grad():
             want = batch["top_ids"][..., 0]
             top5 = logq.topk(5, dim=-1).indices
-            stats.append({"n": int(counted.sum()), "top1": int(((top5[..., 0] == want) & counted).sum()),
-                          "top5": int(((top5 == want[..., None]).any(-1) & counted).sum()),
+            hit1, hit5 = top5[..., 0] == want, (top5 == want[..., None]).any(-1)
+            root = torch.arange(n, device=tokens.device) - (step - 1)
+            answer = counted & (root[None, :] >= batch["first_response"])
+            stats.append({"n": int(counted.sum()), "top1": int((hit1 & counted).sum()),
+                          "top5": int((hit5 & counted).sum()), "rn": int(answer.sum()),
+                          "rtop1": int((hit1 & answer).sum()), "rtop5": int((hit5 & answer).sum()),
                           "loss": float(step_loss)})
         # The next depth reads this step's outputs at the previous position.
         features = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
     return total, stats
 
 
+EVAL_DEPTHS = 3  # draft depths measured by ``evaluate`` whatever ``ttt_steps`` the head was trained with
+
+
 def evaluate(head: DraftHead, target: LoadedModel, items: list[dict], args: TrainArgs) -> dict:
-    """Held-out agreement with the target, overall and per category (depth 1 and 2)."""
+    """Held-out agreement with the target, overall and per category.
+
+    ``top1`` / ``top5`` count answer positions only (the root is a generated token, as when decoding);
+    ``depth2_top1`` / ``depth3_top1`` are the head's top-1 when it reads its own earlier drafts;
+    ``all_positions_top1`` also counts prompt positions (teacher-forced over the whole sequence)."""
     head.eval()
-    by_cat: dict[str, list[int]] = {}
+    keys = ("n", "top1", "top5", "rn", "rtop1", "rtop5")
+    by_cat: dict[str, list[dict]] = {}
     with torch.no_grad():
-        for start in range(0, len(items), args.batch_size):
-            chunk = items[start:start + args.batch_size]
-            for it in chunk:
-                _, stats = head_loss(head, target, _batch([it], target.device), min(2, args.ttt_steps))
-                acc = by_cat.setdefault(it["category"], [0] * 6)
-                for k, s in enumerate(stats[:2]):
-                    acc[3 * k] += s["n"]
-                    acc[3 * k + 1] += s["top1"]
-                    acc[3 * k + 2] += s["top5"]
+        for it in items:
+            _, stats = head_loss(head, target, _batch([it], target.device), EVAL_DEPTHS)
+            acc = by_cat.setdefault(it["category"], [dict.fromkeys(keys, 0) for _ in range(EVAL_DEPTHS)])
+            for depth, s in enumerate(stats):
+                for k in keys:
+                    acc[depth][k] += s[k]
     head.train()
 
-    def rates(acc):
-        return {"positions": acc[0], "top1": acc[1] / max(acc[0], 1), "top5": acc[2] / max(acc[0], 1),
-                "depth2_top1": acc[4] / max(acc[3], 1)}
+    def rates(acc: list[dict]) -> dict:
+        d1 = acc[0]
+        out = {"positions": d1["rn"], "top1": d1["rtop1"] / max(d1["rn"], 1), "top5": d1["rtop5"] / max(d1["rn"], 1)}
+        for depth in range(2, EVAL_DEPTHS + 1):
+            a = acc[depth - 1]
+            out[f"depth{depth}_top1"] = a["rtop1"] / max(a["rn"], 1)
+        out["all_positions_top1"] = d1["top1"] / max(d1["n"], 1)
+        out["all_positions_top5"] = d1["top5"] / max(d1["n"], 1)
+        return out
 
-    overall = [sum(v[k] for v in by_cat.values()) for k in range(6)]
+    overall = [{k: sum(v[depth][k] for v in by_cat.values()) for k in keys} for depth in range(EVAL_DEPTHS)]
     return {"overall": rates(overall), "by_category": {c: rates(v) for c, v in sorted(by_cat.items())}}
 
 
@@ -237,6 +257,9 @@ def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -
         sched.load_state_dict(state["sched"])
         step = state["step"]
         log(f"train: resumed at batch {step} of {total_steps}")
+    elif args.init is not None:
+        head.load_state_dict({k: v.float() for k, v in load_file(args.init / HEAD_WEIGHTS).items()}, strict=False)
+        log(f"train: starting from the head in {args.init}")
     head.train()
     bar = tqdm(total=total_steps, initial=step, desc="train", unit="batch")
     while step < total_steps:
@@ -303,6 +326,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p.add_argument("--ckpt-every", type=int, default=TrainArgs.ckpt_every)
     p.add_argument("--seed", type=int, default=TrainArgs.seed)
     p.add_argument("--ship", type=Path, default=None, help="also copy the head into this directory")
+    p.add_argument("--init", type=Path, default=None, help="start from this head directory's weights (warm start)")
     return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
 
 

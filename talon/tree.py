@@ -65,6 +65,14 @@ class DraftTree:
         """Indices of ``node``'s children in tree order."""
         return [i for i, p in enumerate(self.parent) if p == node]
 
+    def path_tokens(self, node: int) -> list[int]:
+        """Tokens of the drafts from the root (excluded) down to ``node`` (included)."""
+        tokens = []
+        while node > 0:
+            tokens.append(self.token[node])
+            node = self.parent[node]
+        return tokens[::-1]
+
     def layer_widths(self) -> list[int]:
         """``widths[d]`` = number of nodes at depth d (``widths[0] == 1``, the root)."""
         widths = [0] * (self.max_depth + 1)

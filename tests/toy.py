@@ -78,6 +78,12 @@ class TableDrafter(Drafter):
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq.extend(int(t) for t in new_ids)
 
+    def checkpoint(self) -> int:
+        return len(self._seq)
+
+    def rollback(self, checkpoint: int) -> None:
+        del self._seq[checkpoint:]
+
 
 # ---- families of drafter functions ------------------------------------------------------------------
 def _seed(tag: int, context: Context) -> int:

@@ -146,6 +146,63 @@ def timing_chart(trace: RunTrace) -> go.Figure:
     return _figure(traces, title, "step", "seconds", barmode="stack")
 
 
+SPECULATE_KEPT_COLOR = "#54A24B"
+SPECULATE_DISCARDED_COLOR = "#BAB0AC"
+WAIT_COLOR = "#E45756"
+
+
+def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool) -> go.Bar:
+    """Horizontal bars on ``lane``, one per ``(start, seconds, step index)``."""
+    return go.Bar(
+        y=[lane] * len(spans), x=[d for _, d, _ in spans], base=[s for s, _, _ in spans], orientation="h",
+        name=name, legendgroup=name, showlegend=show_legend, marker={"color": color, "line": {"width": 0}},
+        customdata=[[k, s, d * 1000] for s, d, k in spans],
+        hovertemplate=f"{name}<br>step %{{customdata[0]}}<br>start %{{customdata[1]:.3f}} s · "
+                      "%{customdata[2]:.1f} ms<extra></extra>")
+
+
+def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
+    """Gantt-style lanes, a drafter lane and a target lane per run, of every draft and verify phase
+    (seconds since the run started, prefill included).  Async runs also show the drafter's
+    speculative drafting during verification, kept (its tree was used) or discarded (a wrong guess),
+    and the target's waits for it, so the mutual waiting of sync runs and the overlap are visible."""
+    kinds = {"draft": ("draft", DRAFT_COLOR), "verify": ("verify", VERIFY_COLOR),
+             "kept": ("speculative draft, kept", SPECULATE_KEPT_COLOR),
+             "discarded": ("speculative draft, discarded", SPECULATE_DISCARDED_COLOR),
+             "wait": ("target waits for drafter", WAIT_COLOR)}
+    spans: dict[tuple[str, str], list] = {}
+    lanes = []
+    for label, trace in traces.items():
+        drafter_lane, target_lane = f"{label} · drafter", f"{label} · target"
+        lanes += [drafter_lane, target_lane]
+        for st in trace.steps:
+            if st.drafter_forwards and not _from_speculation(trace, st):
+                spans.setdefault(("draft", drafter_lane), []).append((st.draft_start, st.draft_seconds, st.index))
+            spans.setdefault(("verify", target_lane), []).append((st.verify_start, st.verify_seconds, st.index))
+            if st.speculate_start is not None:
+                kind = "kept" if st.speculate_hit else "discarded"
+                spans.setdefault((kind, drafter_lane), []).append((st.speculate_start, st.speculate_seconds, st.index))
+            if st.wait_seconds > 0:
+                spans.setdefault(("wait", target_lane), []).append(
+                    (st.verify_start + st.verify_seconds, st.wait_seconds, st.index))
+    bars, shown = [], set()
+    for (kind, lane), items in spans.items():
+        name, color = kinds[kind]
+        bars.append(_lane_bars(name, lane, items, color, kind not in shown))
+        shown.add(kind)
+    height = max(CHART_HEIGHT, 90 + 34 * len(lanes))
+    return _figure(bars, "Timeline: drafter and target lanes", "seconds since the run started", "",
+                   yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category"},
+                   barmode="overlay", hovermode="closest", height=height,
+                   note=None if bars else "no steps yet")
+
+
+def _from_speculation(trace: RunTrace, step: StepRecord) -> bool:
+    """Whether ``step``'s tree was drafted ahead during the previous step's verification."""
+    prev = trace.steps[step.index - 1] if 0 < step.index <= len(trace.steps) else None
+    return bool(prev is not None and prev.speculate_hit)
+
+
 def run_charts(trace: RunTrace) -> dict[str, go.Figure]:
     """All whole-run figures by name: ``committed``, ``acceptance``, ``shape``, ``timing``."""
     return {"committed": committed_tokens_chart(trace),

@@ -24,6 +24,15 @@ or machines are never compared.
 **Draft share**: share of the step time spent building draft trees (drafter calls included): the tree
 construction overhead.
 
+**Hybrid**: one TALON tree over the merged proposals of the model drafter and prompt lookup. Each
+node is coloured by the source that gave it more probability ("colour by source"); the retrieval
+weight follows each source's running acceptance in this generation.
+
+**Async (asynchronous execution)**: while the target verifies a tree, the drafter guesses the outcome
+(the node where verification most likely stops, and the drafter's next token there) and drafts the
+next tree from it. A right guess (a *hit*) makes that tree the next step's, so its drafting time was
+hidden; a wrong one is discarded. The output is identical either way.
+
 **N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
 (TALON's Top-K start). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
 is at least μ times the best candidate's in that layer. **Depth**: draft layers below the root
@@ -68,6 +77,65 @@ def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
         head += f" · drafter {trace.drafter}"
     head += f" · {trace.device}"
     return head + "\n\n| metric | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def step_note(step) -> str:
+    """Extra caption text for a step: a hybrid's source weights, an async guess's outcome."""
+    note = ""
+    info = step.drafter_info or {}
+    if "retrieval_weight" in info:
+        sources = step.tree.source[1:]
+        note += (f" · retrieval weight {info['retrieval_weight']:.2f} (running acceptance: retrieval "
+                 f"{info['retrieval_acceptance']:.2f}, model {info['model_acceptance']:.2f}); "
+                 f"{sources.count('retrieval')} retrieval / {sources.count('model')} model nodes")
+    if step.speculate_hit is not None:
+        note += " · next tree drafted ahead: " + ("guess right, kept" if step.speculate_hit else "guess wrong, discarded")
+    return note
+
+
+def async_table(traces: dict[str, RunTrace]) -> pd.DataFrame:
+    """Sync vs async runs of one method: wall time, MAT, hit rate of the async guesses, the waiting
+    left, and (for the sync run) the time projected for overlap on separate hardware."""
+    rows = []
+    sync = traces.get("sync")
+    async_run = traces.get("async")
+    hit = metrics.speculation_hit_rate(async_run) if async_run is not None else None
+    for label, trace in traces.items():
+        s = metrics.summarize(trace)
+        row = {"run": label, "wall s": round(s["seconds"], 3), "MAT": round(s["mat"], 2),
+               "draft s": round(sum(st.draft_seconds for st in trace.steps), 3),
+               "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
+               "target waited s": round(sum(st.wait_seconds for st in trace.steps), 3),
+               "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2)}
+        rows.append(row)
+    if sync is not None and hit is not None:
+        rows.append({"run": "async, projected (separate hardware)",
+                     "wall s": round(metrics.projected_async_seconds(sync, hit), 3),
+                     "MAT": round(metrics.mat(sync.steps), 2), "guess hit rate": round(hit, 2)})
+    return pd.DataFrame(rows)
+
+
+def async_verdict(traces: dict[str, RunTrace]) -> str:
+    """A plain sentence on whether overlapping drafting with verification helps on this machine."""
+    sync, async_run = traces.get("sync"), traces.get("async")
+    if sync is None or async_run is None or not async_run.steps:
+        return "Running..."
+    same = "identical" if sync.output_ids == async_run.output_ids else "**different (a bug: please report it)**"
+    hit = metrics.speculation_hit_rate(async_run) or 0.0
+    draft = metrics.draft_share(sync)
+    projected = metrics.projected_async_seconds(sync, hit)
+    saving = 1 - projected / sync.seconds if sync.seconds else 0.0
+    measured = sync.seconds / async_run.seconds if async_run.seconds else 0.0
+    lines = [f"Outputs are {same}. Measured: async took {async_run.seconds:.2f} s vs sync {sync.seconds:.2f} s "
+             f"({measured:.2f}× speed); {hit:.0%} of the guesses were right."]
+    if "cuda" not in sync.device:
+        lines.append("**On this machine async cannot help much:** drafter and target share the same CPU cores, so "
+                     "running them at once slows both down.")
+    if draft < 0.05:
+        lines.append(f"Drafting takes only {draft:.0%} of the step time here, so there is little to hide.")
+    lines.append(f"With the drafter on its own hardware, the overlap would save about {saving:.0%} of the sync "
+                 f"time (projected from this run's phase times and hit rate; an upper bound).")
+    return " ".join(lines)
 
 
 def comparison_table(traces: dict[str, RunTrace], ar_seconds: float | None) -> pd.DataFrame:

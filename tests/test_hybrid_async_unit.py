@@ -1,0 +1,208 @@
+"""Fast tier for hybrid drafting and async execution: model-free drafters, toy trees, synthetic traces."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from talon import metrics
+from talon.builders import TalonBuilder
+from talon.decode import _best_outside, likely_outcome
+from talon.drafters import HybridDrafter, NgramDrafter
+from talon.trace import RunTrace, StepRecord
+from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
+from tests.toy import TableDrafter
+from viz import charts, summary
+
+VOCAB = 12
+
+
+def _one_hot(token: int, p: float = 0.9) -> torch.Tensor:
+    row = torch.full((VOCAB,), math.log((1 - p) / (VOCAB - 1)))
+    row[token] = math.log(p)
+    return row
+
+
+# ---- n-gram drafter: rollback and datastore ------------------------------------------------------------
+def test_ngram_rollback_restores_the_index_exactly():
+    d = NgramDrafter(VOCAB, max_ngram=3)
+    d.reset([1, 2, 3, 1, 2])
+    before = (list(d._seq), copy.deepcopy(dict(d._index)))
+    mark = d.checkpoint()
+    d.commit([4, 1, 2, 4])
+    assert d.continuations([1, 2]) != before[1].get((1, 2))
+    d.rollback(mark)
+    assert (d._seq, dict(d._index)) == before
+
+
+def test_ngram_datastore_is_used_after_the_sequence_itself():
+    d = NgramDrafter.with_datastore(VOCAB, [[5, 6, 7, 8], [5, 6, 9]], max_ngram=2)
+    d.reset([1, 2, 1, 3])
+    assert d.continuations([0, 5, 6]) == {7: 1, 9: 1}      # only the datastore has (5, 6)
+    assert d.continuations([0, 1]) == {2: 1, 3: 1}         # the sequence's own match wins
+    tree = DraftTree.with_root(6)
+    d.commit([5, 6])
+    row = d.propose(tree, [0])[0]
+    assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
+
+
+# ---- hybrid drafter --------------------------------------------------------------------------------------
+def _hybrid(model_token: int, sequence: list[int]) -> HybridDrafter:
+    model = TableDrafter(VOCAB, lambda ctx: _one_hot(model_token))
+    h = HybridDrafter(model, NgramDrafter(VOCAB, max_ngram=2))
+    h.reset(sequence)
+    return h
+
+
+def test_hybrid_mixes_the_sources_and_labels_each_node():
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])   # lookup after (1, 2) proposes 3
+    tree = DraftTree.with_root(2)
+    row = h.propose(tree, [0])[0].exp()
+    w = h.retrieval_weight
+    assert w == pytest.approx(0.5)
+    assert row[3].item() == pytest.approx(w * 1.0 + (1 - w) * 0.1 / (VOCAB - 1), rel=1e-5)
+    assert row[7].item() == pytest.approx((1 - w) * 0.9, rel=1e-5)
+    assert row.sum().item() == pytest.approx(1.0, rel=1e-5)
+    assert h.source_of(0, 3) == SOURCE_RETRIEVAL and h.source_of(0, 7) == SOURCE_MODEL
+
+
+def test_hybrid_without_a_lookup_match_is_the_model():
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])
+    tree = DraftTree.with_root(9)                            # nothing ever followed 9: no lookup match
+    assert torch.allclose(h.propose(tree, [0])[0], _one_hot(7))
+
+
+def test_hybrid_budget_applies_to_the_merged_tree_and_sources_are_recorded():
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])
+    tree = TalonBuilder(budget=6, topk=3, mu=0.03).build(h, 2).tree
+    assert tree.num_drafts <= 6
+    assert set(tree.source[1:]) == {SOURCE_MODEL, SOURCE_RETRIEVAL}
+    assert {tree.token[c]: tree.source[c] for c in tree.children(0)}[3] == SOURCE_RETRIEVAL
+
+
+def test_hybrid_weight_follows_running_acceptance():
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])
+    for _ in range(5):                                       # retrieval's node accepted, model's refused
+        tree = DraftTree.with_root(2)
+        r = tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
+        tree.add(0, 7, -1.0, SOURCE_MODEL)
+        h.observe(tree, [0, r])
+    assert h.retrieval_weight > 0.8
+    info = h.step_info()
+    assert info["retrieval_acceptance"] > info["model_acceptance"]
+    for _ in range(20):                                      # then the other way round
+        tree = DraftTree.with_root(2)
+        tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
+        m = tree.add(0, 7, -1.0, SOURCE_MODEL)
+        h.observe(tree, [0, m])
+    assert h.retrieval_weight < 0.2
+    assert h.min_weight <= h.retrieval_weight <= 1 - h.min_weight
+
+
+def test_hybrid_rollback_reaches_both_sources():
+    h = _hybrid(model_token=7, sequence=[1, 2, 3])
+    mark = h.checkpoint()
+    h.commit([4, 5])
+    h.rollback(mark)
+    assert h.retrieval._seq == [1, 2, 3] and h.model._seq == [1, 2, 3]
+
+
+# ---- async guesses --------------------------------------------------------------------------------------
+def test_likely_outcome_stops_where_the_drafter_expects_verification_to_stop():
+    tree = DraftTree.with_root(0)
+    a = tree.add(0, 1, math.log(0.9))
+    b = tree.add(a, 2, math.log(0.95))
+    tree.add(b, 3, math.log(0.2))                            # P(stop at b) = .9 * .95 * .8 = .684
+    assert likely_outcome(tree) == [0, a, b]
+    unsure = DraftTree.with_root(0)
+    unsure.add(0, 1, math.log(0.2))
+    unsure.add(0, 2, math.log(0.1))                          # P(stop at root) = .7
+    assert likely_outcome(unsure) == [0]
+
+
+def test_guessed_bonus_skips_tokens_the_tree_already_holds():
+    row = torch.log_softmax(torch.tensor([0.0, 3.0, 2.0, 1.0]), dim=0)
+    assert _best_outside(row, [1]) == 2
+    assert _best_outside(torch.full((4,), -math.inf), []) is None
+    assert _best_outside(None, []) is None
+
+
+# ---- timings: projection, timeline, verdict -------------------------------------------------------------
+def _step(index: int, draft: float, verify: float, start: float, hit=None, spec=None, wait=0.0) -> StepRecord:
+    tree = DraftTree.with_root(1)
+    tree.add(0, 2, -0.1)
+    return StepRecord(index=index, tree=tree, status=["root", "accepted"], accepted_path=[0, 1], bonus_token=3,
+                      target_token=[2, 3], target_prob=[1.0, 0.9], committed_ids=[2, 3], committed_text="ab",
+                      node_text=["x", "y"], target_text=["y", "z"], draft_start=start, draft_seconds=draft,
+                      verify_start=start + draft, verify_seconds=verify, drafter_forwards=1,
+                      speculate_start=None if spec is None else start + draft, speculate_seconds=spec or 0.0,
+                      speculate_hit=hit, wait_seconds=wait)
+
+
+def _trace(steps, execution="sync") -> RunTrace:
+    return RunTrace(prompt="p", prompt_ids=[1], tree_config={"method": "talon"}, decode_config={}, target="t",
+                    drafter="d", device="cpu", prefill_seconds=0.5, steps=steps, execution=execution)
+
+
+def test_projection_hides_drafts_behind_verification():
+    sync = _trace([_step(k, draft=0.2, verify=0.5, start=k) for k in range(4)])
+    assert sync.seconds == pytest.approx(0.5 + 4 * 0.7)
+    assert metrics.projected_async_seconds(sync, 0.0) == pytest.approx(sync.seconds)
+    assert metrics.projected_async_seconds(sync, 1.0) == pytest.approx(0.5 + 0.2 + 4 * 0.5)
+    slow_draft = _trace([_step(k, draft=0.8, verify=0.5, start=k) for k in range(3)])
+    assert metrics.projected_async_seconds(slow_draft, 1.0) == pytest.approx(0.5 + 0.8 + 3 * 0.5 + 2 * 0.3)
+
+
+def test_async_trace_counts_waiting_and_hit_rate_round_trips():
+    steps = [_step(0, 0.2, 0.5, 0.0, hit=True, spec=0.6, wait=0.1), _step(1, 0.0, 0.5, 0.8, hit=False, spec=0.3)]
+    trace = _trace(steps, "async")
+    assert trace.seconds == pytest.approx(0.5 + 0.2 + 0.5 + 0.1 + 0.0 + 0.5)
+    assert metrics.speculation_hit_rate(trace) == 0.5
+    assert metrics.speculation_hit_rate(_trace([_step(0, 0.2, 0.5, 0.0)])) is None
+    assert RunTrace.from_json(trace.to_json()) == trace
+
+
+def test_old_traces_without_the_new_fields_still_load():
+    d = _trace([_step(0, 0.2, 0.5, 0.0)]).to_dict()
+    d.pop("execution")
+    for s in d["steps"]:
+        for key in ("drafter_info", "speculate_start", "speculate_seconds", "speculate_hit", "wait_seconds"):
+            s.pop(key)
+    trace = RunTrace.from_dict(d)
+    assert trace.execution == "sync" and trace.steps[0].speculate_hit is None
+
+
+def test_timeline_has_a_drafter_and_a_target_lane_per_run_and_marks_discarded_drafts():
+    sync = _trace([_step(k, 0.2, 0.5, k * 0.7) for k in range(3)])
+    asyn = _trace([_step(0, 0.2, 0.5, 0.0, hit=True, spec=0.4),
+                   _step(1, 0.0, 0.5, 0.7, hit=False, spec=0.6, wait=0.1),
+                   _step(2, 0.2, 0.5, 1.3)], "async")
+    fig = charts.timeline_chart({"sync": sync, "async": asyn})
+    lanes = {y for t in fig.data for y in t.y}
+    assert lanes == {"sync · drafter", "sync · target", "async · drafter", "async · target"}
+    by_name = {t.name: t for t in fig.data if t.name}
+    names = {t.name for t in fig.data}
+    assert {"draft", "verify", "speculative draft, kept", "speculative draft, discarded",
+            "target waits for drafter"} <= names
+    drafted_async = [b for t in fig.data if t.name == "draft" for b, y in zip(t.base, t.y) if y == "async · drafter"]
+    assert drafted_async == [0.0, 1.3]                        # step 1's tree came from the kept speculation
+    assert by_name["verify"].orientation == "h"
+    assert charts.timeline_chart({}).layout.annotations      # empty -> a note, no error
+
+
+def test_async_table_and_verdict_are_plain():
+    sync = _trace([_step(k, 0.2, 0.5, k) for k in range(3)])
+    asyn = _trace([_step(k, 0.2, 0.5, k, hit=k == 0, spec=0.2) for k in range(3)], "async")
+    table = summary.async_table({"sync": sync, "async": asyn})
+    assert list(table["run"]) == ["sync", "async", "async, projected (separate hardware)"]
+    text = summary.async_verdict({"sync": sync, "async": asyn})
+    assert "identical" in text and "share the same CPU cores" in text
+
+
+def test_step_note_names_hybrid_weights_and_guess_outcome():
+    step = _step(0, 0.2, 0.5, 0.0, hit=False, spec=0.1)
+    step.drafter_info = {"retrieval_weight": 0.3, "retrieval_acceptance": 0.4, "model_acceptance": 0.6}
+    note = summary.step_note(step)
+    assert "retrieval weight 0.30" in note and "guess wrong, discarded" in note
