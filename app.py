@@ -15,7 +15,7 @@ import gradio as gr
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig, device_default_tree
 from talon.decode import new_trace, run
-from talon.drafters import make_drafter
+from talon.drafters import drafter_for
 from talon.head import SHIPPED_HEAD
 from talon.models import EMBEDDED, ModelLoadError, ModelRegistry, default_target_spec, pick_device
 from talon.trace import RunTrace
@@ -39,12 +39,15 @@ DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
 EXAMPLES = [json.loads(line) for line in (ROOT / "assets" / "prompts.jsonl").read_text().splitlines() if line]
 METHOD_CHOICES = [("Autoregressive (no drafts)", "ar"), ("Chain (classic speculative decoding)", "chain"),
                   ("Static tree (fixed shape)", "static"), ("EAGLE-2 dynamic tree", "eagle2"),
-                  ("TALON adaptive tree", "talon")]
+                  ("TALON adaptive tree", "talon"),
+                  ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid")]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
 DRAFTER_CHOICES = [("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
                    ("n-gram prompt lookup (free, copies from the context)", "ngram"),
                    ("Target's first 6 layers (self-draft)", "layers:6"),
                    ("Target's first 12 layers (self-draft)", "layers:12")]
+EXECUTION_CHOICES = [("Synchronous: draft, then verify", "sync"),
+                     ("Asynchronous: draft the next tree while the target verifies", "async")]
 MAX_NEW_TOKENS = 512
 
 
@@ -56,11 +59,12 @@ def _number(value, name: str, kind=float):
         raise ConfigError(f"{name} must be a number (got {value!r}).") from None
 
 
-def _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed) -> tuple[TreeConfig, DecodeConfig]:
+def _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
+             execution="sync") -> tuple[TreeConfig, DecodeConfig]:
     tree = TreeConfig(method=method, budget=_number(budget, "Budget N", int), topk=_number(topk, "Root width K", int),
                       mu=_number(mu, "mu"), depth=_number(depth, "Depth", int), gamma=_number(gamma, "Chain length", int))
     return tree, DecodeConfig(temperature=_number(temperature, "Temperature"), seed=_number(seed, "Seed", int),
-                              max_new_tokens=_number(max_new, "Max new tokens", int))
+                              max_new_tokens=_number(max_new, "Max new tokens", int), execution=execution)
 
 
 def _load(target_spec: str, progress: gr.Progress):
@@ -71,12 +75,12 @@ def _load(target_spec: str, progress: gr.Progress):
 
 
 def _start(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-           progress):
+           execution, progress):
     """Validate and load; returns (target, drafter, tree_cfg, decode_cfg, trace) or raises gr.Error."""
     try:
-        tree_cfg, dec_cfg = _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed)
+        tree_cfg, dec_cfg = _configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed, execution)
         target = _load(target_spec, progress)
-        drafter = None if method == "ar" else make_drafter(drafter_spec, target, REGISTRY)
+        drafter = drafter_for(method, drafter_spec, target, REGISTRY)
         trace = new_trace(target, drafter, tree_cfg, dec_cfg, prompt)
     except (ConfigError, ModelLoadError) as err:
         raise gr.Error(str(err), print_exception=False) from None
@@ -92,6 +96,7 @@ def _step_view(trace: RunTrace | None, index, color_mode: str):
     step = trace.steps[index]
     caption = (f"Step {index + 1} of {len(trace.steps)}: {len(step.tree) - 1} draft nodes, "
                f"{step.accepted_depth} accepted, {len(step.committed_ids)} tokens committed")
+    caption += summary.step_note(step)
     return (tree_figure(step, color_mode), charts.tinted_text_html(trace, highlight=index), node_table(step),
             caption)
 
@@ -104,9 +109,9 @@ def _slider(trace: RunTrace | None, value=None):
 
 def _charts(trace: RunTrace | None):
     if trace is None:
-        return None, None, None, None
+        return None, None, None, None, None
     figs = charts.run_charts(trace)
-    return figs["committed"], figs["acceptance"], figs["shape"], figs["timing"]
+    return figs["committed"], figs["acceptance"], figs["shape"], figs["timing"], charts.timeline_chart({"run": trace})
 
 
 def show_step(trace, index, color_mode):
@@ -115,10 +120,11 @@ def show_step(trace, index, color_mode):
 
 @gpu
 def run_explore(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature, max_new,
-                seed, color_mode, progress=gr.Progress()):
+                seed, execution, color_mode, progress=gr.Progress()):
     """Decode, yielding the view after every step (one update per target forward)."""
     target, drafter, tree_cfg, dec_cfg, trace = _start(prompt, target_spec, drafter_spec, method, budget, topk,
-                                                       mu, depth, gamma, temperature, max_new, seed, progress)
+                                                       mu, depth, gamma, temperature, max_new, seed, execution,
+                                                       progress)
     for step in run(trace, target, drafter, tree_cfg, dec_cfg):
         fig, text, table, caption = _step_view(trace, step.index, color_mode)
         yield trace, _slider(trace), fig, text, table, caption, summary.summary_markdown(trace), *_charts(None)
@@ -128,13 +134,14 @@ def run_explore(prompt, target_spec, drafter_spec, method, budget, topk, mu, dep
 
 @gpu
 def run_compare(prompt, target_spec, drafter_spec, method_a, method_b, budget, topk, mu, depth, gamma, temperature,
-                max_new, seed, color_mode, progress=gr.Progress()):
+                max_new, seed, execution, color_mode, progress=gr.Progress()):
     """Run autoregressive (for the speedup), then method A, then method B on the same prompt and budget."""
     traces: dict[str, RunTrace] = {}
     ar_seconds = None
     for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
         target, drafter, tree_cfg, dec_cfg, trace = _start(prompt, target_spec, drafter_spec, method, budget, topk,
-                                                           mu, depth, gamma, temperature, max_new, seed, progress)
+                                                           mu, depth, gamma, temperature, max_new, seed, execution,
+                                                           progress)
         for _ in run(trace, target, drafter, tree_cfg, dec_cfg):
             if label != "ar":
                 traces[label] = trace
@@ -142,6 +149,24 @@ def run_compare(prompt, target_spec, drafter_spec, method_a, method_b, budget, t
         if label == "ar":
             ar_seconds = trace.seconds
     yield _compare_view(traces, ar_seconds, None, color_mode)
+
+
+@gpu
+def run_sync_async(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature, max_new,
+                   seed, progress=gr.Progress()):
+    """Run the method synchronously, then asynchronously, and draw both timelines."""
+    if method == "ar":
+        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.",
+                       print_exception=False)
+    traces: dict[str, RunTrace] = {}
+    for execution in ("sync", "async"):
+        target, drafter, tree_cfg, dec_cfg, trace = _start(prompt, target_spec, drafter_spec, method, budget, topk,
+                                                           mu, depth, gamma, temperature, max_new, seed, execution,
+                                                           progress)
+        traces[execution] = trace
+        for _ in run(trace, target, drafter, tree_cfg, dec_cfg):
+            pass
+        yield charts.timeline_chart(traces), summary.async_table(traces), summary.async_verdict(traces)
 
 
 def _compare_view(traces: dict[str, RunTrace], ar_seconds, index, color_mode):
@@ -221,6 +246,43 @@ def model_status():
             gr.update())
 
 
+# ---- Benchmark tab: published results of `python -m talon.bench --suite` (no model needed) ---------
+import os  # noqa: E402  (kept with the section it serves)
+
+from talon import bench_results  # noqa: E402
+from viz import bench_charts  # noqa: E402
+
+BENCH_DIR_ENV = "TALON_BENCH_DIR"
+NO_BENCH = ("No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
+            "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
+            "under `docs/bench/` (or under `$TALON_BENCH_DIR`).")
+
+
+def bench_root() -> Path:
+    """Where results directories are looked for: ``$TALON_BENCH_DIR`` or ``docs/bench``."""
+    return Path(os.environ.get(BENCH_DIR_ENV) or ROOT / "docs" / "bench")
+
+
+def bench_show(directory):
+    """Meta, tables and charts of one results directory (one of ``bench_root()``'s)."""
+    dirs = {str(d) for d in bench_results.result_dirs(bench_root())}
+    if not directory or str(directory) not in dirs:
+        return NO_BENCH, None, None, None, None, None, None, None, None
+    meta, runs, summary = bench_results.read_results(directory)
+    tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary)
+    return (bench_charts.meta_markdown(meta, str(directory)), tables["methods"], tables["categories"],
+            tables["shape"], tables["lossless"], figs["peers"], figs["budget_sweep"], figs["mu_sweep"],
+            figs["tree_shape"])
+
+
+def bench_load():
+    """Page load: the results directories (newest first, selected) and the newest one's view."""
+    dirs = bench_results.result_dirs(bench_root())
+    choices = [(bench_results.describe(d), str(d)) for d in dirs]
+    value = choices[0][1] if choices else None
+    return gr.update(choices=choices, value=value), *bench_show(value)
+
+
 # ---- layout ---------------------------------------------------------------------------------------
 with gr.Blocks(title="TALON Tree Explorer") as demo:
     trace_state = gr.State(None)
@@ -256,6 +318,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)")
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
+            execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
+                                 info="Async drafts the next tree from a guessed outcome while the target verifies; "
+                                      "the output is the same, only timing changes.")
         with gr.Column(scale=2):
             with gr.Tabs():
                 with gr.Tab("Explore", id="explore"):
@@ -292,20 +357,51 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     chart_acceptance = gr.Plot(label="Acceptance by depth")
                     chart_shape = gr.Plot(label="Tree shape")
                     chart_timing = gr.Plot(label="Draft vs verify time")
+                    chart_timeline = gr.Plot(label="Timeline of drafter and target")
+                with gr.Tab("Sync vs async", id="async"):
+                    gr.Markdown("Runs the chosen method twice on the prompt: drafting then verifying (sync), and "
+                                "drafting the next tree while the target verifies (async). The lanes show when "
+                                "each side works and when it waits.")
+                    async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run")
+                    async_verdict = gr.Markdown()
+                    async_table = gr.Dataframe(interactive=False, label="Sync vs async")
+                    async_plot = gr.Plot(label="Timeline")
                 with gr.Tab("Export / load", id="export"):
                     with gr.Row():
                         json_btn = gr.Button("Export trace (JSON)")
                         html_btn = gr.Button("Export this tree (HTML)")
                     export_file = gr.File(label="Download", interactive=False)
                     upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
+                with gr.Tab("Benchmark", id="benchmark"):
+                    gr.Markdown("Measured results of the benchmark suites (`python -m talon.bench --suite ...`): "
+                                "every method and transformers' own generate / prompt lookup / assisted "
+                                "generation on the same prompts, speedups against autoregressive decoding in "
+                                "the same run. Nothing is run here.")
+                    bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)",
+                                            elem_id="bench-dir")
+                    bench_meta = gr.Markdown(NO_BENCH)
+                    bench_methods = gr.Dataframe(interactive=False, label="Methods, pooled over all prompts")
+                    bench_peers = gr.Plot(label="Speedup vs autoregressive")
+                    bench_categories = gr.Dataframe(interactive=False,
+                                                    label="Per category: MAT and speedup (the paper's Table 1 layout)")
+                    bench_shape = gr.Dataframe(interactive=False, label="Tree shape by category")
+                    bench_tree_shape = gr.Plot(label="Nodes per layer by category")
+                    bench_budget = gr.Plot(label="Budget N sweep")
+                    bench_mu = gr.Plot(label="μ sweep")
+                    bench_lossless = gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive")
+                    bench_views = [bench_meta, bench_methods, bench_categories, bench_shape, bench_lossless,
+                                   bench_peers, bench_budget, bench_mu, bench_tree_shape]
+                    bench_dir.input(bench_show, bench_dir, bench_views, show_progress="hidden")
+                    demo.load(bench_load, None, [bench_dir, *bench_views], api_name="bench_load",
+                              show_progress="hidden")
                 with gr.Tab("How to read this", id="help"):
                     gr.Markdown(summary.HOW_TO_READ)
                     gr.Markdown("## Glossary\n" + summary.GLOSSARY)
 
     run_inputs = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-                  color_mode]
+                  execution, color_mode]
     view_outputs = [trace_state, step_slider, tree_plot, text_html, nodes_df, caption, metrics_md,
-                    chart_committed, chart_acceptance, chart_shape, chart_timing]
+                    chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline]
     run_event = run_btn.click(run_explore, run_inputs, view_outputs, concurrency_limit=2, concurrency_id="decode")
     stop_btn.click(None, cancels=[run_event])
     step_view_outputs = [tree_plot, text_html, nodes_df, caption]
@@ -319,8 +415,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     compare_outputs = [compare_state, compare_slider, plot_a, plot_b, compare_table]
     compare_inputs = [prompt, target, drafter, method_a, method_b, budget, topk, mu, depth, gamma, temperature,
-                      max_new, seed, color_mode]
+                      max_new, seed, execution, color_mode]
     compare_btn.click(run_compare, compare_inputs, compare_outputs, concurrency_limit=2, concurrency_id="decode")
+    async_inputs = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed]
+    async_btn.click(run_sync_async, async_inputs, [async_plot, async_table, async_verdict], concurrency_limit=2,
+                    concurrency_id="decode")
     compare_slider.release(show_compare_step, [compare_state, compare_slider, color_mode], compare_outputs,
                            queue=False)
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.app
 
 PROMPT = "Repeat this list exactly: apples, pears, plums, apples, pears, plums."
 RUN_ARGS = dict(target_spec="embedded", drafter_spec="ngram", method="talon", budget=16, topk=6, mu=0.03, depth=5,
-                gamma=4, temperature=0.0, max_new=24, seed=0, color_mode="verdict")
+                gamma=4, temperature=0.0, max_new=24, seed=0, execution="sync", color_mode="verdict")
 
 
 def _run(client: Client, prompt: str = PROMPT, **overrides):
@@ -120,7 +120,7 @@ def test_load_rejects_non_trace_json(client, tmp_path):
 
 def test_compare_runs_two_methods_on_the_same_axes(client):
     state_slider, plot_a, plot_b, table = client.predict(
-        PROMPT, "embedded", "ngram", "static", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "verdict",
+        PROMPT, "embedded", "ngram", "static", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "sync", "verdict",
         api_name="/run_compare")
     assert [row[0] for row in table["data"]] == ["A: Static tree (fixed shape)", "B: TALON adaptive tree"]
     speedups = [row[table["headers"].index("speedup")] for row in table["data"]]
@@ -128,3 +128,25 @@ def test_compare_runs_two_methods_on_the_same_axes(client):
     fig_a, fig_b = json.loads(plot_a["plot"]), json.loads(plot_b["plot"])
     assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
     assert fig_a["layout"]["height"] == fig_b["layout"]["height"]
+
+
+def test_async_run_matches_sync_and_draws_both_timelines(client):
+    plot, table, verdict = client.predict(PROMPT, "embedded", "layers:4", "talon", 8, 4, 0.03, 5, 4, 0.0, 12, 0,
+                                          api_name="/run_sync_async")
+    assert "Outputs are identical" in verdict
+    assert [row[0] for row in table["data"]][:2] == ["sync", "async"]
+    lanes = {y for t in json.loads(plot["plot"])["data"] for y in t.get("y", [])}
+    assert {"sync · drafter", "sync · target", "async · drafter", "async · target"} <= lanes
+
+
+def test_hybrid_method_labels_sources(client):
+    _run(client, PROMPT, method="hybrid", drafter_spec="layers:4", max_new=16)
+    trace = _exported_trace(client)
+    assert trace.tree_config["method"] == "hybrid" and trace.drafter.startswith("hybrid")
+    assert all("retrieval_weight" in s.drafter_info for s in trace.steps)
+    assert any("retrieval" in s.tree.source for s in trace.steps)  # the list repeats, so lookup fires
+
+
+def test_hybrid_refuses_ngram_as_its_model(client):
+    with pytest.raises(Exception, match="hybrid method merges a model drafter"):
+        _run(client, PROMPT, method="hybrid", drafter_spec="ngram")

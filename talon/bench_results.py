@@ -1,0 +1,158 @@
+"""Benchmark results on disk: the run and summary schemas, the per-experiment aggregation, and reading
+and writing a results directory (``runs.csv``, ``summary.csv``, ``meta.json``).
+
+Torch-free, so the app can show results without loading a model.  A results directory is what
+``python -m talon.bench --suite NAME --out-dir DIR`` writes; ``docs/bench/`` holds the published ones.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from . import metrics
+
+RUN_COLUMNS = (
+    "suite", "experiment", "kind", "sweep", "setting", "temperature", "seed",
+    "prompt_id", "category", "source", "method", "drafter",
+    "budget", "topk", "mu", "depth", "gamma", "max_new_tokens",
+    "prompt_tokens", "new_tokens", "target_forwards", "draft_forwards",
+    "seconds", "step_seconds", "draft_seconds", "ar_seconds",
+    "MAT", "delta", "tokens_per_s", "speedup", "draft_share",
+    "mean_depth", "mean_tree_nodes", "mean_layer_widths",
+    "matches_ar", "stop_reason", "text", "token_ids",
+)
+"""``runs.csv``: one row per measured run (warm-ups are not recorded).  ``budget`` .. ``gamma`` are
+empty for ``ar`` and the transformers peers (no tree); the tree-shape columns are empty for the peers
+(not observable).  ``ar_seconds``: the autoregressive run's seconds on the same prompt, temperature and
+experiment; ``speedup`` = ``ar_seconds / seconds``.  ``matches_ar``: output tokens equal AR's (T=0
+only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
+
+GROUP_KEYS = ("suite", "experiment", "kind", "sweep", "setting", "temperature", "method", "drafter",
+              "budget", "topk", "mu", "depth", "gamma")
+SUMMARY_COLUMNS = GROUP_KEYS + (
+    "category", "prompts", "new_tokens", "target_forwards", "seconds", "ar_seconds",
+    "MAT", "delta", "tokens_per_s", "speedup", "draft_share",
+    "mean_depth", "mean_tree_nodes", "mean_layer_widths", "matches_ar",
+)
+"""``summary.csv``: one row per (experiment, setting, temperature, method) and category, plus
+``category == "all"`` pooling every prompt.  Ratios are of sums over the prompts (``metrics.pooled``);
+``speedup`` = summed AR seconds / summed method seconds over the same prompts; ``matches_ar`` = share
+of runs whose tokens equal AR's (T=0)."""
+
+ALL = "all"
+LIST_COLUMNS = ("mean_layer_widths", "token_ids")
+META = "meta.json"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _pool(rows: Sequence[dict]) -> dict:
+    """``metrics.pooled`` over rows whose tree-shape columns may be missing (then missing in the result)."""
+    shape_known = all(not _missing(r.get("mean_depth")) for r in rows)
+    clean = [{k: v for k, v in r.items() if not (k in ("mean_depth", "mean_tree_nodes", "mean_layer_widths")
+                                                 and _missing(v))} for r in rows]
+    out = metrics.pooled(clean)
+    if not shape_known:
+        out.update(mean_depth=None, mean_tree_nodes=None, mean_layer_widths=None)
+    ar = [r.get("ar_seconds") for r in rows]
+    out["ar_seconds"] = None if any(_missing(a) for a in ar) else sum(ar)
+    out["speedup"] = None if out["ar_seconds"] is None else metrics.speedup(out["ar_seconds"], out["seconds"])
+    same = [r.get("matches_ar") for r in rows]
+    out["matches_ar"] = None if any(_missing(s) for s in same) else sum(bool(s) for s in same) / len(same)
+    return out
+
+
+def summarize(rows: Sequence[dict]) -> list[dict]:
+    """Summary rows (``SUMMARY_COLUMNS``) of run rows (``RUN_COLUMNS``): per group of ``GROUP_KEYS``,
+    one row per category and one for ``ALL``, in first-seen order."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(k) for k in GROUP_KEYS), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        cats: dict[str, list[dict]] = {}
+        for r in rs:
+            cats.setdefault(r["category"], []).append(r)
+        for category, members in [(ALL, rs), *cats.items()]:
+            pooled = _pool(members)
+            out.append({**dict(zip(GROUP_KEYS, key)), "category": category,
+                        **{c: pooled.get(c) for c in SUMMARY_COLUMNS if c in pooled}})
+    return [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in out]
+
+
+# ---- files ------------------------------------------------------------------------------------------
+def _frame(rows: Sequence[dict], columns: Sequence[str]) -> pd.DataFrame:
+    df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=list(columns))
+    for c in LIST_COLUMNS:
+        if c in df:
+            df[c] = [None if _missing(v) else json.dumps(v) for v in df[c]]
+    return df
+
+
+def write_tables(out_dir: Path, runs: Sequence[dict], summary: Sequence[dict]) -> list[Path]:
+    """Write ``runs.csv`` and ``summary.csv`` into ``out_dir``; returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "runs.csv", out_dir / "summary.csv"]
+    _frame(runs, RUN_COLUMNS).to_csv(paths[0], index=False)
+    _frame(summary, SUMMARY_COLUMNS).to_csv(paths[1], index=False)
+    return paths
+
+
+def write_meta(out_dir: Path, meta: dict) -> Path:
+    path = out_dir / META
+    path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    return path
+
+
+def _parse_lists(df: pd.DataFrame) -> pd.DataFrame:
+    for c in LIST_COLUMNS:
+        if c in df:
+            df[c] = [json.loads(v) if isinstance(v, str) and v else None for v in df[c]]
+    return df
+
+
+def read_results(directory: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """``(meta, runs, summary)`` of a results directory; list columns parsed back from JSON.  A missing
+    file gives an empty dict / frame with the schema's columns."""
+    d = Path(directory)
+    meta = json.loads((d / META).read_text(encoding="utf-8")) if (d / META).is_file() else {}
+    frames = []
+    for name, columns in (("runs.csv", RUN_COLUMNS), ("summary.csv", SUMMARY_COLUMNS)):
+        path = d / name
+        df = pd.read_csv(path, keep_default_na=True) if path.is_file() else pd.DataFrame(columns=list(columns))
+        frames.append(_parse_lists(df))
+    return meta, frames[0], frames[1]
+
+
+def result_dirs(root: str | Path) -> list[Path]:
+    """Results directories under ``root`` (``root`` itself included), newest ``meta.json`` date first
+    (a meta without a date sorts last)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = sorted({p.parent for p in root.rglob(META)})
+
+    def date(p: Path) -> str:
+        try:
+            return str(json.loads((p / META).read_text(encoding="utf-8")).get("date", ""))
+        except (OSError, ValueError):
+            return ""
+
+    return sorted(found, key=date, reverse=True)
+
+
+def describe(directory: str | Path) -> str:
+    """A one-line label for a results directory: its name, suite, date and device."""
+    d = Path(directory)
+    try:
+        meta = json.loads((d / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = {}
+    parts = [d.name, meta.get("suite", "?"), str(meta.get("date", "?"))[:16].replace("T", " "), meta.get("device", "?")]
+    return " · ".join(str(p) for p in parts)

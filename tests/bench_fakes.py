@@ -1,0 +1,68 @@
+"""Synthetic benchmark-suite rows (no model): every experiment kind, two temperatures, peers, so the
+results schema, the aggregation, the charts and the app's Benchmark tab can be tested in milliseconds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from talon import bench_results
+
+CATEGORIES = ("MT-Bench", "HumanEval", "GSM-style")
+TREE = {"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}
+
+
+def _run(experiment: str, kind: str, method: str, prompt: int, category: str, temperature: float,
+         tree: dict | None, setting: str = "", mat: float = 1.0) -> dict:
+    """One fake run: 24 tokens, ``24 / mat`` target forwards, AR at 1 s."""
+    forwards = round(24 / mat)
+    peer = method.startswith("hf_")
+    is_tree = tree is not None
+    seconds = 1.0 if method == "ar" else 1.0 / mat * (1.3 if is_tree else 1.1)
+    return {
+        "suite": "fake", "experiment": experiment, "kind": kind, "sweep": {"budget_sweep": "budget",
+                                                                            "mu_sweep": "mu"}.get(kind, ""),
+        "setting": setting, "temperature": temperature, "seed": 0, "prompt_id": f"p{prompt}",
+        "category": category, "source": "assets", "method": method, "drafter": "fake" if is_tree else "",
+        **({k: tree[k] for k in TREE} if is_tree else dict.fromkeys(TREE)), "max_new_tokens": 24,
+        "prompt_tokens": 50, "new_tokens": 24, "target_forwards": forwards,
+        "draft_forwards": 3 * forwards if is_tree else 0, "seconds": seconds, "step_seconds": seconds * 0.9,
+        "draft_seconds": seconds * 0.2 if is_tree else 0.0, "ar_seconds": 1.0, "MAT": 24 / forwards,
+        "delta": 3.0 if is_tree else 0.0, "tokens_per_s": 24 / seconds, "speedup": 1.0 / seconds,
+        "draft_share": 0.22 if is_tree else 0.0,
+        "mean_depth": None if peer else (3.0 if is_tree else 0.0),
+        "mean_tree_nodes": None if peer else (6.0 if is_tree else 0.0),
+        "mean_layer_widths": None if peer else ([3.0, 2.0, 1.0] if is_tree else []),
+        "matches_ar": (prompt != 1 or method != "hf_assisted") if temperature == 0 else None,
+        "stop_reason": "max_new_tokens", "text": "fake text, with a comma", "token_ids": [1, 2, 3],
+    }
+
+
+def fake_runs() -> list[dict]:
+    """Runs of a fake suite with all four experiment kinds (one run of hf_assisted differs from AR)."""
+    rows = []
+    for p, cat in enumerate(CATEGORIES):
+        for t in (0.0, 1.0):
+            rows.append(_run("categories", "categories", "ar", p, cat, t, None))
+            rows.append(_run("categories", "categories", "eagle2", p, cat, t, TREE, mat=2.0))
+            rows.append(_run("categories", "categories", "talon", p, cat, t, TREE, mat=2.5))
+        rows.append(_run("sweep", "budget_sweep", "ar", p, cat, 0.0, None))
+        for n in (8, 16, 32):
+            for m in ("eagle2", "talon"):
+                rows.append(_run("sweep", "budget_sweep", m, p, cat, 0.0, {**TREE, "budget": n}, f"N={n}",
+                                 mat=1.5 + n / 32))
+        rows.append(_run("mu", "mu_sweep", "ar", p, cat, 0.0, None))
+        for mu in (0.01, 0.1):
+            rows.append(_run("mu", "mu_sweep", "talon", p, cat, 0.0, {**TREE, "mu": mu}, f"mu={mu}", mat=2 + mu))
+        for m in ("ar", "hf_generate", "hf_prompt_lookup", "hf_assisted"):
+            rows.append(_run("peers", "methods", m, p, cat, 0.0, None, mat=1.0 if m != "hf_prompt_lookup" else 1.6))
+        rows.append(_run("peers", "methods", "talon", p, cat, 0.0, TREE, mat=2.5))
+    return rows
+
+
+def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00") -> Path:
+    """A complete fake results directory (tables and meta.json, no plots)."""
+    runs = fake_runs()
+    bench_results.write_tables(directory, runs, bench_results.summarize(runs))
+    bench_results.write_meta(directory, {"suite": "fake", "date": date, "description": "synthetic rows",
+                                         "device": "cpu", "cpu": "test CPU", "cpu_count": 2, "model": "fake model",
+                                         "command": "python -m talon.bench --suite fake", "notes": ["a note"]})
+    return directory

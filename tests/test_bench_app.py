@@ -1,0 +1,46 @@
+"""App tier: the Benchmark tab loads the newest results directory (no model run) and switches to another."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from gradio_client import Client
+
+from tests.bench_fakes import CATEGORIES, write_fake_results
+
+pytestmark = pytest.mark.app
+
+
+def _figure(plot: dict) -> dict:
+    return json.loads(plot["plot"])
+
+
+def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
+    write_fake_results(tmp_path / "older", date="2026-01-01T00:00:00+00:00")
+    write_fake_results(tmp_path / "newer", date="2026-02-01T00:00:00+00:00")
+    monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
+    client = Client(app_url, verbose=False)
+    dropdown, meta, methods, categories, shape, lossless, peers, budget, mu, tree_shape = client.predict(
+        api_name="/bench_load")
+    assert dropdown["value"] == str(tmp_path / "newer")
+    assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
+    assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
+    assert [row[1] for row in methods["data"]] == ["autoregressive", "HF generate", "HF prompt lookup",
+                                                   "HF assisted", "TALON"]
+    assert categories["headers"][:3] == ["category", "EAGLE-2 MAT (T=0)", "EAGLE-2 speedup (T=0)"]
+    assert [row[0] for row in categories["data"]] == [*CATEGORIES, "all"]
+    assert shape["data"] and lossless["data"]
+    assert {t["name"] for t in _figure(budget)["data"]} == {"EAGLE-2", "TALON"}
+    assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
+
+    meta_older, *_ = client.predict(str(tmp_path / "older"), api_name="/bench_show")
+    assert "2026-01-01" in meta_older
+    with pytest.raises(Exception, match="not in the list of choices"):  # only the listed directories load
+        client.predict(str(tmp_path.parent), api_name="/bench_show")
+
+
+def test_benchmark_tab_without_results_says_how_to_make_them(app_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path / "none"))
+    dropdown, meta, methods, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
+    assert dropdown["choices"] == [] and dropdown["value"] is None
+    assert "python -m talon.bench --suite" in meta

@@ -1,0 +1,262 @@
+"""Tables and figures of benchmark-suite results (``runs.csv`` / ``summary.csv`` as written by
+``python -m talon.bench --suite``), shared by the CLI and the app's Benchmark tab.
+
+Pure pandas / Plotly: no torch.  Every function takes the DataFrames (schemas in
+``talon.bench_results``) and returns a table or a figure; data a function needs but the results do not
+hold (e.g. no N sweep in a ``quick`` run) gives an empty table or a figure with a note, never an error.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import TEMPLATE
+
+ALL = "all"
+METHOD_LABELS = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
+                 "talon": "TALON", "hybrid": "hybrid", "hf_generate": "HF generate",
+                 "hf_prompt_lookup": "HF prompt lookup", "hf_assisted": "HF assisted"}
+PEERS = ("hf_generate", "hf_prompt_lookup", "hf_assisted")
+TREE_METHODS = ("chain", "static", "eagle2", "talon", "hybrid")
+METHOD_COLORS = {"ar": "#9E9E9E", "chain": "#72B7B2", "static": "#B279A2", "eagle2": "#4C78A8",
+                 "talon": "#F58518", "hybrid": "#54A24B", "hf_generate": "#BDBDBD",
+                 "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31"}
+SWEEP_AXES = {"budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
+              "mu_sweep": ("mu", "confidence gate μ (log scale)", True)}
+HEIGHT = 340
+
+
+def label(method: str) -> str:
+    """The display name of a method."""
+    return METHOD_LABELS.get(method, method)
+
+
+def _empty(title: str, note: str) -> go.Figure:
+    return go.Figure(layout={
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}}, "template": TEMPLATE,
+        "height": HEIGHT, "xaxis": {"visible": False}, "yaxis": {"visible": False},
+        "annotations": [{"text": note, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+                         "font": {"size": 13, "color": "#888"}}]})
+
+
+def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
+    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+                      template=TEMPLATE, height=HEIGHT + 40, margin={"l": 50, "r": 10, "t": 70, "b": 40},
+                      legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"},
+                      **extra)
+    return fig
+
+
+def _rows(summary: pd.DataFrame, kinds: tuple[str, ...], category: str | None = ALL) -> pd.DataFrame:
+    """Summary rows of the first kind in ``kinds`` that has any; ``category`` None keeps all categories."""
+    if summary is None or summary.empty or "kind" not in summary:
+        return pd.DataFrame(columns=[] if summary is None else summary.columns)
+    for kind in kinds:
+        rows = summary[summary["kind"] == kind]
+        if category is not None:
+            rows = rows[rows["category"] == category]
+        if not rows.empty:
+            return rows
+    return summary.iloc[0:0]
+
+
+def _num(value, digits: int = 2):
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), digits)
+
+
+def _t(temperature) -> str:
+    return f"T={float(temperature):g}"
+
+
+def meta_markdown(meta: dict, directory: str = "") -> str:
+    """Where and how a results directory was measured, as Markdown: suite, date, machine, model,
+    drafter, the exact command, notes (fallback prompt sets, skipped methods, PNG export)."""
+    if not meta:
+        return f"No meta.json in {directory or 'this directory'}."
+    threads = f", {meta['torch_threads']} torch threads" if meta.get("torch_threads") else ""
+    load = meta.get("load_average_1min")
+    lines = [f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
+             f"- Machine: {meta.get('device', '?')} ({meta.get('cpu', '?')}, {meta.get('cpu_count', '?')} CPUs{threads}"
+             + (f", load average {load} at the start" if load is not None else "") + ")"
+             + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
+             f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}); "
+             f"drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
+             f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s)"]
+    lines += [f"- Note: {n}" for n in meta.get("notes", [])]
+    lines += [f"- Skipped {m}: {why}" for m, why in (meta.get("skipped") or {}).items()]
+    if directory:
+        lines.append(f"- Files: `{directory}`")
+    return "\n".join(lines)
+
+
+# ---- tables -----------------------------------------------------------------------------------------
+def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every method of the method-comparison experiments (kind ``methods``) pooled over all prompts:
+    MAT, delta, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape."""
+    rows = _rows(summary, ("methods",))
+    out = [{"experiment": r.experiment, "method": label(r.method), "T": _num(r.temperature, 2),
+            "prompts": int(r.prompts), "MAT": _num(r.MAT), "delta": _num(r.delta),
+            "tokens/s": _num(r.tokens_per_s, 1), "speedup": _num(r.speedup),
+            "draft share": _num(r.draft_share), "same tokens as AR": _num(r.matches_ar),
+            "mean depth": _num(r.mean_depth), "mean nodes": _num(r.mean_tree_nodes, 1)}
+           for r in rows.itertuples()]
+    return pd.DataFrame(out, columns=["experiment", "method", "T", "prompts", "MAT", "delta", "tokens/s", "speedup",
+                                      "draft share", "same tokens as AR", "mean depth", "mean nodes"])
+
+
+def category_table(summary: pd.DataFrame, methods: tuple[str, ...] = ("eagle2", "talon")) -> pd.DataFrame:
+    """The paper's Table 1 / Table 3 at our scale: rows = categories (then ``all``), columns = MAT and
+    speedup of each method in ``methods`` at each temperature.  From the ``categories`` experiment, or
+    from a ``methods`` experiment's per-category rows when there is none."""
+    rows = _rows(summary, ("categories", "methods"), category=None)
+    rows = rows[rows["method"].isin(methods)] if not rows.empty else rows
+    if rows.empty:
+        return pd.DataFrame(columns=["category"])
+    temps = sorted(rows["temperature"].unique())
+    cats = [c for c in dict.fromkeys(rows["category"]) if c != ALL] + [ALL]
+    present = [m for m in methods if m in set(rows["method"])]
+    out = []
+    for cat in cats:
+        line = {"category": cat}
+        for t in temps:
+            for m in present:
+                hit = rows[(rows["category"] == cat) & (rows["temperature"] == t) & (rows["method"] == m)]
+                r = hit.iloc[0] if not hit.empty else None
+                line[f"{label(m)} MAT ({_t(t)})"] = None if r is None else _num(r["MAT"])
+                line[f"{label(m)} speedup ({_t(t)})"] = None if r is None else _num(r["speedup"])
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Tree shape by category and tree method (greedy runs): mean depth reached, mean draft nodes,
+    drafter forwards per step (delta), mean nodes per layer from depth 1 down."""
+    rows = _rows(summary, ("categories", "methods"), category=None)
+    if not rows.empty:
+        rows = rows[rows["method"].isin(TREE_METHODS) & (rows["temperature"] == rows["temperature"].min())]
+        rows = pd.concat([rows[rows["category"] != ALL], rows[rows["category"] == ALL]])
+    out = [{"category": r.category, "method": label(r.method), "mean depth": _num(r.mean_depth),
+            "mean nodes": _num(r.mean_tree_nodes, 1), "delta": _num(r.delta),
+            "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or []))}
+           for r in rows.itertuples()]
+    return pd.DataFrame(out, columns=["category", "method", "mean depth", "mean nodes", "delta", "nodes per layer"])
+
+
+def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Greedy (T=0) runs per experiment and method: how many emitted exactly the autoregressive tokens,
+    and the prompts where they did not (reported, not hidden)."""
+    cols = ["experiment", "method", "greedy runs", "same tokens as AR", "differing prompts"]
+    if runs is None or runs.empty:
+        return pd.DataFrame(columns=cols)
+    greedy = runs[(runs["temperature"] == 0) & (runs["method"] != "ar")]
+    out = []
+    for (exp, method), g in greedy.groupby(["experiment", "method"], sort=False):
+        same = g["matches_ar"].astype(bool)
+        diff = g.loc[~same, "prompt_id"].astype(str)
+        out.append({"experiment": exp, "method": label(method), "greedy runs": len(g),
+                    "same tokens as AR": int(same.sum()), "differing prompts": ", ".join(dict.fromkeys(diff))})
+    return pd.DataFrame(out, columns=cols)
+
+
+def tables(runs: pd.DataFrame, summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every table by name: ``methods``, ``categories``, ``shape``, ``lossless``."""
+    return {"methods": methods_table(summary), "categories": category_table(summary),
+            "shape": shape_table(summary), "lossless": lossless_table(runs)}
+
+
+# ---- figures ----------------------------------------------------------------------------------------
+def peers_figure(summary: pd.DataFrame) -> go.Figure:
+    """Speedup over autoregressive decoding of every method of the last method-comparison experiment,
+    the transformers peers included (bars; MAT as the bar label), greedy."""
+    title = "Speedup vs autoregressive, our methods and transformers' peers"
+    rows = _rows(summary, ("methods",))
+    if rows.empty:
+        return _empty(title, "no method comparison in these results")
+    last = rows["experiment"].iloc[-1]
+    rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
+    x = [label(m) for m in rows["method"]]
+    bars = go.Bar(x=x, y=rows["speedup"], marker_color=[METHOD_COLORS.get(m, "#4C78A8") for m in rows["method"]],
+                  text=[f"MAT {v:.2f}" for v in rows["MAT"]], textposition="outside", cliponaxis=False,
+                  customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
+                  hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
+                                "%{customdata[2]:.1f} tokens/s<extra></extra>")
+    fig = go.Figure(data=[bars])
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"})
+    top = max([1.0] + [v for v in rows["speedup"] if isinstance(v, (int, float)) and not math.isnan(v)])
+    return _layout(fig, title, showlegend=False, yaxis={"title": {"text": "speedup (×)"}, "range": [0, top * 1.2]})
+
+
+def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure:
+    """Speedup, MAT and draft share (tree-construction share of step time) against the swept parameter
+    (``budget_sweep``: N; ``mu_sweep``: μ), one line per method."""
+    param, x_title, log_x = SWEEP_AXES[kind]
+    title = f"{'Budget N' if param == 'budget' else 'Confidence gate μ'} sweep"
+    rows = _rows(summary, (kind,))
+    rows = rows[rows["method"] != "ar"] if not rows.empty else rows
+    if rows.empty:
+        return _empty(title, f"no {param} sweep in these results (run the 'paper' suite)")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("speedup vs AR", "MAT", "draft share"),
+                        horizontal_spacing=0.08)
+    for method in dict.fromkeys(rows["method"]):
+        m = rows[rows["method"] == method].sort_values(param)
+        for col, y in enumerate(("speedup", "MAT", "draft_share"), 1):
+            fig.add_trace(go.Scatter(x=m[param], y=m[y], mode="lines+markers", name=label(method),
+                                     legendgroup=method, showlegend=col == 1,
+                                     line={"color": METHOD_COLORS.get(method)},
+                                     hovertemplate=f"{label(method)} {param}=%{{x}}: {y} %{{y:.3f}}<extra></extra>"),
+                          row=1, col=col)
+    fig.update_xaxes(type="log" if log_x else "linear")
+    fig.update_xaxes(title_text=x_title, row=1, col=2)
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999"}, row=1, col=1)
+    return _layout(fig, title)
+
+
+def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
+    """Mean draft nodes per layer (x = depth) by category, one panel per tree method (EAGLE-2 and
+    TALON when present): deep-and-narrow lines vs shallow-and-wide ones."""
+    title = "Tree shape by category: mean nodes per layer"
+    rows = _rows(summary, ("categories", "methods"), category=None)
+    if not rows.empty:
+        rows = rows[rows["method"].isin(TREE_METHODS) & (rows["category"] != ALL)
+                    & (rows["temperature"] == rows["temperature"].min())]
+        rows = rows[rows["mean_layer_widths"].map(lambda w: isinstance(w, list) and len(w) > 0)]
+    if rows.empty:
+        return _empty(title, "no tree runs by category in these results")
+    methods = [m for m in ("eagle2", "talon") if m in set(rows["method"])] or list(dict.fromkeys(rows["method"]))
+    fig = make_subplots(rows=1, cols=len(methods), subplot_titles=[label(m) for m in methods], shared_yaxes=True)
+    palette = TEMPLATE["layout"]["colorway"]
+    cats = list(dict.fromkeys(rows["category"]))
+    for col, method in enumerate(methods, 1):
+        for k, cat in enumerate(cats):
+            hit = rows[(rows["method"] == method) & (rows["category"] == cat)]
+            if hit.empty:
+                continue
+            widths = hit.iloc[0]["mean_layer_widths"]
+            fig.add_trace(go.Scatter(x=list(range(1, len(widths) + 1)), y=widths, mode="lines+markers", name=cat,
+                                     legendgroup=cat, showlegend=col == 1,
+                                     line={"color": palette[k % len(palette)]},
+                                     hovertemplate=f"{cat}: depth %{{x}}, %{{y:.2f}} nodes<extra></extra>"),
+                          row=1, col=col)
+    fig.update_xaxes(title_text="depth (draft layer)", dtick=1)
+    fig.update_yaxes(title_text="mean nodes", row=1, col=1)
+    return _layout(fig, title)
+
+
+def figures(summary: pd.DataFrame, include_empty: bool = True) -> dict[str, go.Figure]:
+    """Every figure by name: ``peers``, ``budget_sweep``, ``mu_sweep``, ``tree_shape``; with
+    ``include_empty=False`` only those the results hold data for (what the CLI saves)."""
+    has = {"peers": not _rows(summary, ("methods",)).empty,
+           "budget_sweep": not _rows(summary, ("budget_sweep",)).empty,
+           "mu_sweep": not _rows(summary, ("mu_sweep",)).empty,
+           "tree_shape": True}
+    figs = {"peers": peers_figure(summary), "budget_sweep": sweep_figure(summary, "budget_sweep"),
+            "mu_sweep": sweep_figure(summary, "mu_sweep"), "tree_shape": tree_shape_figure(summary)}
+    if not include_empty:
+        has["tree_shape"] = not shape_table(summary).empty
+        figs = {k: v for k, v in figs.items() if has[k]}
+    return figs
