@@ -127,19 +127,19 @@ def _best_outside(logprobs: torch.Tensor | None, exclude: Sequence[int]) -> int 
     return int(logprobs.argmax()) if torch.isfinite(logprobs).any() else None
 
 
-def _speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, target: LoadedModel,
+def _speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, stream: torch.cuda.Stream | None,
                clock0: float) -> Speculation:
     """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
     then as bonus the drafter's best token there that the tree does not already hold), commit the
     guess to the drafter and build the next tree from it.  One more drafter forward than a
-    synchronous step when the guess goes below the root."""
+    synchronous step when the guess goes below the root.  ``stream``: the run's side CUDA stream
+    (``None`` on a CPU)."""
     t0 = time.perf_counter()
     tree = built.tree
     checkpoint = drafter.checkpoint()
     path = likely_outcome(tree)
     path_tokens = [tree.token[n] for n in path[1:]]
     children = [tree.token[c] for c in tree.children(path[-1])]
-    stream = torch.cuda.Stream(target.device) if target.device.type == "cuda" else None
     guess, next_built, info, forwards = [], None, {}, 0
     with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
         logprobs = built.root_logprobs
@@ -180,6 +180,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
     asynchronous = decode_cfg.execution == "async" and builder is not None
     trace.execution = "async" if asynchronous else "sync"
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
+    side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
     clock0 = time.perf_counter()
 
     try:
@@ -207,7 +208,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
                     tree, forwards, info = built.tree, built.drafter_forwards, drafter.step_info()
                 _sync(target)
                 t1 = time.perf_counter()
-                pending = worker.submit(_speculate, drafter, builder, built, target, clock0) if worker else None
+                pending = worker.submit(_speculate, drafter, builder, built, side_stream, clock0) if worker else None
                 verdict = verifier.verify(tree, decode_cfg.temperature, generator)
                 path_hidden = verifier.commit(verdict)
                 _sync(target)
