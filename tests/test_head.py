@@ -100,13 +100,14 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
     layers = list(head_config.feature_layers)
     items = []
     with torch.inference_mode():
+        # Both texts count as answers after a 2-token "prompt" (the eval's answer-only positions).
         for text in ["The cat sat on the mat. The cat sat on the mat.", "def add(a, b):\n    return a + b\n"]:
             ids = target.tokenizer(text)["input_ids"]
             out = target.model(torch.tensor([ids]), output_hidden_states=layers)
             logp, top = torch.log_softmax(out.logits[0].float(), -1).topk(TOP_K, -1)
             items.append({"tokens": torch.tensor(ids, dtype=torch.int32), "category": "t", "split": "train",
                           "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
-                          "top_ids": top.int(), "top_logp": logp.half()})
+                          "top_ids": top.int(), "top_logp": logp.half(), "prompt_len": 2})
     head = DraftHead(head_config)
     opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
     batch = _batch(items, target.device)
@@ -125,7 +126,7 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
 def test_shipped_head_loads_for_the_embedded_target(target):
     assert (SHIPPED_HEAD / HEAD_WEIGHTS).stat().st_size < 12_000_000
     meta = json.loads((SHIPPED_HEAD / HEAD_CONFIG).read_text())
-    # Measured at training time on held-out prompts (0.41 for the shipped head; a random head is ~0).
+    # Measured at training time on held-out answer tokens (0.49 for the shipped head; a random head is ~0).
     assert meta["heldout_eval"]["top1"] >= 0.4
     head = load_head(SHIPPED_HEAD, target)
     assert head.config.target_sha256 == meta["target_sha256"]
