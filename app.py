@@ -267,12 +267,12 @@ def bench_show(directory):
     """Meta, tables and charts of one results directory (one of ``bench_root()``'s)."""
     dirs = {str(d) for d in bench_results.result_dirs(bench_root())}
     if not directory or str(directory) not in dirs:
-        return NO_BENCH, None, None, None, None, None, None, None, None
+        return NO_BENCH, None, None, None, None, None, None, None, None, None
     meta, runs, summary = bench_results.read_results(directory)
     tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary)
     return (bench_charts.meta_markdown(meta, str(directory)), tables["methods"], tables["categories"],
             tables["shape"], tables["lossless"], figs["peers"], figs["budget_sweep"], figs["mu_sweep"],
-            figs["tree_shape"])
+            figs["tree_shape"], tables["sources"])
 
 
 def bench_load():
@@ -388,9 +388,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     bench_tree_shape = gr.Plot(label="Nodes per layer by category")
                     bench_budget = gr.Plot(label="Budget N sweep")
                     bench_mu = gr.Plot(label="μ sweep")
+                    bench_sources = gr.Dataframe(
+                        interactive=False, label="Hybrid drafting vs its sources alone: TALON over the head, over "
+                                                 "prompt lookup, and over both merged (MAT and speedup by category)")
                     bench_lossless = gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive")
                     bench_views = [bench_meta, bench_methods, bench_categories, bench_shape, bench_lossless,
-                                   bench_peers, bench_budget, bench_mu, bench_tree_shape]
+                                   bench_peers, bench_budget, bench_mu, bench_tree_shape, bench_sources]
                     bench_dir.input(bench_show, bench_dir, bench_views, show_progress="hidden")
                     demo.load(bench_load, None, [bench_dir, *bench_views], api_name="bench_load",
                               show_progress="hidden")

@@ -20,8 +20,8 @@ import platform
 import shlex
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,7 +33,8 @@ from .decode import device_label, encode_prompt, run_to_end
 from .drafters import DRAFTER_HELP, drafter_for
 from .models import LoadedModel, ModelLoadError, ModelRegistry
 from .peers import assistant_for, default_assistant_spec, run_peer
-from .suites import ALL_METHODS, PEER_METHODS, SUITES, Experiment, Suite, get_suite, load_prompts, with_overrides
+from .suites import (ALL_METHODS, PEER_METHODS, SUITES, Experiment, Suite, get_suite, load_prompts, split_method,
+                     with_overrides)
 
 WARMUP_TOKENS = 8
 TREE_FIELDS = ("budget", "topk", "mu", "depth", "gamma")
@@ -76,13 +77,16 @@ def trace_row(trace, method: str) -> dict:
         "draft_seconds": sum(s.draft_seconds for s in steps), "step_seconds": metrics.step_seconds(trace),
         "prompt_tokens": len(trace.prompt_ids), "mean_depth": metrics.mean_tree_depth(steps),
         "mean_tree_nodes": metrics.mean_tree_nodes(steps), "mean_layer_widths": metrics.mean_layer_widths(steps),
-        "stop_reason": trace.stop_reason})
+        "stop_reason": trace.stop_reason, "execution": trace.execution,
+        "speculation_hit_rate": metrics.speculation_hit_rate(trace),
+        "wait_seconds": sum(s.wait_seconds for s in steps)})
 
 
 def summarize_runs(runs: list[dict]) -> list[dict]:
-    """Per method over all prompts: MAT, delta, tokens/s, draft share (draft seconds / step seconds)
-    and speedup over ``ar`` (total AR seconds / total method seconds over the same prompts; ``None``
-    when ``ar`` was not run)."""
+    """Per method over all prompts: MAT, delta, tokens/s, draft share (draft seconds / step seconds),
+    speedup over ``ar`` (total AR seconds / total method seconds over the same prompts; ``None``
+    when ``ar`` was not run) and, for async runs, the share of steps whose speculative tree was right
+    (weighted by target forwards; ``None`` for sync runs)."""
     by_method: dict[str, list[dict]] = {}
     for r in runs:
         by_method.setdefault(r["method"], []).append(r)
@@ -90,9 +94,12 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
     rows = []
     for method, rs in by_method.items():
         p = metrics.pooled(rs)
+        hits = [(r["speculation_hit_rate"], r["target_forwards"]) for r in rs
+                if r.get("speculation_hit_rate") is not None]
         rows.append({"method": method, "prompts": len(rs), "new_tokens": p["new_tokens"], "MAT": p["MAT"],
                      "delta": p["delta"], "tokens_per_s": p["tokens_per_s"], "draft_share": p["draft_share"],
-                     "speedup": metrics.speedup(ar_seconds, p["seconds"]) if "ar" in by_method else None})
+                     "speedup": metrics.speedup(ar_seconds, p["seconds"]) if "ar" in by_method else None,
+                     "speculation_hit_rate": sum(h * n for h, n in hits) / sum(n for _, n in hits) if hits else None})
     return rows
 
 
@@ -107,7 +114,7 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
         drafter = drafter_for(method, spec.drafter, target, registry)
         return run_to_end(target, drafter, configs[method], cfg, prompt)
 
-    warm = DecodeConfig(temperature=decode_cfg.temperature, seed=decode_cfg.seed, max_new_tokens=WARMUP_TOKENS)
+    warm = replace(decode_cfg, max_new_tokens=WARMUP_TOKENS)
     for method in methods:
         one(method, prompts[0]["prompt"], warm)
     runs = []
@@ -116,8 +123,9 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
             trace = one(method, item["prompt"], decode_cfg)
             row = trace_row(trace, method)
             runs.append({"prompt_id": item["id"], "category": item["category"], **row})
+            hits = row["speculation_hit_rate"]
             log(f"{item['id']:>10} {method:>7}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
-                f"{row['seconds']:.2f} s")
+                f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}"))
     tree_methods = [m for m in methods if m != "ar"]
     drafter_name = drafter_for(tree_methods[0], spec.drafter, target, registry).name if tree_methods else ""
     return {"device": device_label(target), "model": target.name, "drafter": drafter_name,
@@ -155,6 +163,11 @@ class SuiteRunner:
             self._assistant = assistant_for(self.assistant_spec, self.target, self.registry)
         return self._assistant
 
+    def drafter(self, name: str):
+        """A fresh drafter for the tree method ``name`` (``METHOD`` or ``METHOD@DRAFTER``)."""
+        method, spec = split_method(name)
+        return drafter_for(method, spec or self.suite.drafter, self.target, self.registry)
+
     def available(self, method: str) -> bool:
         """Whether ``method`` can run with this suite's drafter / assistant; the reason it cannot is kept
         in ``skipped`` (e.g. ``hybrid`` with the n-gram drafter)."""
@@ -164,7 +177,7 @@ class SuiteRunner:
             if method == "hf_assisted":
                 self.drafter_names[method] = self.assistant().name
             elif method not in PEER_METHODS and method != "ar":
-                self.drafter_names[method] = drafter_for(method, self.suite.drafter, self.target, self.registry).name
+                self.drafter_names[method] = self.drafter(method).name
         except (ConfigError, ModelLoadError) as err:
             self.skipped[method] = str(err)
             self.log(f"skipping {method}: {err}")
@@ -179,10 +192,10 @@ class SuiteRunner:
             row = run_peer(method, self.target, ids, max_new_tokens, temperature=temperature, seed=self.suite.seed,
                            assistant=self.assistant() if method == "hf_assisted" else None)
             return {**with_rates(row), "mean_depth": None, "mean_tree_nodes": None, "mean_layer_widths": None}
-        drafter = drafter_for(method, self.suite.drafter, self.target, self.registry)
-        cfg = TreeConfig(method=method, **tree_kwargs)
+        cfg = TreeConfig(method=split_method(method)[0], **tree_kwargs)
         dec = DecodeConfig(temperature=temperature, seed=self.suite.seed, max_new_tokens=max_new_tokens)
-        return trace_row(run_to_end(self.target, drafter, cfg, dec, item["prompt"], prompt_ids=ids), method)
+        return trace_row(run_to_end(self.target, self.drafter(method), cfg, dec, item["prompt"], prompt_ids=ids),
+                         method)
 
     def plan(self, experiment: Experiment) -> list[tuple[str, dict, str]]:
         """``(method, tree kwargs, setting label)`` in run order: ``ar`` first, then per setting every
@@ -205,7 +218,8 @@ class SuiteRunner:
     def experiment_columns(self, experiment: Experiment, method: str, kwargs: dict, label: str, item: dict,
                            temperature: float) -> dict:
         """The run row's columns that say what was run (tree fields only for tree methods)."""
-        tree = {k: (kwargs[k] if method in METHODS and method != "ar" else None) for k in TREE_FIELDS}
+        is_tree = split_method(method)[0] in METHODS and method != "ar"
+        tree = {k: (kwargs[k] if is_tree else None) for k in TREE_FIELDS}
         return {"suite": self.suite.name, "experiment": experiment.name, "kind": experiment.kind,
                 "sweep": experiment.sweep, "setting": label if method != "ar" else "", "temperature": temperature,
                 "seed": self.suite.seed, "prompt_id": item["id"], "category": item["category"],
@@ -237,19 +251,18 @@ class SuiteRunner:
                      f"{row['new_tokens']:3d} tok, MAT {row['MAT']:.2f}, {row['seconds']:.2f} s, x{row['speedup']:.2f}")
         return rows
 
-    def run_experiment(self, experiment: Experiment) -> list[dict]:
-        """Every run of one experiment, as ``bench_results.RUN_COLUMNS`` rows."""
+    def experiment_rows(self, experiment: Experiment) -> Iterator[list[dict]]:
+        """The runs of one experiment as ``bench_results.RUN_COLUMNS`` rows, one list per prompt and
+        temperature as soon as it is measured."""
         prompts, notes = load_prompts(experiment, self.limit)
         self.notes += [n for n in notes if n not in self.notes]
         plan = self.plan(experiment)
-        rows = []
         for n, item in enumerate(prompts):
             ids = encode_prompt(self.target, item["prompt"])
             for temperature in experiment.temperatures:
                 if n == 0:
                     self.warm_up(plan, item, ids, temperature)
-                rows += self.run_prompt(experiment, plan, item, ids, temperature)
-        return rows
+                yield self.run_prompt(experiment, plan, item, ids, temperature)
 
 
 def environment(target: LoadedModel) -> dict:
@@ -272,30 +285,37 @@ def environment(target: LoadedModel) -> dict:
 
 
 def run_suite(suite: Suite, target_spec: str = "embedded", limit: int | None = None, log: Log = print,
-              registry: ModelRegistry | None = None) -> dict:
+              registry: ModelRegistry | None = None, checkpoint: Callable[[dict], None] | None = None) -> dict:
     """Run ``suite`` on the target ``target_spec``; returns ``{"runs", "summary", "meta"}`` (rows as
-    dicts; ``meta`` without the command and file list, which the CLI adds)."""
+    dicts; ``meta`` without the command and file list, which the CLI adds).  ``checkpoint``, when given,
+    receives the same dict (``meta["complete"]`` False) after every prompt, so a cut run keeps its rows."""
     registry = registry or ModelRegistry()
     target = registry.get(target_spec, progress=log)
     runner = SuiteRunner(suite, target, registry, limit, log)
     env_before = environment(target)
     t0 = time.perf_counter()
-    runs = []
+
+    def meta(complete: bool) -> dict:
+        experiments = [{**asdict(e), "sweep": e.sweep, "tree_settings": e.settings(runner.default_tree)}
+                       for e in suite.experiments]
+        return {"suite": suite.name, "description": suite.description, "complete": complete,
+                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "model": target.name, "target_spec": target_spec, "drafter_spec": suite.drafter,
+                "drafters": runner.drafter_names, "assistant_spec": runner.assistant_spec,
+                "seed": suite.seed, "limit": limit, **env_before,
+                "load_average_1min_after": environment(target)["load_average_1min"],
+                "seconds": round(time.perf_counter() - t0, 1), "experiments": experiments,
+                "skipped": runner.skipped, "notes": runner.notes,
+                "peers": {"hf_prompt_lookup": "prompt_lookup_num_tokens=10, max_matching_ngram_size=2",
+                          "hf_assisted": "assistant's generation-config defaults of this transformers version"}}
+
+    runs: list[dict] = []
     for experiment in suite.experiments:
-        runs += runner.run_experiment(experiment)
-    experiments = [{**asdict(e), "sweep": e.sweep, "tree_settings": e.settings(runner.default_tree)}
-                   for e in suite.experiments]
-    meta = {"suite": suite.name, "description": suite.description,
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": target.name, "target_spec": target_spec, "drafter_spec": suite.drafter,
-            "drafters": runner.drafter_names, "assistant_spec": runner.assistant_spec,
-            "seed": suite.seed, "limit": limit, **env_before,
-            "load_average_1min_after": environment(target)["load_average_1min"],
-            "seconds": round(time.perf_counter() - t0, 1), "experiments": experiments,
-            "skipped": runner.skipped, "notes": runner.notes,
-            "peers": {"hf_prompt_lookup": "prompt_lookup_num_tokens=10, max_matching_ngram_size=2",
-                      "hf_assisted": "assistant's generation-config defaults of this transformers version"}}
-    return {"runs": runs, "summary": bench_results.summarize(runs), "meta": meta}
+        for rows in runner.experiment_rows(experiment):
+            runs += rows
+            if checkpoint is not None:
+                checkpoint({"runs": list(runs), "summary": bench_results.summarize(runs), "meta": meta(False)})
+    return {"runs": runs, "summary": bench_results.summarize(runs), "meta": meta(True)}
 
 
 def write_plots(out_dir: Path, summary: list[dict], png: bool = True) -> tuple[list[Path], str]:
@@ -325,10 +345,11 @@ def write_plots(out_dir: Path, summary: list[dict], png: bool = True) -> tuple[l
 
 
 def write_suite(out_dir: Path, result: dict, command: str, png: bool = True) -> list[Path]:
-    """Write a suite's results directory: runs.csv, summary.csv, plots, then meta.json (last, so its
-    presence means the directory is complete)."""
+    """Write a suite's results directory: runs.csv, summary.csv, plots (for a complete result), then
+    meta.json, whose ``complete`` says whether the suite ran to its end."""
     paths = bench_results.write_tables(out_dir, result["runs"], result["summary"])
-    plots, png_note = write_plots(out_dir, result["summary"], png)
+    plots, png_note = write_plots(out_dir, result["summary"], png) if result["meta"].get("complete", True) \
+        else ([], "no plots yet: the run is not complete")
     meta = {**result["meta"], "command": command, "png": png_note,
             "files": [p.name for p in paths + plots] + [bench_results.META]}
     return paths + plots + [bench_results.write_meta(out_dir, meta)]
@@ -355,6 +376,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                        help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
     p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
+    p.add_argument("--execution", choices=["sync", "async"], default="sync",
+                   help="method-list mode: draft then verify (sync), or draft the next tree while the target "
+                        "verifies (async; needs a drafter that can draft ahead)")
     p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
     p.add_argument("--limit", type=int, default=None,
                    help="use only the first N prompts (suite mode: of each prompt set)")
@@ -384,7 +408,7 @@ def main_methods(args: argparse.Namespace) -> int:
                        for k in TREE_FIELDS}
         TreeConfig(**tree_kwargs)
         decode_cfg = DecodeConfig(temperature=args.temperature, seed=args.seed or 0,
-                                  max_new_tokens=args.max_new_tokens or 64)
+                                  max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
         prompts = read_prompts(args.prompts)[: args.limit]
         result = run_benchmark(prompts, methods, ModelSpec(args.target, args.drafter or "ngram"), tree_kwargs,
                                decode_cfg, log=lambda s: print(s, file=sys.stderr))
@@ -409,12 +433,13 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
                                max_new_tokens=args.max_new_tokens, seed=args.seed,
                                tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
                                methods=tuple(methods) if methods else None)
-        result = run_suite(suite, args.target, args.limit, log)
+        command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+        out_dir = Path(args.out_dir)
+        result = run_suite(suite, args.target, args.limit, log,
+                           checkpoint=lambda partial: write_suite(out_dir, partial, command))
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-    out_dir = Path(args.out_dir)
     paths = write_suite(out_dir, result, command, png=not args.no_png)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == bench_results.ALL])
     cols = ["experiment", "setting", "temperature", "method", "prompts", "MAT", "delta", "tokens_per_s",

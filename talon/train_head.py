@@ -12,7 +12,14 @@ Stages, each resumable (a finished stage is skipped; training resumes from its l
    the target's top-k) at depth 1 and, with EAGLE-3's training-time test, at depths 2..``ttt_steps``
    where it reads its own earlier outputs.  Checkpoints every ``--ckpt-every`` batches.
 4. **evaluate + export**: depth-1 top-1 agreement and top-5 coverage on the held-out split, per
-   category; the head is written with its target's checksum (``--ship`` copies it into assets/).
+   category; the head is written with its target's checksum (``--ship`` copies it into assets/),
+   with its draft vocabulary (``--draft-vocab N``: the N tokens the head may draft, counted from the
+   training answers; ``draft_vocab.json``).
+
+Two more entry points reuse the stages: ``--vocab-only`` writes only the draft vocabulary (from the
+sequences in ``--out``) into ``--ship``; ``--eval-only HEAD_DIR`` generates answers for the held-out
+prompts only and evaluates that head on them (as loaded for decoding: on this machine's device and
+dtype, with its draft vocabulary), writing ``eval_only.json``.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import random
 import shutil
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +40,7 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from .head import HEAD_WEIGHTS, DraftHead, HeadConfig
+from .head import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from .models import LoadedModel, load_model
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
@@ -54,11 +63,16 @@ class TrainArgs:
     seed: int = 0
     ship: Path | None = None
     init: Path | None = None
+    draft_vocab: int = 16384
+    vocab_only: bool = False
+    eval_only: Path | None = None
 
 
 # ---- 1. generation -----------------------------------------------------------------------------------
-def generate_sequences(target: LoadedModel, args: TrainArgs, log=print) -> Path:
-    """Greedy target answers for the prompt pool, appended batch by batch (resumable)."""
+def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
+                       splits: tuple[str, ...] = ("train", "heldout")) -> Path:
+    """Greedy target answers for the prompts of the pool in ``splits``, appended batch by batch
+    (resumable)."""
     path = args.out / "sequences.jsonl"
     done = set()
     if path.exists():
@@ -69,7 +83,8 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print) -> Path:
     rng = random.Random(args.seed)
     split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
     # Similar lengths share a batch, so little time goes into padding.
-    todo = sorted((item for item in pool if item["id"] not in done), key=lambda item: len(item["prompt"]))
+    todo = sorted((item for item in pool if item["id"] not in done and split[item["id"]] in splits),
+                  key=lambda item: len(item["prompt"]))
     if not todo:
         return path
     tok = target.tokenizer
@@ -289,6 +304,78 @@ def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -
     return head
 
 
+# ---- 4. draft vocabulary and export ----------------------------------------------------------------
+def draft_vocab(rows: list[dict], size: int, vocab_size: int, always: Iterable[int] = ()) -> list[int]:
+    """The ``size`` token ids the head may draft, ascending: ``always`` (e.g. EOS), then the most
+    frequent tokens of the train split's answers, then of its prompts (tokens copied from a prompt),
+    then the lowest ids not yet taken (BPE merge order, roughly by frequency).  Ties go to the
+    lower id.  ``rows``: ``sequences.jsonl`` rows."""
+    size = min(size, vocab_size)
+    chosen = dict.fromkeys(t for t in always if 0 <= t < vocab_size)
+    for key in ("response_ids", "prompt_ids"):
+        counts = Counter(t for r in rows if r["split"] == "train" for t in r[key])
+        for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if len(chosen) >= size:
+                break
+            chosen.setdefault(t)
+    t = 0
+    while len(chosen) < size:
+        chosen.setdefault(t)
+        t += 1
+    return sorted(chosen)
+
+
+def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log=print) -> Path | None:
+    """``draft_vocab.json`` for the sequences in ``args.out`` (``None`` when ``args.draft_vocab`` is 0 or
+    covers the whole vocabulary), with its held-out answer coverage."""
+    vocab_size = target.model.get_output_embeddings().weight.shape[0]
+    if not args.draft_vocab or args.draft_vocab >= vocab_size:
+        return None
+    rows = [json.loads(line) for line in (args.out / "sequences.jsonl").read_text().splitlines() if line.strip()]
+    ids = draft_vocab(rows, args.draft_vocab, vocab_size, target.eos_token_ids)
+    kept = set(ids)
+    held = [t for r in rows if r["split"] == "heldout" for t in r["response_ids"]]
+    coverage = sum(t in kept for t in held) / len(held) if held else None
+    train = [r for r in rows if r["split"] == "train"]
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / DRAFT_VOCAB
+    path.write_text(json.dumps({
+        "size": len(ids), "heldout_answer_coverage": coverage,
+        "counted_from": f"{len(train)} train-split answers (then prompts) of the prompt pool in {args.out} "
+                        f"(seed {args.seed}, {args.prompts} prompts, {args.max_new_tokens} new tokens)",
+        "ids": ids}))
+    log(f"draft vocabulary: {len(ids)} tokens, held-out answer coverage "
+        f"{'n/a' if coverage is None else f'{coverage:.3f}'} -> {path}")
+    return path
+
+
+def evaluate_head(args: TrainArgs, log=print) -> dict:
+    """``--eval-only``: the head in ``args.eval_only`` on the pool's held-out prompts, as decoding loads
+    it (this machine's device and dtype, its draft vocabulary); writes ``eval_only.json``."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = load_model(args.target, progress=log)
+    head = load_head(args.eval_only, target)
+    generate_sequences(target, args, log, splits=("heldout",))
+    if not (args.out / "sequences.jsonl").exists():
+        raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
+    extract_features(target, head.config, args, log)
+    items = [i for i in torch.load(args.out / "features.pt") if i["split"] == "heldout"]
+    if not items:
+        raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
+    report = evaluate(head, target, items, args)
+    report["head"] = str(args.eval_only)
+    report["device"], report["dtype"] = str(target.device), str(target.dtype).removeprefix("torch.")
+    report["draft_vocab"] = None if head.draft_ids is None else int(head.draft_ids.numel())
+    report["data"] = {"heldout_sequences": len(items), "heldout_tokens": sum(len(i["tokens"]) for i in items)}
+    (args.out / "eval_only.json").write_text(json.dumps(report, indent=1))
+    o = report["overall"]
+    log(f"held-out answer positions {o['positions']}: top-1 {o['top1']:.3f}, top-5 {o['top5']:.3f}, "
+        f"depth-2 top-1 {o['depth2_top1']:.3f}, depth-3 top-1 {o['depth3_top1']:.3f}")
+    for cat, r in report["by_category"].items():
+        log(f"  {cat:>14}: top-1 {r['top1']:.3f}, top-5 {r['top5']:.3f} ({r['positions']} positions)")
+    return report
+
+
 def run(args: TrainArgs, log=print) -> Path:
     """All stages; returns the exported head directory."""
     args.out.mkdir(parents=True, exist_ok=True)
@@ -302,6 +389,7 @@ def run(args: TrainArgs, log=print) -> Path:
     report = json.loads((args.out / "eval.json").read_text())
     head.save(export, extra={"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                              "heldout_eval": report["overall"], "data": report["data"]})
+    write_draft_vocab(export, target, args, log)
     if args.ship:
         args.ship.mkdir(parents=True, exist_ok=True)
         for name in (p.name for p in export.iterdir()):
@@ -327,9 +415,27 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p.add_argument("--seed", type=int, default=TrainArgs.seed)
     p.add_argument("--ship", type=Path, default=None, help="also copy the head into this directory")
     p.add_argument("--init", type=Path, default=None, help="start from this head directory's weights (warm start)")
+    p.add_argument("--draft-vocab", type=int, default=TrainArgs.draft_vocab,
+                   help="tokens the head may draft (0 = the whole vocabulary)")
+    p.add_argument("--vocab-only", action="store_true",
+                   help="only write the draft vocabulary of --out's sequences into --ship (or --out/head)")
+    p.add_argument("--eval-only", type=Path, default=None, metavar="HEAD_DIR",
+                   help="only evaluate this head on the held-out prompts (generated into --out)")
     return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
 
 
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.eval_only:
+        evaluate_head(args)
+    elif args.vocab_only:
+        target = load_model(args.target)
+        generate_sequences(target, args)
+        write_draft_vocab(args.ship or args.out / "head", target, args)
+    else:
+        run(args)
+    return 0
+
+
 if __name__ == "__main__":
-    run(parse_args())
-    sys.exit(0)
+    sys.exit(main())

@@ -37,7 +37,7 @@ def _run(experiment: str, kind: str, method: str, prompt: int, category: str, te
 
 
 def fake_runs() -> list[dict]:
-    """Runs of a fake suite with all four experiment kinds (one run of hf_assisted differs from AR)."""
+    """Runs of a fake suite with all five experiment kinds (one run of hf_assisted differs from AR)."""
     rows = []
     for p, cat in enumerate(CATEGORIES):
         for t in (0.0, 1.0):
@@ -55,6 +55,9 @@ def fake_runs() -> list[dict]:
         for m in ("ar", "hf_generate", "hf_prompt_lookup", "hf_assisted"):
             rows.append(_run("peers", "methods", m, p, cat, 0.0, None, mat=1.0 if m != "hf_prompt_lookup" else 1.6))
         rows.append(_run("peers", "methods", "talon", p, cat, 0.0, TREE, mat=2.5))
+        rows.append(_run("sources", "sources", "ar", p, cat, 0.0, None))
+        for m, mat in (("talon@head", 2.0), ("talon@ngram", 1.5), ("hybrid@head", 3.0)):
+            rows.append(_run("sources", "sources", m, p, cat, 0.0, TREE, mat=mat))
     return rows
 
 

@@ -24,7 +24,7 @@ CPU_DEFAULT = TreeConfig(method="talon", budget=16, topk=6, mu=0.03, depth=5, ga
 
 # ---- suites -----------------------------------------------------------------------------------------
 def test_named_suites_exist():
-    assert set(suites.SUITES) == {"smoke", "quick", "paper"}
+    assert set(suites.SUITES) == {"smoke", "quick", "paper", "sources", "head"}
     with pytest.raises(ConfigError, match="quick"):
         suites.get_suite("nope")
 
@@ -52,6 +52,38 @@ def test_paper_suite_mirrors_the_papers_experiments():
     sweep = paper["budget_sweep"].settings(CPU_DEFAULT)
     assert [s["budget"] for s in sweep] == [8, 16, 32, 60, 96] and all(s["mu"] == 0.03 for s in sweep)
     assert set(suites.PEER_METHODS) <= set(paper["peers"].methods)
+    assert paper["sources"] == suites.get_suite("sources").experiments[0]
+
+
+def test_sources_experiment_compares_hybrid_with_each_source_by_category():
+    (exp,) = suites.get_suite("sources").experiments
+    assert exp.kind == "sources" and exp.methods == ("ar", "talon@head", "talon@ngram", "hybrid@head")
+    prompts, notes = suites.load_prompts(exp)
+    cats = [p["category"] for p in prompts]
+    assert list(dict.fromkeys(cats)) == ["summarisation", "extraction", "code editing", "open chat"]
+    assert cats.count("open chat") == 4 and cats.count("code editing") == 3 and not notes
+
+
+def test_head_suite_measures_the_bar_at_n60():
+    (exp,) = suites.get_suite("head").experiments
+    assert exp.settings(CPU_DEFAULT)[0] | {"depth": 0, "gamma": 0} == {"budget": 60, "topk": 10, "mu": 0.03,
+                                                                      "depth": 0, "gamma": 0}
+    assert exp.methods == ("ar", "talon") and exp.temperatures == (0.0,)
+    assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
+
+
+def test_method_variants_name_a_drafter():
+    assert suites.split_method("talon@ngram") == ("talon", "ngram")
+    assert suites.split_method("hybrid@head:some/dir") == ("hybrid", "head:some/dir")
+    assert suites.split_method("eagle2") == ("eagle2", None)
+    one = (suites.PromptSet("assets", limit=1),)
+    suites.Experiment("x", "methods", one, ("ar", "chain@layers:4"))
+    for bad in ("ar@ngram", "hf_generate@ngram", "beam@ngram", "talon@"):
+        with pytest.raises(ConfigError, match="unknown method|only tree methods"):
+            suites.Experiment("x", "methods", one, ("ar", bad))
+    assert bench_charts.label("talon@ngram") == "TALON (prompt lookup)"
+    assert bench_charts.label("hybrid@head") == "hybrid (head)" and bench_charts.label("talon") == "TALON"
+    assert bench_charts.color("hybrid@head") == bench_charts.METHOD_COLORS["hybrid"]
 
 
 def test_every_suite_experiment_has_prompts():
@@ -106,7 +138,7 @@ def test_humaneval_prompts_are_the_official_problems_with_an_instruction():
 
 def test_style_prompts_are_original():
     rows = [json.loads(line) for line in suites.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
-    assert {r["category"] for r in rows} == {"gsm-style", "mt-bench-style"}
+    assert {r["category"] for r in rows} == {"gsm-style", "mt-bench-style", "code-edit-style"}
     is_disjoint_from_benchmarks(rows)  # shares no 10-word run with HumanEval, MT-Bench or the app's examples
 
 
@@ -261,6 +293,11 @@ def test_tables(frames):
     lossless = tables["lossless"]
     assisted = lossless[lossless["method"] == "HF assisted"].iloc[0]
     assert assisted["same tokens as AR"] == 2 and assisted["differing prompts"] == "p1"
+    sources = tables["sources"]
+    assert list(sources["category"]) == [*CATEGORIES, "all"]
+    assert list(sources.columns[1:]) == [f"{m} {v} (T=0)" for m in ("TALON (head)", "TALON (prompt lookup)",
+                                                                     "hybrid (head)") for v in ("MAT", "speedup")]
+    assert sources["hybrid (head) MAT (T=0)"].iloc[-1] == pytest.approx(3.0)
 
 
 def test_figures_draw_every_experiment(frames):
@@ -299,6 +336,8 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     meta, _, _ = bench_results.read_results(write_fake_results(tmp_path / "r"))
     text = bench_charts.meta_markdown(meta, "r")
     assert "test CPU" in text and "python -m talon.bench --suite fake" in text and "a note" in text
+    assert "Partial" not in text
+    assert "Partial results" in bench_charts.meta_markdown({**meta, "complete": False}, "r")
 
 
 def test_settings_resolve_device_defaults():

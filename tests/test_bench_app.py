@@ -20,7 +20,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     write_fake_results(tmp_path / "newer", date="2026-02-01T00:00:00+00:00")
     monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
     client = Client(app_url, verbose=False)
-    dropdown, meta, methods, categories, shape, lossless, peers, budget, mu, tree_shape = client.predict(
+    dropdown, meta, methods, categories, shape, lossless, peers, budget, mu, tree_shape, sources = client.predict(
         api_name="/bench_load")
     assert dropdown["value"] == str(tmp_path / "newer")
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
@@ -30,6 +30,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     assert categories["headers"][:3] == ["category", "EAGLE-2 MAT (T=0)", "EAGLE-2 speedup (T=0)"]
     assert [row[0] for row in categories["data"]] == [*CATEGORIES, "all"]
     assert shape["data"] and lossless["data"]
+    assert sources["headers"][:3] == ["category", "TALON (head) MAT (T=0)", "TALON (head) speedup (T=0)"]
     assert {t["name"] for t in _figure(budget)["data"]} == {"EAGLE-2", "TALON"}
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
 

@@ -73,5 +73,27 @@ def test_tiny_suite_through_the_cli(tmp_path):
     assert meta["command"].startswith("python -m talon.bench --suite smoke")
     assert meta["drafter_spec"] == "ngram" and meta["assistant_spec"] == "layers:4"
     assert {"device", "date", "torch", "transformers", "cpu_count", "png"} <= set(meta)
-    assert meta["torch_threads"] == 1
+    assert meta["torch_threads"] == 1 and meta["complete"] is True
     assert set(summary.loc[summary["category"] == "all", "method"]) == set(runs["method"])
+
+
+def test_a_suite_hands_over_its_rows_after_every_prompt(target):
+    """A cut run keeps what it measured: ``checkpoint`` gets the rows so far (marked incomplete) after
+    each prompt, and the variants run with their own drafters."""
+    from talon import suites
+    from talon.bench import run_suite
+    from talon.models import ModelRegistry
+
+    registry = ModelRegistry()
+    registry._models["embedded"] = target  # the session's loaded target, not a second copy
+    suite = suites.with_overrides(suites.get_suite("sources"), max_new_tokens=6)
+    seen = []
+    result = run_suite(suite, "embedded", limit=1, log=lambda _s: None, registry=registry, checkpoint=seen.append)
+    prompts = len(suites.load_prompts(suite.experiments[0], 1)[0])
+    assert len(seen) == prompts and [len(c["runs"]) for c in seen] == [4 * (i + 1) for i in range(prompts)]
+    assert all(c["meta"]["complete"] is False for c in seen) and result["meta"]["complete"] is True
+    assert seen[-1]["runs"] == result["runs"]
+    drafters = result["meta"]["drafters"]
+    assert "prompt lookup" in drafters["talon@ngram"].lower() or "n-gram" in drafters["talon@ngram"].lower()
+    assert drafters["talon@head"] != drafters["talon@ngram"]
+    assert all(bool(r["matches_ar"]) for r in result["runs"])

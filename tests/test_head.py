@@ -10,9 +10,10 @@ import torch
 
 from talon.builders import TalonBuilder
 from talon.decode import encode_prompt
-from talon.head import HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter, load_head
+from talon.head import (DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter,
+                        load_head)
 from talon.models import ModelLoadError
-from talon.train_head import TOP_K, _batch, head_loss, ttt_mask
+from talon.train_head import TOP_K, TrainArgs, _batch, draft_vocab, head_loss, main, ttt_mask
 from talon.tree import DraftTree
 
 
@@ -27,6 +28,16 @@ def test_ttt_mask_step3_sees_root_prefix_and_own_ancestors():
     assert m[j, :6].tolist() == [True, True, True, True, False, False]   # committed up to the root
     assert m[j, 6:12].tolist() == [False, False, False, False, True, False]  # depth-1 ancestor at j-1
     assert m[j, 12:].tolist() == [False] * 5 + [True]                        # itself
+
+
+def test_draft_vocab_takes_answers_then_prompts_then_low_ids():
+    rows = [{"split": "train", "response_ids": [9, 9, 9, 7, 7, 5], "prompt_ids": [8, 8, 6]},
+            {"split": "heldout", "response_ids": [4, 4, 4, 4], "prompt_ids": [3]}]  # held-out rows never count
+    assert draft_vocab(rows, 2, 20) == [7, 9]                  # the two most frequent answer tokens
+    assert draft_vocab(rows, 3, 20, always=[2]) == [2, 7, 9]   # EOS first
+    assert draft_vocab(rows, 5, 20) == [5, 6, 7, 8, 9]         # answers, then prompt tokens by count
+    assert draft_vocab(rows, 7, 20) == [0, 1, 5, 6, 7, 8, 9]   # then the lowest ids
+    assert draft_vocab(rows, 50, 20) == list(range(20))        # never more than the vocabulary
 
 
 # ---- engine: the real target -----------------------------------------------------------------------
@@ -132,6 +143,51 @@ def test_shipped_head_loads_for_the_embedded_target(target):
     assert head.config.target_sha256 == meta["target_sha256"]
     with pytest.raises(ModelLoadError, match="trained for"):  # a target whose weights hash differently
         load_head(SHIPPED_HEAD, dataclasses.replace(target, name="another model"), checksum="f" * 64)
+
+
+@pytest.mark.engine
+def test_draft_vocab_restricts_the_heads_logits_to_its_tokens(target, random_head, tmp_path):
+    random_head.save(tmp_path)
+    ids = [2, 5, 17, 300, 4000]
+    (tmp_path / DRAFT_VOCAB).write_text(json.dumps({"ids": ids}))
+    restricted, full = load_head(tmp_path, target), load_head(tmp_path, target, full_vocab=True)
+    assert restricted.draft_ids.tolist() == ids and full.draft_ids is None
+    states = torch.randn(2, 3, restricted.config.hidden_size)
+    lm_head = target.model.get_output_embeddings()
+    a, b = restricted.logits(states, lm_head), full.logits(states, lm_head)
+    assert a.shape == b.shape == (2, 3, restricted.config.vocab_size)
+    assert torch.allclose(a[..., ids], b[..., ids], atol=1e-4)
+    outside = torch.ones(a.shape[-1], dtype=torch.bool)
+    outside[ids] = False
+    assert torch.isneginf(a[..., outside]).all()
+    (tmp_path / DRAFT_VOCAB).write_text(json.dumps({"ids": [0, 10 ** 6]}))
+    with pytest.raises(ModelLoadError, match="outside"):
+        load_head(tmp_path, target)
+
+
+@pytest.mark.engine
+def test_shipped_head_drafts_from_its_vocabulary(target):
+    meta = json.loads((SHIPPED_HEAD / DRAFT_VOCAB).read_text())
+    head = load_head(SHIPPED_HEAD, target)
+    assert head.draft_ids.numel() == meta["size"] == 16384 and meta["heldout_answer_coverage"] > 0.95
+    assert set(target.eos_token_ids) <= set(head.draft_ids.tolist())
+
+
+@pytest.mark.engine
+def test_eval_only_scores_a_head_on_held_out_prompts(target, random_head, tmp_path):
+    """``--eval-only`` answers only held-out prompts and reports agreement of the head as loaded."""
+    random_head.save(tmp_path / "head")
+    (tmp_path / "head" / DRAFT_VOCAB).write_text(json.dumps({"ids": list(range(1000))}))
+    torch.manual_seed(0)
+    assert main(["--out", str(tmp_path / "eval"), "--prompts", "20", "--heldout", "0.3", "--max-new-tokens", "6",
+                 "--eval-only", str(tmp_path / "head")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "sequences.jsonl").read_text().splitlines()]
+    assert rows and all(r["split"] == "heldout" for r in rows)
+    report = json.loads((tmp_path / "eval" / "eval_only.json").read_text())
+    assert report["draft_vocab"] == 1000 and report["device"] == "cpu" and report["dtype"] == "float32"
+    assert report["overall"]["positions"] > 0 and 0.0 <= report["overall"]["top1"] <= 1.0
+    assert set(report["by_category"]) == {r["category"] for r in rows}
+    assert TrainArgs.draft_vocab == 16384
 
 
 @pytest.mark.engine

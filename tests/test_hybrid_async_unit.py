@@ -110,16 +110,27 @@ def test_hybrid_rollback_reaches_both_sources():
 
 
 # ---- async guesses --------------------------------------------------------------------------------------
-def test_likely_outcome_stops_where_the_drafter_expects_verification_to_stop():
+def test_likely_outcome_is_the_drafters_most_likely_path_and_bonus():
     tree = DraftTree.with_root(0)
     a = tree.add(0, 1, math.log(0.9))
     b = tree.add(a, 2, math.log(0.95))
-    tree.add(b, 3, math.log(0.2))                            # P(stop at b) = .9 * .95 * .8 = .684
+    tree.add(b, 3, math.log(0.2))        # b: .855 * min(.2, .8) = .171 beats the leaf: .171 * mean(.9, .95, .2)
     assert likely_outcome(tree) == [0, a, b]
     unsure = DraftTree.with_root(0)
     unsure.add(0, 1, math.log(0.2))
-    unsure.add(0, 2, math.log(0.1))                          # P(stop at root) = .7
+    unsure.add(0, 2, math.log(0.1))      # root: min(.1, .7) = .1 beats the leaves: .2 * .2 and .1 * .2
     assert likely_outcome(unsure) == [0]
+
+
+def test_likely_outcome_prefers_a_confident_leaf_to_a_wide_root():
+    """Ten root children holding 0.7: stopping at the root is likelier than reaching any one leaf, but
+    its bonus would have to be a token ranked below all ten, so the guess goes down the best chain."""
+    tree = DraftTree.with_root(0)
+    a = tree.add(0, 1, math.log(0.4))
+    for t in range(2, 11):
+        tree.add(0, t, math.log(0.3 / 9))
+    b = tree.add(a, 20, math.log(0.7))   # P(stop at b) = .28 < P(stop at root) = .3, but
+    assert likely_outcome(tree) == [0, a, b]  # b: .28 * mean(.4, .7) = .154 > a: .4 * .3 > root: .3 / 9
 
 
 def test_guessed_bonus_skips_tokens_the_tree_already_holds():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from talon.models import (ModelLoadError, cache_is_valid, check_same_tokenizer, embedded_model_dir,
-                          load_model, truncated_copy, write_manifest)
+                          load_model, pick_device, truncated_copy, write_manifest)
 
 
 # ---- fast: the manifest check on tiny files --------------------------------------------------------
@@ -19,6 +19,16 @@ def tiny_cache(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     write_manifest(tmp_path, source="test")
     return tmp_path
+
+
+def test_float32_is_the_default_dtype_everywhere(monkeypatch):
+    monkeypatch.delenv("TALON_DTYPE", raising=False)
+    assert pick_device()[1] == torch.float32   # also on a GPU: exact greedy equality needs it
+    monkeypatch.setenv("TALON_DTYPE", "bfloat16")
+    assert pick_device()[1] == torch.bfloat16
+    monkeypatch.setenv("TALON_DTYPE", "fp8")
+    with pytest.raises(ModelLoadError, match="TALON_DTYPE"):
+        pick_device()
 
 
 def test_manifest_accepts_intact_cache(tiny_cache):

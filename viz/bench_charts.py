@@ -23,15 +23,24 @@ PEERS = ("hf_generate", "hf_prompt_lookup", "hf_assisted")
 TREE_METHODS = ("chain", "static", "eagle2", "talon", "hybrid")
 METHOD_COLORS = {"ar": "#9E9E9E", "chain": "#72B7B2", "static": "#B279A2", "eagle2": "#4C78A8",
                  "talon": "#F58518", "hybrid": "#54A24B", "hf_generate": "#BDBDBD",
-                 "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31"}
+                 "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31", "talon@ngram": "#FF9DA6"}
+DRAFTER_LABELS = {"head": "head", "ngram": "prompt lookup"}
+VARIANT_SEP = "@"  # talon.suites.VARIANT_SEP: METHOD@DRAFTER (kept here so viz stays free of talon imports)
 SWEEP_AXES = {"budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
               "mu_sweep": ("mu", "confidence gate μ (log scale)", True)}
 HEIGHT = 340
 
 
 def label(method: str) -> str:
-    """The display name of a method."""
-    return METHOD_LABELS.get(method, method)
+    """The display name of a method; ``METHOD@DRAFTER`` reads "TALON (prompt lookup)"."""
+    base, sep, drafter = method.partition(VARIANT_SEP)
+    name = METHOD_LABELS.get(base, base)
+    return f"{name} ({DRAFTER_LABELS.get(drafter, drafter)})" if sep else name
+
+
+def color(method: str) -> str | None:
+    """The chart colour of a method (a variant without its own colour takes its method's)."""
+    return METHOD_COLORS.get(method, METHOD_COLORS.get(method.partition(VARIANT_SEP)[0]))
 
 
 def _empty(title: str, note: str) -> go.Figure:
@@ -79,6 +88,8 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     threads = f", {meta['torch_threads']} torch threads" if meta.get("torch_threads") else ""
     load = meta.get("load_average_1min")
     lines = [f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
+             *(["- **Partial results**: the run stopped before the suite's end; the tables hold the prompts "
+                "measured so far."] if meta.get("complete") is False else []),
              f"- Machine: {meta.get('device', '?')} ({meta.get('cpu', '?')}, {meta.get('cpu_count', '?')} CPUs{threads}"
              + (f", load average {load} at the start" if load is not None else "") + ")"
              + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
@@ -107,11 +118,15 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
                                       "draft share", "same tokens as AR", "mean depth", "mean nodes"])
 
 
-def category_table(summary: pd.DataFrame, methods: tuple[str, ...] = ("eagle2", "talon")) -> pd.DataFrame:
+def category_table(summary: pd.DataFrame, methods: tuple[str, ...] | None = ("eagle2", "talon"),
+                   kinds: tuple[str, ...] = ("categories", "methods")) -> pd.DataFrame:
     """The paper's Table 1 / Table 3 at our scale: rows = categories (then ``all``), columns = MAT and
-    speedup of each method in ``methods`` at each temperature.  From the ``categories`` experiment, or
-    from a ``methods`` experiment's per-category rows when there is none."""
-    rows = _rows(summary, ("categories", "methods"), category=None)
+    speedup of each method in ``methods`` (None: every method but ``ar``, in run order) at each
+    temperature.  From the first of ``kinds`` with rows: by default the ``categories`` experiment, or
+    a ``methods`` experiment's per-category rows when there is none."""
+    rows = _rows(summary, kinds, category=None)
+    if methods is None:
+        methods = tuple(m for m in dict.fromkeys(rows.get("method", [])) if m != "ar")
     rows = rows[rows["method"].isin(methods)] if not rows.empty else rows
     if rows.empty:
         return pd.DataFrame(columns=["category"])
@@ -161,10 +176,16 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=cols)
 
 
+def sources_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Hybrid drafting vs its sources alone (the ``sources`` experiment): MAT and speedup by category
+    of every drafter variant run there."""
+    return category_table(summary, methods=None, kinds=("sources",))
+
+
 def tables(runs: pd.DataFrame, summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Every table by name: ``methods``, ``categories``, ``shape``, ``lossless``."""
+    """Every table by name: ``methods``, ``categories``, ``shape``, ``lossless``, ``sources``."""
     return {"methods": methods_table(summary), "categories": category_table(summary),
-            "shape": shape_table(summary), "lossless": lossless_table(runs)}
+            "shape": shape_table(summary), "lossless": lossless_table(runs), "sources": sources_table(summary)}
 
 
 # ---- figures ----------------------------------------------------------------------------------------
@@ -178,7 +199,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     last = rows["experiment"].iloc[-1]
     rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
     x = [label(m) for m in rows["method"]]
-    bars = go.Bar(x=x, y=rows["speedup"], marker_color=[METHOD_COLORS.get(m, "#4C78A8") for m in rows["method"]],
+    bars = go.Bar(x=x, y=rows["speedup"], marker_color=[color(m) or "#4C78A8" for m in rows["method"]],
                   text=[f"MAT {v:.2f}" for v in rows["MAT"]], textposition="outside", cliponaxis=False,
                   customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
                   hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
@@ -205,7 +226,7 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
         for col, y in enumerate(("speedup", "MAT", "draft_share"), 1):
             fig.add_trace(go.Scatter(x=m[param], y=m[y], mode="lines+markers", name=label(method),
                                      legendgroup=method, showlegend=col == 1,
-                                     line={"color": METHOD_COLORS.get(method)},
+                                     line={"color": color(method)},
                                      hovertemplate=f"{label(method)} {param}=%{{x}}: {y} %{{y:.3f}}<extra></extra>"),
                           row=1, col=col)
     fig.update_xaxes(type="log" if log_x else "linear")
