@@ -134,10 +134,12 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 
     On a GPU a tree of 60 drafts costs about as much to verify as one token, so the paper's N=60 is
     the default.  On a CPU verification cost grows with the tree (a 61-token forward of the embedded
-    model costs ~3x a 1-token one), so the default budget is small."""
+    model costs ~3.5x a 1-token one), so the default budget is the one that was fastest in the CPU
+    N sweep of the ``paper`` suite (docs/benchmarks.md: N=8 of {8, 16, 32, 60, 96} on the 2-core CPU)."""
     if on_gpu:
         return (TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
                 "GPU: the paper's defaults (N=60, K=10, mu=0.03); verifying 60 drafts costs about one token.")
-    return (TreeConfig(method="talon", budget=16, topk=6, mu=0.03, depth=5, gamma=4),
-            "CPU: a small budget (N=16), because on a CPU verifying a tree costs more the more nodes it "
-            "has (60 drafts cost ~3x one token here). Raise N to see bigger trees; they run slower.")
+    return (TreeConfig(method="talon", budget=8, topk=6, mu=0.03, depth=5, gamma=4),
+            "CPU: N=8, the fastest budget in our CPU sweep of N = 8 to 96: on a CPU verifying a tree costs "
+            "more the more nodes it has (61 tokens cost ~3.5x one token here). Raise N to see bigger "
+            "trees; they run slower.")
