@@ -13,19 +13,18 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from talon.suites import TREE_METHODS, split_method
+
 from .style import TEMPLATE
 
 ALL = "all"
 METHOD_LABELS = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
                  "talon": "TALON", "hybrid": "hybrid", "hf_generate": "HF generate",
                  "hf_prompt_lookup": "HF prompt lookup", "hf_assisted": "HF assisted"}
-PEERS = ("hf_generate", "hf_prompt_lookup", "hf_assisted")
-TREE_METHODS = ("chain", "static", "eagle2", "talon", "hybrid")
 METHOD_COLORS = {"ar": "#9E9E9E", "chain": "#72B7B2", "static": "#B279A2", "eagle2": "#4C78A8",
                  "talon": "#F58518", "hybrid": "#54A24B", "hf_generate": "#BDBDBD",
                  "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31", "talon@ngram": "#FF9DA6"}
 DRAFTER_LABELS = {"head": "head", "ngram": "prompt lookup"}
-VARIANT_SEP = "@"  # talon.suites.VARIANT_SEP: METHOD@DRAFTER (kept here so viz stays free of talon imports)
 SWEEP_AXES = {"budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
               "mu_sweep": ("mu", "confidence gate μ (log scale)", True)}
 HEIGHT = 340
@@ -33,14 +32,14 @@ HEIGHT = 340
 
 def label(method: str) -> str:
     """The display name of a method; ``METHOD@DRAFTER`` reads "TALON (prompt lookup)"."""
-    base, sep, drafter = method.partition(VARIANT_SEP)
+    base, drafter = split_method(method)
     name = METHOD_LABELS.get(base, base)
-    return f"{name} ({DRAFTER_LABELS.get(drafter, drafter)})" if sep else name
+    return name if drafter is None else f"{name} ({DRAFTER_LABELS.get(drafter, drafter)})"
 
 
 def color(method: str) -> str | None:
     """The chart colour of a method (a variant without its own colour takes its method's)."""
-    return METHOD_COLORS.get(method, METHOD_COLORS.get(method.partition(VARIANT_SEP)[0]))
+    return METHOD_COLORS.get(method, METHOD_COLORS.get(split_method(method)[0]))
 
 
 def _empty(title: str, note: str) -> go.Figure:
