@@ -113,11 +113,7 @@ def likely_outcome(tree: DraftTree) -> list[int]:
     def bonus(u: int) -> float:
         return min(least[u], max(0.0, 1.0 - child_mass[u])) if child_mass[u] > 0.0 else typical
 
-    node = max(range(n), key=lambda u: (math.exp(tree.path_logprob[u]) * bonus(u), -u))
-    path = [node]
-    while path[-1] != 0:
-        path.append(tree.parent[path[-1]])
-    return path[::-1]
+    return tree.path_to(max(range(n), key=lambda u: (math.exp(tree.path_logprob[u]) * bonus(u), -u)))
 
 
 @dataclass
@@ -152,9 +148,9 @@ def _speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, strea
     t0 = time.perf_counter()
     tree = built.tree
     checkpoint = drafter.checkpoint()
-    path = likely_outcome(tree)
-    path_tokens = [tree.token[n] for n in path[1:]]
-    children = [tree.token[c] for c in tree.children(path[-1])]
+    stop = likely_outcome(tree)[-1]
+    path_tokens = tree.path_tokens(stop)
+    children = [tree.token[c] for c in tree.children(stop)]
     guess, next_built, info, forwards = [], None, {}, 0
     with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
         logprobs = built.root_logprobs
@@ -181,8 +177,8 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
     between steps); ``trace.stop_reason`` says which.
 
     ``decode_cfg.execution == "async"`` drafts the next tree on a worker thread (its own CUDA stream on
-    a GPU) while the target verifies the current one, from the guess ``optimistic_path`` + the
-    drafter's next token.  A right guess makes that tree the next step's; a wrong one is rolled back and
+    a GPU) while the target verifies the current one, from the guessed outcome (``likely_outcome``
+    and the drafter's best bonus token there).  A right guess makes that tree the next step's; a wrong one is rolled back and
     the tree is drafted again, so only verified tokens are ever committed and the output is the
     synchronous output.  ``ar`` always runs synchronously."""
     builder = make_builder(tree_cfg)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -134,14 +134,19 @@ class ModelDrafter(Drafter):
         self._cached.crop_committed(checkpoint)
 
 
+def _grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
+    """The n-grams (n = 1..``max_ngram``) of ``seq`` that end just before index ``end``."""
+    return (tuple(seq[end - n:end]) for n in range(1, min(max_ngram, end) + 1))
+
+
 def _ngram_index(sequences: Sequence[Sequence[int]], max_ngram: int) -> dict[tuple[int, ...], Counter]:
     """For every n-gram (n = 1..``max_ngram``) in ``sequences``, counts of the token that followed it."""
     index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
     for seq in sequences:
         seq = [int(t) for t in seq]
         for end in range(1, len(seq)):
-            for n in range(1, min(max_ngram, end) + 1):
-                index[tuple(seq[end - n:end])][seq[end]] += 1
+            for gram in _grams_before(seq, end, max_ngram):
+                index[gram][seq[end]] += 1
     return index
 
 
@@ -180,13 +185,9 @@ class NgramDrafter(Drafter):
         self._index = defaultdict(Counter)
         self._append(prompt_ids)
 
-    def _ngrams_ending(self, end: int):
-        """The n-grams that end just before index ``end`` of the sequence."""
-        return (tuple(self._seq[end - n:end]) for n in range(1, self.max_ngram + 1) if end - n >= 0)
-
     def _append(self, ids: Sequence[int]) -> None:
         for token in ids:
-            for gram in self._ngrams_ending(len(self._seq)):
+            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
                 self._index[gram][int(token)] += 1
             self._seq.append(int(token))
 
@@ -217,7 +218,7 @@ class NgramDrafter(Drafter):
     def rollback(self, checkpoint: int) -> None:
         while len(self._seq) > checkpoint:
             token = self._seq.pop()
-            for gram in self._ngrams_ending(len(self._seq)):
+            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
                 counts = self._index[gram]
                 counts[token] -= 1
                 if counts[token] <= 0:
@@ -334,11 +335,7 @@ def make_drafter(spec: str, target: LoadedModel, registry=None) -> Drafter:
     if spec == "ngram":
         return NgramDrafter(vocab)
     if spec.startswith("hybrid:"):
-        inner = make_drafter(spec.split(":", 1)[1], target, registry)
-        if not isinstance(inner, NgramDrafter):
-            return HybridDrafter(inner, NgramDrafter(vocab))
-        raise ConfigError("A hybrid drafter merges a model drafter with prompt lookup: use 'hybrid:head', "
-                          "'hybrid:layers:K' or 'hybrid:MODEL', not 'hybrid:ngram'.")
+        return _hybrid(make_drafter(spec.split(":", 1)[1], target, registry), vocab)
     if spec.startswith("layers:"):
         try:
             k = int(spec.split(":", 1)[1])
@@ -361,16 +358,21 @@ def drafter_for(method: str, spec: str, target: LoadedModel, registry=None,
     """The drafter a decoding ``method`` runs with: ``None`` for ``ar``; for ``hybrid`` the drafter of
     ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given); else
     ``make_drafter(spec)``."""
-    from .config import ConfigError
-
     if method == "ar":
         return None
     drafter = make_drafter(spec, target, registry)
     if method != "hybrid" or isinstance(drafter, HybridDrafter):
         return drafter
-    if isinstance(drafter, NgramDrafter):
+    return _hybrid(drafter, target.model.get_output_embeddings().weight.shape[0], datastore)
+
+
+def _hybrid(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None) -> HybridDrafter:
+    """``model`` merged with prompt lookup (over ``datastore`` too, when given); refuses n-gram as the
+    model side (it would be retrieval twice)."""
+    from .config import ConfigError
+
+    if isinstance(model, NgramDrafter):
         raise ConfigError("The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
-                          "a self-draft or a draft model as the drafter, not n-gram.")
-    vocab = target.model.get_output_embeddings().weight.shape[0]
+                          "a self-draft ('layers:K') or a draft model as the drafter, not n-gram.")
     retrieval = NgramDrafter.with_datastore(vocab, datastore) if datastore else NgramDrafter(vocab)
-    return HybridDrafter(drafter, retrieval)
+    return HybridDrafter(model, retrieval)

@@ -11,6 +11,12 @@ from .tree import DraftTree
 TRACE_FORMAT = 1
 
 
+def _stored_fields(cls, d: dict) -> list:
+    """``cls``'s fields to read from ``d``: those present, and the required ones (a missing required
+    field raises ``KeyError``); a field added later with a default is left to it, so old traces load."""
+    return [f for f in fields(cls) if f.name in d or (f.default is MISSING and f.default_factory is MISSING)]
+
+
 @dataclass
 class StepRecord:
     """One decoding step = one target forward.
@@ -76,8 +82,7 @@ class StepRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> "StepRecord":
-        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d or f.default is MISSING
-                  and f.default_factory is MISSING}
+        kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d)}
         kwargs["tree"] = DraftTree.from_dict(d["tree"])
         return cls(**kwargs)
 
@@ -138,8 +143,7 @@ class RunTrace:
     def from_dict(cls, d: dict) -> "RunTrace":
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"Not a TALON trace of format {TRACE_FORMAT} (format={d.get('format')!r}).")
-        kwargs = {f.name: d[f.name] for f in fields(cls) if f.name != "steps" and (f.name in d or f.default is MISSING
-                                                                                  and f.default_factory is MISSING)}
+        kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d) if f.name != "steps"}
         return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
 
     @classmethod

@@ -65,13 +65,16 @@ class DraftTree:
         """Indices of ``node``'s children in tree order."""
         return [i for i, p in enumerate(self.parent) if p == node]
 
+    def path_to(self, node: int) -> list[int]:
+        """Node ids from the root down to ``node`` (both included)."""
+        path = [node]
+        while self.parent[path[-1]] != -1:
+            path.append(self.parent[path[-1]])
+        return path[::-1]
+
     def path_tokens(self, node: int) -> list[int]:
         """Tokens of the drafts from the root (excluded) down to ``node`` (included)."""
-        tokens = []
-        while node > 0:
-            tokens.append(self.token[node])
-            node = self.parent[node]
-        return tokens[::-1]
+        return [self.token[n] for n in self.path_to(node)[1:]]
 
     def layer_widths(self) -> list[int]:
         """``widths[d]`` = number of nodes at depth d (``widths[0] == 1``, the root)."""
@@ -135,15 +138,7 @@ class DraftTree:
     def root_to_leaf_paths(self) -> list[list[int]]:
         """One node-index list per leaf, each starting at the root, leaves in index order."""
         has_child = set(self.parent[1:])
-        paths = []
-        for leaf in range(len(self.token)):
-            if leaf in has_child:
-                continue
-            path = [leaf]
-            while self.parent[path[-1]] != -1:
-                path.append(self.parent[path[-1]])
-            paths.append(path[::-1])
-        return paths
+        return [self.path_to(leaf) for leaf in range(len(self.token)) if leaf not in has_child]
 
     def retrieve_indices(self) -> np.ndarray:
         """Int array ``[num_leaves, max_depth + 1]``: the root-to-leaf paths padded with -1."""
