@@ -4,8 +4,10 @@
 
 Stages, each resumable (a finished stage is skipped; training resumes from its last checkpoint):
 
-1. **generate**: the target answers every prompt of ``talon.prompt_pool`` greedily (batched) ->
-   ``sequences.jsonl`` (prompt ids, response ids, category, train / held-out split).
+1. **generate**: the target answers every prompt of ``talon.prompt_pool`` (batched) ->
+   ``sequences.jsonl`` (prompt ids, response ids, category, train / held-out split).  A train prompt
+   gets one answer per temperature of ``--answers`` (0 = greedy; sampled answers are seeded), a
+   held-out prompt one greedy answer, as when decoding.
 2. **features**: one teacher-forced target forward per sequence -> ``features.pt``: the target's hidden
    states at the head's ``feature_layers`` and its top-k next-token distribution at every position.
 3. **train**: the head learns to match the target's next-token distribution (soft cross-entropy over
@@ -30,6 +32,7 @@ import random
 import shutil
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -66,50 +69,76 @@ class TrainArgs:
     draft_vocab: int = 16384
     vocab_only: bool = False
     eval_only: Path | None = None
+    answers: tuple[float, ...] = (0.0,)   # one answer per temperature for each train prompt (0 = greedy)
 
 
 # ---- 1. generation -----------------------------------------------------------------------------------
+def answer_plan(split: str, answers: tuple[float, ...]) -> list[tuple[int, float]]:
+    """``(answer index, temperature)`` pairs a prompt of ``split`` is answered with: one per temperature
+    of ``answers`` for a train prompt, a single greedy answer for a held-out one."""
+    return list(enumerate(answers)) if split == "train" else [(0, 0.0)]
+
+
 def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
                        splits: tuple[str, ...] = ("train", "heldout")) -> Path:
-    """Greedy target answers for the prompts of the pool in ``splits``, appended batch by batch
-    (resumable)."""
+    """Target answers for the prompts of the pool in ``splits`` (see ``answer_plan``), appended batch by
+    batch (resumable: a row is keyed by prompt id and answer index)."""
     path = args.out / "sequences.jsonl"
     done = set()
     if path.exists():
-        done = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+        rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        done = {(r["id"], r.get("answer", 0)) for r in rows}
     from .prompt_pool import build_prompt_pool
 
     pool = build_prompt_pool(seed=args.seed, size=args.prompts)
     rng = random.Random(args.seed)
     split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
-    # Similar lengths share a batch, so little time goes into padding.
-    todo = sorted((item for item in pool if item["id"] not in done and split[item["id"]] in splits),
-                  key=lambda item: len(item["prompt"]))
+    # One batch holds one answer index (one temperature); similar lengths share a batch (little padding).
+    todo = sorted(((k, temp, item) for item in pool if split[item["id"]] in splits
+                   for k, temp in answer_plan(split[item["id"]], args.answers) if (item["id"], k) not in done),
+                  key=lambda job: (job[0], len(job[2]["prompt"])))
     if not todo:
         return path
     tok = target.tokenizer
     tok.padding_side = "left"
     eos = target.eos_token_ids
-    log(f"generate: {len(todo)} of {len(pool)} prompts to answer ({args.max_new_tokens} new tokens max)")
+    log(f"generate: {len(todo)} answers to {len({j[2]['id'] for j in todo})} of {len(pool)} prompts "
+        f"({args.max_new_tokens} new tokens max, temperatures {sorted({j[1] for j in todo})})")
+    batches = [todo[s:s + args.gen_batch] for s in range(0, len(todo), args.gen_batch)]
+    batches = [part for b in batches for part in _split_by_answer(b)]
     with path.open("a", encoding="utf-8") as f, torch.inference_mode():
-        for start in tqdm(range(0, len(todo), args.gen_batch), desc="generate", unit="batch"):
-            batch = todo[start:start + args.gen_batch]
+        for batch in tqdm(batches, desc="generate", unit="batch"):
+            k, temp = batch[0][0], batch[0][1]
             texts = [tok.apply_chat_template([{"role": "user", "content": b["prompt"]}], tokenize=False,
-                                             add_generation_prompt=True) for b in batch]
+                                             add_generation_prompt=True) for _, _, b in batch]
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
-            out = target.model.generate(**enc, do_sample=False, max_new_tokens=args.max_new_tokens,
+            sampling = dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0) if temp > 0 else dict(do_sample=False)
+            # Seeded by what the batch holds, so a resumed run samples as an uninterrupted one would.
+            torch.manual_seed(zlib.crc32(f"{args.seed}/{k}/{','.join(b['id'] for _, _, b in batch)}".encode()))
+            out = target.model.generate(**enc, **sampling, max_new_tokens=args.max_new_tokens,
                                         pad_token_id=tok.pad_token_id)
-            for row, item in enumerate(batch):
+            for row, (_, _, item) in enumerate(batch):
                 prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
                 response = out[row, enc["input_ids"].shape[1]:].tolist()
-                for k, t in enumerate(response):
+                for n, t in enumerate(response):
                     if t in eos:
-                        response = response[: k + 1]
+                        response = response[: n + 1]
                         break
-                f.write(json.dumps({"id": item["id"], "category": item["category"], "split": split[item["id"]],
-                                    "prompt_ids": prompt_ids, "response_ids": response}) + "\n")
+                f.write(json.dumps({"id": item["id"], "answer": k, "temperature": temp, "category": item["category"],
+                                    "split": split[item["id"]], "prompt_ids": prompt_ids,
+                                    "response_ids": response}) + "\n")
             f.flush()
     return path
+
+
+def _split_by_answer(batch: list[tuple]) -> list[list[tuple]]:
+    """A batch cut where the answer index changes (``generate`` takes one temperature per call)."""
+    parts: list[list[tuple]] = []
+    for job in batch:
+        if not parts or parts[-1][0][0] != job[0]:
+            parts.append([])
+        parts[-1].append(job)
+    return parts
 
 
 # ---- 2. features -------------------------------------------------------------------------------------
@@ -398,6 +427,17 @@ def run(args: TrainArgs, log=print) -> Path:
     return export
 
 
+def _temperatures(text: str) -> tuple[float, ...]:
+    """``--answers``: comma-separated temperatures, each >= 0."""
+    try:
+        temps = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not temps or any(t < 0 for t in temps):
+        raise argparse.ArgumentTypeError(f"give one or more temperatures >= 0, e.g. 0,0.8: {text!r}")
+    return temps
+
+
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p = argparse.ArgumentParser(prog="python -m talon.train_head", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="working directory (data, checkpoints, head)")
@@ -421,6 +461,9 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                    help="only write the draft vocabulary of --out's sequences into --ship (or --out/head)")
     p.add_argument("--eval-only", type=Path, default=None, metavar="HEAD_DIR",
                    help="only evaluate this head on the held-out prompts (generated into --out)")
+    p.add_argument("--answers", type=_temperatures, default=TrainArgs.answers, metavar="T[,T...]",
+                   help="answers per train prompt, one per temperature (0 = greedy), e.g. 0,0.8,1; "
+                        "held-out prompts always get one greedy answer")
     return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
 
 

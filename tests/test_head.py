@@ -13,7 +13,8 @@ from talon.decode import encode_prompt
 from talon.head import (DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter,
                         load_head)
 from talon.models import ModelLoadError
-from talon.train_head import TOP_K, TrainArgs, _batch, draft_vocab, head_loss, main, ttt_mask
+from talon.train_head import (TOP_K, TrainArgs, _batch, _split_by_answer, answer_plan, draft_vocab,
+                              generate_sequences, head_loss, main, parse_args, ttt_mask)
 from talon.tree import DraftTree
 
 
@@ -38,6 +39,21 @@ def test_draft_vocab_takes_answers_then_prompts_then_low_ids():
     assert draft_vocab(rows, 5, 20) == [5, 6, 7, 8, 9]         # answers, then prompt tokens by count
     assert draft_vocab(rows, 7, 20) == [0, 1, 5, 6, 7, 8, 9]   # then the lowest ids
     assert draft_vocab(rows, 50, 20) == list(range(20))        # never more than the vocabulary
+
+
+def test_answer_plan_gives_train_prompts_one_answer_per_temperature_and_held_out_one_greedy():
+    assert answer_plan("train", (0.0, 0.8, 1.0)) == [(0, 0.0), (1, 0.8), (2, 1.0)]
+    assert answer_plan("heldout", (0.8, 1.0)) == [(0, 0.0)]       # held-out answers are what decoding sees
+    assert parse_args(["--out", "x"]).answers == (0.0,)
+    assert parse_args(["--out", "x", "--answers", "0, 0.7"]).answers == (0.0, 0.7)
+    for bad in ("-1", "hot", ","):
+        with pytest.raises(SystemExit):
+            parse_args(["--out", "x", "--answers", bad])
+
+
+def test_generation_batches_never_mix_temperatures():
+    jobs = [(0, 0.0, "a"), (0, 0.0, "b"), (1, 0.8, "a"), (1, 0.8, "b"), (2, 1.0, "a")]
+    assert [[j[0] for j in part] for part in _split_by_answer(jobs)] == [[0, 0], [1, 1], [2]]
 
 
 # ---- engine: the real target -----------------------------------------------------------------------
@@ -188,6 +204,30 @@ def test_eval_only_scores_a_head_on_held_out_prompts(target, random_head, tmp_pa
     assert report["overall"]["positions"] > 0 and 0.0 <= report["overall"]["top1"] <= 1.0
     assert set(report["by_category"]) == {r["category"] for r in rows}
     assert TrainArgs.draft_vocab == 16384
+
+
+@pytest.mark.engine
+def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
+    """``--answers 0,1``: train prompts get a greedy and a sampled answer, held-out prompts one greedy;
+    the same seed samples the same answers, and a second call (a resumed run) adds nothing."""
+    def rows(out):
+        args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=8, answers=(0.0, 1.0))
+        out.mkdir()
+        generate_sequences(target, args, log=lambda *_: None)
+        generate_sequences(target, args, log=lambda *_: None)
+        return sorted((json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()),
+                      key=lambda r: (r["id"], r["answer"]))
+
+    first, again = rows(tmp_path / "a"), rows(tmp_path / "b")
+    assert first == again
+    train_ids = {r["id"] for r in first if r["split"] == "train"}
+    held = [r for r in first if r["split"] == "heldout"]
+    assert train_ids and held and len(first) == 2 * len(train_ids) + len(held)
+    assert all(r["answer"] == 0 and r["temperature"] == 0.0 for r in held)
+    assert {r["temperature"] for r in first if r["split"] == "train"} == {0.0, 1.0}
+    greedy = {r["id"]: r["response_ids"] for r in first if r["answer"] == 0}
+    sampled = {r["id"]: r["response_ids"] for r in first if r["answer"] == 1}
+    assert any(sampled[i] != greedy[i] for i in sampled)     # temperature 1 departs from greedy somewhere
 
 
 @pytest.mark.engine
