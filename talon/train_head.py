@@ -93,10 +93,10 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     pool = build_prompt_pool(seed=args.seed, size=args.prompts)
     rng = random.Random(args.seed)
     split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
-    # One batch holds one answer index (one temperature); similar lengths share a batch (little padding).
+    # A batch holds one temperature (``generate`` takes one); similar lengths share a batch (little padding).
     todo = sorted(((k, temp, item) for item in pool if split[item["id"]] in splits
                    for k, temp in answer_plan(split[item["id"]], args.answers) if (item["id"], k) not in done),
-                  key=lambda job: (job[0], len(job[2]["prompt"])))
+                  key=lambda job: (job[1], job[0], len(job[2]["prompt"])))
     if not todo:
         return path
     tok = target.tokenizer
@@ -105,19 +105,20 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     log(f"generate: {len(todo)} answers to {len({j[2]['id'] for j in todo})} of {len(pool)} prompts "
         f"({args.max_new_tokens} new tokens max, temperatures {sorted({j[1] for j in todo})})")
     batches = [todo[s:s + args.gen_batch] for s in range(0, len(todo), args.gen_batch)]
-    batches = [part for b in batches for part in _split_by_answer(b)]
+    batches = [part for b in batches for part in _split_by_temperature(b)]
     with path.open("a", encoding="utf-8") as f, torch.inference_mode():
         for batch in tqdm(batches, desc="generate", unit="batch"):
-            k, temp = batch[0][0], batch[0][1]
+            temp = batch[0][1]
             texts = [tok.apply_chat_template([{"role": "user", "content": b["prompt"]}], tokenize=False,
                                              add_generation_prompt=True) for _, _, b in batch]
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
             sampling = dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0) if temp > 0 else dict(do_sample=False)
-            # Seeded by what the batch holds, so a resumed run samples as an uninterrupted one would.
-            torch.manual_seed(zlib.crc32(f"{args.seed}/{k}/{','.join(b['id'] for _, _, b in batch)}".encode()))
+            # Seeded by the batch's prompts, so a run from scratch samples the same answers again (a
+            # resumed run cuts its remaining batches differently: other, equally valid samples).
+            torch.manual_seed(zlib.crc32(f"{args.seed}/{temp}/{','.join(b['id'] for _, _, b in batch)}".encode()))
             out = target.model.generate(**enc, **sampling, max_new_tokens=args.max_new_tokens,
                                         pad_token_id=tok.pad_token_id)
-            for row, (_, _, item) in enumerate(batch):
+            for row, (k, _, item) in enumerate(batch):
                 prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
                 response = out[row, enc["input_ids"].shape[1]:].tolist()
                 for n, t in enumerate(response):
@@ -131,11 +132,12 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     return path
 
 
-def _split_by_answer(batch: list[tuple]) -> list[list[tuple]]:
-    """A batch cut where the answer index changes (``generate`` takes one temperature per call)."""
+def _split_by_temperature(batch: list[tuple]) -> list[list[tuple]]:
+    """``(answer index, temperature, prompt)`` jobs cut where the temperature changes (``generate``
+    takes one per call)."""
     parts: list[list[tuple]] = []
     for job in batch:
-        if not parts or parts[-1][0][0] != job[0]:
+        if not parts or parts[-1][0][1] != job[1]:
             parts.append([])
         parts[-1].append(job)
     return parts

@@ -13,7 +13,7 @@ from talon.decode import encode_prompt
 from talon.head import (DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter,
                         load_head)
 from talon.models import ModelLoadError
-from talon.train_head import (TOP_K, TrainArgs, _batch, _split_by_answer, answer_plan, draft_vocab,
+from talon.train_head import (TOP_K, TrainArgs, _batch, _split_by_temperature, answer_plan, draft_vocab,
                               generate_sequences, head_loss, main, parse_args, ttt_mask)
 from talon.tree import DraftTree
 
@@ -52,8 +52,9 @@ def test_answer_plan_gives_train_prompts_one_answer_per_temperature_and_held_out
 
 
 def test_generation_batches_never_mix_temperatures():
-    jobs = [(0, 0.0, "a"), (0, 0.0, "b"), (1, 0.8, "a"), (1, 0.8, "b"), (2, 1.0, "a")]
-    assert [[j[0] for j in part] for part in _split_by_answer(jobs)] == [[0, 0], [1, 1], [2]]
+    # A held-out prompt's greedy answer and a train prompt's sampled one share answer index 0.
+    jobs = [(0, 0.0, "held"), (0, 0.8, "a"), (0, 0.8, "b"), (1, 0.8, "a"), (1, 1.0, "b")]
+    assert [[j[2] for j in part] for part in _split_by_temperature(jobs)] == [["held"], ["a", "b", "a"], ["b"]]
 
 
 # ---- engine: the real target -----------------------------------------------------------------------
@@ -208,10 +209,11 @@ def test_eval_only_scores_a_head_on_held_out_prompts(target, random_head, tmp_pa
 
 @pytest.mark.engine
 def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
-    """``--answers 0,1``: train prompts get a greedy and a sampled answer, held-out prompts one greedy;
-    the same seed samples the same answers, and a second call (a resumed run) adds nothing."""
+    """``--answers 1,0``: train prompts get a sampled and a greedy answer, held-out prompts one greedy
+    (their answer index 0 is a train prompt's sampled one: batches must not mix the two); the same seed
+    samples the same answers, and a second call (a resumed run) adds nothing."""
     def rows(out):
-        args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=8, answers=(0.0, 1.0))
+        args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=8, answers=(1.0, 0.0))
         out.mkdir()
         generate_sequences(target, args, log=lambda *_: None)
         generate_sequences(target, args, log=lambda *_: None)
@@ -224,9 +226,9 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
     held = [r for r in first if r["split"] == "heldout"]
     assert train_ids and held and len(first) == 2 * len(train_ids) + len(held)
     assert all(r["answer"] == 0 and r["temperature"] == 0.0 for r in held)
-    assert {r["temperature"] for r in first if r["split"] == "train"} == {0.0, 1.0}
-    greedy = {r["id"]: r["response_ids"] for r in first if r["answer"] == 0}
-    sampled = {r["id"]: r["response_ids"] for r in first if r["answer"] == 1}
+    assert all(r["temperature"] == (1.0, 0.0)[r["answer"]] for r in first if r["split"] == "train")
+    greedy = {r["id"]: r["response_ids"] for r in first if r["temperature"] == 0.0}
+    sampled = {r["id"]: r["response_ids"] for r in first if r["temperature"] == 1.0}
     assert any(sampled[i] != greedy[i] for i in sampled)     # temperature 1 departs from greedy somewhere
 
 
