@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import shutil
 import sys
@@ -35,7 +36,10 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 import torch
@@ -47,6 +51,7 @@ from .head import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from .models import LoadedModel, load_model
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
+SEQUENCES = "sequences.jsonl"
 
 
 @dataclass
@@ -72,6 +77,29 @@ class TrainArgs:
     answers: tuple[float, ...] = (0.0,)   # one answer per temperature for each train prompt (0 = greedy)
 
 
+# ---- files a run may be stopped while writing --------------------------------------------------------
+def read_sequences(path: Path, repair: bool = False) -> list[dict]:
+    """The rows of a ``sequences.jsonl`` (none if it does not exist).  A last line without its newline
+    (a run stopped mid-write) is not a row; ``repair=True`` also cuts it from the file, so that a
+    resumed run appends after whole rows."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    if repair and len(whole) < len(data):
+        with path.open("r+b") as f:
+            f.truncate(len(whole))
+    return [json.loads(line) for line in whole.decode("utf-8").splitlines() if line.strip()]
+
+
+def save_atomic(obj, path: Path) -> None:
+    """``torch.save`` through a temporary file, so that a run stopped mid-save leaves the old file (or
+    none), never a truncated one that a resumed run would fail to load."""
+    tmp = path.with_name(path.name + ".partial")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 # ---- 1. generation -----------------------------------------------------------------------------------
 def answer_plan(split: str, answers: tuple[float, ...]) -> list[tuple[int, float]]:
     """``(answer index, temperature)`` pairs a prompt of ``split`` is answered with: one per temperature
@@ -83,11 +111,8 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
                        splits: tuple[str, ...] = ("train", "heldout")) -> Path:
     """Target answers for the prompts of the pool in ``splits`` (see ``answer_plan``), appended batch by
     batch (resumable: a row is keyed by prompt id and answer index)."""
-    path = args.out / "sequences.jsonl"
-    done = set()
-    if path.exists():
-        rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-        done = {(r["id"], r.get("answer", 0)) for r in rows}
+    path = args.out / SEQUENCES
+    done = {(r["id"], r.get("answer", 0)) for r in read_sequences(path, repair=True)}
     from .prompt_pool import build_prompt_pool
 
     pool = build_prompt_pool(seed=args.seed, size=args.prompts)
@@ -104,10 +129,8 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     eos = target.eos_token_ids
     log(f"generate: {len(todo)} answers to {len({j[2]['id'] for j in todo})} of {len(pool)} prompts "
         f"({args.max_new_tokens} new tokens max, temperatures {sorted({j[1] for j in todo})})")
-    batches = [todo[s:s + args.gen_batch] for s in range(0, len(todo), args.gen_batch)]
-    batches = [part for b in batches for part in _split_by_temperature(b)]
     with path.open("a", encoding="utf-8") as f, torch.inference_mode():
-        for batch in tqdm(batches, desc="generate", unit="batch"):
+        for batch in tqdm(generation_batches(todo, args.gen_batch), desc="generate", unit="batch"):
             temp = batch[0][1]
             texts = [tok.apply_chat_template([{"role": "user", "content": b["prompt"]}], tokenize=False,
                                              add_generation_prompt=True) for _, _, b in batch]
@@ -132,15 +155,14 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     return path
 
 
-def _split_by_temperature(batch: list[tuple]) -> list[list[tuple]]:
-    """``(answer index, temperature, prompt)`` jobs cut where the temperature changes (``generate``
-    takes one per call)."""
-    parts: list[list[tuple]] = []
-    for job in batch:
-        if not parts or parts[-1][0][1] != job[1]:
-            parts.append([])
-        parts[-1].append(job)
-    return parts
+def generation_batches(jobs: list[tuple], size: int) -> list[list[tuple]]:
+    """``(answer index, temperature, prompt)`` jobs, sorted by temperature, in batches of at most
+    ``size`` that each hold one temperature (``generate`` takes one per call)."""
+    batches = []
+    for _, same_temperature in groupby(jobs, key=itemgetter(1)):
+        group = list(same_temperature)
+        batches += [group[s:s + size] for s in range(0, len(group), size)]
+    return batches
 
 
 # ---- 2. features -------------------------------------------------------------------------------------
@@ -149,7 +171,7 @@ def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, l
     path = args.out / "features.pt"
     if path.exists():
         return path
-    rows = [json.loads(line) for line in (args.out / "sequences.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_sequences(args.out / SEQUENCES)
     items = []
     layers = list(config.feature_layers)
     with torch.inference_mode():
@@ -163,7 +185,7 @@ def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, l
                           "tokens": torch.tensor(ids, dtype=torch.int32), "hidden": hidden.half().cpu(),
                           "top_ids": top.int().cpu(), "top_logp": logp.half().cpu(),
                           "prompt_len": len(r["prompt_ids"])})
-    torch.save(items, path)
+    save_atomic(items, path)
     tokens = sum(len(i["tokens"]) for i in items)
     log(f"features: {len(items)} sequences, {tokens} tokens -> {path}")
     return path
@@ -280,6 +302,18 @@ def evaluate(head: DraftHead, target: LoadedModel, items: list[dict], args: Trai
     return {"overall": rates(overall), "by_category": {c: rates(v) for c, v in sorted(by_cat.items())}}
 
 
+@contextmanager
+def tf32_matmuls():
+    """TF32 float32 matmuls on a GPU while training (the frozen 49k-row LM head is most of the work);
+    no effect on a CPU.  The previous setting is restored."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> DraftHead:
     """Train (or resume) the head; returns it."""
     torch.manual_seed(args.seed)
@@ -308,23 +342,24 @@ def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -
         log(f"train: starting from the head in {args.init}")
     head.train()
     bar = tqdm(total=total_steps, initial=step, desc="train", unit="batch")
-    while step < total_steps:
-        epoch, index = divmod(step, batches_per_epoch)
-        order = list(range(len(train_items)))
-        random.Random(args.seed + epoch).shuffle(order)
-        chunk = [train_items[k] for k in order[index * args.batch_size:(index + 1) * args.batch_size]]
-        loss, stats = head_loss(head, target, _batch(chunk, target.device), args.ttt_steps)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-        bar.update(1)
-        bar.set_postfix(loss=f"{float(loss):.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
-        if step % args.ckpt_every == 0 or step == total_steps:
-            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                        "step": step}, ckpt)
+    with tf32_matmuls():
+        while step < total_steps:
+            epoch, index = divmod(step, batches_per_epoch)
+            order = list(range(len(train_items)))
+            random.Random(args.seed + epoch).shuffle(order)
+            chunk = [train_items[k] for k in order[index * args.batch_size:(index + 1) * args.batch_size]]
+            loss, stats = head_loss(head, target, _batch(chunk, target.device), args.ttt_steps)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{float(loss):.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
+            if step % args.ckpt_every == 0 or step == total_steps:
+                save_atomic({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                             "step": step}, ckpt)
     bar.close()
     report = evaluate(head, target, heldout, args)
     tokens = sum(len(i["tokens"]) for i in train_items)
@@ -362,7 +397,7 @@ def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log
     vocab_size = target.model.get_output_embeddings().weight.shape[0]
     if not args.draft_vocab or args.draft_vocab >= vocab_size:
         return None
-    rows = [json.loads(line) for line in (args.out / "sequences.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_sequences(args.out / SEQUENCES)
     ids = draft_vocab(rows, args.draft_vocab, vocab_size, target.eos_token_ids)
     kept = set(ids)
     held = [t for r in rows if r["split"] == "heldout" for t in r["response_ids"]]
@@ -387,7 +422,7 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     target = load_model(args.target, progress=log)
     head = load_head(args.eval_only, target)
     generate_sequences(target, args, log, splits=("heldout",))
-    if not (args.out / "sequences.jsonl").exists():
+    if not (args.out / SEQUENCES).exists():
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
     extract_features(target, head.config, args, log)
     items = [i for i in torch.load(args.out / "features.pt") if i["split"] == "heldout"]

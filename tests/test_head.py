@@ -13,8 +13,9 @@ from talon.decode import encode_prompt
 from talon.head import (DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter,
                         load_head)
 from talon.models import ModelLoadError
-from talon.train_head import (TOP_K, TrainArgs, _batch, _split_by_temperature, answer_plan, draft_vocab,
-                              generate_sequences, head_loss, main, parse_args, ttt_mask)
+from talon.train_head import (TOP_K, TrainArgs, _batch, answer_plan, draft_vocab,
+                              generate_sequences, generation_batches, head_loss, main, parse_args, read_sequences,
+                              save_atomic, ttt_mask)
 from talon.tree import DraftTree
 
 
@@ -54,7 +55,26 @@ def test_answer_plan_gives_train_prompts_one_answer_per_temperature_and_held_out
 def test_generation_batches_never_mix_temperatures():
     # A held-out prompt's greedy answer and a train prompt's sampled one share answer index 0.
     jobs = [(0, 0.0, "held"), (0, 0.8, "a"), (0, 0.8, "b"), (1, 0.8, "a"), (1, 1.0, "b")]
-    assert [[j[2] for j in part] for part in _split_by_temperature(jobs)] == [["held"], ["a", "b", "a"], ["b"]]
+    names = lambda batches: [[j[2] for j in b] for b in batches]
+    assert names(generation_batches(jobs, 8)) == [["held"], ["a", "b", "a"], ["b"]]
+    assert names(generation_batches(jobs, 2)) == [["held"], ["a", "b"], ["a"], ["b"]]
+
+
+def test_a_row_cut_short_by_a_stopped_run_is_dropped_and_repaired(tmp_path):
+    path = tmp_path / "sequences.jsonl"
+    assert read_sequences(path) == []
+    path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "resp')
+    assert [r["id"] for r in read_sequences(path)] == ["a", "b"]
+    assert path.read_text().endswith('"resp')                      # reading alone leaves the file
+    assert [r["id"] for r in read_sequences(path, repair=True)] == ["a", "b"]
+    assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'      # a resumed run appends after whole rows
+
+
+def test_atomic_save_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    save_atomic({"step": 1}, path)
+    save_atomic({"step": 2}, path)
+    assert torch.load(path)["step"] == 2 and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 
 # ---- engine: the real target -----------------------------------------------------------------------
