@@ -261,7 +261,7 @@ def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int)
             stats.append({"n": int(counted.sum()), "top1": int((hit1 & counted).sum()),
                           "top5": int((hit5 & counted).sum()), "rn": int(answer.sum()),
                           "rtop1": int((hit1 & answer).sum()), "rtop5": int((hit5 & answer).sum()),
-                          "loss": float(step_loss)})
+                          "loss": step_loss.item()})
         # The next depth reads this step's outputs at the previous position.
         features = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
     return total, stats
@@ -356,7 +356,7 @@ def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -
             sched.step()
             step += 1
             bar.update(1)
-            bar.set_postfix(loss=f"{float(loss):.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
+            bar.set_postfix(loss=f"{loss.item():.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
             if step % args.ckpt_every == 0 or step == total_steps:
                 save_atomic({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                              "step": step}, ckpt)
