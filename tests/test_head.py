@@ -165,7 +165,7 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         assert len(stats) == 2 and stats[1]["n"] < stats[0]["n"]
     assert losses[-1] < 0.7 * losses[0]
 
@@ -174,8 +174,9 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
 def test_shipped_head_loads_for_the_embedded_target(target):
     assert (SHIPPED_HEAD / HEAD_WEIGHTS).stat().st_size < 12_000_000
     meta = json.loads((SHIPPED_HEAD / HEAD_CONFIG).read_text())
-    # Measured at training time on held-out answer tokens (0.49 for the shipped head; a random head is ~0).
-    assert meta["heldout_eval"]["top1"] >= 0.4
+    # Measured at training time on held-out answer tokens (0.71 for the shipped head h7, 0.49 for the
+    # head before it; a random head is ~0).
+    assert meta["heldout_eval"]["top1"] >= 0.6
     head = load_head(SHIPPED_HEAD, target)
     assert head.config.target_sha256 == meta["target_sha256"]
     with pytest.raises(ModelLoadError, match="trained for"):  # a target whose weights hash differently
@@ -255,11 +256,12 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
 @pytest.mark.engine
 def test_shipped_head_agrees_with_the_target_on_an_example(target):
     """The default drafter is real: on an example prompt, greedy TALON with the head accepts drafts
-    (this prompt gives MAT 1.33 with the shipped head; an untrained head stays at ~1.0)."""
+    (this prompt gives MAT 1.52 with the shipped head h7, 1.33 with the head before it; an untrained head
+    stays at ~1.0)."""
     from talon.config import DecodeConfig, TreeConfig
     from talon.decode import run_to_end
     from talon.drafters import make_drafter
 
     trace = run_to_end(target, make_drafter("head", target), TreeConfig(method="talon", budget=16, topk=6),
                        DecodeConfig(max_new_tokens=32), "Explain in two sentences why the sky is blue.")
-    assert len(trace.output_ids) / len(trace.steps) > 1.2
+    assert len(trace.output_ids) / len(trace.steps) > 1.4
