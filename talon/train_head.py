@@ -52,6 +52,7 @@ from .models import LoadedModel, load_model
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
 SEQUENCES = "sequences.jsonl"
+FEATURES = "features.pt"
 
 
 @dataclass
@@ -166,11 +167,12 @@ def generation_batches(jobs: list[tuple], size: int) -> list[list[tuple]]:
 
 
 # ---- 2. features -------------------------------------------------------------------------------------
-def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> Path:
-    """Teacher-forced target states and top-k distributions for every sequence (float16 on disk)."""
-    path = args.out / "features.pt"
+def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> list[dict]:
+    """Teacher-forced target states and top-k distributions for every sequence (float16), one item per
+    sequence; computed once and kept in ``features.pt`` (a later call loads that file)."""
+    path = args.out / FEATURES
     if path.exists():
-        return path
+        return torch.load(path)
     rows = read_sequences(args.out / SEQUENCES)
     items = []
     layers = list(config.feature_layers)
@@ -188,7 +190,7 @@ def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, l
     save_atomic(items, path)
     tokens = sum(len(i["tokens"]) for i in items)
     log(f"features: {len(items)} sequences, {tokens} tokens -> {path}")
-    return path
+    return items
 
 
 # ---- 3. training ------------------------------------------------------------------------------------
@@ -314,10 +316,9 @@ def tf32_matmuls():
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def train(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> DraftHead:
-    """Train (or resume) the head; returns it."""
+def train(target: LoadedModel, config: HeadConfig, items: list[dict], args: TrainArgs, log=print) -> DraftHead:
+    """Train (or resume) the head on ``extract_features``' items; returns it."""
     torch.manual_seed(args.seed)
-    items = torch.load(args.out / "features.pt")
     train_items = [i for i in items if i["split"] == "train"]
     heldout = [i for i in items if i["split"] == "heldout"]
     head = DraftHead(config).to(target.device)
@@ -424,8 +425,7 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     generate_sequences(target, args, log, splits=("heldout",))
     if not (args.out / SEQUENCES).exists():
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
-    extract_features(target, head.config, args, log)
-    items = [i for i in torch.load(args.out / "features.pt") if i["split"] == "heldout"]
+    items = [i for i in extract_features(target, head.config, args, log) if i["split"] == "heldout"]
     if not items:
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
     report = evaluate(head, target, items, args)
@@ -449,8 +449,7 @@ def run(args: TrainArgs, log=print) -> Path:
     config = HeadConfig.for_target(target)
     t0 = time.time()
     generate_sequences(target, args, log)
-    extract_features(target, config, args, log)
-    head = train(target, config, args, log)
+    head = train(target, config, extract_features(target, config, args, log), args, log)
     export = args.out / "head"
     report = json.loads((args.out / "eval.json").read_text())
     head.save(export, extra={"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

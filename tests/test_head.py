@@ -238,8 +238,7 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
         out.mkdir()
         generate_sequences(target, args, log=lambda *_: None)
         generate_sequences(target, args, log=lambda *_: None)
-        return sorted((json.loads(line) for line in (out / "sequences.jsonl").read_text().splitlines()),
-                      key=lambda r: (r["id"], r["answer"]))
+        return sorted(read_sequences(out / "sequences.jsonl"), key=lambda r: (r["id"], r["answer"]))
 
     first, again = rows(tmp_path / "a"), rows(tmp_path / "b")
     assert first == again
