@@ -3,14 +3,18 @@ bad value fails with a sentence a user can act on, not a traceback from deep ins
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+"""The project's assets: example prompts by category, the shipped draft head."""
 
 METHODS = ("ar", "chain", "static", "eagle2", "talon", "hybrid")
 """Decoding methods: plain autoregressive, the four tree builders, and ``hybrid`` (a TALON tree over the
-merged proposals of the chosen model drafter and prompt-lookup retrieval, ``talon.drafters.HybridDrafter``)."""
+merged proposals of the chosen model drafter and prompt-lookup retrieval, ``talon.drafters.hybrid``)."""
 
 
 EXECUTIONS = ("sync", "async")
-"""Draft-then-verify, or drafting the next tree while the target verifies (``talon.decode.run``)."""
+"""Draft-then-verify, or drafting the next tree while the target verifies (``talon.engine.decode.run``)."""
 
 
 class ConfigError(ValueError):
@@ -91,7 +95,7 @@ class DecodeConfig:
         seed: seeds the sampling generator (and nothing else).
         max_new_tokens: generated tokens at most, not counting the prompt; EOS also stops.
         execution: ``"sync"`` (draft, then verify) or ``"async"`` (the drafter drafts the next tree
-            from a guessed outcome while the target verifies; see ``talon.decode.run``).
+            from a guessed outcome while the target verifies; see ``talon.engine.decode.run``).
     """
 
     temperature: float = 0.0

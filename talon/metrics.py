@@ -1,6 +1,7 @@
 """The one definition of every metric (design section 4).  Pure functions of traces; torch-free."""
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from .trace import RunTrace, StepRecord
@@ -23,7 +24,7 @@ def acceptance_by_depth(steps: Sequence[StepRecord]) -> list[float]:
     rates = []
     for d in range(1, deepest + 1):
         reached = [s for s in steps if s.tree.max_depth >= d]
-        rates.append(sum(s.accepted_depth >= d for s in reached) / len(reached))
+        rates.append(sum(s.accepted_tokens >= d for s in reached) / len(reached))
     return rates
 
 
@@ -142,3 +143,9 @@ def summarize(trace: RunTrace) -> dict:
         "acceptance_by_depth": acceptance_by_depth(steps),
         "speculation_hit_rate": speculation_hit_rate(trace),
     }
+
+
+def trace_json(trace: RunTrace, indent: int | None = None) -> str:
+    """The trace's JSON (``RunTrace.to_json``) with its ``summarize`` numbers under ``"summary"``
+    (derived, ignored by ``RunTrace.from_json``): what the app exports."""
+    return json.dumps({**trace.to_dict(), "summary": summarize(trace)}, indent=indent, ensure_ascii=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
-from .tree import DraftTree
+from .tree import DraftTree, Verdict
 
 TRACE_FORMAT = 1
 
@@ -18,14 +18,14 @@ def _stored_fields(cls, d: dict) -> list:
 
 
 @dataclass
-class StepRecord:
-    """One decoding step = one target forward.
+class StepRecord(Verdict):
+    """One decoding step = one target forward: the verdict on its tree (the fields of
+    ``talon.tree.Verdict``: status, accepted_path, bonus_token, target_token, target_prob) and what
+    the loop did with it.
 
     Attributes:
         index: step number from 0.
         tree: the draft tree that was verified (root = the last committed token).
-        status / accepted_path / bonus_token / target_token / target_prob: the verdict, per
-            ``talon.verify.Verdict``.
         committed_ids: tokens this step added to the output (accepted drafts, then the bonus token),
             cut at EOS or at the max-new-tokens limit.
         committed_text: their text (decoded in context, so multi-byte characters come out whole).
@@ -44,11 +44,6 @@ class StepRecord:
 
     index: int
     tree: DraftTree
-    status: list[str]
-    accepted_path: list[int]
-    bonus_token: int
-    target_token: list[int]
-    target_prob: list[float]
     committed_ids: list[int]
     committed_text: str
     node_text: list[str]
@@ -68,11 +63,6 @@ class StepRecord:
     def layer_widths(self) -> list[int]:
         """Nodes per depth, root layer (width 1) first."""
         return self.tree.layer_widths()
-
-    @property
-    def accepted_depth(self) -> int:
-        """Depth of the deepest accepted draft (0 when none was accepted)."""
-        return len(self.accepted_path) - 1
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -127,13 +117,11 @@ class RunTrace:
         return self.prefill_seconds + sum(s.draft_seconds + s.verify_seconds + s.wait_seconds for s in self.steps)
 
     def to_dict(self) -> dict:
-        from .metrics import summarize  # metrics imports this module
-
+        """The trace as JSON-ready data (``talon.metrics.trace_json`` adds the summary metrics)."""
         d = asdict(self)
         d["steps"] = [s.to_dict() for s in self.steps]
         d["format"] = TRACE_FORMAT
         d["output_text"] = self.output_text  # derived, ignored on load
-        d["summary"] = summarize(self)       # derived, ignored on load
         return d
 
     def to_json(self, indent: int | None = None) -> str:

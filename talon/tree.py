@@ -10,6 +10,7 @@ Torch-free on purpose (``viz`` reads trees without torch).  Conventions:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,8 +18,25 @@ import numpy as np
 SOURCE_MODEL = "model"
 SOURCE_RETRIEVAL = "retrieval"
 
-# Verdict of each node after verification (``StepRecord.status``).
+# Verdict of each node after verification (``Verdict.status``).
 ROOT, ACCEPTED, REJECTED, NOT_REACHED = "root", "accepted", "rejected", "not reached"
+NO_TOKEN = -1
+"""``Verdict.target_token`` of a node the target did not visit."""
+
+
+def children_lists(parent: Sequence[int]) -> list[list[int]]:
+    """Children of each node in index order, from a parent array (``parent[0] == -1``, every other
+    ``parent[i] < i``; raises ``ValueError`` otherwise)."""
+    kids: list[list[int]] = [[] for _ in parent]
+    for i, p in enumerate(parent):
+        if i == 0:
+            if p != -1:
+                raise ValueError("node 0 must be the root (parent -1)")
+            continue
+        if not 0 <= p < i:
+            raise ValueError(f"node {i}: parent {p} does not come before it")
+        kids[p].append(i)
+    return kids
 
 
 @dataclass
@@ -64,6 +82,10 @@ class DraftTree:
     def children(self, node: int) -> list[int]:
         """Indices of ``node``'s children in tree order."""
         return [i for i, p in enumerate(self.parent) if p == node]
+
+    def children_lists(self) -> list[list[int]]:
+        """``kids[i]``: node i's children in tree order, for every node."""
+        return children_lists(self.parent)
 
     def path_to(self, node: int) -> list[int]:
         """Node ids from the root down to ``node`` (both included)."""
@@ -157,3 +179,30 @@ class DraftTree:
     def from_dict(cls, d: dict) -> "DraftTree":
         return cls(list(d["token"]), list(d["parent"]), list(d["depth"]), list(d["draft_logprob"]),
                    list(d["path_logprob"]), list(d["source"]))
+
+
+@dataclass
+class Verdict:
+    """What the target made of one tree (``talon.engine.verify``).
+
+    Attributes:
+        status: per node: ``root``, ``accepted``, ``rejected`` (a child of a visited node that the
+            target tested and refused) or ``not reached``.
+        accepted_path: node ids from the root (included) to the deepest accepted node.
+        bonus_token: the target's own token after the accepted path.
+        target_token: per node, the token the target chose after it (``NO_TOKEN`` where not
+            visited); at the last path node this is the bonus token.
+        target_prob: per node, the target's probability of the node's token given its parent's
+            context (1.0 for the root); at temperature 0 taken from the untempered softmax.
+    """
+
+    status: list[str]
+    accepted_path: list[int]
+    bonus_token: int
+    target_token: list[int]
+    target_prob: list[float]
+
+    @property
+    def accepted_tokens(self) -> int:
+        """Draft tokens accepted (root excluded) = depth of the deepest accepted draft."""
+        return len(self.accepted_path) - 1

@@ -13,8 +13,9 @@ def free_port() -> int:
 def launch_app():
     """Import app.py, load the default model, launch on 127.0.0.1:<free port>; returns (demo, url)."""
     import app
+    from ui.shared import DEFAULT_TARGET, REGISTRY
 
-    app.REGISTRY.get(app.DEFAULT_TARGET)
+    REGISTRY.get(DEFAULT_TARGET)
     port = free_port()
     app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     return app.demo, f"http://127.0.0.1:{port}/"

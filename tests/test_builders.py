@@ -1,5 +1,5 @@
 """Tree builders driven by model-free table drafters: budgets, shapes, the TALON gate, EAGLE-2's re-rank,
-and full-vocabulary reference implementations that share no code with ``talon.builders``."""
+and full-vocabulary reference implementations that share no code with ``talon.engine.builders``."""
 from __future__ import annotations
 
 import itertools
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from talon.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, StaticBuilder,
+from talon.engine.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, StaticBuilder,
                             TalonBuilder, TreeBuilder, default_static_paths, make_builder)
 from talon.config import ConfigError, TreeConfig
-from talon.tree import DraftTree
+from talon.tree import SOURCE_MODEL, DraftTree
 from tests.toy import (Context, LogprobFn, TableDrafter, node_path, node_tokens, one_hot_fn, random_fn,
                        sparse_random_fn, uniform_fn)
 
@@ -46,7 +46,7 @@ def check_common(tree: DraftTree, fn: LogprobFn, forwards: int, drafter: TableDr
         assert tree.draft_logprob[node] == pytest.approx(row(fn, ctx)[tree.token[node]], abs=1e-6)
         path = node_path(tree, node)
         assert tree.path_logprob[node] == pytest.approx(sum(tree.draft_logprob[i] for i in path), abs=1e-9)
-        assert tree.source[node] == drafter.source
+        assert tree.source[node] == SOURCE_MODEL
     for node in range(len(tree)):
         kids = [tree.token[c] for c in tree.children(node)]
         assert len(kids) == len(set(kids)), f"duplicate sibling tokens under node {node}"

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.decode import encode_prompt, new_trace, run, run_to_end
-from talon.drafters import make_drafter
-from talon.models import ModelLoadError
+from talon.engine.decode import encode_prompt, new_trace, run, run_to_end
+from talon.drafters.factory import make_drafter
+from talon.models.loaded import ModelLoadError
 
 pytestmark = pytest.mark.engine
 
@@ -83,7 +83,7 @@ def test_step_records_are_consistent(target):
     assert trace.output_text == target.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
     assert trace.stop_reason in ("eos", "max_new_tokens")
     # The n-gram drafter copies names from this extraction prompt: some step accepts a draft.
-    assert any(s.accepted_depth > 0 for s in trace.steps)
+    assert any(s.accepted_tokens > 0 for s in trace.steps)
 
 
 def test_sampling_is_seeded_and_runs_every_method(target):

@@ -8,14 +8,14 @@ import json
 import pytest
 import torch
 
-from talon.builders import TalonBuilder
-from talon.decode import encode_prompt
-from talon.head import (DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, HeadDrafter,
-                        load_head)
-from talon.models import ModelLoadError
-from talon.train_head import (TOP_K, TrainArgs, _batch, answer_plan, draft_vocab,
-                              generate_sequences, generation_batches, head_loss, main, parse_args, read_sequences,
-                              save_atomic, ttt_mask)
+from talon.engine.builders import TalonBuilder
+from talon.engine.decode import encode_prompt
+from talon.drafters.head import HeadDrafter
+from talon.drafters.head_model import DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, load_head
+from talon.models.loaded import ModelLoadError
+from talon.training.train_head import (TOP_K, TrainArgs, _batch, answer_plan, draft_vocab, generate_sequences,
+                                       generation_batches, head_loss, main, parse_args, read_sequences,
+                                       save_atomic, ttt_mask)
 from talon.tree import DraftTree
 
 
@@ -94,7 +94,7 @@ def random_head(target, head_config):
 
 
 def _prompt_state(target, drafter, prompt):
-    from talon.verify import Verifier
+    from talon.engine.verify import Verifier
 
     ids = encode_prompt(target, prompt)
     verifier = Verifier(target, drafter.feature_layers)
@@ -112,20 +112,20 @@ def test_tree_drafting_matches_path_by_path(target, random_head):
     batched = {}
     drafter2 = HeadDrafter(random_head, target)
     _prompt_state(target, drafter2, "Name three rivers in Europe.")
-    batched[0] = drafter2.propose(tree, [0])[0]
+    batched[0] = drafter2.begin_step(DraftTree.with_root(ids[-1])).logprobs[0]
     for d in range(1, tree.max_depth + 1):
         layer = [i for i in range(len(tree)) if tree.depth[i] == d]
-        for k, lp in enumerate(drafter2.propose(tree, layer)):
+        for k, lp in enumerate(drafter2.propose(tree, layer).logprobs):
             batched[layer[k]] = lp
     for leaf_path in tree.root_to_leaf_paths():
         chain_drafter = HeadDrafter(random_head, target)
         _prompt_state(target, chain_drafter, "Name three rivers in Europe.")
         chain = DraftTree.with_root(ids[-1])
-        expected = chain_drafter.propose(chain, [0])[0]
+        expected = chain_drafter.begin_step(chain).logprobs[0]
         assert torch.allclose(expected, batched[0], atol=1e-4)
         for node in leaf_path[1:]:
             new = chain.add(len(chain) - 1, tree.token[node], 0.0)
-            expected = chain_drafter.propose(chain, [new])[0]
+            expected = chain_drafter.propose(chain, [new]).logprobs[0]
             assert torch.allclose(expected, batched[node], atol=1e-4), f"node {node}"
 
 
@@ -258,8 +258,8 @@ def test_shipped_head_agrees_with_the_target_on_an_example(target):
     (this prompt gives MAT 1.52 with the shipped head h7, 1.33 with the head before it; an untrained head
     stays at ~1.0)."""
     from talon.config import DecodeConfig, TreeConfig
-    from talon.decode import run_to_end
-    from talon.drafters import make_drafter
+    from talon.engine.decode import run_to_end
+    from talon.drafters.factory import make_drafter
 
     trace = run_to_end(target, make_drafter("head", target), TreeConfig(method="talon", budget=16, topk=6),
                        DecodeConfig(max_new_tokens=32), "Explain in two sentences why the sky is blue.")

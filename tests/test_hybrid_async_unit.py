@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from talon import metrics
-from talon.builders import TalonBuilder
-from talon.decode import _best_outside, likely_outcome
-from talon.drafters import HybridDrafter, NgramDrafter
+from talon.engine.builders import TalonBuilder
+from talon.engine.speculation import best_outside, likely_outcome
+from talon.drafters.hybrid import HybridDrafter
+from talon.drafters.ngram import NgramDrafter
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
 from tests.toy import TableDrafter
@@ -44,7 +45,7 @@ def test_ngram_datastore_is_used_after_the_sequence_itself():
     assert d.continuations([0, 1]) == {2: 1, 3: 1}         # the sequence's own match wins
     tree = DraftTree.with_root(6)
     d.commit([5, 6])
-    row = d.propose(tree, [0])[0]
+    row = d.begin_step(tree).logprobs[0]
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
 
 
@@ -59,19 +60,20 @@ def _hybrid(model_token: int, sequence: list[int]) -> HybridDrafter:
 def test_hybrid_mixes_the_sources_and_labels_each_node():
     h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])   # lookup after (1, 2) proposes 3
     tree = DraftTree.with_root(2)
-    row = h.propose(tree, [0])[0].exp()
+    proposal = h.begin_step(tree)
+    row = proposal.logprobs[0].exp()
     w = h.retrieval_weight
     assert w == pytest.approx(0.5)
     assert row[3].item() == pytest.approx(w * 1.0 + (1 - w) * 0.1 / (VOCAB - 1), rel=1e-5)
     assert row[7].item() == pytest.approx((1 - w) * 0.9, rel=1e-5)
     assert row.sum().item() == pytest.approx(1.0, rel=1e-5)
-    assert h.source_of(0, 3) == SOURCE_RETRIEVAL and h.source_of(0, 7) == SOURCE_MODEL
+    assert proposal.sources([0, 0], [3, 7]) == [SOURCE_RETRIEVAL, SOURCE_MODEL]
 
 
 def test_hybrid_without_a_lookup_match_is_the_model():
     h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])
     tree = DraftTree.with_root(9)                            # nothing ever followed 9: no lookup match
-    assert torch.allclose(h.propose(tree, [0])[0], _one_hot(7))
+    assert torch.allclose(h.begin_step(tree).logprobs[0], _one_hot(7))
 
 
 def test_hybrid_budget_applies_to_the_merged_tree_and_sources_are_recorded():
@@ -135,9 +137,9 @@ def test_likely_outcome_prefers_a_confident_leaf_to_a_wide_root():
 
 def test_guessed_bonus_skips_tokens_the_tree_already_holds():
     row = torch.log_softmax(torch.tensor([0.0, 3.0, 2.0, 1.0]), dim=0)
-    assert _best_outside(row, [1]) == 2
-    assert _best_outside(torch.full((4,), -math.inf), []) is None
-    assert _best_outside(None, []) is None
+    assert best_outside(row, [1]) == 2
+    assert best_outside(torch.full((4,), -math.inf), []) is None
+    assert best_outside(None, []) is None
 
 
 # ---- timings: projection, timeline, verdict -------------------------------------------------------------

@@ -8,8 +8,10 @@ import shutil
 import pytest
 import torch
 
-from talon.models import (ModelLoadError, cache_is_valid, check_same_tokenizer, embedded_model_dir,
-                          load_model, pick_device, truncated_copy, write_manifest)
+from talon.models.device import pick_device
+from talon.models.embedded import cache_is_valid, embedded_model_dir, write_manifest
+from talon.models.loaded import ModelLoadError
+from talon.models.loading import check_same_tokenizer, load_model, truncated_copy
 
 
 # ---- fast: the manifest check on tiny files --------------------------------------------------------
@@ -84,7 +86,8 @@ def test_load_from_local_directory(target, saved_copy):
 
 @pytest.mark.engine
 def test_local_directory_drafter(target, saved_copy):
-    from talon.drafters import ModelDrafter, make_drafter
+    from talon.drafters.factory import make_drafter
+    from talon.drafters.model import ModelDrafter
 
     drafter = make_drafter(str(saved_copy), target)
     assert isinstance(drafter, ModelDrafter)

@@ -1,4 +1,4 @@
-"""talon.prompt_pool: determinism, size, category shares, uniqueness, limits, and the benchmark guard
+"""talon.training.prompt_pool: determinism, size, category shares, uniqueness, limits, and the benchmark guard
 (which must pass on the pool and fail once a benchmark prompt is slipped in). Fast: no model."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from talon import prompt_pool as pp
+from talon.training import prompt_pool as pp
 
 
 @pytest.fixture(scope="module")

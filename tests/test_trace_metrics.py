@@ -7,13 +7,14 @@ import math
 import pytest
 import torch
 
-from talon.builders import TalonBuilder
+from talon.engine.builders import TalonBuilder
 from talon.config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
-from talon.metrics import (acceptance_by_depth, delta, draft_share, mat, speedup, summarize,
+from talon.metrics import (acceptance_by_depth, delta, draft_share, mat, speedup, summarize, trace_json,
                            tokens_per_second)
 from talon.trace import TRACE_FORMAT, RunTrace, StepRecord
 from talon.tree import DraftTree
-from talon.verify import NO_TOKEN, greedy_accept
+from talon.engine.verify import greedy_accept
+from talon.tree import NO_TOKEN
 from tests.toy import TableDrafter, random_fn
 
 
@@ -76,9 +77,9 @@ def hand_trace(steps: list[StepRecord] | None = None) -> RunTrace:
 # ---- trace round trip -----------------------------------------------------------------------------------
 def test_hand_steps_are_what_the_docstring_says() -> None:
     a, b, c = hand_steps()
-    assert (a.accepted_path, a.committed_ids, a.accepted_depth) == ([0, 1, 2], [1, 2, 9], 2)
-    assert (b.accepted_path, b.committed_ids, b.accepted_depth) == ([0], [7], 0)
-    assert (c.accepted_path, c.committed_ids, c.accepted_depth) == ([0, 1, 2], [1, 2, 4], 2)
+    assert (a.accepted_path, a.committed_ids, a.accepted_tokens) == ([0, 1, 2], [1, 2, 9], 2)
+    assert (b.accepted_path, b.committed_ids, b.accepted_tokens) == ([0], [7], 0)
+    assert (c.accepted_path, c.committed_ids, c.accepted_tokens) == ([0, 1, 2], [1, 2, 4], 2)
     assert a.layer_widths == [1, 1, 1, 1] and c.layer_widths == [1, 2, 1]
 
 
@@ -99,7 +100,9 @@ def test_trace_json_round_trip_with_builder_tree() -> None:
     d = json.loads(trace.to_json())
     assert d["format"] == TRACE_FORMAT
     assert d["output_text"] == trace.output_text
-    assert d["summary"] == json.loads(json.dumps(summarize(trace)))
+    exported = json.loads(trace_json(trace))
+    assert exported["summary"] == json.loads(json.dumps(summarize(trace)))
+    assert RunTrace.from_json(trace_json(trace)) == trace
     assert d["steps"][3]["layer_widths"] == tree.layer_widths()
     assert d["steps"][3]["tree"] == tree.to_dict()
 
@@ -147,7 +150,7 @@ def test_mat_counts_bonus_token() -> None:
     """MAT = committed tokens per target forward, bonus included: (3 + 1 + 3) / 3."""
     steps = hand_steps()
     assert mat(steps) == pytest.approx(7 / 3)
-    assert mat(steps) == pytest.approx(sum(s.accepted_depth + 1 for s in steps) / len(steps))
+    assert mat(steps) == pytest.approx(sum(s.accepted_tokens + 1 for s in steps) / len(steps))
     assert mat([]) == 0.0
 
 
@@ -157,7 +160,7 @@ def test_mat_of_autoregressive_is_one_and_uses_committed_ids() -> None:
     assert acceptance_by_depth(ar) == []
     # A step cut at EOS commits fewer tokens than path + bonus; MAT counts what was committed.
     cut = make_step(0, chain(0, [1, 2, 3]), [1, 2, 3, 5], 3, 0.0, 0.1, 0.1, cut=2)
-    assert cut.committed_ids == [1, 2] and cut.accepted_depth == 3
+    assert cut.committed_ids == [1, 2] and cut.accepted_tokens == 3
     assert mat([cut]) == 2.0
 
 

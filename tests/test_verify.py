@@ -10,9 +10,10 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from talon.builders import ChainBuilder, Eagle2Builder, StaticBuilder, TalonBuilder, TreeBuilder
+from talon.engine.builders import ChainBuilder, Eagle2Builder, StaticBuilder, TalonBuilder, TreeBuilder
 from talon.tree import DraftTree
-from talon.verify import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, Verdict, greedy_accept, sampling_accept
+from talon.engine.verify import greedy_accept, sampling_accept
+from talon.tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, Verdict
 from tests.toy import (Context, LogprobFn, MarkovTarget, TableDrafter, one_hot_fn, random_fn, table_fn,
                        toy_target_table)
 

@@ -35,7 +35,7 @@ def trace() -> RunTrace:
 @pytest.fixture(scope="module")
 def rich_step(trace: RunTrace) -> StepRecord:
     """The sample step with the most accepted drafts (it also has rejections)."""
-    return max(trace.steps, key=lambda s: (s.accepted_depth, len(s.tree)))
+    return max(trace.steps, key=lambda s: (s.accepted_tokens, len(s.tree)))
 
 
 def random_steps() -> list[StepRecord]:
@@ -89,10 +89,14 @@ def assert_tidy(parent: list[int], lay: TreeLayout) -> None:
 
 # ---- imports -----------------------------------------------------------------------------------
 def test_viz_imports_no_torch_gradio_or_engine():
-    code = ("import sys, viz, viz.layout, viz.tree_figure, viz.charts\n"
-            "bad = [m for m in ('torch', 'gradio') if m in sys.modules]\n"
+    """At run time too (``tests/test_imports.py`` reads the source): importing every ``viz`` module
+    loads neither torch nor gradio, and of ``talon`` only its data, definitions and benchmark descriptions."""
+    code = ("import sys, viz, viz.layout, viz.tree_figure, viz.charts, viz.summary, viz.bench_charts, "
+            "viz.bench_plots\n"
+            "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]\n"
             "bad += [m for m in sys.modules if m.startswith('talon.') and m not in "
-            "('talon.tree', 'talon.trace', 'talon.metrics')]\n"
+            "('talon.config', 'talon.tree', 'talon.trace', 'talon.metrics', 'talon.bench', "
+            "'talon.bench.prompts', 'talon.bench.suites', 'talon.bench.results')]\n"
             "print(','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True,
                          text=True, check=True)
@@ -246,8 +250,8 @@ def test_accepted_path_drawn_thicker(rich_step: StepRecord):
         path = next(t for t in fig.data if t.meta == "accepted-path")
         edges = next(t for t in fig.data if t.meta == "edges")
         assert path.line.width > 2 * edges.line.width
-        assert len(path.x) == 3 * rich_step.accepted_depth
-        assert len(edges.x) == 3 * (len(rich_step.tree) - 1 - rich_step.accepted_depth)
+        assert len(path.x) == 3 * rich_step.accepted_tokens
+        assert len(edges.x) == 3 * (len(rich_step.tree) - 1 - rich_step.accepted_tokens)
 
 
 def test_shared_extent_aligns_two_figures(trace: RunTrace):

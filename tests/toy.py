@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from talon.drafters import Drafter
+from talon.drafters.base import Drafter, Proposal
 from talon.tree import DraftTree
 
 Context = tuple[int, ...]
@@ -51,6 +51,7 @@ class TableDrafter(Drafter):
     ``propose`` call (``calls``) so tests can count forwards and check what each layer was grown from."""
 
     name = "table"
+    can_draft_ahead = True
 
     def __init__(self, vocab_size: int, fn: LogprobFn) -> None:
         self.vocab_size = vocab_size
@@ -68,12 +69,16 @@ class TableDrafter(Drafter):
             assert self._seq[-1] == tree.token[0], "tree root must be the last committed token"
         return tuple(self._seq[:-1]) + node_tokens(tree, node)
 
-    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> torch.Tensor:
+    def begin_step(self, tree: DraftTree) -> Proposal:
+        assert len(tree) == 1, "a step starts from a root-only tree"
+        return self.propose(tree, [0])
+
+    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         self.calls.append(ProposeCall(list(frontier), len(tree), tree))
         rows = [self.fn(self.context(tree, node)).to(torch.float32) for node in frontier]
         out = torch.stack(rows) if rows else torch.empty(0, self.vocab_size)
         assert out.shape == (len(frontier), self.vocab_size)
-        return out
+        return Proposal(out)
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq.extend(int(t) for t in new_ids)

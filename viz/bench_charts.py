@@ -2,7 +2,7 @@
 ``python -m talon.bench --suite``), shared by the CLI and the app's Benchmark tab.
 
 Pure pandas / Plotly: no torch.  Every function takes the DataFrames (schemas in
-``talon.bench_results``) and returns a table or a figure; data a function needs but the results do not
+``talon.bench.results``) and returns a table or a figure; data a function needs but the results do not
 hold (e.g. no N sweep in a ``quick`` run) gives an empty table or a figure with a note, never an error.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from talon.suites import TREE_METHODS, split_method
+from talon.bench.suites import TREE_METHODS, split_method
 
 from .style import TEMPLATE
 

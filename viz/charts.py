@@ -51,7 +51,7 @@ def _figure(traces: list, title: str, x_title: str, y_title: str, *, xaxis: dict
 
 def _accepted_committed(step: StepRecord) -> int:
     """Accepted drafts that made it into the output (the output may be cut at EOS / the limit)."""
-    return min(step.accepted_depth, len(step.committed_ids))
+    return min(step.accepted_tokens, len(step.committed_ids))
 
 
 def committed_tokens_chart(trace: RunTrace) -> go.Figure:
@@ -118,7 +118,7 @@ def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
                    colorbar={"title": {"text": "nodes", "side": "top"}, "thickness": 12},
                    hovertemplate="step %{x}, depth %{y}: %{z} nodes<extra></extra>",
                    name="layer width"),
-        go.Scatter(x=x, y=[s.accepted_depth if s.accepted_depth else None for s in steps],
+        go.Scatter(x=x, y=[s.accepted_tokens if s.accepted_tokens else None for s in steps],
                    mode="markers", name="accepted depth",
                    marker={"symbol": "line-ew-open", "size": 16, "color": "#D62728",
                            "line": {"width": 3, "color": "#D62728"}},

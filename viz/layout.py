@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from talon.tree import DraftTree
+from talon.tree import DraftTree, children_lists
 
 
 @dataclass(frozen=True)
@@ -51,20 +51,6 @@ class TreeLayout:
         return (max(self.y) - min(self.y) + 1.0) if self.y else 0.0
 
 
-def _children(parent: Sequence[int]) -> list[list[int]]:
-    """Children of each node in index order; checks that parents come before their children."""
-    kids: list[list[int]] = [[] for _ in parent]
-    for i, p in enumerate(parent):
-        if i == 0:
-            if p != -1:
-                raise ValueError("node 0 must be the root (parent -1)")
-            continue
-        if not 0 <= p < i:
-            raise ValueError(f"node {i}: parent {p} does not come before it")
-        kids[p].append(i)
-    return kids
-
-
 def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
     """Lay out the tree given by ``parent`` (``parent[0] == -1``; ``parent[i] < i`` otherwise).
 
@@ -78,7 +64,7 @@ def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
     n = len(parent)
     if n == 0:
         return TreeLayout([], [])
-    kids = _children(parent)
+    kids = children_lists(parent)
     depth = [0] * n
     for i in range(1, n):
         depth[i] = depth[parent[i]] + 1

@@ -156,7 +156,7 @@ def _bonus_hover(step: StepRecord) -> str:
     last = step.accepted_path[-1]
     lines = [f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (bonus token)",
              f"the target's own token after node {last} (depth {step.tree.depth[last] + 1})",
-             f"{step.accepted_depth} draft(s) accepted + this token"]
+             f"{step.accepted_tokens} draft(s) accepted + this token"]
     if not _committed_count(step, len(step.accepted_path)):
         lines.append("not committed (output cut at EOS / token limit)")
     return "<br>".join(lines)
@@ -208,7 +208,7 @@ def _outline(step: StepRecord, ids: Sequence[int]) -> dict:
 def default_title(step: StepRecord) -> str:
     """``Step i: N drafts · a accepted + bonus → c tokens committed ("text")``."""
     text = _esc(visible_text(step.committed_text, 40))
-    return (f"Step {step.index}: {step.tree.num_drafts} drafts · {step.accepted_depth} accepted "
+    return (f"Step {step.index}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
             f"+ bonus → {len(step.committed_ids)} committed (“{text}”)")
 
 

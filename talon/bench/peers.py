@@ -30,8 +30,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .config import ConfigError
-from .models import LoadedModel, ModelRegistry, check_same_tokenizer, truncated_copy
+from ..config import ConfigError
+from ..drafters.factory import draft_model, parse_drafter_spec
+from ..engine.stopping import cut_at_eos
+from ..models.device import synchronize
+from ..models.loaded import LoadedModel
+from ..models.registry import ModelRegistry
 from .suites import PEER_METHODS
 
 PROMPT_LOOKUP_TOKENS = 10
@@ -87,28 +91,22 @@ def assistant_for(spec: str, target: LoadedModel, registry: ModelRegistry | None
     layers, with a private generation config so HF's schedule updates never touch the target's) or a
     model directory / Hub id sharing the target's tokenizer.  Heads, n-grams and hybrids have no
     transformers equivalent: ``ConfigError``."""
-    spec = (spec or "").strip()
-    if spec.startswith("layers:"):
-        try:
-            k = int(spec.split(":", 1)[1])
-        except ValueError as err:
-            raise ConfigError(f"Assistant {spec!r}: K in 'layers:K' must be a whole number.") from err
-        lm = truncated_copy(target, k)
-        lm.model.generation_config = copy.deepcopy(target.model.generation_config)
-        return lm
-    if not spec or spec == "ngram" or spec == "head" or spec.startswith(("head:", "hybrid:")):
+    parsed = parse_drafter_spec(spec)
+    if not parsed.is_model:
         raise ConfigError(f"Assistant {spec!r}: transformers' assisted generation needs a draft *model*: "
                           "use 'layers:K' or a model directory / Hub id with the target's tokenizer.")
-    lm = (registry or ModelRegistry()).get(spec)
-    check_same_tokenizer(target, lm)
+    lm = draft_model(parsed, target, registry)
+    if parsed.kind == "layers":
+        lm.model.generation_config = copy.deepcopy(target.model.generation_config)
     return lm
 
 
 def default_assistant_spec(drafter_spec: str) -> str:
-    """The drafter spec itself when it names a model (directory or Hub id), else ``DEFAULT_ASSISTANT``."""
-    spec = (drafter_spec or "").strip()
-    special = spec in ("", "ngram", "head") or spec.startswith(("head:", "hybrid:", "layers:"))
-    return DEFAULT_ASSISTANT if special else spec
+    """The drafter spec itself when it names a model directory or Hub id, else ``DEFAULT_ASSISTANT``."""
+    try:
+        return drafter_spec if parse_drafter_spec(drafter_spec).kind == "model" else DEFAULT_ASSISTANT
+    except ConfigError:  # no spec given
+        return DEFAULT_ASSISTANT
 
 
 def generate_kwargs(method: str, temperature: float, assistant: LoadedModel | None = None) -> dict:
@@ -122,24 +120,9 @@ def generate_kwargs(method: str, temperature: float, assistant: LoadedModel | No
         kwargs.update(prompt_lookup_num_tokens=PROMPT_LOOKUP_TOKENS, max_matching_ngram_size=PROMPT_LOOKUP_NGRAM)
     elif method == "hf_assisted":
         if assistant is None:
-            raise ConfigError("hf_assisted needs an assistant model (see talon.peers.assistant_for).")
+            raise ConfigError("hf_assisted needs an assistant model (see talon.bench.peers.assistant_for).")
         kwargs["assistant_model"] = assistant.model
     return kwargs
-
-
-def _sync(lm: LoadedModel) -> None:
-    if lm.device.type == "cuda":
-        torch.cuda.synchronize(lm.device)
-
-
-def cut_at_eos(ids: Sequence[int], eos: frozenset[int]) -> list[int]:
-    """``ids`` up to and including the first EOS token (what our decode loop commits)."""
-    out = []
-    for t in ids:
-        out.append(int(t))
-        if t in eos:
-            break
-    return out
 
 
 def run_peer(method: str, target: LoadedModel, prompt_ids: Sequence[int], max_new_tokens: int, *,
@@ -152,7 +135,7 @@ def run_peer(method: str, target: LoadedModel, prompt_ids: Sequence[int], max_ne
     Args:
         method: one of ``PEER_METHODS``.
         target: the target model (its weights are only read).
-        prompt_ids: the prompt's token ids, chat template applied (``talon.decode.encode_prompt``).
+        prompt_ids: the prompt's token ids, chat template applied (``talon.engine.decode.encode_prompt``).
         max_new_tokens: generated tokens at most, prompt not counted; EOS also stops.
         temperature: 0 = greedy; > 0 samples (seeded by ``seed`` through ``torch.manual_seed``).
         assistant: the draft model for ``hf_assisted`` (``assistant_for``).
@@ -168,11 +151,11 @@ def run_peer(method: str, target: LoadedModel, prompt_ids: Sequence[int], max_ne
         torch.manual_seed(seed)
     timed_on_gpu = method == "hf_assisted" and target.device.type == "cuda"
     with count_forwards(target.model) as t_count, count_forwards(draft_model, timed_on_gpu) as d_count:
-        _sync(target)
+        synchronize(target.device)
         t0 = time.perf_counter()
         out = target.model.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                     eos_token_id=sorted(eos), pad_token_id=pad, **kwargs)
-        _sync(target)
+        synchronize(target.device)
         seconds = time.perf_counter() - t0
     new = cut_at_eos(out[0, len(prompt_ids):].tolist(), eos)
     reason = "eos" if new and new[-1] in eos else "max_new_tokens"

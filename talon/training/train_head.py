@@ -1,10 +1,10 @@
 """Train an EAGLE-style draft head for a target by self-distillation.
 
-    python -m talon.train_head --out runs/head-smollm2 --ship assets/heads/smollm2-135m-instruct
+    python -m talon.training.train_head --out runs/head-smollm2 --ship assets/heads/smollm2-135m-instruct
 
 Stages, each resumable (a finished stage is skipped; training resumes from its last checkpoint):
 
-1. **generate**: the target answers every prompt of ``talon.prompt_pool`` (batched) ->
+1. **generate**: the target answers every prompt of ``talon.training.prompt_pool`` (batched) ->
    ``sequences.jsonl`` (prompt ids, response ids, category, train / held-out split).  A train prompt
    gets one answer per temperature of ``--answers`` (0 = greedy; sampled answers are seeded), a
    held-out prompt one greedy answer, as when decoding.
@@ -47,8 +47,11 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from .head import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
-from .models import LoadedModel, load_model
+from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
+from ..engine.stopping import cut_at_eos
+from ..models.loaded import LoadedModel
+from ..models.loading import load_model
+from .prompt_pool import build_prompt_pool
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
 SEQUENCES = "sequences.jsonl"
@@ -114,7 +117,6 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     batch (resumable: a row is keyed by prompt id and answer index)."""
     path = args.out / SEQUENCES
     done = {(r["id"], r.get("answer", 0)) for r in read_sequences(path, repair=True)}
-    from .prompt_pool import build_prompt_pool
 
     pool = build_prompt_pool(seed=args.seed, size=args.prompts)
     rng = random.Random(args.seed)
@@ -144,11 +146,7 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
                                         pad_token_id=tok.pad_token_id)
             for row, (k, _, item) in enumerate(batch):
                 prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
-                response = out[row, enc["input_ids"].shape[1]:].tolist()
-                for n, t in enumerate(response):
-                    if t in eos:
-                        response = response[: n + 1]
-                        break
+                response = cut_at_eos(out[row, enc["input_ids"].shape[1]:].tolist(), eos)
                 f.write(json.dumps({"id": item["id"], "answer": k, "temperature": temp, "category": item["category"],
                                     "split": split[item["id"]], "prompt_ids": prompt_ids,
                                     "response_ids": response}) + "\n")
@@ -395,7 +393,7 @@ def draft_vocab(rows: list[dict], size: int, vocab_size: int, always: Iterable[i
 def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log=print) -> Path | None:
     """``draft_vocab.json`` for the sequences in ``args.out`` (``None`` when ``args.draft_vocab`` is 0 or
     covers the whole vocabulary), with its held-out answer coverage."""
-    vocab_size = target.model.get_output_embeddings().weight.shape[0]
+    vocab_size = target.vocab_size
     if not args.draft_vocab or args.draft_vocab >= vocab_size:
         return None
     rows = read_sequences(args.out / SEQUENCES)
@@ -475,7 +473,7 @@ def _temperatures(text: str) -> tuple[float, ...]:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    p = argparse.ArgumentParser(prog="python -m talon.train_head", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m talon.training.train_head", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="working directory (data, checkpoints, head)")
     p.add_argument("--target", default="embedded")
     p.add_argument("--prompts", type=int, default=TrainArgs.prompts, help="prompts from the pool")

@@ -6,48 +6,12 @@ distributions, so they are tested on toy distributions; ``Verifier`` runs the ta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
-from .cached_lm import CachedLM
-from .models import LoadedModel
-from .tree import ACCEPTED, NOT_REACHED, REJECTED, ROOT, DraftTree
-NO_TOKEN = -1
-
-
-@dataclass
-class Verdict:
-    """What the target made of one tree.
-
-    Attributes:
-        status: per node: ``root``, ``accepted``, ``rejected`` (a child of a visited node that the
-            target tested and refused) or ``not reached``.
-        accepted_path: node ids from the root (included) to the deepest accepted node.
-        bonus_token: the target's own token after the accepted path.
-        target_token: per node, the token the target chose after it (``-1`` where not visited);
-            at the last path node this is the bonus token.
-        target_prob: per node, the target's probability of the node's token given its parent's
-            context (1.0 for the root); at temperature 0 taken from the untempered softmax.
-    """
-
-    status: list[str]
-    accepted_path: list[int]
-    bonus_token: int
-    target_token: list[int]
-    target_prob: list[float]
-
-    @property
-    def accepted_tokens(self) -> int:
-        """Draft tokens accepted (root excluded)."""
-        return len(self.accepted_path) - 1
-
-
-def _children(tree: DraftTree) -> list[list[int]]:
-    kids: list[list[int]] = [[] for _ in range(len(tree))]
-    for i in range(1, len(tree)):
-        kids[tree.parent[i]].append(i)
-    return kids
+from ..models.loaded import LoadedModel
+from ..tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
+from .kv_cache import CachedLM
 
 
 def _node_token_probs(tree: DraftTree, probs: torch.Tensor) -> list[float]:
@@ -63,7 +27,7 @@ def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
     """Walk from the root: at each node take the target's argmax and descend into the child with that
     token if there is one; otherwise it is the bonus token.  ``logits``: ``[len(tree), vocab]``,
     row i = the target's next-token logits after node i."""
-    kids = _children(tree)
+    kids = tree.children_lists()
     argmax = logits.argmax(dim=-1).tolist()
     status = [ROOT] + [NOT_REACHED] * (len(tree) - 1)
     target_token = [NO_TOKEN] * len(tree)
@@ -91,7 +55,7 @@ def sampling_accept(tree: DraftTree, probs: torch.Tensor, generator: torch.Gener
     p(x) = 0 and renormalising; if every child is refused, the bonus token is drawn from what remains
     of p.  This samples exactly from the target.  ``probs``: ``[len(tree), vocab]`` target
     probabilities (temperature applied); ``generator`` is a CPU generator."""
-    kids = _children(tree)
+    kids = tree.children_lists()
     status = [ROOT] + [NOT_REACHED] * (len(tree) - 1)
     target_token = [NO_TOKEN] * len(tree)
     path = [0]

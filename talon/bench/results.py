@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import metrics
+from .. import metrics
 
 RUN_COLUMNS = (
     "suite", "experiment", "kind", "sweep", "setting", "temperature", "seed",

@@ -3,22 +3,22 @@ forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with 
 it shares the cache code and the timing."""
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
-from dataclasses import dataclass
 
 import torch
 
-from .builders import BuildResult, TreeBuilder, make_builder
-from .config import ConfigError, DecodeConfig, TreeConfig
-from .drafters import Drafter
-from .models import LoadedModel
-from .trace import RunTrace, StepRecord
-from .tree import DraftTree
-from .verify import NO_TOKEN, Verifier
+from ..config import ConfigError, DecodeConfig, TreeConfig
+from ..drafters.base import Drafter
+from ..models.device import device_label, synchronize
+from ..models.loaded import LoadedModel
+from ..trace import RunTrace, StepRecord
+from ..tree import NO_TOKEN, DraftTree
+from .builders import make_builder
+from .speculation import speculate
+from .stopping import cut_step
+from .verify import Verifier
 
 MAX_PROMPT_CHARS = 20_000
 
@@ -37,12 +37,6 @@ def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
     else:
         ids = tok(prompt)["input_ids"]
     return [int(i) for i in ids]
-
-
-def device_label(lm: LoadedModel) -> str:
-    if lm.device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(lm.device)})"
-    return lm.device.type
 
 
 def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
@@ -68,11 +62,6 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
                     device=device_label(target))
 
 
-def _sync(lm: LoadedModel) -> None:
-    if lm.device.type == "cuda":
-        torch.cuda.synchronize(lm.device)
-
-
 class _TextDiff:
     """Turns the growing id list into per-step text pieces that concatenate to the full decode,
     holding back an incomplete multi-byte character until it completes."""
@@ -88,86 +77,6 @@ class _TextDiff:
         piece = full[len(self.emitted):] if full.startswith(self.emitted) else ""
         self.emitted += piece
         return piece
-
-
-def likely_outcome(tree: DraftTree) -> list[int]:
-    """The drafter's guess at the outcome of verifying ``tree``: the node ``u`` that maximises the
-    drafter's probability of "the target accepts the path to ``u``, then emits as bonus the drafter's
-    best token outside ``u``'s children", ``p(path to u) * b(u)``.  Node ids from the root to ``u``.
-
-    ``b(u)``, the best outside token's draft probability, is bounded by ``u``'s least likely child and
-    by the mass its children leave; a leaf was never expanded, so it gets the drafter's typical
-    confidence in this tree (the mean best-child probability of the expanded nodes).  Scoring only the
-    chance to *stop* at ``u`` instead would favour the root of a wide tree, whose bonus must be a token
-    the drafter ranked below all K root children and is almost never the target's."""
-    n = len(tree)
-    child_mass, least, best = [0.0] * n, [1.0] * n, [0.0] * n
-    for node in range(1, n):
-        q = math.exp(tree.draft_logprob[node])
-        parent = tree.parent[node]
-        child_mass[parent] += q
-        least[parent], best[parent] = min(least[parent], q), max(best[parent], q)
-    expanded = [u for u in range(n) if child_mass[u] > 0.0]
-    typical = sum(best[u] for u in expanded) / len(expanded) if expanded else 0.5
-
-    def bonus(u: int) -> float:
-        return min(least[u], max(0.0, 1.0 - child_mass[u])) if child_mass[u] > 0.0 else typical
-
-    return tree.path_to(max(range(n), key=lambda u: (math.exp(tree.path_logprob[u]) * bonus(u), -u)))
-
-
-@dataclass
-class Speculation:
-    """The next step's tree drafted while the target verified this one, from a guessed outcome."""
-
-    guess: list[int]          # the committed tokens it assumed (path tokens, then the guessed bonus)
-    checkpoint: int           # drafter state before the guess (for rollback / confirm)
-    built: BuildResult | None  # the next tree, None if no guess could be made
-    start: float              # seconds since the run started
-    seconds: float
-    drafter_info: dict
-
-
-def _best_outside(logprobs: torch.Tensor | None, exclude: Sequence[int]) -> int | None:
-    """Most likely token of ``logprobs`` (``[vocab]``) not in ``exclude``; None if none is finite."""
-    if logprobs is None:
-        return None
-    logprobs = logprobs.clone()
-    if exclude:
-        logprobs[list(exclude)] = -math.inf
-    return int(logprobs.argmax()) if torch.isfinite(logprobs).any() else None
-
-
-def _speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, stream: torch.cuda.Stream | None,
-               clock0: float) -> Speculation:
-    """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
-    then as bonus the drafter's best token there that the tree does not already hold), commit the
-    guess to the drafter and build the next tree from it.  One more drafter forward than a
-    synchronous step when the guess goes below the root.  ``stream``: the run's side CUDA stream
-    (``None`` on a CPU)."""
-    t0 = time.perf_counter()
-    tree = built.tree
-    checkpoint = drafter.checkpoint()
-    stop = likely_outcome(tree)[-1]
-    path_tokens = tree.path_tokens(stop)
-    children = [tree.token[c] for c in tree.children(stop)]
-    guess, next_built, info, forwards = [], None, {}, 0
-    with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
-        logprobs = built.root_logprobs
-        if path_tokens:
-            drafter.commit(path_tokens)
-            logprobs = drafter.propose(DraftTree.with_root(path_tokens[-1]), [0])[0]
-            forwards = 1
-        bonus = _best_outside(logprobs, children)
-        if bonus is not None:
-            drafter.commit([bonus])
-            guess = path_tokens + [bonus]
-            next_built = builder.build(drafter, bonus)
-            next_built.drafter_forwards += forwards
-            info = drafter.step_info()
-        if stream is not None:
-            stream.synchronize()
-    return Speculation(guess, checkpoint, next_built, t0 - clock0, time.perf_counter() - t0, info)
 
 
 def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
@@ -199,7 +108,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
             prompt_hidden = verifier.prefill(prompt_ids)
             if builder is not None:
                 drafter.reset(prompt_ids, prompt_hidden)
-            _sync(target)
+            synchronize(target.device)
             trace.prefill_seconds = time.perf_counter() - clock0
             root = prompt_ids[-1]
             generated: list[int] = []
@@ -217,25 +126,18 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
                 else:
                     built = builder.build(drafter, root)
                     tree, forwards, info = built.tree, built.drafter_forwards, drafter.step_info()
-                _sync(target)
+                synchronize(target.device)
                 t1 = time.perf_counter()
-                pending = worker.submit(_speculate, drafter, builder, built, side_stream, clock0) if worker else None
+                pending = worker.submit(speculate, drafter, builder, built, side_stream, clock0) if worker else None
                 verdict = verifier.verify(tree, decode_cfg.temperature, generator)
                 path_hidden = verifier.commit(verdict)
-                _sync(target)
+                synchronize(target.device)
                 t2 = time.perf_counter()
                 speculation = pending.result() if pending else None
                 t3 = time.perf_counter()
 
-                new_ids = [tree.token[n] for n in verdict.accepted_path[1:]] + [verdict.bonus_token]
-                reason = ""
-                room = decode_cfg.max_new_tokens - len(generated)
-                if len(new_ids) >= room:
-                    new_ids, reason = new_ids[:room], "max_new_tokens"
-                for k, t in enumerate(new_ids):
-                    if t in eos:
-                        new_ids, reason = new_ids[: k + 1], "eos"
-                        break
+                new_ids, reason = cut_step(tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
+                                           eos, decode_cfg.max_new_tokens - len(generated))
                 generated.extend(new_ids)
                 hit = None
                 if builder is not None:

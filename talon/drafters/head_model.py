@@ -32,10 +32,8 @@ from torch import nn
 from transformers import DynamicCache, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from .cached_lm import TreeKVCache
-from .drafters import Drafter
-from .models import LoadedModel, ModelLoadError
-from .tree import DraftTree
+from ..config import ASSETS
+from ..models.loaded import LoadedModel, ModelLoadError
 
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
@@ -43,8 +41,8 @@ HEAD_FORMAT = 1
 DRAFT_VOCAB = "draft_vocab.json"
 """Optional: ``{"ids": [token ids, ascending], ...provenance}``, the tokens the head may draft."""
 HEAD_FILES = [HEAD_WEIGHTS, HEAD_CONFIG, DRAFT_VOCAB]
-SHIPPED_HEAD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-instruct"
-"""The head trained for the embedded SmolLM2-135M-Instruct (``python -m talon.train_head``)."""
+SHIPPED_HEAD = ASSETS / "heads" / "smollm2-135m-instruct"
+"""The head trained for the embedded SmolLM2-135M-Instruct (``python -m talon.training.train_head``)."""
 
 
 def target_checksum(target: LoadedModel) -> str:
@@ -223,94 +221,3 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
         raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
     head.use_draft_vocab(ids, target.model.get_output_embeddings())
     return head
-
-
-class HeadCache(TreeKVCache):
-    """The head's KV cache.  Cache row k holds head position k + 1 (position 0 has no feature)."""
-
-    def __init__(self, head: DraftHead, target: LoadedModel) -> None:
-        super().__init__(DynamicCache(config=head.llama_config), target.device)
-        self.head, self.target = head, target
-        self.position_offset = 1  # position 0 has no preceding feature
-
-    def _model_forward(self, input_ids, position_ids, mask, features=None):
-        embeds = self.target.model.get_input_embeddings()(input_ids)
-        states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.cache)
-        logits = self.head.logits(states, self.target.model.get_output_embeddings())
-        return logits[0].float(), states[0]
-
-
-class HeadDrafter(Drafter):
-    """Drafts with a ``DraftHead``: committed positions read the target's fused features, tree nodes
-    read the head's own output at their parent.  One head forward per tree layer."""
-
-    def __init__(self, head: DraftHead, target: LoadedModel, name: str = "EAGLE-style head") -> None:
-        self.head, self.target = head, target
-        self.feature_layers = head.config.feature_layers
-        self.name = name
-        self._cache: HeadCache | None = None
-        self._seq: list[int] = []
-        self._features = torch.empty(0)
-        self._node_states: dict[int, torch.Tensor] = {}
-        self._tree: DraftTree | None = None   # the tree of the last propose call
-        self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
-
-    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self._cache = HeadCache(self.head, self.target)
-        self._seq = list(prompt_ids)
-        h = self.head.config.hidden_size
-        self._features = (self.head.fuse_features(target_hidden) if target_hidden is not None
-                          else torch.empty(0, h, device=self.target.device, dtype=self.target.dtype))
-        self._node_states = {}
-        self._tree, self._stale_from = None, None
-
-    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> torch.Tensor:
-        cache = self._cache
-        self._tree = tree
-        if list(frontier) == [0]:
-            start = cache.committed_len          # head rows cover positions 1 .. start
-            tokens = self._seq[start + 1:]        # positions start+1 .. L-1 (the root is last)
-            if not tokens:                        # a one-token prompt: no feature for the root
-                return torch.full((1, self.head.config.vocab_size), float("-inf"))
-            logits, states = cache.extend_committed(tokens, features=self._features[start:start + len(tokens)])
-            self._node_states = {0: states[-1]}
-            return torch.log_softmax(logits[-1:], dim=-1)
-        features = torch.stack([self._node_states[tree.parent[u]] for u in frontier])
-        logits, states = cache.forward_nodes(tree, frontier, len(self._seq) - 1, features=features)
-        for k, u in enumerate(frontier):
-            self._node_states[u] = states[k]
-        return torch.log_softmax(logits, dim=-1)
-
-    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        if target_hidden is not None:
-            features = self.head.fuse_features(target_hidden)
-        else:  # speculative: the head's own state at each node stands in for the target's feature there
-            nodes = [0]
-            for token in new_ids[:-1]:
-                nodes.append(next(c for c in self._tree.children(nodes[-1]) if self._tree.token[c] == token))
-            features = torch.stack([self._node_states[n] for n in nodes])
-        self._cache.drop_tree()
-        if self._stale_from is not None:
-            self._cache.crop_committed(min(self._cache.committed_len, self._stale_from))
-            self._stale_from = None
-        self._seq.extend(int(t) for t in new_ids)
-        self._features = torch.cat([self._features, features])
-        self._node_states = {}
-
-    def checkpoint(self) -> int:
-        return len(self._seq)
-
-    def rollback(self, checkpoint: int) -> None:
-        del self._seq[checkpoint:]
-        self._features = self._features[: checkpoint - 1]
-        self._cache.crop_committed(min(self._cache.committed_len, checkpoint - 1))
-        self._node_states = {}
-
-    def confirm(self, checkpoint: int, target_hidden: torch.Tensor | None = None) -> None:
-        """Swap the stand-in features of the confirmed tokens for the target's; the head's cache rows
-        built on them are recomputed at the next commit (after the tree drafted from them is used)."""
-        if target_hidden is None:
-            return
-        rows = slice(checkpoint - 1, checkpoint - 1 + target_hidden.shape[0])
-        self._features[rows] = self.head.fuse_features(target_hidden)
-        self._stale_from = checkpoint - 1 if self._stale_from is None else min(self._stale_from, checkpoint - 1)

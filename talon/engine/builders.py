@@ -3,20 +3,22 @@ log-probabilities of a whole frontier in one call per layer.
 
 Every builder only admits tokens with a finite draft log-probability, so a drafter that proposes few
 tokens (prompt lookup) yields a smaller tree than the budget.  Siblings never repeat a token.
-Budgets count draft nodes, the root excluded.
+Budgets count draft nodes, the root excluded.  A builder holds only its settings: everything one
+``build`` call produces lives in that call's ``Growth``, so one builder can serve several threads.
 """
 from __future__ import annotations
 
 import heapq
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from .config import ConfigError, TreeConfig
-from .drafters import Drafter
-from .tree import DraftTree
+from ..config import ConfigError, TreeConfig
+from ..drafters.base import Drafter, Proposal
+from ..tree import DraftTree
 
 DEFAULT_STATIC_RANK_PRIOR = (0.6, 0.2, 0.1)
 """Assumed acceptance of a node's best, second and third child, used only to give the default static
@@ -27,9 +29,41 @@ tree its fixed shape (at most 3 children per node)."""
 class BuildResult:
     tree: DraftTree
     drafter_forwards: int
-    """Number of ``Drafter.propose`` calls made (one batched forward each)."""
+    """Number of drafter calls made (``begin_step`` + ``propose``; one batched forward each)."""
     root_logprobs: torch.Tensor | None = None
     """The drafter's next-token log-probabilities after the root, ``[vocab]`` (async mode guesses from it)."""
+
+
+class Growth:
+    """One ``build`` call's state: the tree being grown, the drafter, and the forwards counted."""
+
+    def __init__(self, drafter: Drafter, root_token: int) -> None:
+        self.drafter = drafter
+        self.tree = DraftTree.with_root(root_token)
+        self.forwards = 0
+        self.root_logprobs: torch.Tensor | None = None
+
+    def root(self) -> Proposal:
+        """The drafter's proposal after the root (starts the drafter's step)."""
+        self.forwards += 1
+        proposal = self.drafter.begin_step(self.tree)
+        self.root_logprobs = proposal.logprobs[0]
+        return proposal
+
+    def expand(self, frontier: Sequence[int]) -> Proposal:
+        """The drafter's proposal after each node of ``frontier`` (draft nodes, parents grown before)."""
+        self.forwards += 1
+        return self.drafter.propose(self.tree, list(frontier))
+
+    def add(self, proposal: Proposal, frontier: Sequence[int], picks: Sequence[tuple[int, int, float]]) -> list[int]:
+        """Add ``picks`` = ``(row, token, logprob)``: ``token`` as a child of ``frontier[row]`` (``frontier``
+        = the nodes ``proposal`` answered for, ``[0]`` for the root), labelled with its source.
+        Returns the new node ids in ``picks`` order."""
+        sources = proposal.sources([r for r, _, _ in picks], [t for _, t, _ in picks])
+        return [self.tree.add(frontier[r], t, lp, s) for (r, t, lp), s in zip(picks, sources)]
+
+    def result(self, tree: DraftTree | None = None) -> BuildResult:
+        return BuildResult(tree if tree is not None else self.tree, self.forwards, self.root_logprobs)
 
 
 class TreeBuilder(ABC):
@@ -38,25 +72,13 @@ class TreeBuilder(ABC):
     name: str = "builder"
 
     def build(self, drafter: Drafter, root_token: int) -> BuildResult:
-        self._forwards = 0
-        self._drafter = drafter
-        self._root_logprobs = None
-        tree = self._grow(DraftTree.with_root(root_token))
-        return BuildResult(tree, self._forwards, self._root_logprobs)
-
-    def _propose(self, tree: DraftTree, frontier: list[int]) -> torch.Tensor:
-        self._forwards += 1
-        logprobs = self._drafter.propose(tree, frontier)
-        if frontier == [0]:
-            self._root_logprobs = logprobs[0]
-        return logprobs
-
-    def _add(self, tree: DraftTree, parent: int, token: int, logprob: float) -> int:
-        return tree.add(parent, token, logprob, self._drafter.source_of(parent, token))
+        """Grow a tree below ``root_token`` (the last committed token) with ``drafter``."""
+        growth = Growth(drafter, root_token)
+        return growth.result(self._grow(growth))
 
     @abstractmethod
-    def _grow(self, tree: DraftTree) -> DraftTree:
-        """Grow draft nodes below ``tree`` (which holds only the root); return the final tree."""
+    def _grow(self, growth: Growth) -> DraftTree:
+        """Grow draft nodes below ``growth.tree`` (which holds only the root); return the final tree."""
 
 
 def _top_finite(logprobs: torch.Tensor, k: int) -> list[tuple[int, float]]:
@@ -64,6 +86,13 @@ def _top_finite(logprobs: torch.Tensor, k: int) -> list[tuple[int, float]]:
     k = min(k, logprobs.shape[-1])
     values, tokens = logprobs.topk(k)
     return [(t, v) for t, v in zip(tokens.tolist(), values.tolist()) if v > -math.inf]
+
+
+def _top_finite_rows(logprobs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """``_top_finite`` of every row of ``[rows, vocab]`` with one host sync."""
+    k = min(k, logprobs.shape[-1])
+    values, tokens = logprobs.topk(k, dim=-1)
+    return [[(t, v) for t, v in zip(tr, vr) if v > -math.inf] for tr, vr in zip(tokens.tolist(), values.tolist())]
 
 
 class ChainBuilder(TreeBuilder):
@@ -74,14 +103,15 @@ class ChainBuilder(TreeBuilder):
     def __init__(self, gamma: int) -> None:
         self.gamma = gamma
 
-    def _grow(self, tree: DraftTree) -> DraftTree:
+    def _grow(self, growth: Growth) -> DraftTree:
         node = 0
         for _ in range(self.gamma):
-            best = _top_finite(self._propose(tree, [node])[0], 1)
+            proposal = growth.root() if node == 0 else growth.expand([node])
+            best = _top_finite(proposal.logprobs[0], 1)
             if not best:
                 break
-            node = self._add(tree, node, *best[0])
-        return tree
+            node = growth.add(proposal, [node], [(0, *best[0])])[0]
+        return growth.tree
 
 
 def default_static_paths(budget: int, max_depth: int,
@@ -114,21 +144,26 @@ class StaticBuilder(TreeBuilder):
     def __init__(self, paths: tuple[tuple[int, ...], ...]) -> None:
         self.paths = tuple(sorted((tuple(p) for p in paths), key=len))
 
-    def _grow(self, tree: DraftTree) -> DraftTree:
+    def _grow(self, growth: Growth) -> DraftTree:
         node_of: dict[tuple[int, ...], int] = {(): 0}
         for depth in range(1, max((len(p) for p in self.paths), default=0) + 1):
             layer = [p for p in self.paths if len(p) == depth and p[:-1] in node_of]
             if not layer:
                 break
             parents = list(dict.fromkeys(node_of[p[:-1]] for p in layer))
-            logprobs = self._propose(tree, parents)
-            ranked = {parent: _top_finite(logprobs[row], 1 + max(p[-1] for p in layer if node_of[p[:-1]] == parent))
-                      for row, parent in enumerate(parents)}
+            proposal = growth.root() if depth == 1 else growth.expand(parents)
+            deepest_rank = {parent: 1 + max(p[-1] for p in layer if node_of[p[:-1]] == parent) for parent in parents}
+            ranked = _top_finite_rows(proposal.logprobs, max(deepest_rank.values()))
+            row_of = {parent: row for row, parent in enumerate(parents)}
+            picks, kept = [], []
             for path in layer:
-                options = ranked[node_of[path[:-1]]]
-                if path[-1] < len(options):
-                    node_of[path] = self._add(tree, node_of[path[:-1]], *options[path[-1]])
-        return tree
+                row = row_of[node_of[path[:-1]]]
+                if path[-1] < len(ranked[row]):
+                    picks.append((row, *ranked[row][path[-1]]))
+                    kept.append(path)
+            for path, node in zip(kept, growth.add(proposal, parents, picks)):
+                node_of[path] = node
+        return growth.tree
 
 
 class Eagle2Builder(TreeBuilder):
@@ -141,19 +176,21 @@ class Eagle2Builder(TreeBuilder):
     def __init__(self, budget: int, topk: int, depth: int) -> None:
         self.budget, self.topk, self.depth = budget, topk, depth
 
-    def _grow(self, tree: DraftTree) -> DraftTree:
-        frontier = [self._add(tree, 0, t, lp) for t, lp in _top_finite(self._propose(tree, [0])[0], self.topk)]
+    def _grow(self, growth: Growth) -> DraftTree:
+        tree = growth.tree
+        proposal = growth.root()
+        frontier = growth.add(proposal, [0], [(0, t, lp) for t, lp in _top_finite(proposal.logprobs[0], self.topk)])
         for _ in range(self.depth - 1):
             if not frontier:
                 break
-            logprobs = self._propose(tree, frontier)
+            proposal = growth.expand(frontier)
             candidates = []
-            for row, parent in enumerate(frontier):
-                for token, lp in _top_finite(logprobs[row], self.topk):
-                    candidates.append((tree.path_logprob[parent] + lp, parent, token, lp))
+            for row, options in enumerate(_top_finite_rows(proposal.logprobs, self.topk)):
+                parent_lp = tree.path_logprob[frontier[row]]
+                candidates += [(parent_lp + lp, row, token, lp) for token, lp in options]
             # Stable sort: equal scores keep expansion order.
             candidates.sort(key=lambda c: -c[0])
-            added = [self._add(tree, parent, token, lp) for _, parent, token, lp in candidates]
+            added = growth.add(proposal, frontier, [(row, token, lp) for _, row, token, lp in candidates])
             frontier = added[: self.topk]
         # Re-rank every recorded candidate.  Ties go to the earlier node, which keeps a parent (score
         # >= its child's) ahead of its children, so the kept set stays connected.
@@ -178,15 +215,20 @@ class TalonBuilder(TreeBuilder):
     def __init__(self, budget: int, topk: int, mu: float) -> None:
         self.budget, self.topk, self.log_mu = budget, topk, math.log(mu)
 
-    def _grow(self, tree: DraftTree) -> DraftTree:
-        layer = [self._add(tree, 0, t, lp)
-                 for t, lp in _top_finite(self._propose(tree, [0])[0], min(self.topk, self.budget))]
+    def _grow(self, growth: Growth) -> DraftTree:
+        tree = growth.tree
+        proposal = growth.root()
+        top = _top_finite(proposal.logprobs[0], min(self.topk, self.budget))
+        layer = growth.add(proposal, [0], [(0, t, lp) for t, lp in top])
         while layer and tree.num_drafts < self.budget:
-            layer = self._next_layer(tree, layer, self._propose(tree, layer))
+            layer = self._next_layer(growth, layer)
         return tree
 
-    def _next_layer(self, tree: DraftTree, parents: list[int], logprobs: torch.Tensor) -> list[int]:
-        """Admit the gated, budget-checked children of ``parents`` (``logprobs``: ``[parents, vocab]``)."""
+    def _next_layer(self, growth: Growth, parents: list[int]) -> list[int]:
+        """Admit the gated, budget-checked children of ``parents`` (one drafter call)."""
+        tree = growth.tree
+        proposal = growth.expand(parents)
+        logprobs = proposal.logprobs                                               # [parents, vocab]
         room = self.budget - tree.num_drafts
         parent_lp = torch.tensor([tree.path_logprob[p] for p in parents], dtype=logprobs.dtype,
                                  device=logprobs.device)
@@ -201,8 +243,8 @@ class TalonBuilder(TreeBuilder):
         order = torch.argsort(-scores[rows, cols], stable=True)[:room].tolist()
         rows, cols = rows.tolist(), cols.tolist()
         tokens, child_lp = tokens.tolist(), child_lp.tolist()  # one device sync, not two per node
-        return [self._add(tree, parents[rows[k]], tokens[rows[k]][cols[k]], child_lp[rows[k]][cols[k]])
-                for k in order]
+        picks = [(rows[k], tokens[rows[k]][cols[k]], child_lp[rows[k]][cols[k]]) for k in order]
+        return growth.add(proposal, parents, picks)
 
 
 def make_builder(cfg: TreeConfig) -> TreeBuilder | None:

@@ -1,0 +1,139 @@
+"""The benchmark CLI, ``python -m talon.bench``:
+
+    python -m talon.bench --prompts assets/prompts.jsonl --methods ar,chain,static,eagle2,talon \\
+        --drafter ngram --budget 16 --max-new-tokens 64 --temperature 0 --seed 0 --out results.json
+
+    python -m talon.bench --suite quick --out-dir docs/bench/quick-cpu
+
+The first form runs one method list and writes a JSON file.  The second runs a named suite
+(``talon.bench.suites``: ``smoke``, ``quick``, ``paper``, ...), the transformers peers included, and
+writes ``runs.csv``, ``summary.csv`` and ``meta.json`` into the directory; ``python -m viz.bench_plots
+DIR`` draws its charts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
+from ..drafters.factory import DRAFTER_HELP
+from ..models.loaded import ModelLoadError
+from . import results
+from .prompts import read_prompts
+from .runner import TREE_FIELDS, run_benchmark, run_suite
+from .suites import ALL_METHODS, SUITES, get_suite, with_overrides
+
+
+def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
+    """Write a suite's results directory: runs.csv, summary.csv, then meta.json, whose ``complete``
+    says whether the suite ran to its end.  Charts: ``python -m viz.bench_plots DIR``."""
+    paths = results.write_tables(out_dir, result["runs"], result["summary"])
+    meta = {**result["meta"], "command": command, "files": [p.name for p in paths] + [results.META]}
+    return paths + [results.write_meta(out_dir, meta)]
+
+
+# ---- CLI --------------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m talon.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--prompts", help="JSONL file of {id, category, prompt} (method-list mode)")
+    p.add_argument("--suite", choices=list(SUITES), help="run a named suite (talon.bench.suites) instead of --prompts")
+    p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json")
+    p.add_argument("--methods", default=None,
+                   help=f"comma list of {', '.join(METHODS)} (default: all but hybrid); suite mode: keep only "
+                        f"these of {', '.join(ALL_METHODS)} (ar always runs)")
+    p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
+    p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
+    p.add_argument("--assistant", default=None,
+                   help="suite mode: hf_assisted's draft model, 'layers:K' or a model directory / Hub id")
+    tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon), top-k (eagle2)",
+                 "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
+                 "gamma": "chain length (draft tokens)"}
+    for name, text in tree_help.items():
+        p.add_argument(f"--{name}", type=float if name == "mu" else int, default=None,
+                       help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
+    p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
+    p.add_argument("--execution", choices=["sync", "async"], default="sync",
+                   help="method-list mode: draft then verify (sync), or draft the next tree while the target "
+                        "verifies (async; needs a drafter that can draft ahead)")
+    p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
+    p.add_argument("--limit", type=int, default=None,
+                   help="use only the first N prompts (suite mode: of each prompt set)")
+    p.add_argument("--out", default="results.json", help="method-list mode: where to write the results JSON")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's own); 1 steadies timings on a busy machine")
+    args = p.parse_args(argv)
+    if bool(args.prompts) == bool(args.suite):
+        p.error("give either --prompts (a method list) or --suite NAME")
+    if args.suite and not args.out_dir:
+        p.error("--suite needs --out-dir")
+    return args
+
+
+def _methods(text: str | None) -> list[str] | None:
+    return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
+
+
+def main_methods(args: argparse.Namespace) -> int:
+    """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
+    methods = _methods(args.methods) or [m for m in METHODS if m != "hybrid"]
+    try:
+        for m in methods:
+            TreeConfig(method=m)  # validates the name
+        tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k)
+                       for k in TREE_FIELDS}
+        TreeConfig(**tree_kwargs)
+        decode_cfg = DecodeConfig(temperature=args.temperature, seed=args.seed or 0,
+                                  max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
+        prompts = read_prompts(args.prompts)[: args.limit]
+        result = run_benchmark(prompts, methods, ModelSpec(args.target, args.drafter or "ngram"), tree_kwargs,
+                               decode_cfg, log=lambda s: print(s, file=sys.stderr))
+    except (ConfigError, ModelLoadError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    table = pd.DataFrame(result["summary"]).set_index("method")
+    print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
+    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The suite mode (``--suite``): a results directory, the overall table on stdout."""
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    try:
+        methods = _methods(args.methods)
+        suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
+                               max_new_tokens=args.max_new_tokens, seed=args.seed,
+                               tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
+                               methods=tuple(methods) if methods else None)
+        command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+        out_dir = Path(args.out_dir)
+        result = run_suite(suite, args.target, args.limit, log,
+                           checkpoint=lambda partial: write_suite(out_dir, partial, command))
+    except (ConfigError, ModelLoadError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    paths = write_suite(out_dir, result, command)
+    table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
+    cols = ["experiment", "setting", "temperature", "method", "prompts", "MAT", "delta", "tokens_per_s",
+            "speedup", "draft_share", "matches_ar"]
+    print(f"device: {result['meta']['device']}  model: {result['meta']['model']}  drafter: {suite.drafter}")
+    print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"wrote {len(paths)} files to {out_dir}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return main_suite(args, argv) if args.suite else main_methods(args)

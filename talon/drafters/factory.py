@@ -1,0 +1,129 @@
+"""The one parser of drafter specs (``parse_drafter_spec``) and the factory that builds a fresh
+``Drafter`` (per-run state) from one, with models and heads loaded once in a ``ModelRegistry``."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..config import ConfigError
+from ..models.loaded import LoadedModel, ModelLoadError
+from ..models.loading import check_same_tokenizer, truncated_copy
+from ..models.registry import ModelRegistry
+from .base import Drafter
+from .head import HeadDrafter
+from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
+from .hybrid import HybridDrafter
+from .model import ModelDrafter
+from .ngram import NgramDrafter
+
+DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
+                "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'hybrid:SPEC' (SPEC merged "
+                "with prompt lookup), or a local directory / Hugging Face id of a small LM with the target's "
+                "tokenizer")
+KINDS = ("ngram", "head", "layers", "hybrid", "model")
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """A parsed drafter spec.
+
+    Attributes:
+        kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head);
+            ``layers`` (``layers`` = K, the target's first K decoder layers); ``hybrid`` (``inner`` is
+            merged with prompt lookup); ``model`` (``location`` = a directory or Hub id of a causal LM).
+        location: a head's or model's directory / Hub id.
+        layers: K of ``layers:K``.
+        inner: the model side of ``hybrid:SPEC``.
+    """
+
+    kind: str
+    location: str = ""
+    layers: int = 0
+    inner: "DrafterSpec | None" = None
+
+    @property
+    def is_model(self) -> bool:
+        """Whether the spec names a causal LM (``layers:K`` or a model directory / Hub id)."""
+        return self.kind in ("layers", "model")
+
+
+def parse_drafter_spec(text: str) -> DrafterSpec:
+    """Parse ``text`` (see ``DRAFTER_HELP``); ``ConfigError`` says what is wrong."""
+    spec = (text or "").strip()
+    if not spec:
+        raise ConfigError(f"No drafter given: use {DRAFTER_HELP}.")
+    if spec == "ngram":
+        return DrafterSpec("ngram")
+    if spec == "head" or spec.startswith("head:"):
+        return DrafterSpec("head", location=spec.partition(":")[2].strip())
+    if spec.startswith("hybrid:"):
+        return DrafterSpec("hybrid", inner=parse_drafter_spec(spec.partition(":")[2]))
+    if spec.startswith("layers:"):
+        try:
+            k = int(spec.partition(":")[2])
+        except ValueError as err:
+            raise ConfigError(f"Drafter {spec!r}: K in 'layers:K' must be a whole number.") from err
+        return DrafterSpec("layers", layers=k)
+    return DrafterSpec("model", location=spec)
+
+
+def draft_model(spec: DrafterSpec, target: LoadedModel, registry: ModelRegistry | None = None) -> LoadedModel:
+    """The causal LM a ``layers`` or ``model`` spec names (``truncated_copy`` of the target, or a model
+    loaded through ``registry`` that must share the target's tokenizer)."""
+    if spec.kind == "layers":
+        return truncated_copy(target, spec.layers)
+    if spec.kind != "model":
+        raise ConfigError(f"Drafter kind {spec.kind!r} is not a draft model.")
+    lm = (registry or ModelRegistry()).get(spec.location)
+    check_same_tokenizer(target, lm)
+    return lm
+
+
+def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelRegistry) -> tuple[DraftHead, str]:
+    """The draft head at ``location`` ("" = the head shipped for the embedded target) loaded for
+    ``target`` and its display name; loaded once per head directory and target weights (device, dtype)."""
+    if not location and not SHIPPED_HEAD.is_dir():
+        raise ModelLoadError(f"No draft head is shipped at {SHIPPED_HEAD}: train one with "
+                             "`python -m talon.training.train_head` or pick another drafter.")
+    directory = SHIPPED_HEAD if not location else resolve_head_dir(location)
+    name = "trained EAGLE-style head" if not location else f"EAGLE-style head {location}"
+    key = ("head", str(directory.resolve()), *target.cache_key)
+    return registry.get_derived(key, lambda: load_head(directory, target)), name
+
+
+def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRegistry | None = None) -> Drafter:
+    """A fresh drafter (per-run state) for ``spec`` (see ``DRAFTER_HELP``).  Models and heads come
+    from ``registry`` so they are loaded once; a private one is used when none is given."""
+    registry = registry or ModelRegistry()
+    parsed = spec if isinstance(spec, DrafterSpec) else parse_drafter_spec(spec)
+    if parsed.kind == "ngram":
+        return NgramDrafter(target.vocab_size)
+    if parsed.kind == "hybrid":
+        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size)
+    if parsed.kind == "head":
+        head, name = shipped_or_given_head(parsed.location, target, registry)
+        return HeadDrafter(head, target, name)
+    return ModelDrafter(draft_model(parsed, target, registry))
+
+
+def drafter_for(method: str, spec: str, target: LoadedModel, registry: ModelRegistry | None = None,
+                datastore: Sequence[Sequence[int]] | None = None) -> Drafter | None:
+    """The drafter a decoding ``method`` runs with: ``None`` for ``ar``; for ``hybrid`` the drafter of
+    ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given); else
+    ``make_drafter(spec)``."""
+    if method == "ar":
+        return None
+    drafter = make_drafter(spec, target, registry)
+    if method != "hybrid" or isinstance(drafter, HybridDrafter):
+        return drafter
+    return hybrid_with_lookup(drafter, target.vocab_size, datastore)
+
+
+def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None) -> HybridDrafter:
+    """``model`` merged with prompt lookup (over ``datastore`` too, when given); refuses n-gram as the
+    model side (it would be retrieval twice)."""
+    if isinstance(model, NgramDrafter):
+        raise ConfigError("The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
+                          "a self-draft ('layers:K') or a draft model as the drafter, not n-gram.")
+    retrieval = NgramDrafter.with_datastore(vocab, datastore) if datastore else NgramDrafter(vocab)
+    return HybridDrafter(model, retrieval)

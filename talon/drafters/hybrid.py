@@ -1,0 +1,99 @@
+"""Hybrid drafting (the AAAI "Talon"'s adaptive hybrid, our stand-in): a model drafter's and prompt
+lookup's proposals merged into one tree, weighted by each source's running acceptance."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
+from .base import Drafter, Proposal
+from .ngram import NgramDrafter
+
+
+class HybridDrafter(Drafter):
+    """Model drafts and retrieval drafts merged into one proposal, so one tree holds both and the tree
+    builder's budget applies to the merged tree.
+
+    Per frontier node the proposal is the mixture ``w * q_retrieval + (1 - w) * q_model`` (just
+    ``q_model`` where retrieval has no match), so the builder's path-probability ranking hands out the
+    budget: the larger a source's weight, the more of the budget its branches win.  Each node is
+    labelled with the source that contributed more of its probability.
+
+    Adaptive weight: per source, running counts of its nodes the target *reached* (children of an
+    accepted node, which verification checked) and *accepted*, decayed by ``decay`` every step so the
+    weight follows the current stretch of text.  Acceptance ``a = (accepted + 1) / (reached + 2)``, and
+    ``w = a_retrieval / (a_retrieval + a_model)``, clamped to ``[min_weight, 1 - min_weight]`` so
+    neither source is shut out.  ``step_info`` records both rates and ``w`` for the trace."""
+
+    def __init__(self, model: Drafter, retrieval: NgramDrafter, decay: float = 0.8, min_weight: float = 0.05) -> None:
+        self.model, self.retrieval = model, retrieval
+        self.name = f"hybrid: {model.name} + {retrieval.name}"
+        self.feature_layers = model.feature_layers
+        self.decay, self.min_weight = decay, min_weight
+        self.can_draft_ahead = model.can_draft_ahead
+        self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}  # [reached, accepted]
+
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self.model.reset(prompt_ids, target_hidden)
+        self.retrieval.reset(prompt_ids)
+        self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}
+
+    def acceptance(self, source: str) -> float:
+        reached, accepted = self._counts[source]
+        return (accepted + 1.0) / (reached + 2.0)
+
+    @property
+    def retrieval_weight(self) -> float:
+        a_r, a_m = self.acceptance(SOURCE_RETRIEVAL), self.acceptance(SOURCE_MODEL)
+        return min(max(a_r / (a_r + a_m), self.min_weight), 1.0 - self.min_weight)
+
+    def begin_step(self, tree: DraftTree) -> Proposal:
+        return self._merge(self.model.begin_step(tree), self.retrieval.begin_step(tree))
+
+    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
+        return self._merge(self.model.propose(tree, frontier), self.retrieval.propose(tree, frontier))
+
+    def _merge(self, model: Proposal, retrieval: Proposal) -> Proposal:
+        """The mixture of the two proposals (rows for the same frontier), each token labelled with
+        the source that contributed more of its probability."""
+        lp_model = model.logprobs
+        lp_retrieval = retrieval.logprobs.to(lp_model.device)
+        w = self.retrieval_weight
+        from_retrieval = lp_retrieval + math.log(w)
+        from_model = lp_model + math.log1p(-w)
+        matched = torch.isfinite(lp_retrieval).any(dim=1, keepdim=True)
+        mixed = torch.where(matched, torch.logaddexp(from_retrieval, from_model), lp_model)
+        return Proposal(mixed, SOURCE_MODEL, (from_retrieval > from_model) & matched)
+
+    def observe(self, tree: DraftTree, accepted_path: Sequence[int]) -> None:
+        for counts in self._counts.values():
+            counts[0] *= self.decay
+            counts[1] *= self.decay
+        on_path = set(accepted_path)
+        for node in range(1, len(tree)):
+            if tree.parent[node] in on_path:  # verification checked this node
+                counts = self._counts[tree.source[node]]
+                counts[0] += 1.0
+                counts[1] += float(node in on_path)
+        self.model.observe(tree, accepted_path)
+
+    def step_info(self) -> dict:
+        return {"retrieval_weight": round(self.retrieval_weight, 4),
+                "retrieval_acceptance": round(self.acceptance(SOURCE_RETRIEVAL), 4),
+                "model_acceptance": round(self.acceptance(SOURCE_MODEL), 4)}
+
+    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self.model.commit(new_ids, target_hidden)
+        self.retrieval.commit(new_ids)
+
+    def checkpoint(self) -> int:
+        return self.retrieval.checkpoint()  # both hold the same committed sequence
+
+    def rollback(self, checkpoint: int) -> None:
+        self.model.rollback(checkpoint)
+        self.retrieval.rollback(checkpoint)
+
+    def confirm(self, checkpoint: int, target_hidden: torch.Tensor | None = None) -> None:
+        self.model.confirm(checkpoint, target_hidden)

@@ -1,0 +1,108 @@
+"""Prompt lookup (and REST-style datastore retrieval) as a drafter: proposals copied from what followed
+the same n-gram before.  Costs no model forward."""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from ..tree import SOURCE_RETRIEVAL, DraftTree
+from .base import Drafter, Proposal
+
+
+def _grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
+    """The n-grams (n = 1..``max_ngram``) of ``seq`` that end just before index ``end``."""
+    return (tuple(seq[end - n:end]) for n in range(1, min(max_ngram, end) + 1))
+
+
+def _ngram_index(sequences: Sequence[Sequence[int]], max_ngram: int) -> dict[tuple[int, ...], Counter]:
+    """For every n-gram (n = 1..``max_ngram``) in ``sequences``, counts of the token that followed it."""
+    index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
+    for seq in sequences:
+        seq = [int(t) for t in seq]
+        for end in range(1, len(seq)):
+            for gram in _grams_before(seq, end, max_ngram):
+                index[gram][seq[end]] += 1
+    return index
+
+
+class NgramDrafter(Drafter):
+    """Prompt lookup over prompt + output (and an optional datastore) that proposes branches.
+
+    For a node whose context (committed tokens + the tree path to it) ends in the n-gram g, with n
+    tried from ``max_ngram`` down to 1, it counts which tokens followed earlier occurrences of g, first
+    in the committed sequence, then in the datastore.  The first match wins; its continuation
+    frequencies are the proposal (log count/total), so several continuations become sibling branches
+    with frequency-based confidence.  No match: every token is ``-inf``.  Costs no model forward; the
+    index over committed n-grams is updated on commit.
+
+    ``datastore``: token sequences (e.g. a corpus of code or documents) whose n-grams are looked up
+    after the sequence's own (REST-style retrieval); read-only, shared by runs."""
+
+    name = "n-gram prompt lookup"
+    can_draft_ahead = True
+
+    def __init__(self, vocab_size: int, max_ngram: int = 3,
+                 datastore: dict[tuple[int, ...], Counter] | None = None) -> None:
+        if max_ngram < 1:
+            raise ValueError("max_ngram must be >= 1")
+        self.vocab_size = vocab_size
+        self.max_ngram = max_ngram
+        self.datastore = datastore or {}
+        self._seq: list[int] = []
+        self._index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
+
+    @classmethod
+    def with_datastore(cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3) -> "NgramDrafter":
+        return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram))
+
+    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self._seq = []
+        self._index = defaultdict(Counter)
+        self._append(prompt_ids)
+
+    def _append(self, ids: Sequence[int]) -> None:
+        for token in ids:
+            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
+                self._index[gram][int(token)] += 1
+            self._seq.append(int(token))
+
+    def continuations(self, context: Sequence[int]) -> Counter:
+        """Counts of the tokens that followed the longest suffix of ``context`` seen before."""
+        for n in range(min(self.max_ngram, len(context)), 0, -1):
+            gram = tuple(context[-n:])
+            counts = self._index.get(gram) or self.datastore.get(gram)
+            if counts:
+                return counts
+        return Counter()
+
+    def begin_step(self, tree: DraftTree) -> Proposal:
+        return self.propose(tree, [0])
+
+    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
+        out = torch.full((len(frontier), self.vocab_size), -math.inf)
+        for row, node in enumerate(frontier):
+            counts = self.continuations(self._seq + tree.path_tokens(node))
+            total = sum(counts.values())
+            for token, count in counts.items():
+                out[row, token] = math.log(count / total)
+        return Proposal(out, SOURCE_RETRIEVAL)
+
+    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+        self._append(new_ids)
+
+    def checkpoint(self) -> int:
+        return len(self._seq)
+
+    def rollback(self, checkpoint: int) -> None:
+        while len(self._seq) > checkpoint:
+            token = self._seq.pop()
+            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
+                counts = self._index[gram]
+                counts[token] -= 1
+                if counts[token] <= 0:
+                    del counts[token]
+                if not counts:
+                    del self._index[gram]

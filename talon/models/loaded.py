@@ -1,0 +1,64 @@
+"""What a loaded model is: ``LoadedModel`` (read-only model + tokenizer + where it runs) and the
+error every loader raises.  Models are loaded once and then only read: nothing here keeps per-run
+state."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Progress = Callable[[str], None]
+"""Receives one human-readable line per loading stage (for the UI's progress display)."""
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says what to do about it."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A read-only model with its tokenizer.
+
+    Attributes:
+        name: what the UI and traces show (not unique: two directories can share a name).
+        model / tokenizer: the ``transformers`` objects.
+        device / dtype: where and in what precision the weights live.
+        identity: what the weights are, for caches keyed by model: the resolved directory they were
+            loaded from, or the Hub id; ``""`` for a model built in memory.  Two models with the same
+            identity, device and dtype hold the same weights.
+    """
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    identity: str = ""
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """Every token id that ends generation (generation config and tokenizer)."""
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else ([ids] if isinstance(ids, int) else list(ids))
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return frozenset(int(i) for i in ids)
+
+    @property
+    def context_length(self) -> int:
+        """Longest sequence (prompt + generated tokens) the model's positions cover."""
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the LM head: the number of token ids the model scores."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def cache_key(self) -> tuple[str, str, str]:
+        """``(identity, device, dtype)``: what a cache of things derived from these weights (a draft
+        head loaded for this target) is keyed by; falls back to the object's id when the model has no
+        identity."""
+        return (self.identity or f"object:{id(self.model)}", str(self.device), str(self.dtype))

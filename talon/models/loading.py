@@ -1,0 +1,102 @@
+"""Loading target and drafter models: the embedded GGUF default (``talon.models.embedded``), a local
+directory, or a Hub id; and the self-drafter cut from a target's first layers."""
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .device import pick_device
+from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
+from .loaded import LoadedModel, ModelLoadError, Progress
+
+log = logging.getLogger(__name__)
+
+
+def _from_pretrained(source: str, device: torch.device, dtype: torch.dtype, local_only: bool):
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation="sdpa",
+                                                 local_files_only=local_only)
+    return tokenizer, model
+
+
+def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtype: torch.dtype | None = None,
+               progress: Progress = log.info) -> LoadedModel:
+    """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.
+
+    The Hub is tried from the local cache first; a network attempt only follows when the Hub is not
+    marked offline (``HF_HUB_OFFLINE``).  Failures raise ``ModelLoadError`` with what to do."""
+    if device is None or dtype is None:
+        auto_device, auto_dtype = pick_device()
+        device, dtype = device or auto_device, dtype or auto_dtype
+    spec = (spec or "").strip()
+    if not spec:
+        raise ModelLoadError("No model given: use 'embedded', a local directory or a Hugging Face id.")
+    if spec == EMBEDDED:
+        source, name, local_only = str(embedded_model_dir(progress)), EMBEDDED_NAME, True
+    elif Path(spec).expanduser().exists():
+        path = Path(spec).expanduser()
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{path} has no config.json: point at a directory written by "
+                                 "save_pretrained (config, weights and tokenizer).")
+        source, name, local_only = str(path), path.name, True
+    else:
+        source, name, local_only = spec, spec, False
+    progress(f"Loading {name} on {device.type} ({str(dtype).removeprefix('torch.')})...")
+    try:
+        try:
+            tokenizer, model = _from_pretrained(source, device, dtype, local_only=True)
+        except OSError:
+            if local_only or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+                raise
+            tokenizer, model = _from_pretrained(source, device, dtype, local_only=False)
+    except (OSError, ValueError) as err:
+        where = "this directory" if local_only else "the Hugging Face Hub (or its local cache)"
+        raise ModelLoadError(
+            f"Could not load {spec!r} from {where}: {str(err).splitlines()[0]} "
+            "If this machine is offline, download the model elsewhere, copy the directory here and "
+            "pass its path; or use 'embedded'.") from err
+    model.to(device).eval()
+    model.requires_grad_(False)
+    identity = str(Path(source).resolve()) if local_only else spec
+    return LoadedModel(name, model, tokenizer, device, dtype, identity)
+
+
+def truncated_copy(target: LoadedModel, num_layers: int) -> LoadedModel:
+    """A self-drafter: the target's first ``num_layers`` decoder layers, its final norm and LM head,
+    sharing the target's weights (no copy of the tensors).  Needs a Llama-style model
+    (``model.model.layers``)."""
+    inner = getattr(target.model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ModelLoadError(f"{target.name} has no model.layers list; use another drafter.")
+    total = len(layers)
+    if not 1 <= num_layers < total:
+        raise ModelLoadError(f"layers:K needs 1 <= K < {total} for {target.name} (got {num_layers}).")
+    config = copy.deepcopy(target.model.config)
+    config.num_hidden_layers = num_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:num_layers]
+    draft = copy.copy(target.model)  # shallow: shares parameters
+    draft._modules = dict(target.model._modules)
+    draft_inner = copy.copy(inner)
+    draft_inner._modules = dict(inner._modules)
+    draft_inner.layers = torch.nn.ModuleList(list(layers)[:num_layers])
+    draft_inner.config = config
+    draft._modules["model"] = draft_inner
+    draft.config = config
+    name = f"{target.name}, first {num_layers} of {total} layers (self-draft)"
+    identity = f"{target.identity}#layers:{num_layers}" if target.identity else ""
+    return LoadedModel(name, draft, target.tokenizer, target.device, target.dtype, identity)
+
+
+def check_same_tokenizer(target: LoadedModel, drafter: LoadedModel) -> None:
+    """Refuse a drafter whose tokenizer maps tokens differently from the target's."""
+    if target.tokenizer.get_vocab() != drafter.tokenizer.get_vocab():
+        raise ModelLoadError(
+            f"The drafter {drafter.name} does not share the tokenizer of the target {target.name}; "
+            "tree verification compares token ids, so pick a drafter from the same model family.")

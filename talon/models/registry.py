@@ -1,0 +1,78 @@
+"""One registry of read-only models for every user of the app."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+import torch
+
+from .loaded import LoadedModel, ModelLoadError, Progress
+from .loading import load_model
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ModelRegistry:
+    """Loads each model once and hands out the same read-only object afterwards.
+
+    Thread-safe with one lock per entry: concurrent requests for the same entry wait for one load,
+    requests for other entries never wait for it, and ``error`` / ``loaded`` never wait for a load.
+    Holds no per-run state, so one registry can serve every user of the app.
+
+    Entries are models by spec (``get``) and anything derived from a model, such as a draft head
+    loaded for a target, under a key the caller chooses (``get_derived``; key it by
+    ``LoadedModel.cache_key``, never by a display name)."""
+
+    def __init__(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+        self._device, self._dtype = device, dtype
+        self._entries: dict[Hashable, Any] = {}
+        self._errors: dict[Hashable, str] = {}
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._table_lock = threading.Lock()  # guards the three dicts, never held during a load
+
+    def _entry_lock(self, key: Hashable) -> threading.Lock:
+        with self._table_lock:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _lookup(self, key: Hashable) -> tuple[bool, Any]:
+        with self._table_lock:
+            return (key in self._entries, self._entries.get(key))
+
+    def get_derived(self, key: Hashable, load: Callable[[], T]) -> T:
+        """The entry under ``key``, made by ``load()`` on first use (a ``ModelLoadError`` is kept for
+        ``error(key)`` and raised; the next call tries again)."""
+        found, value = self._lookup(key)
+        if found:
+            return value
+        with self._entry_lock(key):
+            found, value = self._lookup(key)
+            if found:
+                return value
+            try:
+                value = load()
+            except ModelLoadError as err:
+                with self._table_lock:
+                    self._errors[key] = str(err)
+                raise
+            with self._table_lock:
+                self._entries[key] = value
+                self._errors.pop(key, None)
+            return value
+
+    def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
+        """The model of ``spec`` (``talon.models.loading.load_model``), loaded once."""
+        return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype,
+                                                         progress=progress))
+
+    def error(self, spec: Hashable) -> str | None:
+        """The message of the last failed load of ``spec`` (None if it loaded or was never tried)."""
+        with self._table_lock:
+            return self._errors.get(spec)
+
+    def loaded(self) -> list[str]:
+        """Model specs loaded so far."""
+        with self._table_lock:
+            return [k for k, v in self._entries.items() if isinstance(k, str) and isinstance(v, LoadedModel)]

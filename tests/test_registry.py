@@ -1,0 +1,82 @@
+"""Fast tier: the model registry (one lock per entry) and heads cached by the target's weights, on tiny
+models saved to temporary directories."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from talon.drafters.factory import shipped_or_given_head
+from talon.drafters.head_model import DraftHead, HeadConfig
+from talon.models.loaded import ModelLoadError
+from talon.models.loading import load_model
+from talon.models.registry import ModelRegistry
+from tests.tiny import tiny_target
+
+
+def test_a_slow_load_blocks_only_its_own_entry():
+    registry = ModelRegistry()
+    started, release = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(10)
+        return "slow"
+
+    worker = threading.Thread(target=lambda: registry.get_derived("slow", slow))
+    worker.start()
+    assert started.wait(5)
+    t0 = time.perf_counter()
+    assert registry.get_derived("fast", lambda: "fast") == "fast"
+    assert registry.error("slow") is None and registry.loaded() == []
+    assert time.perf_counter() - t0 < 1.0
+    release.set()
+    worker.join(5)
+    assert registry.get_derived("slow", lambda: pytest.fail("loaded twice")) == "slow"
+
+
+def test_a_failed_load_is_reported_and_retried():
+    registry = ModelRegistry()
+    calls = []
+
+    def fail():
+        calls.append(1)
+        raise ModelLoadError("nope: do this instead")
+
+    for _ in range(2):
+        with pytest.raises(ModelLoadError):
+            registry.get_derived("bad", fail)
+    assert registry.error("bad") == "nope: do this instead" and len(calls) == 2
+
+
+def test_heads_are_cached_by_the_targets_weights_not_its_name(tmp_path):
+    """Two local directories both named ``model`` hold different targets: a head trained for the first
+    is refused for the second, never handed out from the first one's cache entry."""
+    paths = []
+    for k, seed in enumerate((0, 1)):
+        path = tmp_path / f"dir{k}" / "model"
+        tiny = tiny_target(seed)
+        tiny.model.save_pretrained(path)
+        tiny.tokenizer.save_pretrained(path)
+        paths.append(path)
+    registry = ModelRegistry(torch.device("cpu"), torch.float32)
+    first, second = (registry.get(str(p)) for p in paths)
+    assert first.name == second.name == "model" and first.identity != second.identity
+    torch.manual_seed(0)
+    DraftHead(HeadConfig.for_target(first)).save(tmp_path / "head")
+    head, _ = shipped_or_given_head(str(tmp_path / "head"), first, registry)
+    assert shipped_or_given_head(str(tmp_path / "head"), first, registry)[0] is head  # loaded once
+    with pytest.raises(ModelLoadError, match="trained for"):
+        shipped_or_given_head(str(tmp_path / "head"), second, registry)
+
+
+def test_a_local_directory_loads_with_its_resolved_path_as_identity(tmp_path):
+    tiny = tiny_target(3)
+    tiny.model.save_pretrained(tmp_path / "m")
+    tiny.tokenizer.save_pretrained(tmp_path / "m")
+    lm = load_model(str(tmp_path / "m"), device=torch.device("cpu"), dtype=torch.float32)
+    assert lm.identity == str((tmp_path / "m").resolve())
+    ids = torch.tensor([[5, 6, 7]])
+    assert torch.equal(lm.model(ids).logits, tiny.model(ids).logits)

@@ -1,0 +1,69 @@
+"""Charts of a benchmark results directory as files: ``python -m viz.bench_plots DIR [DIR ...]``.
+
+``python -m talon.bench --suite NAME --out-dir DIR`` writes the data (runs.csv, summary.csv,
+meta.json); this draws ``viz.bench_charts``' figures from it as standalone HTML (Plotly from its CDN)
+and, where a static exporter (kaleido + a Chrome) works, PNG, and records them in meta.json.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import plotly.io as pio
+
+from talon.bench import results
+
+from . import bench_charts
+
+
+def write_plots(out_dir: Path, png: bool = True) -> tuple[list[Path], str]:
+    """Draw the charts of the results in ``out_dir`` into it; returns the files written and a sentence
+    on PNG export.  Charts with no data are left out."""
+    _, _, summary = results.read_results(out_dir)
+    figures = bench_charts.figures(summary, include_empty=False)
+    written = []
+    for name, fig in figures.items():
+        path = out_dir / f"{name}.html"
+        fig.write_html(path, include_plotlyjs="cdn", full_html=True)
+        written.append(path)
+    if not png:
+        return written, "PNG skipped (--no-png)."
+    try:
+        paths = [out_dir / f"{name}.png" for name in figures]
+        pio.write_images(list(figures.values()), paths, width=1000)
+        return written + paths, "PNG written with kaleido."
+    except Exception as err:  # noqa: BLE001 - any exporter failure only means no PNG
+        return written, f"PNG skipped: no working static image exporter ({type(err).__name__}: {str(err)[:200]})."
+
+
+def record_plots(out_dir: Path, png: bool = True) -> list[Path]:
+    """``write_plots`` and list the charts in the directory's meta.json (``files``, ``png``)."""
+    meta, _, _ = results.read_results(out_dir)
+    if not meta.get("complete", True):
+        raise ValueError(f"{out_dir}: the suite has not finished (meta.json says complete: false)")
+    paths, note = write_plots(out_dir, png)
+    names = [p.name for p in paths]
+    meta["files"] = [f for f in meta.get("files", []) if f not in names] + names
+    meta["png"] = note
+    results.write_meta(out_dir, meta)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m viz.bench_plots", description=__doc__.split("\n\n")[0])
+    p.add_argument("dirs", nargs="+", help="results directories written by python -m talon.bench --suite")
+    p.add_argument("--no-png", action="store_true", help="write HTML charts only")
+    args = p.parse_args(argv)
+    for d in args.dirs:
+        try:
+            paths = record_plots(Path(d), png=not args.no_png)
+        except (OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"{d}: wrote {', '.join(p.name for p in paths) or 'no charts (no data)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
