@@ -54,7 +54,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
             execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
                                  info="Async drafts the next tree from a guessed outcome while the target verifies; "
-                                      "the output is the same, only timing changes.")
+                                      "the output is the same (greedy, and sampled with the same seed), only timing changes.")
         with gr.Column(scale=2):
             with gr.Tabs():
                 with gr.Tab("Explore", id="explore"):

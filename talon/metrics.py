@@ -36,9 +36,8 @@ def tokens_per_second(trace: RunTrace) -> float:
 def draft_share(trace: RunTrace) -> float:
     """Share of the steps' wall time spent building draft trees (the tree-construction overhead,
     drafter forwards included)."""
-    draft = sum(s.draft_seconds for s in trace.steps)
-    total = draft + sum(s.verify_seconds for s in trace.steps)
-    return draft / total if total > 0 else 0.0
+    total = step_seconds(trace)
+    return sum(s.draft_seconds for s in trace.steps) / total if total > 0 else 0.0
 
 
 def mean_tree_depth(steps: Sequence[StepRecord]) -> float:
@@ -63,9 +62,9 @@ def mean_layer_widths(steps: Sequence[StepRecord]) -> list[float]:
 
 
 def step_seconds(trace: RunTrace) -> float:
-    """Wall time of the decoding steps (drafting + verification), prefill excluded: the time the
-    draft share is a share of."""
-    return sum(s.draft_seconds + s.verify_seconds for s in trace.steps)
+    """Wall time of the decoding steps (drafting, verification, bookkeeping), prefill excluded: the
+    time the draft share is a share of."""
+    return sum(s.step_seconds for s in trace.steps)
 
 
 def pooled(rows: Sequence[dict]) -> dict:

@@ -28,13 +28,20 @@ class StepRecord(Verdict):
         tree: the draft tree that was verified (root = the last committed token).
         committed_ids: tokens this step added to the output (accepted drafts, then the bonus token),
             cut at EOS or at the max-new-tokens limit.
-        committed_text: their text (decoded in context, so multi-byte characters come out whole).
+        draft_start / verify_start: seconds since the run started when each phase began.
+        draft_seconds: wall time of tree building (drafter forwards included).
+        verify_seconds: wall time of the target's forward, the acceptance walk and the KV commit.
+        drafter_forwards: drafter calls this step (one batched forward per tree layer grown).
+        bookkeeping_seconds: wall time of the rest of the step (async waiting, the drafter's commit,
+            the target's per-node probabilities for the views, this record): the three phases follow
+            one another, so ``step_seconds`` is the step's wall clock.
+        drafter_info: the drafter's state when it drafted this tree (a hybrid's source weights).
+        root_top1: the drafter's top-1 probability after the root (its confidence at this step);
+            ``None`` for autoregressive decoding.
+        committed_text: the committed tokens' text (decoded in context, so multi-byte characters come
+            out whole); filled after the run, like the next two (``talon.engine.decode.fill_texts``).
         node_text: per node, the token's text on its own (for labels).
         target_text: per node, the text of ``target_token`` (``""`` where not visited).
-        draft_start / verify_start: seconds since the run started when each phase began.
-        draft_seconds / verify_seconds: wall time of tree building and of verification (+ commit).
-        drafter_forwards: drafter calls this step (one batched forward per tree layer grown).
-        drafter_info: the drafter's state when it drafted this tree (a hybrid's source weights).
         speculate_start / speculate_seconds: async mode: when and how long the drafter drafted the
             next tree during this step's verification (``None`` / 0 when it did not).
         speculate_hit: async mode: whether that guess was right, so the next step used its tree
@@ -45,19 +52,32 @@ class StepRecord(Verdict):
     index: int
     tree: DraftTree
     committed_ids: list[int]
-    committed_text: str
-    node_text: list[str]
-    target_text: list[str]
     draft_start: float
     draft_seconds: float
     verify_start: float
     verify_seconds: float
     drafter_forwards: int
+    bookkeeping_seconds: float = 0.0
     drafter_info: dict = field(default_factory=dict)
+    root_top1: float | None = None
+    committed_text: str = ""
+    node_text: list[str] = field(default_factory=list)
+    target_text: list[str] = field(default_factory=list)
     speculate_start: float | None = None
     speculate_seconds: float = 0.0
     speculate_hit: bool | None = None
     wait_seconds: float = 0.0
+
+    @property
+    def texts_filled(self) -> bool:
+        """Whether the text fields were filled (``talon.engine.decode.fill_texts``)."""
+        return len(self.node_text) == len(self.tree)
+
+    @property
+    def step_seconds(self) -> float:
+        """Wall time of the step: drafting, verification and bookkeeping (traces written before
+        bookkeeping was timed count the async wait instead, a part of it)."""
+        return self.draft_seconds + self.verify_seconds + max(self.bookkeeping_seconds, self.wait_seconds)
 
     @property
     def layer_widths(self) -> list[int]:
@@ -113,8 +133,9 @@ class RunTrace:
 
     @property
     def seconds(self) -> float:
-        """Wall time of the run: prefill plus every step's draft, verify and (async) waiting time."""
-        return self.prefill_seconds + sum(s.draft_seconds + s.verify_seconds + s.wait_seconds for s in self.steps)
+        """Wall time of the run: the prefill and every step's ``step_seconds`` (everything the decoding
+        loop did, prefill to last token)."""
+        return self.prefill_seconds + sum(s.step_seconds for s in self.steps)
 
     def to_dict(self) -> dict:
         """The trace as JSON-ready data (``talon.metrics.trace_json`` adds the summary metrics)."""

@@ -14,6 +14,7 @@ from talon import metrics
 from talon.bench import results as bench_results
 from talon.bench import prompts, suites
 from talon.bench.cli import parse_args
+from talon.bench.cost import CostModel
 from talon.config import ConfigError, TreeConfig
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
 from talon.engine.stopping import cut_at_eos
@@ -27,7 +28,8 @@ CPU_DEFAULT = TreeConfig(method="talon", budget=16, topk=6, mu=0.03, depth=5, ga
 
 # ---- suites -----------------------------------------------------------------------------------------
 def test_named_suites_exist():
-    assert set(suites.SUITES) == {"smoke", "quick", "paper", "sources", "head"}
+    assert set(suites.SUITES) == {"smoke", "quick", "paper", "sources", "head", "headline"}
+    assert suites.SUITE_NAMES[-1] == suites.COST_SUITE == "cost"
     with pytest.raises(ConfigError, match="quick"):
         suites.get_suite("nope")
 
@@ -306,7 +308,7 @@ def test_tables(frames):
 def test_figures_draw_every_experiment(frames):
     _, summary = frames
     figs = bench_charts.figures(summary)
-    assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "tree_shape"}
+    assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "tree_shape", "cost"}
     (bars,) = figs["peers"].data
     assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
     budget = figs["budget_sweep"]
@@ -346,3 +348,32 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
 def test_settings_resolve_device_defaults():
     exp = replace(suites.get_suite("paper").experiments[0], tree=suites.TreeParams(topk=3))
     assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4}]
+
+
+COST_ROWS = [{"component": "ar", "size": 1, "lm_head_rows": 1, "seconds": 0.03},
+             *({"component": "target", "size": n, "lm_head_rows": max(1, n // 3), "seconds": 0.03 * (1 + n / 40)}
+               for n in (1, 2, 4, 8, 16, 32, 64, 128)),
+             *({"component": "head", "size": w, "lm_head_rows": w, "seconds": 0.003 * (1 + w / 16)}
+               for w in (1, 2, 4, 8, 16, 32, 64))]
+
+
+def test_cost_results_round_trip_and_draw(tmp_path):
+    rows = [{**r, "ratio": r["seconds"] / 0.03, "reps": 5, "prefix_tokens": 256} for r in COST_ROWS]
+    bench_results.write_cost(tmp_path, rows)
+    cost = bench_results.read_cost(tmp_path)
+    assert list(cost.columns) == list(bench_results.COST_COLUMNS) and len(cost) == len(rows)
+    fig = bench_charts.cost_figure(cost)
+    assert {t.name for t in fig.data} == {"verify a tree of n nodes", "one draft-head call over n nodes"}
+    assert bench_charts.cost_table(cost)["× AR step"].iloc[0] == 1.0
+    assert bench_charts.figures(pd.DataFrame(), include_empty=False, cost=cost).keys() == {"cost"}
+    assert bench_results.read_cost(tmp_path / "none").empty
+
+
+def test_cost_model_interpolates_and_prices_a_step():
+    rows = [{**r, "ratio": r["seconds"] / 0.03} for r in COST_ROWS]
+    model = CostModel.from_rows(rows)
+    assert model.verify(1) == pytest.approx(1 + 1 / 40)
+    assert model.verify(24) == pytest.approx((model.verify(16) + model.verify(32)) / 2)
+    assert model.verify(256) > model.verify(128)                       # extrapolated past the largest
+    assert model.step(17, [4, 6, 6]) == pytest.approx(model.verify(17) + sum(model.draft([w]) for w in (4, 6, 6)))
+    assert model.ar_seconds == 0.03

@@ -79,4 +79,4 @@ def test_a_local_directory_loads_with_its_resolved_path_as_identity(tmp_path):
     lm = load_model(str(tmp_path / "m"), device=torch.device("cpu"), dtype=torch.float32)
     assert lm.identity == str((tmp_path / "m").resolve())
     ids = torch.tensor([[5, 6, 7]])
-    assert torch.equal(lm.model(ids).logits, tiny.model(ids).logits)
+    assert torch.allclose(lm.model(ids).logits, tiny.model(ids).logits, atol=1e-5)  # packed layers: float32 too

@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 
 import pytest
 import torch
 
-from talon.config import DecodeConfig, TreeConfig
+from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for, hybrid_with_lookup, make_drafter
 from talon.drafters.head import HeadDrafter
 from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.builders import TalonBuilder
-from talon.engine.decode import run_to_end
-from talon.engine.kv_cache import CachedLM
+from talon.engine.decode import fill_texts, run_to_end
+from talon.engine.kv_cache import CachedLM, check_full_attention, tree_rows_mask
 from talon.engine.verify import Verifier, greedy_accept
+from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
 from talon.tree import DraftTree
-from tests.tiny import VOCAB, greedy_generate, prompt_ids, tiny_target
+from tests.tiny import VOCAB, greedy_generate, prompt_ids, tiny_config, tiny_target
 
 NEW_TOKENS = 24
 PROMPT_SEEDS = (1, 2, 3)
@@ -92,7 +94,7 @@ def test_tree_forward_equals_each_path_run_alone(target, seed):
     with torch.inference_mode():
         cached.extend_committed(ids[:-1])
         tree = random_tree(seed, ids[-1])
-        logits, _ = cached.forward_nodes(tree, range(len(tree)), cached.committed_len)
+        logits = cached.forward_nodes(tree, range(len(tree)), cached.committed_len).logits
         expected = path_logits(target, ids[:-1], tree)
     assert torch.allclose(logits, expected, atol=1e-4)
 
@@ -103,13 +105,13 @@ def test_tree_fed_layer_by_layer_equals_tree_fed_at_once(target):
     with torch.inference_mode():
         whole = CachedLM(target)
         whole.extend_committed(ids[:-1])
-        at_once = whole.forward_nodes(tree, range(len(tree)), whole.committed_len)[0]
+        at_once = whole.forward_nodes(tree, range(len(tree)), whole.committed_len).logits
         layered = CachedLM(target)
         layered.extend_committed(ids[:-1])
         rows = {}
         for d in range(tree.max_depth + 1):
             layer = [i for i in range(len(tree)) if tree.depth[i] == d]
-            for node, row in zip(layer, layered.forward_nodes(tree, layer, layered.committed_len)[0]):
+            for node, row in zip(layer, layered.forward_nodes(tree, layer, layered.committed_len).logits):
                 rows[node] = row
     assert torch.allclose(at_once, torch.stack([rows[i] for i in range(len(tree))]), atol=1e-4)
 
@@ -125,7 +127,7 @@ def test_committing_a_path_keeps_exactly_the_prefix_and_path(target):
         cached.forward_nodes(tree, range(len(tree)), cached.committed_len)
         cached.commit_nodes(path)
         assert cached.committed_len == cached.cache_len == len(ids) - 1 + len(path)
-        nxt = cached.extend_committed([5, 6])[0]
+        nxt = cached.extend_committed([5, 6], logit_rows="all").logits
         full = ids + [tree.token[n] for n in path[1:]] + [5, 6]
         expected = target.model(torch.tensor([full])).logits[0, -2:]
     assert torch.allclose(nxt, expected, atol=1e-4)
@@ -138,7 +140,7 @@ def test_crop_forgets_committed_rows(target):
         cached.extend_committed(ids)
         cached.crop_committed(5)
         assert cached.committed_len == cached.cache_len == 5
-        again = cached.extend_committed(ids[5:])[0]
+        again = cached.extend_committed(ids[5:], logit_rows="all").logits
         expected = target.model(torch.tensor([ids])).logits[0, 5:]
     assert torch.allclose(again, expected, atol=1e-4)
 
@@ -149,7 +151,7 @@ def test_verifier_greedy_verdict_matches_path_by_path_logits(target):
     with torch.inference_mode():
         verifier = Verifier(target)
         verifier.prefill(ids)
-        verdict = verifier.verify(tree, 0.0, torch.Generator())
+        verdict = verifier.verdict(verifier.verify(tree, 0.0))
         expected = greedy_accept(tree, path_logits(target, ids[:-1], tree))
     assert (verdict.status, verdict.accepted_path, verdict.bonus_token, verdict.target_token) == \
         (expected.status, expected.accepted_path, expected.bonus_token, expected.target_token)
@@ -236,3 +238,161 @@ def test_builder_on_the_tiny_head_grows_a_budgeted_tree(target, head):
         drafter.reset(ids, verifier.prefill(ids))
         result = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids[-1])
     assert result.tree.num_drafts == 12 and result.drafter_forwards == result.tree.max_depth
+
+
+# ---- the production tree mask -------------------------------------------------------------------------
+def walked_mask(tree: DraftTree, rows: list[int], fed_before: list[int]) -> torch.Tensor:
+    """Reference by a parent walk: which of ``fed_before + rows`` (tree rows in feed order) each node of
+    ``rows`` may see (its ancestors and itself among the fed ones)."""
+    order = fed_before + rows
+    out = torch.zeros(len(rows), len(order), dtype=torch.bool)
+    for k, node in enumerate(rows):
+        a = node
+        while a != -1:
+            if a in order:
+                out[k, order.index(a)] = True
+            a = tree.parent[a]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tree_rows_mask_equals_the_ancestor_walk(seed):
+    """The mask the forward uses (``tree_rows_mask``, vectorised) against a Python walk, for a whole
+    tree fed at once (the target) and layer by layer without the root (a drafter)."""
+    tree = random_tree(seed, 5, size=30)
+    whole = list(range(len(tree)))
+    parent = torch.tensor([tree.parent[n] for n in whole])
+    chain = tree.max_depth + 1
+    got = tree_rows_mask(torch.zeros(0, 0, dtype=torch.bool), parent, torch.full_like(parent, -1), chain)
+    assert torch.equal(got, walked_mask(tree, whole, []))
+    assert torch.equal(got, torch.from_numpy(tree.ancestor_mask()))
+    fed: list[int] = []
+    closure = torch.zeros(0, 0, dtype=torch.bool)
+    for d in range(1, tree.max_depth + 1):
+        layer = [n for n in whole if tree.depth[n] == d]
+        old = torch.tensor([fed.index(tree.parent[n]) if tree.parent[n] in fed else -1 for n in layer])
+        rows = tree_rows_mask(closure, torch.full_like(old, -1), old, 1)
+        assert torch.equal(rows, walked_mask(tree, layer, fed))
+        closure = torch.cat([torch.cat([closure, torch.zeros(len(fed), len(layer), dtype=torch.bool)], 1), rows], 0)
+        fed += layer
+
+
+def test_the_cache_is_written_in_place_and_commit_moves_only_the_path(target):
+    ids = prompt_ids(11)
+    tree = random_tree(11, ids[-1], size=16)
+    deepest = max(range(len(tree)), key=lambda n: (tree.depth[n], n))
+    path = tree.path_to(deepest)
+    with torch.inference_mode():
+        cached = CachedLM(target)
+        cached.extend_committed(ids[:-1], logit_rows=None)
+        buffer = cached.kv.buffer
+        committed = buffer[:, :, :, : cached.committed_len].clone()
+        cached.forward_nodes(tree, range(len(tree)), cached.committed_len, logit_rows=None)
+        assert cached.kv.buffer is buffer, "a forward must write into the preallocated buffer"
+        moved = buffer[:, :, :, [cached.committed_len + n for n in path]].clone()
+        start = cached.committed_len
+        cached.commit_nodes(path)
+    assert torch.equal(buffer[:, :, :, :start], committed)
+    assert torch.equal(buffer[:, :, :, start:start + len(path)], moved)
+    assert cached.committed_len == cached.cache_len == start + len(path)
+
+
+def test_the_lm_head_runs_on_internal_nodes_and_the_final_leaf_only(target):
+    ids = prompt_ids(12)
+    tree = random_tree(12, ids[-1], size=20)
+    rows = []
+    head = target.model.get_output_embeddings()
+    handle = head.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
+    try:
+        with torch.inference_mode():
+            verifier = Verifier(target)
+            verifier.prefill(ids)
+            checked = verifier.verify(tree, 0.0)
+    finally:
+        handle.remove()
+    internal = sum(1 for kids in tree.children_lists() if kids)
+    ends_at_leaf = not tree.children(checked.accepted_path[-1])
+    assert rows == [internal] + ([1] if ends_at_leaf else []) and internal < len(tree)
+
+
+def test_prefill_computes_no_logits(target):
+    rows = []
+    handle = target.model.get_output_embeddings().register_forward_hook(lambda m, a, o: rows.append(1))
+    try:
+        with torch.inference_mode():
+            Verifier(target).prefill(prompt_ids(13))
+    finally:
+        handle.remove()
+    assert rows == []
+
+
+@pytest.mark.parametrize("config, word", [({"sliding_window": 16, "use_sliding_window": True}, "sliding window"),
+                                          ({"layer_types": ["full_attention", "linear_attention"]}, "linear_attention")])
+def test_targets_without_full_attention_are_refused(config, word):
+    cfg = tiny_config()
+    for k, v in config.items():
+        setattr(cfg, k, v)
+    with pytest.raises(ConfigError, match=word):
+        check_full_attention(cfg, "odd-model")
+    check_full_attention(tiny_config(), "tiny")
+
+
+# ---- sampling: every method emits the autoregressive sample of the seed ------------------------------------
+@pytest.mark.parametrize("drafter_kind", ["self", "layers:1", "head", "ngram"])
+def test_sampling_gives_the_autoregressive_sample_for_every_method(target, registry, head, drafter_kind):
+    """At temperature > 0 the target's token at each position comes from position-keyed noise, so every
+    method, sync or async, emits exactly what autoregressive sampling with the same seed emits."""
+    config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
+    ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
+    other = run_to_end(target, None, TreeConfig(method="ar"), dataclasses.replace(config, seed=6),
+                       prompt_ids=prompt_ids(2)).output_ids
+    greedy = greedy_generate(target, prompt_ids(2), NEW_TOKENS)
+    assert ar != other and ar != greedy
+    for method in ("chain", "static", "eagle2", "talon", "hybrid"):
+        if method == "hybrid" and drafter_kind == "ngram":
+            continue
+        for execution in ("sync", "async"):
+            trace = run_to_end(target, drafter_of(drafter_kind, method, target, registry, head), METHODS[method],
+                               dataclasses.replace(config, execution=execution), prompt_ids=prompt_ids(2))
+            assert trace.output_ids == ar, f"{method}/{drafter_kind}/{execution}"
+
+
+def test_phases_add_up_to_the_runs_wall_clock(target, head):
+    t0 = time.perf_counter()
+    trace = run_to_end(target, HeadDrafter(head, target), METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
+                       prompt_ids=prompt_ids(3), texts=False)
+    wall = time.perf_counter() - t0
+    phases = trace.prefill_seconds + sum(s.draft_seconds + s.verify_seconds + s.bookkeeping_seconds
+                                         for s in trace.steps)
+    assert trace.seconds == pytest.approx(phases)
+    assert wall - 0.05 < trace.seconds <= wall
+    assert all(s.bookkeeping_seconds > 0 and s.root_top1 is not None for s in trace.steps)
+    assert not any(s.texts_filled for s in trace.steps)
+    fill_texts(trace, target.tokenizer)
+    assert all(s.texts_filled for s in trace.steps)
+    assert trace.output_text == target.tokenizer.decode(trace.output_ids, skip_special_tokens=True)
+
+
+def test_packed_cpu_linears_keep_greedy_output_equal_to_generate():
+    """The oneDNN-packed linear layers (the CPU default for loaded models) on a copy of the tiny target:
+    the decoding loop and ``generate()`` both run the packed model, and agree."""
+    packed = tiny_target()
+    assert pack_linears(packed.model) == 2 * 7 + 1          # q, k, v, o, gate, up, down per layer + LM head
+    assert isinstance(packed.model.get_output_embeddings(), PackedLinear)
+    for seed in PROMPT_SEEDS:
+        expected = greedy_generate(packed, prompt_ids(seed), NEW_TOKENS)
+        trace = run_to_end(packed, ModelDrafter(packed), METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
+                           prompt_ids=prompt_ids(seed))
+        assert trace.output_ids == expected
+
+
+def test_packed_linear_passes_gradients_through_its_input():
+    """Training a draft head backpropagates through the target's (packed) LM head."""
+    linear = torch.nn.Linear(8, 5)
+    packed = PackedLinear(linear).requires_grad_(False)
+    x = torch.randn(3, 8, requires_grad=True)
+    packed(x).sum().backward()
+    expected = torch.autograd.grad(linear(x).sum(), x)[0]
+    assert torch.allclose(x.grad, expected, atol=1e-6)
+    with torch.inference_mode():
+        assert torch.allclose(packed(x.detach()), linear(x.detach()), atol=1e-5)

@@ -1,6 +1,6 @@
-"""Acceptance rules: greedy on hand-built trees, the sampling rule's residual step, and a statistical test
-that tree sampling reproduces the target's joint distribution exactly (with negative controls showing
-the test can fail)."""
+"""Acceptance rules: greedy on hand-built trees, the sampling rule (greedy on Gumbel-perturbed scores) and
+its one-step law, and a statistical test that tree sampling with the run's position-keyed noise
+reproduces the target's joint distribution exactly (with negative controls showing the test can fail)."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,7 @@ import torch
 
 from talon.engine.builders import ChainBuilder, Eagle2Builder, StaticBuilder, TalonBuilder, TreeBuilder
 from talon.tree import DraftTree
+from talon.engine.sampling import PositionNoise, gumbel
 from talon.engine.verify import greedy_accept, sampling_accept
 from talon.tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, Verdict
 from tests.toy import (Context, LogprobFn, MarkovTarget, TableDrafter, one_hot_fn, random_fn, table_fn,
@@ -103,22 +104,6 @@ def test_greedy_equals_plain_greedy_decoding_on_random_trees() -> None:
 
 
 # ---- the sampling rule's single steps ----------------------------------------------------------------
-class ScriptedRandom:
-    """Replaces ``torch.rand`` / ``torch.multinomial`` with scripted draws and records what multinomial saw."""
-
-    def __init__(self, uniforms: list[float], pick: int) -> None:
-        self.uniforms = list(uniforms)
-        self.pick = pick
-        self.residuals: list[torch.Tensor] = []
-
-    def rand(self, *args, **kwargs) -> torch.Tensor:
-        return torch.tensor(self.uniforms.pop(0), dtype=torch.float64)
-
-    def multinomial(self, p: torch.Tensor, n: int, **kwargs) -> torch.Tensor:
-        self.residuals.append(p.clone())
-        return torch.tensor([self.pick])
-
-
 def one_level_tree(children: list[int]) -> DraftTree:
     t = DraftTree.with_root(0)
     for x in children:
@@ -129,71 +114,50 @@ def one_level_tree(children: list[int]) -> DraftTree:
 P_ROOT = torch.tensor([0.1, 0.5, 0.3, 0.05, 0.05], dtype=torch.float64)
 
 
-def run_scripted(monkeypatch: pytest.MonkeyPatch, children: list[int], uniforms: list[float],
-                 pick: int = 0) -> tuple[Verdict, ScriptedRandom]:
-    script = ScriptedRandom(uniforms, pick)
-    monkeypatch.setattr(torch, "rand", script.rand)
-    monkeypatch.setattr(torch, "multinomial", script.multinomial)
-    tree = one_level_tree(children)
-    probs = torch.stack([P_ROOT] + [torch.full((5,), 0.2, dtype=torch.float64)] * len(children))
-    v = sampling_accept(tree, probs, torch.Generator())
-    assert not script.uniforms, "sampling_accept drew a different number of uniforms than expected"
-    return v, script
+def noise_rows(generator: torch.Generator, depth: int, vocab: int) -> torch.Tensor:
+    """Fresh Gumbel rows ``[depth + 1, vocab]`` (one per tree depth)."""
+    return gumbel(torch.rand(depth + 1, vocab, generator=generator, dtype=torch.float64)).float()
 
 
-def test_sampling_residual_after_all_children_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Children 1 (p=.5) and 2 (p=.3/.5=.6 after renormalising) both refused: the bonus is drawn from
-    p with both zeroed and renormalised: [.1, 0, 0, .05, .05] / .2."""
-    v, script = run_scripted(monkeypatch, [1, 2], [0.51, 0.61], pick=4)
-    assert len(script.residuals) == 1
-    torch.testing.assert_close(script.residuals[0].double(),
-                               torch.tensor([0.5, 0.0, 0.0, 0.25, 0.25], dtype=torch.float64))
-    assert v.accepted_path == [0] and v.bonus_token == 4
-    assert v.status == [ROOT, REJECTED, REJECTED]
-    assert v.target_token == [4, NO_TOKEN, NO_TOKEN]
-    assert v.target_prob == pytest.approx([1.0, 0.5, 0.3])
+def test_sampling_walk_is_the_greedy_walk_on_perturbed_scores() -> None:
+    """At node i the target's token is argmax(logits[i] / T + noise[depth i]); the walk is greedy's."""
+    tree = hand_tree()
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(len(tree), 10, generator=g)
+    for k in range(20):
+        noise = noise_rows(g, tree.max_depth, 10)
+        v = sampling_accept(tree, logits, 0.7, noise)
+        perturbed = logits / 0.7 + noise[torch.tensor(tree.depth)]
+        w = greedy_accept(tree, perturbed)
+        assert (v.status, v.accepted_path, v.bonus_token, v.target_token) == \
+            (w.status, w.accepted_path, w.bonus_token, w.target_token)
+        tempered = torch.softmax(logits / 0.7, -1)
+        expected = [1.0] + [float(tempered[tree.parent[i], tree.token[i]]) for i in range(1, len(tree))]
+        assert v.target_prob == pytest.approx(expected, rel=1e-5)
 
 
-def test_sampling_second_child_uses_renormalised_probability(monkeypatch: pytest.MonkeyPatch) -> None:
-    """After child 1 (p=.5) is refused, child 2 is accepted with probability .3 / .5 = .6, not .3."""
-    v, _ = run_scripted(monkeypatch, [1, 2], [0.51, 0.59], pick=0)   # .59 <= .6: accepted at a leaf
-    # At the accepted leaf (row = uniform .2, no children) the bonus comes from multinomial.
-    assert v.accepted_path == [0, 2]
-    assert v.status == [ROOT, REJECTED, ACCEPTED]
-    assert v.target_token == [2, NO_TOKEN, 0]
-
-
-def test_sampling_first_child_accepted_skips_siblings(monkeypatch: pytest.MonkeyPatch) -> None:
-    v, script = run_scripted(monkeypatch, [1, 2], [0.49], pick=3)
-    assert v.accepted_path == [0, 1] and v.bonus_token == 3
-    assert v.status == [ROOT, ACCEPTED, NOT_REACHED]    # never tested, so not "rejected"
-    torch.testing.assert_close(script.residuals[0].double(), torch.full((5,), 0.2, dtype=torch.float64))
-
-
-def test_sampling_zero_probability_child_then_residual(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A draft the target gives probability 0 is refused even at a tiny uniform; the residual is then p."""
+def test_sampling_never_accepts_a_zero_probability_child() -> None:
     tree = one_level_tree([2])
-    probs = torch.tensor([[0.5, 0.5, 0.0], [1 / 3] * 3], dtype=torch.float64)
-    script = ScriptedRandom([1e-9], pick=0)
-    monkeypatch.setattr(torch, "rand", script.rand)
-    monkeypatch.setattr(torch, "multinomial", script.multinomial)
-    v = sampling_accept(tree, probs, torch.Generator())
-    assert v.accepted_path == [0] and v.status == [ROOT, REJECTED] and v.bonus_token == 0
-    torch.testing.assert_close(script.residuals[0].double(), torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64))
+    logits = torch.log(torch.tensor([[0.5, 0.5, 0.0], [1 / 3] * 3]))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        v = sampling_accept(tree, logits, 1.0, noise_rows(g, 1, 3))
+        assert v.accepted_path == [0] and v.status == [ROOT, REJECTED] and v.bonus_token in (0, 1)
 
 
 def test_sampling_one_step_distribution() -> None:
-    """Unscripted: over many draws, the token emitted after the root (accepted child or bonus) follows p,
-    and given that every child was refused the bonus follows the residual p(y) / p(not children)."""
+    """Over many draws, the token emitted after the root (accepted child or bonus) follows p, each child
+    is accepted with probability p(child), and given that every child was refused the bonus follows
+    the residual p(y) / p(not children): the law of EAGLE's sequential rule."""
     tree = one_level_tree([1, 2])
     leaf = torch.full((5,), 0.2, dtype=torch.float64)
-    probs = torch.stack([P_ROOT, leaf, leaf]).float()
+    logits = torch.log(torch.stack([P_ROOT, leaf, leaf])).float()
     g = torch.Generator().manual_seed(123)
     n = 20_000
     first = torch.zeros(5)
     residual = torch.zeros(5)
     for _ in range(n):
-        v = sampling_accept(tree, probs, g)
+        v = sampling_accept(tree, logits, 1.0, noise_rows(g, 1, 5))
         tok = tree.token[v.accepted_path[1]] if len(v.accepted_path) > 1 else v.bonus_token
         first[tok] += 1
         if len(v.accepted_path) == 1:
@@ -203,6 +167,15 @@ def test_sampling_one_step_distribution() -> None:
     assert residual[1] == residual[2] == 0
     m = residual.sum()
     assert (residual / m - torch.tensor([0.5, 0, 0, 0.25, 0.25])).abs().max() < 5 * math.sqrt(0.25 / m)
+
+
+def test_position_noise_is_keyed_by_seed_and_position() -> None:
+    a, b = PositionNoise(1, 50, torch.device("cpu")), PositionNoise(1, 50, torch.device("cpu"))
+    assert torch.equal(a.rows([7, 3]), b.rows([7, 3]))                      # same seed, same rows
+    assert not torch.equal(a.row(7), a.row(8))                              # positions differ
+    assert not torch.equal(a.row(7), PositionNoise(2, 50, torch.device("cpu")).row(7))  # seeds differ
+    a.forget_before(8)
+    assert torch.equal(a.row(7), b.row(7))                                  # drawn again, the same
 
 
 # ---- sampling correctness: empirical joint vs the exact target joint -----------------------------------
@@ -218,6 +191,12 @@ CHI2_P_MIN = 1e-4
 """The chi-square test fails below this p-value (probability 1e-4 for a correct sampler and a random seed)."""
 
 Accept = Callable[[DraftTree, torch.Tensor, torch.Generator], Verdict]
+
+
+def position_keyed_accept(tree: DraftTree, probs: torch.Tensor, noise: PositionNoise, root_position: int) -> Verdict:
+    """The production rule: ``sampling_accept`` with the run's position-keyed noise."""
+    rows = noise.rows([root_position + d for d in range(tree.max_depth + 1)])
+    return sampling_accept(tree, torch.log(probs), 1.0, rows)
 
 
 def tv_bound(exact: torch.Tensor, n: int, alpha: float = ALPHA) -> float:
@@ -244,17 +223,20 @@ def chi_square_pvalue(counts: torch.Tensor, exact: torch.Tensor) -> float:
 
 
 def sample_joint(builder: TreeBuilder, drafter_fn: LogprobFn, n: int, seed: int,
-                 accept: Accept = sampling_accept) -> torch.Tensor:
+                 accept: Accept | None = None) -> torch.Tensor:
     """``n`` generations of ``LENGTH`` tokens after ``PROMPT`` by tree speculative sampling: per step build
     the tree from the drafter on the current context, take the target's per-node distributions, accept,
-    commit the accepted path + bonus.  Returns counts of the first ``LENGTH`` tokens.
+    commit the accepted path + bonus.  Returns counts of the first ``LENGTH`` tokens.  Without
+    ``accept``, the production rule with ``PositionNoise`` (generation k of the run uses seed
+    ``seed + k``), else ``accept(tree, probs, generator)``.
 
     The tree and the target rows are a deterministic function of the context, so they are built once per
     context and reused (exactly what rebuilding would give, far cheaper)."""
     g = torch.Generator().manual_seed(seed)
     cache: dict[Context, tuple[DraftTree, torch.Tensor]] = {}
     seen: Counter[tuple[int, ...]] = Counter()
-    for _ in range(n):
+    for k in range(n):
+        noise = PositionNoise(seed * 1_000_003 + k, VOCAB, torch.device("cpu"))
         ctx = PROMPT
         out: list[int] = []
         while len(out) < LENGTH:
@@ -264,7 +246,10 @@ def sample_joint(builder: TreeBuilder, drafter_fn: LogprobFn, n: int, seed: int,
                 tree = builder.build(drafter, ctx[-1]).tree
                 cache[ctx] = (tree, TARGET.tree_probs(tree, ctx[:-1]).float())
             tree, probs = cache[ctx]
-            v = accept(tree, probs, g)
+            if accept is None:
+                v = position_keyed_accept(tree, probs, noise, len(ctx) - 1)
+            else:
+                v = accept(tree, probs, g)
             new = tuple(tree.token[i] for i in v.accepted_path[1:]) + (v.bonus_token,)
             out.extend(new)
             ctx = ctx + new

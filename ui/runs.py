@@ -10,7 +10,7 @@ import gradio as gr
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
-from talon.engine.decode import new_trace, run
+from talon.engine.decode import fill_texts, new_trace, run
 from talon.metrics import trace_json
 from talon.models.loaded import ModelLoadError
 from talon.trace import RunTrace
@@ -94,8 +94,10 @@ def run_explore(prompt, target_spec, drafter_spec, method, budget, topk, mu, dep
                                                        mu, depth, gamma, temperature, max_new, seed, execution,
                                                        progress)
     for step in run(trace, target, drafter, tree_cfg, dec_cfg):
+        fill_texts(trace, target.tokenizer)
         fig, text, table, caption = _step_view(trace, step.index, color_mode)
         yield trace, _slider(trace), fig, text, table, caption, summary.summary_markdown(trace), *_charts(None)
+    fill_texts(trace, target.tokenizer)
     fig, text, table, caption = _step_view(trace, len(trace.steps) - 1, color_mode)
     yield trace, _slider(trace), fig, text, table, caption, summary.summary_markdown(trace), *_charts(trace)
 
@@ -112,8 +114,10 @@ def run_compare(prompt, target_spec, drafter_spec, method_a, method_b, budget, t
                                                            progress)
         for _ in run(trace, target, drafter, tree_cfg, dec_cfg):
             if label != "ar":
+                fill_texts(trace, target.tokenizer)
                 traces[label] = trace
                 yield _compare_view(traces, ar_seconds, None, color_mode)
+        fill_texts(trace, target.tokenizer)
         if label == "ar":
             ar_seconds = trace.seconds
     yield _compare_view(traces, ar_seconds, None, color_mode)
@@ -134,6 +138,7 @@ def run_sync_async(prompt, target_spec, drafter_spec, method, budget, topk, mu, 
         traces[execution] = trace
         for _ in run(trace, target, drafter, tree_cfg, dec_cfg):
             pass
+        fill_texts(trace, target.tokenizer)
         yield charts.timeline_chart(traces), summary.async_table(traces), summary.async_verdict(traces)
 
 

@@ -267,15 +267,53 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
     return _layout(fig, title)
 
 
-def figures(summary: pd.DataFrame, include_empty: bool = True) -> dict[str, go.Figure]:
-    """Every figure by name: ``peers``, ``budget_sweep``, ``mu_sweep``, ``tree_shape``; with
-    ``include_empty=False`` only those the results hold data for (what the CLI saves)."""
+def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
+    """The cost suite's rows: what each piece of a step costs, in autoregressive steps."""
+    if cost is None or cost.empty:
+        return pd.DataFrame(columns=["piece", "size", "LM-head rows", "ms", "× AR step"])
+    names = {"ar": "one autoregressive step", "target": "verify a tree (nodes incl. root)",
+             "head": "one draft-head call (frontier nodes)"}
+    return pd.DataFrame([{"piece": names.get(r.component, r.component), "size": int(r.size),
+                          "LM-head rows": int(r.lm_head_rows), "ms": _num(r.seconds * 1e3, 1),
+                          "× AR step": _num(r.ratio, 2)} for r in cost.itertuples()])
+
+
+def cost_figure(cost: pd.DataFrame) -> go.Figure:
+    """The cost model: verifying a tree of n nodes and one draft-head call over a frontier of w nodes,
+    as multiples of one autoregressive step (log-scaled size axis).  A tree pays off when its tokens
+    per step (MAT) exceed its verify + draft cost."""
+    title = "Cost of a step's pieces on this device, in autoregressive steps"
+    if cost is None or cost.empty:
+        return _empty(title, "no cost results (python -m talon.bench --suite cost)")
+    fig = go.Figure()
+    for component, name, colour in (("target", "verify a tree of n nodes", "#4C78A8"),
+                                     ("head", "one draft-head call over n nodes", "#F58518")):
+        rows = cost[cost["component"] == component].sort_values("size")
+        if rows.empty:
+            continue
+        fig.add_trace(go.Scatter(x=rows["size"], y=rows["ratio"], mode="lines+markers", name=name,
+                                 line={"color": colour},
+                                 customdata=list(zip(rows["seconds"] * 1e3, rows["lm_head_rows"])),
+                                 hovertemplate=f"{name}: n=%{{x}}, %{{y:.2f}}× AR "
+                                               "(%{customdata[0]:.1f} ms, LM head on %{customdata[1]} rows)"
+                                               "<extra></extra>"))
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, annotation_text="one AR step",
+                  annotation_position="top left")
+    return _layout(fig, title, xaxis={"type": "log", "title": {"text": "n (tree nodes incl. root / frontier width)"},
+                                      "tickvals": sorted(set(cost["size"]))},
+                   yaxis={"title": {"text": "× one autoregressive step"}, "rangemode": "tozero"})
+
+
+def figures(summary: pd.DataFrame, include_empty: bool = True, cost: pd.DataFrame | None = None) -> dict[str, go.Figure]:
+    """Every figure by name: ``peers``, ``budget_sweep``, ``mu_sweep``, ``tree_shape``, ``cost``; with
+    ``include_empty=False`` only those the results hold data for (what ``viz.bench_plots`` saves)."""
     has = {"peers": not _rows(summary, ("methods",)).empty,
            "budget_sweep": not _rows(summary, ("budget_sweep",)).empty,
            "mu_sweep": not _rows(summary, ("mu_sweep",)).empty,
-           "tree_shape": True}
+           "tree_shape": True, "cost": cost is not None and not cost.empty}
     figs = {"peers": peers_figure(summary), "budget_sweep": sweep_figure(summary, "budget_sweep"),
-            "mu_sweep": sweep_figure(summary, "mu_sweep"), "tree_shape": tree_shape_figure(summary)}
+            "mu_sweep": sweep_figure(summary, "mu_sweep"), "tree_shape": tree_shape_figure(summary),
+            "cost": cost_figure(cost)}
     if not include_empty:
         has["tree_shape"] = not shape_table(summary).empty
         figs = {k: v for k, v in figs.items() if has[k]}

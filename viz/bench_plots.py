@@ -21,7 +21,7 @@ def write_plots(out_dir: Path, png: bool = True) -> tuple[list[Path], str]:
     """Draw the charts of the results in ``out_dir`` into it; returns the files written and a sentence
     on PNG export.  Charts with no data are left out."""
     _, _, summary = results.read_results(out_dir)
-    figures = bench_charts.figures(summary, include_empty=False)
+    figures = bench_charts.figures(summary, include_empty=False, cost=results.read_cost(out_dir))
     written = []
     for name, fig in figures.items():
         path = out_dir / f"{name}.html"

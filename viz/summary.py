@@ -31,7 +31,9 @@ weight follows each source's running acceptance in this generation.
 **Async (asynchronous execution)**: while the target verifies a tree, the drafter guesses the outcome
 (the node where verification most likely stops, and the drafter's next token there) and drafts the
 next tree from it. A right guess (a *hit*) makes that tree the next step's, so its drafting time was
-hidden; a wrong one is discarded. The output is identical either way.
+hidden; a wrong one is discarded. The output is identical either way: greedy, and also when sampling, for
+the same seed (the target's random choice at each output position comes from noise keyed by the seed and
+the position, not from the tree).
 
 **N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
 (TALON's Top-K start). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
@@ -54,7 +56,9 @@ HOW_TO_READ = """
   where it is unsure, many pass, the budget is used up in a few layers, and the tree is **shallow and
   wide**. Static and EAGLE-2 trees keep a fixed depth whatever the context.
 * Every method here is lossless: at temperature 0 the output is exactly what plain greedy decoding
-  of the target gives; only the speed differs.
+  of the target gives; above 0 it is a sample from the target's own distribution, and for a given seed
+  it is the very sample plain autoregressive sampling draws (each output position's random choice is
+  fixed by the seed and the position). Only the speed differs.
 """
 
 
@@ -120,7 +124,8 @@ def async_verdict(traces: dict[str, RunTrace]) -> str:
     sync, async_run = traces.get("sync"), traces.get("async")
     if sync is None or async_run is None or not async_run.steps:
         return "Running..."
-    same = "identical" if sync.output_ids == async_run.output_ids else "**different (a bug: please report it)**"
+    same = "identical" if sync.output_ids == async_run.output_ids else \
+        "**different, which should never happen (same seed, same device): please report it**"
     hit = metrics.speculation_hit_rate(async_run) or 0.0
     draft = metrics.draft_share(sync)
     projected = metrics.projected_async_seconds(sync, hit)

@@ -16,6 +16,8 @@ import argparse
 import json
 import shlex
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -24,10 +26,12 @@ import torch
 from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
 from ..drafters.factory import DRAFTER_HELP
 from ..models.loaded import ModelLoadError
+from ..models.registry import ModelRegistry
 from . import results
 from .prompts import read_prompts
-from .runner import TREE_FIELDS, run_benchmark, run_suite
-from .suites import ALL_METHODS, SUITES, get_suite, with_overrides
+from .cost import measure_cost
+from .runner import TREE_FIELDS, environment, run_benchmark, run_suite
+from .suites import ALL_METHODS, COST_SUITE, PEER_METHODS, SUITE_NAMES, get_suite, with_overrides
 
 
 def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
@@ -42,15 +46,18 @@ def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m talon.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", help="JSONL file of {id, category, prompt} (method-list mode)")
-    p.add_argument("--suite", choices=list(SUITES), help="run a named suite (talon.bench.suites) instead of --prompts")
+    p.add_argument("--suite", choices=list(SUITE_NAMES),
+                   help="run a named suite (talon.bench.suites; 'cost': the timings of one step's pieces, "
+                        "talon.bench.cost) instead of --prompts")
     p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json")
     p.add_argument("--methods", default=None,
-                   help=f"comma list of {', '.join(METHODS)} (default: all but hybrid); suite mode: keep only "
-                        f"these of {', '.join(ALL_METHODS)} (ar always runs)")
+                   help=f"comma list of {', '.join(ALL_METHODS)} (default: every tree method but hybrid, and "
+                        "ar); suite mode: keep only these (ar always runs)")
     p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
     p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
     p.add_argument("--assistant", default=None,
-                   help="suite mode: hf_assisted's draft model, 'layers:K' or a model directory / Hub id")
+                   help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
+                        "drafter if it is a model, else layers:6)")
     tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon), top-k (eagle2)",
                  "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
                  "gamma": "chain length (draft tokens)"}
@@ -84,8 +91,9 @@ def main_methods(args: argparse.Namespace) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
     methods = _methods(args.methods) or [m for m in METHODS if m != "hybrid"]
     try:
-        for m in methods:
-            TreeConfig(method=m)  # validates the name
+        unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
+        if unknown:
+            raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
         tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k)
                        for k in TREE_FIELDS}
         TreeConfig(**tree_kwargs)
@@ -93,7 +101,7 @@ def main_methods(args: argparse.Namespace) -> int:
                                   max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
         prompts = read_prompts(args.prompts)[: args.limit]
         result = run_benchmark(prompts, methods, ModelSpec(args.target, args.drafter or "ngram"), tree_kwargs,
-                               decode_cfg, log=lambda s: print(s, file=sys.stderr))
+                               decode_cfg, log=lambda s: print(s, file=sys.stderr), assistant=args.assistant)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -132,8 +140,37 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     return 0
 
 
+def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The cost suite: ``cost.csv`` and ``meta.json`` in ``--out-dir``, the table on stdout."""
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    try:
+        registry = ModelRegistry()
+        target = registry.get(args.target, progress=log)
+        t0 = time.perf_counter()
+        rows = measure_cost(target, registry, args.drafter or "head", log=log)
+    except (ConfigError, ModelLoadError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out_dir)
+    command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    path = results.write_cost(out_dir, rows)
+    meta = {"suite": COST_SUITE, "description": "Wall time of one step's pieces on this device, as ratios to one "
+            "autoregressive step: verifying trees of 1 to 128 nodes, one draft-head call per frontier width.",
+            "complete": True, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "model": target.name, "target_spec": args.target, "drafter_spec": args.drafter or "head",
+            **environment(target), "seconds": round(time.perf_counter() - t0, 1), "command": command,
+            "files": [path.name, results.META]}
+    results.write_meta(out_dir, meta)
+    print(pd.DataFrame(rows)[["component", "size", "lm_head_rows", "seconds", "ratio"]].to_string(
+        index=False, float_format=lambda x: f"{x:.4f}"))
+    print(f"wrote {path} and {results.META}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.suite == COST_SUITE:
+        return main_cost(args, argv)
     return main_suite(args, argv) if args.suite else main_methods(args)

@@ -46,6 +46,12 @@ of runs whose tokens equal AR's (T=0)."""
 ALL = "all"
 LIST_COLUMNS = ("mean_layer_widths", "token_ids")
 META = "meta.json"
+COST = "cost.csv"
+COST_COLUMNS = ("component", "size", "lm_head_rows", "seconds", "ratio", "reps", "prefix_tokens")
+"""``cost.csv`` (``python -m talon.bench --suite cost``): one row per measured piece of a step:
+``component`` ``ar`` (one autoregressive step), ``target`` (verifying a tree of ``size`` nodes, root
+included, with the LM head on ``lm_head_rows`` rows) or ``head`` (one draft-head call over a frontier of
+``size`` nodes); ``seconds`` the median wall clock; ``ratio`` = seconds / the ``ar`` row's."""
 
 
 def _missing(value) -> bool:
@@ -115,6 +121,20 @@ def _parse_lists(df: pd.DataFrame) -> pd.DataFrame:
         if c in df:
             df[c] = [json.loads(v) if isinstance(v, str) and v else None for v in df[c]]
     return df
+
+
+def write_cost(out_dir: Path, rows: Sequence[dict]) -> Path:
+    """Write ``cost.csv`` into ``out_dir``; returns its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / COST
+    _frame(rows, COST_COLUMNS).to_csv(path, index=False)
+    return path
+
+
+def read_cost(directory: str | Path) -> pd.DataFrame:
+    """The cost rows of a results directory (an empty frame with ``COST_COLUMNS`` when it has none)."""
+    path = Path(directory) / COST
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=list(COST_COLUMNS))
 
 
 def read_results(directory: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:

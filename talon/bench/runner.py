@@ -7,17 +7,22 @@ import os
 import platform
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
+
+import torch
+import transformers
 
 from .. import metrics
 from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
 from ..drafters.factory import drafter_for
-from ..engine.decode import encode_prompt, run_to_end
-from ..models.device import device_label
+from ..engine.decode import encode_prompt, fill_texts, new_trace, run
+from ..models.cpu_linear import cpu_linear_mode
+from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
+from ..trace import RunTrace
 from . import results
 from .peers import assistant_for, default_assistant_spec, run_peer
 from .suites import PEER_METHODS, Experiment, Suite, load_prompts, split_method
@@ -34,21 +39,96 @@ def with_rates(row: dict) -> dict:
     return {**row, **{k: pooled[k] for k in ("MAT", "delta", "tokens_per_s", "draft_share")}}
 
 
-def trace_row(trace, method: str) -> dict:
-    """One run row from a ``RunTrace``: tokens and text, counts, timings (``seconds`` includes the
-    prefill; ``step_seconds`` = drafting + verification; ``draft_seconds`` = tree building) and the tree
-    shape (mean deepest layer, mean draft nodes, mean nodes per layer), plus the derived rates."""
+def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
+    """One run row from a ``RunTrace`` whose generation took ``seconds`` of wall clock: tokens and
+    text, counts, timings (``seconds``: prefill to last token; ``loop_seconds``: the loop's own phase
+    clocks, which add up to it; ``step_seconds``: the decoding steps; ``draft_seconds``: tree
+    building), the tree shape (mean deepest layer, mean draft nodes, mean nodes per layer), the derived
+    rates, and per step the draft nodes (root excluded), depth reached, accepted drafts and the
+    drafter's top-1 probability at the root (``steps``)."""
     steps = trace.steps
     return with_rates({
         "method": method, "token_ids": trace.output_ids, "text": trace.output_text,
         "new_tokens": len(trace.output_ids), "target_forwards": len(steps),
-        "draft_forwards": sum(s.drafter_forwards for s in steps), "seconds": trace.seconds,
-        "draft_seconds": sum(s.draft_seconds for s in steps), "step_seconds": metrics.step_seconds(trace),
+        "draft_forwards": sum(s.drafter_forwards for s in steps), "seconds": seconds,
+        "loop_seconds": trace.seconds, "draft_seconds": sum(s.draft_seconds for s in steps),
+        "step_seconds": metrics.step_seconds(trace),
         "prompt_tokens": len(trace.prompt_ids), "mean_depth": metrics.mean_tree_depth(steps),
         "mean_tree_nodes": metrics.mean_tree_nodes(steps), "mean_layer_widths": metrics.mean_layer_widths(steps),
         "stop_reason": trace.stop_reason, "execution": trace.execution,
         "speculation_hit_rate": metrics.speculation_hit_rate(trace),
-        "wait_seconds": sum(s.wait_seconds for s in steps)})
+        "wait_seconds": sum(s.wait_seconds for s in steps),
+        "steps": [{"nodes": s.tree.num_drafts, "depth": s.tree.max_depth, "accepted": s.accepted_tokens,
+                   "root_top1": s.root_top1} for s in steps]})
+
+
+def timed_generation(target: LoadedModel, drafter, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
+                     prompt_ids: list[int]) -> tuple[RunTrace, float]:
+    """Run one generation; returns its trace (text filled after the clock) and its wall clock,
+    prefill to last token, read the way the peers' ``generate()`` is read (synchronised on a GPU)."""
+    trace = new_trace(target, drafter, tree_cfg, decode_cfg, "", prompt_ids)
+    synchronize(target.device)
+    t0 = time.perf_counter()
+    for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
+        pass
+    synchronize(target.device)
+    seconds = time.perf_counter() - t0
+    fill_texts(trace, target.tokenizer)
+    return trace, seconds
+
+
+class MethodRunner:
+    """Runs any method on a prompt's token ids and returns its run row: ``ar`` and the tree methods
+    (``METHOD`` or ``METHOD@DRAFTER``) with a fresh drafter each time, transformers' peers through
+    ``talon.bench.peers``; all timed the same way, wall clock from prefill to last token.
+
+    Args:
+        target: the loaded target model.
+        registry: where drafters' models and heads come from.
+        drafter_spec: the tree methods' drafter (``talon.drafters.factory.DRAFTER_HELP``).
+        assistant_spec: ``hf_assisted``'s draft model (None: ``talon.bench.peers.default_assistant_spec``).
+        seed: sampling seed of every run.
+    """
+
+    def __init__(self, target: LoadedModel, registry: ModelRegistry, drafter_spec: str,
+                 assistant_spec: str | None = None, seed: int = 0) -> None:
+        self.target, self.registry, self.drafter_spec, self.seed = target, registry, drafter_spec, seed
+        self.assistant_spec = assistant_spec or default_assistant_spec(drafter_spec)
+        self._assistant: LoadedModel | None = None
+
+    def assistant(self) -> LoadedModel:
+        """hf_assisted's draft model, loaded on first use."""
+        if self._assistant is None:
+            self._assistant = assistant_for(self.assistant_spec, self.target, self.registry)
+        return self._assistant
+
+    def drafter(self, name: str):
+        """A fresh drafter for the method ``name`` (``METHOD`` or ``METHOD@DRAFTER``; None for ``ar``)."""
+        method, spec = split_method(name)
+        return drafter_for(method, spec or self.drafter_spec, self.target, self.registry)
+
+    def drafter_name(self, method: str) -> str:
+        """What drafts for ``method`` ("" for ``ar`` and the peers without a draft model); raises
+        ``ConfigError`` / ``ModelLoadError`` when it cannot run."""
+        if method == "hf_assisted":
+            return self.assistant().name
+        if method in PEER_METHODS or method == "ar":
+            return ""
+        return self.drafter(method).name
+
+    def run_one(self, method: str, tree_kwargs: dict, ids: list[int], temperature: float, max_new_tokens: int,
+                execution: str = "sync") -> dict:
+        """One generation of the prompt ``ids`` with ``method``; a run row (``trace_row`` / the peers')."""
+        if method in PEER_METHODS:
+            row = run_peer(method, self.target, ids, max_new_tokens, temperature=temperature, seed=self.seed,
+                           assistant=self.assistant() if method == "hf_assisted" else None)
+            return {**with_rates(row), "mean_depth": None, "mean_tree_nodes": None, "mean_layer_widths": None,
+                    "steps": []}
+        cfg = TreeConfig(method=split_method(method)[0], **tree_kwargs)
+        dec = DecodeConfig(temperature=temperature, seed=self.seed, max_new_tokens=max_new_tokens,
+                           execution=execution if method != "ar" else "sync")
+        trace, seconds = timed_generation(self.target, self.drafter(method), cfg, dec, ids)
+        return trace_row(trace, method, seconds)
 
 
 def summarize_runs(runs: list[dict]) -> list[dict]:
@@ -73,32 +153,32 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
 
 
 def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree_kwargs: dict,
-                  decode_cfg: DecodeConfig, log=print) -> dict:
-    """Run every method on every prompt (methods interleaved within each prompt) after one warm-up."""
+                  decode_cfg: DecodeConfig, log: Log = print, assistant: str | None = None) -> dict:
+    """Run every method (ours and transformers' peers) on every prompt, methods interleaved within each
+    prompt, after one warm-up per method; speedups against ``ar`` in the same run."""
     registry = ModelRegistry()
     target = registry.get(spec.target, progress=log)
-    configs = {m: TreeConfig(method=m, **tree_kwargs) for m in methods}
+    runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed)
+    drafters = {m: runner.drafter_name(m) for m in methods}
+    encoded = [encode_prompt(target, item["prompt"]) for item in prompts]
 
-    def one(method: str, prompt: str, cfg: DecodeConfig):
-        drafter = drafter_for(method, spec.drafter, target, registry)
-        return run_to_end(target, drafter, configs[method], cfg, prompt)
+    def one(method: str, ids: list[int], max_new_tokens: int) -> dict:
+        return runner.run_one(method, tree_kwargs, ids, decode_cfg.temperature, max_new_tokens, decode_cfg.execution)
 
-    warm = replace(decode_cfg, max_new_tokens=WARMUP_TOKENS)
     for method in methods:
-        one(method, prompts[0]["prompt"], warm)
+        one(method, encoded[0], WARMUP_TOKENS)
     runs = []
-    for item in prompts:
+    for item, ids in zip(prompts, encoded):
         for method in methods:
-            trace = one(method, item["prompt"], decode_cfg)
-            row = trace_row(trace, method)
+            row = one(method, ids, decode_cfg.max_new_tokens)
             runs.append({"prompt_id": item["id"], "category": item["category"], **row})
-            hits = row["speculation_hit_rate"]
-            log(f"{item['id']:>10} {method:>7}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
+            hits = row.get("speculation_hit_rate")
+            log(f"{item['id']:>10} {method:>16}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
                 f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}"))
-    tree_methods = [m for m in methods if m != "ar"]
-    drafter_name = drafter_for(tree_methods[0], spec.drafter, target, registry).name if tree_methods else ""
+    drafter_name = next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), "")
     return {"device": device_label(target), "model": target.name, "drafter": drafter_name,
-            "tree_config": tree_kwargs, "decode_config": dict(vars(decode_cfg)),
+            "assistant": drafters.get("hf_assisted", ""), "tree_config": tree_kwargs,
+            "decode_config": dict(vars(decode_cfg)), "environment": environment(target),
             "runs": runs, "summary": summarize_runs(runs)}
 
 
@@ -117,25 +197,13 @@ class SuiteRunner:
 
     def __init__(self, suite: Suite, target: LoadedModel, registry: ModelRegistry, limit: int | None = None,
                  log: Log = print) -> None:
-        self.suite, self.target, self.registry, self.limit, self.log = suite, target, registry, limit, log
+        self.suite, self.target, self.limit, self.log = suite, target, limit, log
+        self.methods = MethodRunner(target, registry, suite.drafter, suite.assistant, suite.seed)
         self.default_tree = device_default_tree(target.device.type == "cuda")[0]
-        self.assistant_spec = suite.assistant or default_assistant_spec(suite.drafter)
-        self._assistant: LoadedModel | None = None
         self._warm: set[str] = set()
         self.skipped: dict[str, str] = {}
         self.notes: list[str] = []
         self.drafter_names: dict[str, str] = {}
-
-    def assistant(self) -> LoadedModel:
-        """hf_assisted's draft model, loaded on first use."""
-        if self._assistant is None:
-            self._assistant = assistant_for(self.assistant_spec, self.target, self.registry)
-        return self._assistant
-
-    def drafter(self, name: str):
-        """A fresh drafter for the tree method ``name`` (``METHOD`` or ``METHOD@DRAFTER``)."""
-        method, spec = split_method(name)
-        return drafter_for(method, spec or self.suite.drafter, self.target, self.registry)
 
     def available(self, method: str) -> bool:
         """Whether ``method`` can run with this suite's drafter / assistant; the reason it cannot is kept
@@ -143,28 +211,20 @@ class SuiteRunner:
         if method in self.skipped:
             return False
         try:
-            if method == "hf_assisted":
-                self.drafter_names[method] = self.assistant().name
-            elif method not in PEER_METHODS and method != "ar":
-                self.drafter_names[method] = self.drafter(method).name
+            self.drafter_names[method] = self.methods.drafter_name(method)
         except (ConfigError, ModelLoadError) as err:
             self.skipped[method] = str(err)
             self.log(f"skipping {method}: {err}")
             return False
         return True
 
-    def run_one(self, method: str, tree_kwargs: dict, item: dict, ids: list[int], temperature: float,
+    def run_one(self, method: str, tree_kwargs: dict, ids: list[int], temperature: float,
                 max_new_tokens: int) -> dict:
-        """One generation of ``item`` (token ids ``ids``) with ``method``; a run row without the
-        experiment's columns."""
-        if method in PEER_METHODS:
-            row = run_peer(method, self.target, ids, max_new_tokens, temperature=temperature, seed=self.suite.seed,
-                           assistant=self.assistant() if method == "hf_assisted" else None)
-            return {**with_rates(row), "mean_depth": None, "mean_tree_nodes": None, "mean_layer_widths": None}
-        cfg = TreeConfig(method=split_method(method)[0], **tree_kwargs)
-        dec = DecodeConfig(temperature=temperature, seed=self.suite.seed, max_new_tokens=max_new_tokens)
-        return trace_row(run_to_end(self.target, self.drafter(method), cfg, dec, item["prompt"], prompt_ids=ids),
-                         method)
+        """One generation of the prompt ``ids`` with ``method``; a run row without the experiment's
+        columns (per-step data left out of the CSV)."""
+        row = self.methods.run_one(method, tree_kwargs, ids, temperature, max_new_tokens)
+        row.pop("steps", None)
+        return row
 
     def plan(self, experiment: Experiment) -> list[tuple[str, dict, str]]:
         """``(method, tree kwargs, setting label)`` in run order: ``ar`` first, then per setting every
@@ -181,7 +241,7 @@ class SuiteRunner:
     def warm_up(self, plan: list[tuple[str, dict, str]], item: dict, ids: list[int], temperature: float) -> None:
         for method, kwargs, _ in plan:
             if method not in self._warm:
-                self.run_one(method, kwargs, item, ids, temperature, WARMUP_TOKENS)
+                self.run_one(method, kwargs, ids, temperature, WARMUP_TOKENS)
                 self._warm.add(method)
 
     def experiment_columns(self, experiment: Experiment, method: str, kwargs: dict, label: str, item: dict,
@@ -203,7 +263,7 @@ class SuiteRunner:
         ar = None
         for method, kwargs, label in plan:
             try:
-                run = self.run_one(method, kwargs, item, ids, temperature, experiment.max_new_tokens)
+                run = self.run_one(method, kwargs, ids, temperature, experiment.max_new_tokens)
             except ConfigError as err:
                 self.skipped[f"{experiment.name}/{method}/{label or '-'}/{item['id']}"] = str(err)
                 self.log(f"skipped {method} {label} on {item['id']}: {err}")
@@ -236,8 +296,6 @@ class SuiteRunner:
 
 def environment(target: LoadedModel) -> dict:
     """Where the numbers were measured: device, CPU, versions."""
-    import torch
-    import transformers
 
     cpu = ""
     try:
@@ -247,6 +305,7 @@ def environment(target: LoadedModel) -> dict:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"device": device_label(target), "dtype": str(target.dtype).removeprefix("torch."),
+            "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
             "load_average_1min": round(load[0], 2) if load else None,
             "cpu": cpu or platform.processor(), "cpu_count": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
@@ -270,7 +329,7 @@ def run_suite(suite: Suite, target_spec: str = "embedded", limit: int | None = N
         return {"suite": suite.name, "description": suite.description, "complete": complete,
                 "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "model": target.name, "target_spec": target_spec, "drafter_spec": suite.drafter,
-                "drafters": runner.drafter_names, "assistant_spec": runner.assistant_spec,
+                "drafters": runner.drafter_names, "assistant_spec": runner.methods.assistant_spec,
                 "seed": suite.seed, "limit": limit, **env_before,
                 "load_average_1min_after": environment(target)["load_average_1min"],
                 "seconds": round(time.perf_counter() - t0, 1), "experiments": experiments,

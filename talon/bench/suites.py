@@ -206,15 +206,29 @@ def _paper() -> Suite:
         drafter="head")
 
 
+HEADLINE_PROMPTS = (PromptSet("assets"), PromptSet("mtbench", limit=8, label="MT-Bench"),
+                    PromptSet("humaneval", limit=8, label="HumanEval"))
+
+
 def _head() -> Suite:
     return Suite(
         "head", "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
         "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category).",
-        (Experiment("head_bar", "categories",
-                    (PromptSet("assets"), PromptSet("mtbench", limit=8, label="MT-Bench"),
-                     PromptSet("humaneval", limit=8, label="HumanEval")),
+        (Experiment("head_bar", "categories", HEADLINE_PROMPTS,
                     ("ar", "talon"), TreeParams(budget=60, topk=10, mu=0.03), max_new_tokens=64,
                     description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category."),),
+        drafter="head")
+
+
+def _headline() -> Suite:
+    return Suite(
+        "headline", "The README's headline at the device's default tree settings: TALON and hybrid with the "
+        "trained head against autoregressive decoding and transformers' generate and prompt lookup, and "
+        "EAGLE-2 at the same N, on every example prompt plus MT-Bench and HumanEval samples, greedy; every run's "
+        "tokens compared with autoregressive decoding's.",
+        (Experiment("headline", "methods", HEADLINE_PROMPTS,
+                    ("ar", "hf_generate", "hf_prompt_lookup", "eagle2", "talon", "hybrid"), max_new_tokens=64,
+                    description="Every method at the device defaults, by category, greedy."),),
         drafter="head")
 
 
@@ -223,8 +237,11 @@ def _sources() -> Suite:
                  "paper suite's last experiment on its own).", (_sources_experiment(),), drafter="head")
 
 
-SUITES = MappingProxyType({s.name: s for s in (_smoke(), _quick(), _paper(), _sources(), _head())})
-"""The named suites (read-only)."""
+SUITES = MappingProxyType({s.name: s for s in (_smoke(), _quick(), _paper(), _sources(), _head(), _headline())})
+"""The named suites of generations (read-only)."""
+COST_SUITE = "cost"
+"""The cost suite (``talon.bench.cost``): timings of a step's pieces, not generations."""
+SUITE_NAMES = (*SUITES, COST_SUITE)
 
 
 def get_suite(name: str) -> Suite:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from transformers import DynamicCache
-
-from ..engine.kv_cache import TreeKVCache
+from ..engine.kv_cache import ForwardOut, KVBuffer, TreeKVCache, select_logits
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 from .base import Drafter, Proposal
@@ -15,18 +13,48 @@ from .head_model import DraftHead
 
 
 class HeadCache(TreeKVCache):
-    """The head's KV cache.  Cache row k holds head position k + 1 (position 0 has no feature)."""
+    """The head's tree KV cache.  Cache row k holds head position k + 1 (position 0 has no feature).
+    Its forwards return the head's output states as ``hidden`` (the next layer's features)."""
 
     def __init__(self, head: DraftHead, target: LoadedModel) -> None:
-        super().__init__(DynamicCache(config=head.llama_config), target.device)
+        cfg = head.config
+        super().__init__(KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, target.dtype, target.device), target.device)
         self.head, self.target = head, target
         self.position_offset = 1  # position 0 has no preceding feature
 
-    def _model_forward(self, input_ids, position_ids, mask, features=None):
+    def _model_forward(self, input_ids, position_ids, mask, logit_rows, features=None) -> ForwardOut:
         embeds = self.target.model.get_input_embeddings()(input_ids)
-        states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.cache)
-        logits = self.head.logits(states, self.target.model.get_output_embeddings())
-        return logits[0].float(), states[0]
+        states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.kv)[0]
+        return ForwardOut(select_logits(self, states, logit_rows), states)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.head.logits(hidden, self.target.model.get_output_embeddings()).float()
+
+
+class FeatureRows:
+    """A growing ``[rows, H]`` buffer (preallocated, doubling): appends without re-concatenating."""
+
+    def __init__(self, width: int, dtype: torch.dtype, device: torch.device, capacity: int = 256) -> None:
+        self.buffer = torch.empty(capacity, width, dtype=dtype, device=device)
+        self.length = 0
+
+    def append(self, rows: torch.Tensor) -> None:
+        end = self.length + rows.shape[0]
+        if end > self.buffer.shape[0]:
+            bigger = self.buffer.new_empty(max(end, 2 * self.buffer.shape[0]), self.buffer.shape[1])
+            bigger[: self.length] = self.buffer[: self.length]
+            self.buffer = bigger
+        self.buffer[self.length:end] = rows
+        self.length = end
+
+    def truncate(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+    def __getitem__(self, rows: slice) -> torch.Tensor:
+        return self.buffer[: self.length][rows]
+
+    def __setitem__(self, rows: slice, value: torch.Tensor) -> None:
+        self.buffer[: self.length][rows] = value
 
 
 class HeadDrafter(Drafter):
@@ -41,7 +69,7 @@ class HeadDrafter(Drafter):
         self.name = name
         self._cache: HeadCache | None = None
         self._seq: list[int] = []
-        self._features = torch.empty(0)
+        self._features: FeatureRows | None = None  # feature of committed position k at row k
         self._node_states: dict[int, torch.Tensor] = {}
         self._tree: DraftTree | None = None   # the tree of the last propose call
         self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
@@ -49,9 +77,9 @@ class HeadDrafter(Drafter):
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cache = HeadCache(self.head, self.target)
         self._seq = list(prompt_ids)
-        h = self.head.config.hidden_size
-        self._features = (self.head.fuse_features(target_hidden) if target_hidden is not None
-                          else torch.empty(0, h, device=self.target.device, dtype=self.target.dtype))
+        self._features = FeatureRows(self.head.config.hidden_size, self.target.dtype, self.target.device)
+        if target_hidden is not None:
+            self._features.append(self.head.fuse_features(target_hidden))
         self._node_states = {}
         self._tree, self._stale_from = None, None
 
@@ -62,17 +90,17 @@ class HeadDrafter(Drafter):
         tokens = self._seq[start + 1:]        # positions start+1 .. L-1 (the root is last)
         if not tokens:                        # a one-token prompt: no feature for the root
             return Proposal(torch.full((1, self.head.config.vocab_size), float("-inf")))
-        logits, states = cache.extend_committed(tokens, features=self._features[start:start + len(tokens)])
-        self._node_states = {0: states[-1]}
-        return Proposal(torch.log_softmax(logits[-1:], dim=-1))
+        out = cache.extend_committed(tokens, logit_rows="last", features=self._features[start:start + len(tokens)])
+        self._node_states = {0: out.hidden[-1]}
+        return Proposal(torch.log_softmax(out.logits, dim=-1))
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         self._tree = tree
         features = torch.stack([self._node_states[tree.parent[u]] for u in frontier])
-        logits, states = self._cache.forward_nodes(tree, frontier, len(self._seq) - 1, features=features)
+        out = self._cache.forward_nodes(tree, frontier, len(self._seq) - 1, features=features)
         for k, u in enumerate(frontier):
-            self._node_states[u] = states[k]
-        return Proposal(torch.log_softmax(logits, dim=-1))
+            self._node_states[u] = out.hidden[k]
+        return Proposal(torch.log_softmax(out.logits, dim=-1))
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         if target_hidden is not None:
@@ -87,7 +115,7 @@ class HeadDrafter(Drafter):
             self._cache.crop_committed(min(self._cache.committed_len, self._stale_from))
             self._stale_from = None
         self._seq.extend(int(t) for t in new_ids)
-        self._features = torch.cat([self._features, features])
+        self._features.append(features)
         self._node_states = {}
 
     def checkpoint(self) -> int:
@@ -95,7 +123,7 @@ class HeadDrafter(Drafter):
 
     def rollback(self, checkpoint: int) -> None:
         del self._seq[checkpoint:]
-        self._features = self._features[: checkpoint - 1]
+        self._features.truncate(checkpoint - 1)
         self._cache.crop_committed(min(self._cache.committed_len, checkpoint - 1))
         self._node_states = {}
 

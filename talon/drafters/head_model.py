@@ -29,10 +29,12 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import DynamicCache, LlamaConfig
+from transformers import LlamaConfig
+from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from ..config import ASSETS
+from ..models.cpu_linear import pack_for_device
 from ..models.loaded import LoadedModel, ModelLoadError
 
 HEAD_WEIGHTS = "head.safetensors"
@@ -120,21 +122,23 @@ class DraftHead(nn.Module):
         self.layer = LlamaDecoderLayer(self.llama_config, layer_idx=0)
         self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
         self.rotary = LlamaRotaryEmbedding(self.llama_config)
-        self.draft_ids: torch.Tensor | None = None     # [V_d] token ids the head may draft (None: all)
-        self.draft_weight: torch.Tensor | None = None  # [V_d, H] those rows of the target's LM head
+        self.draft_ids: torch.Tensor | None = None       # [V_d] token ids the head may draft (None: all)
+        self.draft_lm_head: nn.Linear | None = None      # [H] -> [V_d]: those rows of the target's LM head
 
     def use_draft_vocab(self, ids: Sequence[int], lm_head: nn.Module) -> None:
         """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``) so
         ``logits`` computes only those.  Called once at load time; the head is read-only afterwards."""
         device = lm_head.weight.device
         self.draft_ids = torch.as_tensor(sorted(set(ids)), dtype=torch.long, device=device)
-        self.draft_weight = lm_head.weight.detach()[self.draft_ids].clone()
+        rows = lm_head.weight.detach()[self.draft_ids].clone()
+        self.draft_lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=device, dtype=rows.dtype)
+        self.draft_lm_head.weight = nn.Parameter(rows, requires_grad=False)
     def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
         return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
 
     def forward(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
+                attention_mask: torch.Tensor, cache: Cache) -> torch.Tensor:
         """``features`` and ``token_embeds`` ``[B, T, H]``, ``position_ids`` ``[B, T]``, bool
         ``attention_mask`` ``[B, 1, T, cache_len + T]``.  Appends to ``cache``; returns the head's
         output states ``[B, T, H]`` (before ``norm``)."""
@@ -150,7 +154,7 @@ class DraftHead(nn.Module):
         if self.draft_ids is None:
             return lm_head(x)
         out = x.new_full((*x.shape[:-1], lm_head.weight.shape[0]), float("-inf"))
-        out[..., self.draft_ids] = x @ self.draft_weight.T
+        out[..., self.draft_ids] = self.draft_lm_head(x)
         return out
 
     # ---- files -----------------------------------------------------------------------------------
@@ -159,7 +163,7 @@ class DraftHead(nn.Module):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in self.state_dict().items()
-                 if not k.startswith("rotary.")}
+                 if not k.startswith(("rotary.", "draft_lm_head."))}
         save_file(state, directory / HEAD_WEIGHTS)
         meta = {**asdict(self.config), "feature_layers": list(self.config.feature_layers), **(extra or {})}
         (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=1))
@@ -212,6 +216,7 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
                              f"(missing {missing}, unexpected {unexpected}).")
     head.to(target.device, target.dtype).eval().requires_grad_(False)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
+        pack_for_device(head)
         return head
     try:
         ids = [int(t) for t in json.loads((directory / DRAFT_VOCAB).read_text())["ids"]]
@@ -220,4 +225,5 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
     if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
         raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
     head.use_draft_vocab(ids, target.model.get_output_embeddings())
+    pack_for_device(head)
     return head

@@ -33,12 +33,12 @@ class ModelDrafter(Drafter):
 
     def begin_step(self, tree: DraftTree) -> Proposal:
         pending = self._seq[self._cached.committed_len:]
-        logits = self._cached.extend_committed(pending)[0][-1:]
+        logits = self._cached.extend_committed(pending, logit_rows="last").logits
         return Proposal(torch.log_softmax(logits, dim=-1))
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         root_position = len(self._seq) - 1
-        logits = self._cached.forward_nodes(tree, frontier, root_position)[0]
+        logits = self._cached.forward_nodes(tree, frontier, root_position, logit_rows="all").logits
         return Proposal(torch.log_softmax(logits, dim=-1))
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:

@@ -18,7 +18,8 @@ import torch
 
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter, Proposal
-from ..tree import DraftTree
+from ..models.device import to_device
+from ..tree import SOURCE_RETRIEVAL, DraftTree
 
 DEFAULT_STATIC_RANK_PRIOR = (0.6, 0.2, 0.1)
 """Assumed acceptance of a node's best, second and third child, used only to give the default static
@@ -55,12 +56,23 @@ class Growth:
         self.forwards += 1
         return self.drafter.propose(self.tree, list(frontier))
 
-    def add(self, proposal: Proposal, frontier: Sequence[int], picks: Sequence[tuple[int, int, float]]) -> list[int]:
-        """Add ``picks`` = ``(row, token, logprob)``: ``token`` as a child of ``frontier[row]`` (``frontier``
-        = the nodes ``proposal`` answered for, ``[0]`` for the root), labelled with its source.
-        Returns the new node ids in ``picks`` order."""
-        sources = proposal.sources([r for r, _, _ in picks], [t for _, t, _ in picks])
-        return [self.tree.add(frontier[r], t, lp, s) for (r, t, lp), s in zip(picks, sources)]
+    def add(self, proposal: Proposal, frontier: Sequence[int], rows: torch.Tensor, tokens: torch.Tensor,
+            logprobs: torch.Tensor, keep: torch.Tensor | None = None) -> list[int | None]:
+        """Add candidates given as device tensors ``[k]``: ``tokens[j]`` as a child of
+        ``frontier[rows[j]]`` (``frontier`` = the nodes ``proposal`` answered for, ``[0]`` for the root)
+        with draft log-probability ``logprobs[j]``, if ``keep[j]`` (default: all) and the
+        log-probability is finite; each labelled with its source.  One host sync.  Returns, per
+        candidate, its new node id or ``None`` when it was not added."""
+        keep = torch.isfinite(logprobs) if keep is None else keep & torch.isfinite(logprobs)
+        columns = [rows.double(), tokens.double(), logprobs.double(), keep.double()]
+        if proposal.from_retrieval is not None:
+            columns.append(proposal.from_retrieval[rows, tokens].double())
+        if not rows.numel():
+            return []
+        values = torch.stack(columns).tolist()
+        labels = values[4] if len(values) > 4 else [0.0] * len(values[0])
+        return [self.tree.add(frontier[int(r)], int(t), lp, SOURCE_RETRIEVAL if flag else proposal.source)
+                if k else None for r, t, lp, k, flag in zip(*values[:4], labels)]
 
     def result(self, tree: DraftTree | None = None) -> BuildResult:
         return BuildResult(tree if tree is not None else self.tree, self.forwards, self.root_logprobs)
@@ -81,18 +93,10 @@ class TreeBuilder(ABC):
         """Grow draft nodes below ``growth.tree`` (which holds only the root); return the final tree."""
 
 
-def _top_finite(logprobs: torch.Tensor, k: int) -> list[tuple[int, float]]:
-    """The ``k`` best (token, logprob) of a ``[vocab]`` row, skipping ``-inf``, best first."""
-    k = min(k, logprobs.shape[-1])
-    values, tokens = logprobs.topk(k)
-    return [(t, v) for t, v in zip(tokens.tolist(), values.tolist()) if v > -math.inf]
-
-
-def _top_finite_rows(logprobs: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
-    """``_top_finite`` of every row of ``[rows, vocab]`` with one host sync."""
-    k = min(k, logprobs.shape[-1])
-    values, tokens = logprobs.topk(k, dim=-1)
-    return [[(t, v) for t, v in zip(tr, vr) if v > -math.inf] for tr, vr in zip(tokens.tolist(), values.tolist())]
+def _root_top(proposal: Proposal, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(rows, tokens, logprobs)`` of the root row's ``k`` best tokens, best first (device tensors)."""
+    logprobs, tokens = proposal.logprobs[0].topk(min(k, proposal.logprobs.shape[-1]))
+    return torch.zeros_like(tokens), tokens, logprobs
 
 
 class ChainBuilder(TreeBuilder):
@@ -107,10 +111,10 @@ class ChainBuilder(TreeBuilder):
         node = 0
         for _ in range(self.gamma):
             proposal = growth.root() if node == 0 else growth.expand([node])
-            best = _top_finite(proposal.logprobs[0], 1)
-            if not best:
+            added = growth.add(proposal, [node], *_root_top(proposal, 1))
+            if not added or added[0] is None:
                 break
-            node = growth.add(proposal, [node], [(0, *best[0])])[0]
+            node = added[0]
         return growth.tree
 
 
@@ -152,17 +156,15 @@ class StaticBuilder(TreeBuilder):
                 break
             parents = list(dict.fromkeys(node_of[p[:-1]] for p in layer))
             proposal = growth.root() if depth == 1 else growth.expand(parents)
-            deepest_rank = {parent: 1 + max(p[-1] for p in layer if node_of[p[:-1]] == parent) for parent in parents}
-            ranked = _top_finite_rows(proposal.logprobs, max(deepest_rank.values()))
             row_of = {parent: row for row, parent in enumerate(parents)}
-            picks, kept = [], []
-            for path in layer:
-                row = row_of[node_of[path[:-1]]]
-                if path[-1] < len(ranked[row]):
-                    picks.append((row, *ranked[row][path[-1]]))
-                    kept.append(path)
-            for path, node in zip(kept, growth.add(proposal, parents, picks)):
-                node_of[path] = node
+            ranked_lp, ranked_tokens = proposal.logprobs.topk(
+                min(1 + max(p[-1] for p in layer), proposal.logprobs.shape[-1]), dim=-1)
+            layer = [p for p in layer if p[-1] < ranked_lp.shape[1]]
+            device = ranked_lp.device
+            rows = to_device([row_of[node_of[p[:-1]]] for p in layer], torch.long, device)
+            ranks = to_device([p[-1] for p in layer], torch.long, device)
+            added = growth.add(proposal, parents, rows, ranked_tokens[rows, ranks], ranked_lp[rows, ranks])
+            node_of.update({path: node for path, node in zip(layer, added) if node is not None})
         return growth.tree
 
 
@@ -179,19 +181,19 @@ class Eagle2Builder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         tree = growth.tree
         proposal = growth.root()
-        frontier = growth.add(proposal, [0], [(0, t, lp) for t, lp in _top_finite(proposal.logprobs[0], self.topk)])
+        frontier = [n for n in growth.add(proposal, [0], *_root_top(proposal, self.topk)) if n is not None]
         for _ in range(self.depth - 1):
             if not frontier:
                 break
             proposal = growth.expand(frontier)
-            candidates = []
-            for row, options in enumerate(_top_finite_rows(proposal.logprobs, self.topk)):
-                parent_lp = tree.path_logprob[frontier[row]]
-                candidates += [(parent_lp + lp, row, token, lp) for token, lp in options]
-            # Stable sort: equal scores keep expansion order.
-            candidates.sort(key=lambda c: -c[0])
-            added = growth.add(proposal, frontier, [(row, token, lp) for _, row, token, lp in candidates])
-            frontier = added[: self.topk]
+            child_lp, tokens = proposal.logprobs.topk(min(self.topk, proposal.logprobs.shape[-1]), dim=-1)
+            parent_lp = _path_logprobs(tree, frontier, child_lp.device)
+            scores = (parent_lp[:, None] + child_lp.double()).flatten()          # [frontier * k]
+            # Every candidate is recorded, best first; a stable sort keeps expansion order on ties.
+            order = torch.argsort(-scores, stable=True)
+            k = child_lp.shape[1]
+            added = growth.add(proposal, frontier, order // k, tokens.flatten()[order], child_lp.flatten()[order])
+            frontier = [n for n in added if n is not None][: self.topk]
         # Re-rank every recorded candidate.  Ties go to the earlier node, which keeps a parent (score
         # >= its child's) ahead of its children, so the kept set stays connected.
         order = sorted(range(1, len(tree)), key=lambda i: (-tree.path_logprob[i], i))
@@ -218,33 +220,32 @@ class TalonBuilder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         tree = growth.tree
         proposal = growth.root()
-        top = _top_finite(proposal.logprobs[0], min(self.topk, self.budget))
-        layer = growth.add(proposal, [0], [(0, t, lp) for t, lp in top])
+        layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, min(self.topk, self.budget)))
+                 if n is not None]
         while layer and tree.num_drafts < self.budget:
             layer = self._next_layer(growth, layer)
         return tree
 
     def _next_layer(self, growth: Growth, parents: list[int]) -> list[int]:
-        """Admit the gated, budget-checked children of ``parents`` (one drafter call)."""
+        """Admit the gated, budget-checked children of ``parents`` (one drafter call, one host sync)."""
         tree = growth.tree
         proposal = growth.expand(parents)
         logprobs = proposal.logprobs                                               # [parents, vocab]
         room = self.budget - tree.num_drafts
-        parent_lp = torch.tensor([tree.path_logprob[p] for p in parents], dtype=logprobs.dtype,
-                                 device=logprobs.device)
         child_lp, tokens = logprobs.topk(min(room, logprobs.shape[1]), dim=1)   # [parents, R]
-        scores = parent_lp[:, None] + child_lp                                     # path log-probs
-        best = scores.max()
-        if best == -math.inf:
-            return []
-        admitted = (scores >= best + self.log_mu) & (scores > -math.inf)
-        rows, cols = admitted.nonzero(as_tuple=True)
+        scores = (_path_logprobs(tree, parents, logprobs.device)[:, None] + child_lp.double()).flatten()
+        admitted = (scores >= scores.max() + self.log_mu) & torch.isfinite(scores)
         # Best first, keep at most `room`; ties keep (parent order, rank) order.
-        order = torch.argsort(-scores[rows, cols], stable=True)[:room].tolist()
-        rows, cols = rows.tolist(), cols.tolist()
-        tokens, child_lp = tokens.tolist(), child_lp.tolist()  # one device sync, not two per node
-        picks = [(rows[k], tokens[rows[k]][cols[k]], child_lp[rows[k]][cols[k]]) for k in order]
-        return growth.add(proposal, parents, picks)
+        order = torch.argsort(torch.where(admitted, -scores, math.inf), stable=True)[:room]
+        r = child_lp.shape[1]
+        added = growth.add(proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order],
+                           admitted[order])
+        return [n for n in added if n is not None]
+
+
+def _path_logprobs(tree: DraftTree, nodes: Sequence[int], device: torch.device) -> torch.Tensor:
+    """Float64 ``[len(nodes)]``: the path log-probabilities of ``nodes`` on ``device``."""
+    return to_device([tree.path_logprob[n] for n in nodes], torch.float64, device)
 
 
 def make_builder(cfg: TreeConfig) -> TreeBuilder | None:

@@ -15,7 +15,8 @@ from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
 from ..trace import RunTrace, StepRecord
 from ..tree import NO_TOKEN, DraftTree
-from .builders import make_builder
+from .builders import BuildResult, make_builder
+from .sampling import PositionNoise
 from .speculation import speculate
 from .stopping import cut_step
 from .verify import Verifier
@@ -62,21 +63,34 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
                     device=device_label(target))
 
 
-class _TextDiff:
-    """Turns the growing id list into per-step text pieces that concatenate to the full decode,
-    holding back an incomplete multi-byte character until it completes."""
+def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
+    """Fill the text fields of ``trace``'s steps (``node_text``, ``target_text``, ``committed_text``)
+    that are still empty, up to step ``upto`` (exclusive; all by default).  Only the views and the
+    export need text, so the decoding loop leaves it out of the hot path and the reader fills it.
 
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-        self.emitted = ""
-
-    def piece(self, all_ids: list[int], final: bool) -> str:
-        full = self.tokenizer.decode(all_ids, skip_special_tokens=True)
+    ``committed_text`` pieces concatenate to the decoded output; a multi-byte character split across
+    steps appears whole in the step that completes it (the last step of a finished run flushes)."""
+    steps = trace.steps[:upto]
+    todo = [s for s in steps if not s.texts_filled]
+    if not todo:
+        return
+    singles = {t for s in todo for t in [*s.tree.token, *s.target_token] if t != NO_TOKEN}
+    text_of = dict(zip(sorted(singles), tokenizer.batch_decode([[t] for t in sorted(singles)])))
+    emitted = "".join(s.committed_text for s in steps if s.texts_filled)
+    ids: list[int] = []
+    for k, step in enumerate(steps):
+        ids += step.committed_ids
+        if step.texts_filled:
+            continue
+        final = bool(trace.stop_reason) and k == len(trace.steps) - 1
+        full = tokenizer.decode(ids, skip_special_tokens=True)
         if not final:
             full = full.rstrip("\ufffd")
-        piece = full[len(self.emitted):] if full.startswith(self.emitted) else ""
-        self.emitted += piece
-        return piece
+        piece = full[len(emitted):] if full.startswith(emitted) else ""
+        emitted += piece
+        step.committed_text = piece
+        step.node_text = [text_of[t] for t in step.tree.token]
+        step.target_text = [text_of[t] if t != NO_TOKEN else "" for t in step.target_token]
 
 
 def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
@@ -85,100 +99,137 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
     and yield it.  Ends at EOS, at ``max_new_tokens``, or when ``stop()`` returns True (checked
     between steps); ``trace.stop_reason`` says which.
 
+    Timing: each step's phases (draft, verify, bookkeeping) follow one another without gaps, so
+    ``trace.seconds`` (prefill + every step's phases) is the wall clock of everything the loop does,
+    less the time the caller spends between steps.  On a GPU the clock is read after the host has the
+    step's results, and the device is synchronised once at the end of the prefill and of the run.
+    Token text is not decoded here (``fill_texts``).
+
+    At temperature > 0 the target's choices come from position-keyed noise (``talon.engine.sampling``),
+    so the output equals autoregressive sampling with the same seed, for every method.
+
     ``decode_cfg.execution == "async"`` drafts the next tree on a worker thread (its own CUDA stream on
     a GPU) while the target verifies the current one, from the guessed outcome (``likely_outcome``
-    and the drafter's best bonus token there).  A right guess makes that tree the next step's; a wrong one is rolled back and
-    the tree is drafted again, so only verified tokens are ever committed and the output is the
-    synchronous output.  ``ar`` always runs synchronously."""
-    builder = make_builder(tree_cfg)
-    prompt_ids = trace.prompt_ids
-    eos = target.eos_token_ids
-    tok = target.tokenizer
-    generator = torch.Generator().manual_seed(decode_cfg.seed)
-    verifier = Verifier(target, drafter.feature_layers if builder is not None else ())
-    text = _TextDiff(tok)
-    asynchronous = decode_cfg.execution == "async" and builder is not None
-    trace.execution = "async" if asynchronous else "sync"
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
-    side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
-    clock0 = time.perf_counter()
-
+    and the drafter's best bonus token there).  A right guess makes that tree the next step's; a wrong
+    one is rolled back and the tree is drafted again.  Only verified tokens are ever committed, so the
+    output is the synchronous output (greedy, and sampled for the same seed); the trees can differ when
+    the drafter's state after a guess is not the one it would have had (a head's stand-in features, a
+    hybrid's weights before the step's acceptance counts).  ``ar`` always runs synchronously."""
+    loop = _Loop(trace, target, drafter, tree_cfg, decode_cfg)
     try:
-        with torch.inference_mode():
-            prompt_hidden = verifier.prefill(prompt_ids)
-            if builder is not None:
-                drafter.reset(prompt_ids, prompt_hidden)
-            synchronize(target.device)
-            trace.prefill_seconds = time.perf_counter() - clock0
-            root = prompt_ids[-1]
-            generated: list[int] = []
-            ready = None  # async: (BuildResult, drafter_info) drafted during the previous verification
-            while True:
-                if stop is not None and stop():
-                    trace.stop_reason = "stopped"
-                    return
-                t0 = time.perf_counter()
-                if builder is None:
-                    tree, forwards, info = DraftTree.with_root(root), 0, {}
-                elif ready is not None:
-                    (built, info), ready = ready, None
-                    tree, forwards = built.tree, built.drafter_forwards
-                else:
-                    built = builder.build(drafter, root)
-                    tree, forwards, info = built.tree, built.drafter_forwards, drafter.step_info()
-                synchronize(target.device)
-                t1 = time.perf_counter()
-                pending = worker.submit(speculate, drafter, builder, built, side_stream, clock0) if worker else None
-                verdict = verifier.verify(tree, decode_cfg.temperature, generator)
-                path_hidden = verifier.commit(verdict)
-                synchronize(target.device)
-                t2 = time.perf_counter()
-                speculation = pending.result() if pending else None
-                t3 = time.perf_counter()
-
-                new_ids, reason = cut_step(tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
-                                           eos, decode_cfg.max_new_tokens - len(generated))
-                generated.extend(new_ids)
-                hit = None
-                if builder is not None:
-                    drafter.observe(tree, verdict.accepted_path)
-                    if speculation is not None:
-                        hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
-                        if hit:
-                            drafter.confirm(speculation.checkpoint, path_hidden)
-                            ready = (speculation.built, speculation.drafter_info)
-                        else:
-                            drafter.rollback(speculation.checkpoint)
-                    if not reason and not hit:
-                        drafter.commit(new_ids, path_hidden)
-                node_text = tok.batch_decode([[t] for t in tree.token])
-                step = StepRecord(
-                    index=len(trace.steps), tree=tree, status=verdict.status,
-                    accepted_path=verdict.accepted_path, bonus_token=verdict.bonus_token,
-                    target_token=verdict.target_token, target_prob=verdict.target_prob,
-                    committed_ids=new_ids, committed_text=text.piece(generated, final=bool(reason)),
-                    node_text=node_text,
-                    target_text=[tok.decode([t]) if t != NO_TOKEN else "" for t in verdict.target_token],
-                    draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
-                    verify_seconds=t2 - t1, drafter_forwards=forwards, drafter_info=info,
-                    speculate_start=speculation.start if speculation else None,
-                    speculate_seconds=speculation.seconds if speculation else 0.0,
-                    speculate_hit=hit, wait_seconds=t3 - t2 if speculation else 0.0)
-                trace.steps.append(step)
-                trace.stop_reason = reason
-                yield step
-                if reason:
-                    return
-                root = verdict.bonus_token
+        loop.prefill()
+        while True:
+            if stop is not None and stop():
+                trace.stop_reason = "stopped"
+                return
+            step = loop.step()
+            yield step
+            if trace.stop_reason:
+                return
     finally:
-        if worker is not None:
-            worker.shutdown(wait=True)
+        loop.close()
+
+
+class _Loop:
+    """The state of one run between steps.  Each call runs in inference mode on its own, so the caller
+    may resume the generator from another thread (a web server does)."""
+
+    def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
+                 decode_cfg: DecodeConfig) -> None:
+        self.trace, self.target, self.drafter, self.decode_cfg = trace, target, drafter, decode_cfg
+        self.builder = make_builder(tree_cfg)
+        self.eos = target.eos_token_ids
+        self.verifier = Verifier(target, drafter.feature_layers if self.builder is not None else ())
+        self.noise = (PositionNoise(decode_cfg.seed, target.vocab_size, target.device)
+                      if decode_cfg.temperature > 0 else None)
+        asynchronous = decode_cfg.execution == "async" and self.builder is not None
+        trace.execution = "async" if asynchronous else "sync"
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
+        self.side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
+        self.root = trace.prompt_ids[-1]
+        self.generated: list[int] = []
+        self.ready = None  # async: (BuildResult, drafter_info) drafted during the previous verification
+        self.clock0 = time.perf_counter()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown(wait=True)
+
+    @torch.inference_mode()
+    def prefill(self) -> None:
+        prompt_ids = self.trace.prompt_ids
+        prompt_hidden = self.verifier.prefill(prompt_ids)
+        if self.builder is not None:
+            self.drafter.reset(prompt_ids, prompt_hidden)
+        synchronize(self.target.device)
+        self.trace.prefill_seconds = time.perf_counter() - self.clock0
+
+    @torch.inference_mode()
+    def step(self) -> StepRecord:
+        """Draft, verify, commit and record one step; appends it to the trace and sets its stop reason."""
+        trace, drafter, builder, verifier, clock0 = self.trace, self.drafter, self.builder, self.verifier, self.clock0
+        t0 = time.perf_counter()
+        if builder is None:
+            built, info = BuildResult(DraftTree.with_root(self.root), 0), {}
+        elif self.ready is not None:
+            (built, info), self.ready = self.ready, None
+        else:
+            built = builder.build(drafter, self.root)
+            info = drafter.step_info()
+        tree = built.tree
+        t1 = time.perf_counter()
+        pending = self.worker.submit(speculate, drafter, builder, built, self.side_stream, clock0) \
+            if self.worker else None
+        checked = verifier.verify(tree, self.decode_cfg.temperature, self.noise)
+        path_hidden = verifier.commit(checked.accepted_path)
+        t2 = time.perf_counter()
+        speculation = pending.result() if pending else None
+        t_wait = time.perf_counter()
+
+        new_ids, reason = cut_step(tree.path_tokens(checked.accepted_path[-1]) + [checked.bonus_token],
+                                   self.eos, self.decode_cfg.max_new_tokens - len(self.generated))
+        self.generated.extend(new_ids)
+        hit = None
+        if builder is not None:
+            drafter.observe(tree, checked.accepted_path)
+            if speculation is not None:
+                hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
+                if hit:
+                    drafter.confirm(speculation.checkpoint, path_hidden)
+                    self.ready = (speculation.built, speculation.drafter_info)
+                else:
+                    drafter.rollback(speculation.checkpoint)
+            if not reason and not hit:
+                drafter.commit(new_ids, path_hidden)
+        if self.noise is not None:
+            self.noise.forget_before(verifier.root_position)
+        verdict = verifier.verdict(checked)
+        root_top1 = (float(built.root_logprobs.max().exp()) if built.root_logprobs is not None
+                     and torch.isfinite(built.root_logprobs).any() else None)
+        if reason:
+            synchronize(self.target.device)
+        t3 = time.perf_counter()
+        step = StepRecord(
+            **vars(verdict), index=len(trace.steps), tree=tree, committed_ids=new_ids,
+            draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
+            verify_seconds=t2 - t1, bookkeeping_seconds=t3 - t2, drafter_forwards=built.drafter_forwards,
+            drafter_info=info, root_top1=root_top1,
+            speculate_start=speculation.start if speculation else None,
+            speculate_seconds=speculation.seconds if speculation else 0.0,
+            speculate_hit=hit, wait_seconds=t_wait - t2 if speculation else 0.0)
+        trace.steps.append(step)
+        trace.stop_reason = reason
+        self.root = checked.bonus_token
+        return step
 
 
 def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
-               prompt: str = "", prompt_ids: Sequence[int] | None = None) -> RunTrace:
-    """Run a whole generation and return its trace."""
+               prompt: str = "", prompt_ids: Sequence[int] | None = None, texts: bool = True) -> RunTrace:
+    """Run a whole generation and return its trace, its text filled in unless ``texts`` is False (a
+    benchmark decodes text after the clock, as it does for transformers' peers)."""
     trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
     for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
         pass
+    if texts:
+        fill_texts(trace, target.tokenizer)
     return trace

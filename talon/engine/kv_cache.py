@@ -1,133 +1,317 @@
-"""Causal models with their own KV cache that run tree-masked forwards and keep only chosen rows.
+"""The tree KV cache: causal models (the target, a model drafter, the draft head) run tree-masked
+forwards over one preallocated buffer that the engine owns.
 
-The verifier (target), the model drafter and the draft head all use it.  The cache holds:
+Rows of the buffer:
 
 * committed rows ``[0, committed_len)``: tokens that are part of the output (or the prompt);
-* tree rows after them: draft-tree nodes fed during the current step (``node_rows`` maps node -> row).
+* tree rows ``[committed_len, length)``: draft-tree nodes fed during the current step, in the order
+  they were fed (``node_rows`` maps node -> tree row, 0 = the first tree row).
 
-A query always sees every committed row, plus the tree rows of its own ancestors and itself.
-``TreeKVCache`` does that bookkeeping; subclasses say how one forward is run.
+A forward writes its keys and values in place at ``length`` (no concatenation), and attends over
+``[0, length + q)`` only.  Accepting a path copies the path's rows into place after the committed
+prefix (a few rows; no whole-cache gather), dropping the tree is a change of ``length``.
+
+A query sees every committed row, plus the tree rows of its own ancestors and itself.  That mask is
+built per forward from the tree's ancestor closure, which is kept on the device for the rows fed so
+far (``tree_rows_mask``): one vectorised computation per forward, no Python walk.
+
+Only plain full attention fits this cache: ``check_full_attention`` refuses sliding-window and
+hybrid (linear-attention, state-space) models with a message that says so.
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, CacheLayerMixin
 
+from ..config import ConfigError
+from ..models.device import to_device
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 
+FIRST_CAPACITY = 256
+"""Rows the buffer starts with; it doubles when a forward would overflow it."""
+
+
+def check_full_attention(config, name: str) -> None:
+    """Raise ``ConfigError`` unless every layer of the model described by ``config`` is plain full
+    attention (the tree mask and the preallocated cache assume that)."""
+    types = set(getattr(config, "layer_types", None) or ["full_attention"])
+    window = getattr(config, "sliding_window", None)
+    uses_window = window and getattr(config, "use_sliding_window", True) and \
+        window < getattr(config, "max_position_embeddings", 0)
+    if types != {"full_attention"} or uses_window:
+        kinds = ", ".join(sorted(types - {"full_attention"})) or f"a sliding window of {window} tokens"
+        raise ConfigError(
+            f"{name} uses {kinds} in some layers; tree verification here needs full causal attention in "
+            "every layer (a preallocated key/value cache and an ancestor mask). Pick a model with full "
+            "attention everywhere (Llama, SmolLM, Qwen2/3 without a sliding window, Mistral with its "
+            "window off).")
+
+
+def causal_block(q: int, prefix: int, device: torch.device) -> torch.Tensor:
+    """Bool ``[q, prefix + q]``: ``q`` new rows after ``prefix`` visible rows, causal among themselves."""
+    return torch.ones(q, prefix + q, dtype=torch.bool, device=device).tril(diagonal=prefix)
+
+
+def tree_rows_mask(old_closure: torch.Tensor, parent_local: torch.Tensor, parent_old: torch.Tensor,
+                   chain: int) -> torch.Tensor:
+    """Which tree rows each of ``q`` new tree rows may see: its ancestors and itself.
+
+    Args:
+        old_closure: bool ``[T, T]``, ancestor-or-self closure of the ``T`` tree rows already there.
+        parent_local: long ``[q]``: per new row, the new row holding its parent, or -1.
+        parent_old: long ``[q]``: per new row, the old tree row holding its parent, or -1 (when the
+            parent is a new row too, or is not in the tree rows: the committed root).
+        chain: an upper bound on the number of nodes in the longest parent chain among the new rows
+            (1 = no new row is another's parent); the closure takes ``ceil(log2(chain))`` squarings.
+
+    Returns:
+        bool ``[q, T + q]``: columns ``[0, T)`` the old tree rows, ``[T, T + q)`` the new rows.
+    """
+    q, device = parent_local.shape[0], parent_local.device
+    closure = torch.eye(q, dtype=torch.bool, device=device)
+    child = torch.arange(q, device=device)
+    has_local = parent_local >= 0
+    closure[child[has_local], parent_local[has_local]] = True
+    for _ in range(max(0, math.ceil(math.log2(max(chain, 1))))):
+        closure = closure | ((closure.float() @ closure.float()) > 0)
+    if old_closure.shape[0] == 0:
+        return closure
+    old = old_closure.index_select(0, parent_old.clamp(min=0)) & (parent_old >= 0)[:, None]  # [q, T]
+    old = (closure.float() @ old.float()) > 0          # through new ancestors whose parent is old
+    return torch.cat([old, closure], dim=1)
+
+
+class _BufferLayer(CacheLayerMixin):
+    """One decoder layer's view of a ``KVBuffer`` (what the model's attention calls ``update`` on)."""
+
+    is_sliding = False
+    is_croppable = False
+
+    def __init__(self, owner: "KVBuffer", index: int) -> None:
+        super().__init__()
+        self.owner, self.index = owner, index
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states, value_states) -> None:  # preallocated: nothing to do
+        pass
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        """Write ``[1, heads, q, dim]`` keys and values at the owner's ``write_at``; return the rows
+        ``[0, write_at + q)``."""
+        return self.owner.write(self.index, key_states, value_states)
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.owner.write_at + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.owner.write_at
+
+    def get_max_length(self) -> int:
+        return -1
+
+
+class KVBuffer(Cache):
+    """A ``transformers`` cache over one tensor ``[layers, 2, kv_heads, capacity, head_dim]``.
+
+    The owner (``TreeKVCache``) sets ``write_at`` before each forward; each layer's ``update`` writes
+    its new rows there in place."""
+
+    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        super().__init__(layers=[_BufferLayer(self, i) for i in range(num_layers)])
+        self.buffer = torch.empty(num_layers, 2, kv_heads, FIRST_CAPACITY, head_dim, dtype=dtype, device=device)
+        self.write_at = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.buffer.shape[3]
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows (doubling), keeping the rows written so far."""
+        if rows <= self.capacity:
+            return
+        bigger = self.capacity
+        while bigger < rows:
+            bigger *= 2
+        fresh = self.buffer.new_empty(*self.buffer.shape[:3], bigger, self.buffer.shape[4])
+        fresh[:, :, :, : self.capacity] = self.buffer
+        self.buffer = fresh
+
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.write_at + keys.shape[-2]
+        self.buffer[layer, 0, :, self.write_at:end] = keys[0]
+        self.buffer[layer, 1, :, self.write_at:end] = values[0]
+        return self.buffer[layer, 0, :, :end].unsqueeze(0), self.buffer[layer, 1, :, :end].unsqueeze(0)
+
+    def move_rows(self, source: torch.Tensor, start: int) -> None:
+        """Copy rows ``source`` (long, on the device) of every layer to ``[start, start + len(source))``."""
+        self.buffer[:, :, :, start:start + source.shape[0]] = self.buffer.index_select(3, source)
+
+
+@dataclass
+class ForwardOut:
+    """What one forward returns.
+
+    Attributes:
+        logits: float32 ``[rows, vocab]`` for the rows asked for (``None`` if none were).
+        hidden: ``[q, H]`` the last hidden state of every query row (after the final norm), for
+            logits of more rows later (``TreeKVCache.logits``).
+        features: ``[q, layers, H]`` the hidden states a feature drafter asked for, or ``None``.
+    """
+
+    logits: torch.Tensor | None
+    hidden: torch.Tensor
+    features: torch.Tensor | None = None
+
+
+LogitRows = str | Sequence[int] | None
+"""Which query rows get logits: ``"all"``, ``"last"``, a list of row indices, or ``None``."""
+
 
 class TreeKVCache(ABC):
-    """KV-cache bookkeeping for committed prefix + draft-tree rows; one subclass per kind of model.
+    """Bookkeeping of committed prefix + draft-tree rows over a ``KVBuffer``; one subclass per kind of
+    model says how one forward is run.
 
     ``extra`` keyword arguments of ``extend_committed`` / ``forward_nodes`` (e.g. per-query input
     features of a draft head, ``[q, ...]``) are passed through to ``_model_forward``."""
 
-    def __init__(self, cache: DynamicCache, device: torch.device) -> None:
-        self.cache = cache
+    def __init__(self, buffer: KVBuffer, device: torch.device) -> None:
+        self.kv = buffer
         self.device = device
         self.committed_len = 0
+        self.length = 0
         self.node_rows: dict[int, int] = {}
+        self._closure = torch.zeros(0, 0, dtype=torch.bool, device=device)
         self.position_offset = 0
         """Position of cache row 0 (committed row k sits at position k + position_offset)."""
 
     @property
     def cache_len(self) -> int:
-        return self.cache.get_seq_length()
+        """Rows in use: committed plus this step's tree rows."""
+        return self.length
 
     @abstractmethod
     def _model_forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor,
-                       **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward on ``self.cache``: ``input_ids``/``position_ids`` ``[1, q]``, ``mask`` bool
-        ``[1, 1, q, cache_len + q]``.  Returns float32 logits ``[q, vocab]`` and optional hidden
-        states ``[q, ...]``."""
+                       logit_rows: LogitRows, **extra) -> ForwardOut:
+        """One forward writing at ``self.kv.write_at``: ``input_ids`` / ``position_ids`` ``[1, q]``,
+        bool ``mask`` ``[1, 1, q, write_at + q]``."""
 
-    def _forward(self, ids: Sequence[int], positions: np.ndarray, attend: torch.Tensor, **extra):
-        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-        position_ids = torch.as_tensor(positions, dtype=torch.long, device=self.device).unsqueeze(0)
-        return self._model_forward(input_ids, position_ids, attend.to(self.device)[None, None], **extra)
+    @abstractmethod
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 next-token logits ``[rows, vocab]`` from last hidden states ``[rows, H]``."""
 
-    def extend_committed(self, ids: Sequence[int], **extra):
-        """Append committed tokens (causal among themselves) after dropping any tree rows.
-        Returns ``(logits [len(ids), vocab], hidden or None)``; ``ids`` must be non-empty."""
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, logit_rows: LogitRows,
+             **extra) -> ForwardOut:
+        q = ids.shape[0]
+        self.kv.reserve(self.length + q)
+        self.kv.write_at = self.length
+        out = self._model_forward(ids[None], positions[None], mask[None, None], logit_rows, **extra)
+        self.length += q
+        return out
+
+    def extend_committed(self, ids: Sequence[int], logit_rows: LogitRows = "last", **extra) -> ForwardOut:
+        """Append committed tokens (causal among themselves) after dropping any tree rows; ``ids``
+        must be non-empty."""
         self.drop_tree()
         q, start = len(ids), self.committed_len
-        attend = torch.ones(q, start + q, dtype=torch.bool)
-        attend[:, start:] = torch.tril(torch.ones(q, q, dtype=torch.bool))
-        positions = np.arange(start, start + q) + self.position_offset
-        out = self._forward(ids, positions, attend, **extra)
+        positions = list(range(start + self.position_offset, start + self.position_offset + q))
+        packed = to_device([list(ids), positions], torch.long, self.device)
+        out = self._run(packed[0], packed[1], causal_block(q, start, self.device), logit_rows, **extra)
         self.committed_len += q
         return out
 
-    def forward_nodes(self, tree: DraftTree, nodes: Sequence[int], root_position: int, **extra):
-        """Feed tree ``nodes`` (whose ancestors, other than committed ones, were fed before or are
-        earlier in ``nodes``).  Position of node i is ``root_position + depth[i]``.
-        Returns ``(logits [len(nodes), vocab], hidden or None)``."""
+    def forward_nodes(self, tree: DraftTree, nodes: Sequence[int], root_position: int,
+                      logit_rows: LogitRows = "all", **extra) -> ForwardOut:
+        """Feed tree ``nodes`` (parents first; a node's parent was fed before, is among ``nodes``, or is
+        the committed root).  Position of node i is ``root_position + depth[i]``."""
         nodes = list(nodes)
-        start, q = self.cache_len, len(nodes)
-        attend = torch.zeros(q, start + q, dtype=torch.bool)
-        attend[:, : self.committed_len] = True
-        rows = {**self.node_rows, **{node: start + k for k, node in enumerate(nodes)}}
+        q = len(nodes)
+        local = {node: k for k, node in enumerate(nodes)}
+        parent_local, parent_old, chain = [], [], {}
+        for node in nodes:
+            p = tree.parent[node]
+            parent_local.append(local.get(p, -1))
+            parent_old.append(self.node_rows.get(p, -1) if p not in local else -1)
+            chain[node] = chain.get(p, 0) + 1
+        packed = to_device([[tree.token[n] for n in nodes], [root_position + tree.depth[n] for n in nodes],
+                            parent_local, parent_old], torch.long, self.device)
+        old_rows = self.length - self.committed_len
+        rows = tree_rows_mask(self._closure[:old_rows, :old_rows], packed[2], packed[3], max(chain.values()))
+        mask = torch.cat([torch.ones(q, self.committed_len, dtype=torch.bool, device=self.device), rows], dim=1)
+        out = self._run(packed[0], packed[1], mask, logit_rows, **extra)
+        self._grow_closure(old_rows, rows)
         for k, node in enumerate(nodes):
-            a = node
-            while a != -1:
-                if a in rows:
-                    attend[k, rows[a]] = True
-                a = tree.parent[a]
-        positions = root_position + np.asarray([tree.depth[n] for n in nodes], dtype=np.int64)
-        out = self._forward([tree.token[n] for n in nodes], positions, attend, **extra)
-        self.node_rows = rows
+            self.node_rows[node] = old_rows + k
         return out
 
+    def _grow_closure(self, old_rows: int, new: torch.Tensor) -> None:
+        total = old_rows + new.shape[0]
+        if total > self._closure.shape[0]:
+            bigger = torch.zeros(max(2 * total, 64), max(2 * total, 64), dtype=torch.bool, device=self.device)
+            bigger[:old_rows, :old_rows] = self._closure[:old_rows, :old_rows]
+            self._closure = bigger
+        self._closure[old_rows:total, :total] = new
+
     def commit_nodes(self, nodes: Sequence[int]) -> None:
-        """Keep the committed rows plus the rows of ``nodes`` (a root-to-node path, in order); those
-        become committed.  Every other tree row is dropped."""
-        keep = list(range(self.committed_len)) + [self.node_rows[n] for n in nodes]
-        if keep != list(range(len(keep))) or len(keep) != self.cache_len:
-            index = torch.tensor(keep, dtype=torch.long, device=self.device)
-            for layer in self.cache.layers:
-                layer.keys = layer.keys.index_select(2, index)
-                layer.values = layer.values.index_select(2, index)
-        self.committed_len = len(keep)
-        self.node_rows = {}
+        """Keep the committed rows plus the rows of ``nodes`` (a root-to-node path, in order), which
+        become committed; every other tree row is dropped."""
+        rows = [self.committed_len + self.node_rows[n] for n in nodes]
+        if rows != list(range(self.committed_len, self.committed_len + len(rows))):
+            self.kv.move_rows(to_device(rows, torch.long, self.device), self.committed_len)
+        self.committed_len += len(rows)
+        self.drop_tree()
 
     def crop_committed(self, length: int) -> None:
         """Forget the tree rows and every committed row from ``length`` on (no-op beyond the end)."""
+        self.committed_len = min(self.committed_len, length)
         self.drop_tree()
-        if length < self.committed_len:
-            for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, :length]
-                layer.values = layer.values[:, :, :length]
-            self.committed_len = length
 
     def drop_tree(self) -> None:
         """Forget this step's tree rows, keeping the committed prefix."""
-        if self.cache_len > self.committed_len:
-            for layer in self.cache.layers:
-                layer.keys = layer.keys[:, :, : self.committed_len]
-                layer.values = layer.values[:, :, : self.committed_len]
+        self.length = self.committed_len
         self.node_rows = {}
 
 
+def select_logits(cache: TreeKVCache, hidden: torch.Tensor, logit_rows: LogitRows) -> torch.Tensor | None:
+    """``cache.logits`` of the rows ``logit_rows`` names (see ``LogitRows``) of ``hidden`` ``[q, H]``."""
+    if logit_rows is None:
+        return None
+    if logit_rows == "all":
+        return cache.logits(hidden)
+    if logit_rows == "last":
+        return cache.logits(hidden[-1:])
+    return cache.logits(hidden[torch.as_tensor(list(logit_rows), dtype=torch.long, device=hidden.device)])
+
+
 class CachedLM(TreeKVCache):
-    """A ``transformers`` causal LM on its own cache.
+    """A ``transformers`` causal LM on its own tree KV cache.
 
     ``hidden_layers`` selects hidden states to return with every forward (``0`` = the embeddings,
     ``i`` = the output of decoder layer i, before the final norm), stacked as ``[q, len(layers), H]``."""
 
     def __init__(self, lm: LoadedModel, hidden_layers: Sequence[int] = ()) -> None:
-        super().__init__(DynamicCache(config=lm.model.config), lm.device)
+        config = lm.model.config
+        check_full_attention(config, lm.name)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        super().__init__(KVBuffer(config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device), lm.device)
         self.lm = lm
+        self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
 
-    def _model_forward(self, input_ids, position_ids, mask, **extra):
-        want = list(self.hidden_layers)
-        out = self.lm.model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
-                            past_key_values=self.cache, use_cache=True,
-                            output_hidden_states=want if want else None)
-        hidden = torch.stack([out.hidden_states[i][0] for i in want], dim=1) if want else None
-        return out.logits[0].float(), hidden
+    def _model_forward(self, input_ids, position_ids, mask, logit_rows, **extra) -> ForwardOut:
+        want = self.hidden_layers
+        out = self.decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
+                           past_key_values=self.kv, use_cache=True, output_hidden_states=bool(want))
+        hidden = out.last_hidden_state[0]
+        features = torch.stack([out.hidden_states[i][0] for i in want], dim=1) if want else None
+        return ForwardOut(select_logits(self, hidden, logit_rows), hidden, features)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm.logits(hidden)

@@ -1,84 +1,93 @@
-"""Tree verification: one target forward over the flattened tree, then an acceptance rule.
+"""Tree verification: one target forward over the flattened tree, then the acceptance walk.
 
-``greedy_accept`` and ``sampling_accept`` are pure functions of the tree and the target's per-node
-distributions, so they are tested on toy distributions; ``Verifier`` runs the target model.
+At each visited node the target picks its token (the argmax at temperature 0; at temperature > 0 the
+argmax of the tempered logits plus position-keyed Gumbel noise, ``talon.engine.sampling``), and the walk
+descends into the child holding that token; the first node without such a child gives the bonus token.
+
+The target's LM head runs only on the rows acceptance needs: the internal nodes (every visited node
+but the last is one) and, when the walk ends at a leaf, that leaf.  ``greedy_accept`` and
+``sampling_accept`` are the same walk as pure functions of full per-node logits, for tests and the lab.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
+from ..models.device import to_device
 from ..models.loaded import LoadedModel
 from ..tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
 from .kv_cache import CachedLM
+from .sampling import PositionNoise
 
 
-def _node_token_probs(tree: DraftTree, probs: torch.Tensor) -> list[float]:
-    """``probs[parent(i), token(i)]`` per node (1.0 for the root)."""
-    if len(tree) == 1:
-        return [1.0]
-    parents = torch.tensor(tree.parent[1:], device=probs.device)
-    tokens = torch.tensor(tree.token[1:], device=probs.device)
-    return [1.0] + probs[parents, tokens].tolist()
-
-
-def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
-    """Walk from the root: at each node take the target's argmax and descend into the child with that
-    token if there is one; otherwise it is the bonus token.  ``logits``: ``[len(tree), vocab]``,
-    row i = the target's next-token logits after node i."""
+def walk(tree: DraftTree, choice: Callable[[int], int]) -> tuple[list[str], list[int], int, list[int]]:
+    """Descend from the root: at node u the target's token is ``choice(u)``; descend into the child
+    holding it, else that token is the bonus.  Returns ``(status, accepted_path, bonus, target_token)``."""
     kids = tree.children_lists()
-    argmax = logits.argmax(dim=-1).tolist()
     status = [ROOT] + [NOT_REACHED] * (len(tree) - 1)
     target_token = [NO_TOKEN] * len(tree)
     path = [0]
     while True:
         node = path[-1]
-        want = argmax[node]
+        want = choice(node)
         target_token[node] = want
         nxt = None
-        for child in kids[node]:
+        for child in kids[node]:  # the target's token is known: every other child is refused
             if nxt is None and tree.token[child] == want:
                 nxt = child
                 status[child] = ACCEPTED
             else:
                 status[child] = REJECTED
         if nxt is None:
-            probs = torch.softmax(logits.float(), dim=-1)
-            return Verdict(status, path, want, target_token, _node_token_probs(tree, probs))
+            return status, path, want, target_token
         path.append(nxt)
 
 
-def sampling_accept(tree: DraftTree, probs: torch.Tensor, generator: torch.Generator) -> Verdict:
-    """EAGLE's rule for trees that are a deterministic function of the context: at the current node,
-    try its children in tree order, accepting child x with probability p(x) and otherwise setting
-    p(x) = 0 and renormalising; if every child is refused, the bonus token is drawn from what remains
-    of p.  This samples exactly from the target.  ``probs``: ``[len(tree), vocab]`` target
-    probabilities (temperature applied); ``generator`` is a CPU generator."""
-    kids = tree.children_lists()
-    status = [ROOT] + [NOT_REACHED] * (len(tree) - 1)
-    target_token = [NO_TOKEN] * len(tree)
-    path = [0]
-    while True:
-        node = path[-1]
-        p = probs[node].to("cpu", torch.float64)
-        p = p / p.sum()
-        nxt = None
-        for child in kids[node]:
-            x = tree.token[child]
-            if nxt is None and torch.rand((), generator=generator, dtype=torch.float64) <= p[x]:
-                nxt = child
-                status[child] = ACCEPTED
-            elif nxt is None:
-                status[child] = REJECTED
-                p[x] = 0.0
-                p = p / p.sum()
-        if nxt is None:
-            bonus = int(torch.multinomial(p, 1, generator=generator))
-            target_token[node] = bonus
-            return Verdict(status, path, bonus, target_token, _node_token_probs(tree, probs))
-        target_token[node] = tree.token[nxt]
-        path.append(nxt)
+def node_token_probs(tree: DraftTree, parent_logits: torch.Tensor, temperature: float) -> list[float]:
+    """Per node, the target's probability of its token given its parent's context (1.0 for the root).
+    ``parent_logits``: float ``[len(tree) - 1, vocab]``, row k = logits after node k + 1's parent;
+    tempered by ``temperature`` when > 0 (untempered at 0)."""
+    if len(tree) == 1:
+        return [1.0]
+    scores = parent_logits / temperature if temperature > 0 else parent_logits
+    tokens = torch.tensor(tree.token[1:], device=scores.device)
+    picked = scores.gather(1, tokens[:, None])[:, 0] - torch.logsumexp(scores, dim=-1)
+    return [1.0] + picked.exp().tolist()
+
+
+def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
+    """The greedy walk over full logits ``[len(tree), vocab]`` (row i = the target after node i)."""
+    choices = logits.argmax(dim=-1).tolist()
+    status, path, bonus, target_token = walk(tree, choices.__getitem__)
+    probs = node_token_probs(tree, logits[tree.parent[1:]], 0.0)
+    return Verdict(status, path, bonus, target_token, probs)
+
+
+def sampling_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, noise: torch.Tensor) -> Verdict:
+    """The sampling walk over full logits ``[len(tree), vocab]``: at node i the target's token is
+    ``argmax(logits[i] / temperature + noise[depth[i]])``; ``noise``: Gumbel rows ``[max_depth + 1,
+    vocab]``, row d for the output position of the nodes at depth d."""
+    scores = logits / temperature + noise[torch.tensor(tree.depth, device=noise.device)]
+    choices = scores.argmax(dim=-1).tolist()
+    status, path, bonus, target_token = walk(tree, choices.__getitem__)
+    probs = node_token_probs(tree, logits[tree.parent[1:]], temperature)
+    return Verdict(status, path, bonus, target_token, probs)
+
+
+@dataclass
+class Checked:
+    """A verified tree, before its details are worked out (``Verifier.verdict``)."""
+
+    tree: DraftTree
+    status: list[str]
+    accepted_path: list[int]
+    bonus_token: int
+    target_token: list[int]
+    internal: list[int]
+    internal_logits: torch.Tensor  # float32 [len(internal), vocab]
+    temperature: float
 
 
 class Verifier:
@@ -90,26 +99,65 @@ class Verifier:
     def __init__(self, target: LoadedModel, hidden_layers: Sequence[int] = ()) -> None:
         self.target = target
         self.cached = CachedLM(target, hidden_layers)
-        self._tree_hidden: torch.Tensor | None = None
+        self._features: torch.Tensor | None = None
+
+    @property
+    def root_position(self) -> int:
+        """Position of the next tree's root (= committed tokens before it)."""
+        return self.cached.committed_len
 
     def prefill(self, prompt_ids: Sequence[int]) -> torch.Tensor | None:
-        """Feed every prompt token but the last, which becomes the first root.  Returns the hidden
-        states of the fed positions ``[len(prompt_ids) - 1, layers, H]`` (None if none requested)."""
+        """Feed every prompt token but the last, which becomes the first root (no logits: nothing is
+        predicted from the prompt's inside).  Returns the hidden states of the fed positions
+        ``[len(prompt_ids) - 1, layers, H]`` (None if none requested)."""
         if len(prompt_ids) <= 1:
             return None
-        return self.cached.extend_committed(prompt_ids[:-1])[1]
+        return self.cached.extend_committed(prompt_ids[:-1], logit_rows=None).features
 
-    def verify(self, tree: DraftTree, temperature: float, generator: torch.Generator) -> Verdict:
-        """One target forward over the whole tree (root included), then the acceptance rule."""
-        logits, self._tree_hidden = self.cached.forward_nodes(tree, range(len(tree)), self.cached.committed_len)
-        if temperature == 0:
-            return greedy_accept(tree, logits)
-        return sampling_accept(tree, torch.softmax(logits / temperature, dim=-1), generator)
+    def verify(self, tree: DraftTree, temperature: float, noise: PositionNoise | None = None) -> Checked:
+        """One target forward over the whole tree (root included), the LM head on the internal rows,
+        the walk, and the leaf's row if the walk ends at one.  ``noise`` is needed at temperature > 0."""
+        root_position = self.root_position
+        out = self.cached.forward_nodes(tree, range(len(tree)), root_position, logit_rows=None)
+        self._features = out.features
+        kids = tree.children_lists()
+        internal = [i for i in range(len(tree)) if kids[i]]
+        index = {node: k for k, node in enumerate(internal)}
+        rows = to_device(internal, torch.long, out.hidden.device)
+        internal_logits = self.cached.logits(out.hidden.index_select(0, rows)) if internal else out.hidden.new_zeros(0, 0)
 
-    def commit(self, verdict: Verdict) -> torch.Tensor | None:
+        def scores(logits: torch.Tensor, nodes: list[int]) -> torch.Tensor:
+            if temperature == 0:
+                return logits
+            return logits / temperature + noise.rows([root_position + tree.depth[n] for n in nodes])
+
+        choices = scores(internal_logits, internal).argmax(dim=-1).tolist() if internal else []
+
+        def choice(node: int) -> int:
+            if node in index:
+                return choices[index[node]]
+            leaf = self.cached.logits(out.hidden[node:node + 1])
+            return int(scores(leaf, [node]).argmax(dim=-1)[0])
+
+        status, path, bonus, target_token = walk(tree, choice)
+        return Checked(tree, status, path, bonus, target_token, internal, internal_logits, temperature)
+
+    def verdict(self, checked: Checked) -> Verdict:
+        """The ``Verdict`` with the target's probability of every node's token, from the internal rows
+        already computed (for the viz; not part of acceptance)."""
+        tree = checked.tree
+        if len(tree) == 1:
+            probs = [1.0]
+        else:
+            row = {node: k for k, node in enumerate(checked.internal)}
+            parents = torch.tensor([row[p] for p in tree.parent[1:]], device=checked.internal_logits.device)
+            probs = node_token_probs(tree, checked.internal_logits[parents], checked.temperature)
+        return Verdict(checked.status, checked.accepted_path, checked.bonus_token, checked.target_token, probs)
+
+    def commit(self, accepted_path: Sequence[int]) -> torch.Tensor | None:
         """Keep the KV rows of the accepted path (root included); the bonus token is the next root.
         Returns the path's hidden states ``[len(path), layers, H]`` (None if none requested)."""
-        self.cached.commit_nodes(verdict.accepted_path)
-        if self._tree_hidden is None:
+        self.cached.commit_nodes(accepted_path)
+        if self._features is None:
             return None
-        return self._tree_hidden[verdict.accepted_path]
+        return self._features[list(accepted_path)]

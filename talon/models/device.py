@@ -30,6 +30,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def to_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of the host ``values`` (a list, nested lists) on ``device``.  On a GPU the copy goes
+    through pinned memory without blocking, so it is no host-device synchronisation point (a copy
+    from ordinary memory would wait for the queued work)."""
+    host = torch.tensor(values, dtype=dtype)
+    if device.type != "cuda":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)
+
+
 def device_label(lm: LoadedModel) -> str:
     """Where ``lm`` runs, for traces and results: ``"cpu"`` or ``"cuda (NVIDIA H100 ...)"``."""
     if lm.device.type == "cuda":

@@ -56,6 +56,20 @@ class LoadedModel:
         """Rows of the LM head: the number of token ids the model scores."""
         return int(self.model.get_output_embeddings().weight.shape[0])
 
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 next-token logits ``[..., vocab]`` from last hidden states ``[..., H]`` (after the
+        final norm): the LM head, then the logit scaling or soft-capping some families apply in their
+        own forward (Cohere's ``logit_scale``, Gemma's ``final_logit_softcapping``)."""
+        logits = self.model.get_output_embeddings()(hidden).float()
+        config = self.model.config
+        scale = getattr(config, "logit_scale", None)
+        if isinstance(scale, (int, float)) and scale != 1:
+            logits = logits * scale
+        cap = getattr(config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
     @property
     def cache_key(self) -> tuple[str, str, str]:
         """``(identity, device, dtype)``: what a cache of things derived from these weights (a draft

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from .cpu_linear import pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
 from .loaded import LoadedModel, ModelLoadError, Progress
@@ -62,6 +63,7 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
             "pass its path; or use 'embedded'.") from err
     model.to(device).eval()
     model.requires_grad_(False)
+    pack_for_device(model)
     identity = str(Path(source).resolve()) if local_only else spec
     return LoadedModel(name, model, tokenizer, device, dtype, identity)
 
