@@ -18,7 +18,8 @@ class HeadCache(TreeKVCache):
 
     def __init__(self, head: DraftHead, target: LoadedModel) -> None:
         cfg = head.config
-        super().__init__(KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, target.dtype, target.device), target.device)
+        dtype = head.norm.weight.dtype
+        super().__init__(KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device), target.device)
         self.head, self.target = head, target
         self.position_offset = 1  # position 0 has no preceding feature
 
@@ -77,7 +78,7 @@ class HeadDrafter(Drafter):
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cache = HeadCache(self.head, self.target)
         self._seq = list(prompt_ids)
-        self._features = FeatureRows(self.head.config.hidden_size, self.target.dtype, self.target.device)
+        self._features = FeatureRows(self.head.config.hidden_size, self.head.norm.weight.dtype, self.target.device)
         if target_hidden is not None:
             self._features.append(self.head.fuse_features(target_hidden))
         self._node_states = {}

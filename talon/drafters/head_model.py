@@ -34,7 +34,7 @@ from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from ..config import ASSETS
-from ..models.cpu_linear import pack_for_device
+from ..models.cpu_linear import drafter_dtype, pack_for_device
 from ..models.loaded import LoadedModel, ModelLoadError
 
 HEAD_WEIGHTS = "head.safetensors"
@@ -126,13 +126,15 @@ class DraftHead(nn.Module):
         self.draft_lm_head: nn.Linear | None = None      # [H] -> [V_d]: those rows of the target's LM head
 
     def use_draft_vocab(self, ids: Sequence[int], lm_head: nn.Module) -> None:
-        """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``) so
-        ``logits`` computes only those.  Called once at load time; the head is read-only afterwards."""
+        """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``, in
+        the head's dtype) so ``logits`` computes only those.  Called once at load time; the head is
+        read-only afterwards."""
         device = lm_head.weight.device
         self.draft_ids = torch.as_tensor(sorted(set(ids)), dtype=torch.long, device=device)
-        rows = lm_head.weight.detach()[self.draft_ids].clone()
+        rows = lm_head.weight.detach()[self.draft_ids].to(self.norm.weight.dtype)
         self.draft_lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=device, dtype=rows.dtype)
         self.draft_lm_head.weight = nn.Parameter(rows, requires_grad=False)
+
     def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
         return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
@@ -150,11 +152,11 @@ class DraftHead(nn.Module):
     def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """Next-token logits ``[..., vocab]`` from head output states ``[..., H]`` through the target's LM
         head; with a draft vocabulary, tokens outside it get ``-inf``."""
-        x = self.norm(states).to(lm_head.weight.dtype)
+        x = self.norm(states)
         if self.draft_ids is None:
-            return lm_head(x)
-        out = x.new_full((*x.shape[:-1], lm_head.weight.shape[0]), float("-inf"))
-        out[..., self.draft_ids] = self.draft_lm_head(x)
+            return lm_head(x.to(lm_head.weight.dtype))
+        out = x.new_full((*x.shape[:-1], lm_head.weight.shape[0]), float("-inf"), dtype=torch.float32)
+        out[..., self.draft_ids] = self.draft_lm_head(x.to(self.draft_lm_head.weight.dtype)).float()
         return out
 
     # ---- files -----------------------------------------------------------------------------------
@@ -191,7 +193,8 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
               full_vocab: bool = False) -> DraftHead:
     """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
     ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
-    from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``."""
+    from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``.  It runs in
+    ``drafter_dtype`` (bfloat16 on the CPU: a drafter's rounding shapes the tree, never the output)."""
     directory = resolve_head_dir(str(spec))
     try:
         meta = json.loads((directory / HEAD_CONFIG).read_text())
@@ -214,7 +217,7 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
     if unexpected or any(not k.startswith("rotary.") for k in missing):
         raise ModelLoadError(f"{directory / HEAD_WEIGHTS} does not match its config "
                              f"(missing {missing}, unexpected {unexpected}).")
-    head.to(target.device, target.dtype).eval().requires_grad_(False)
+    head.to(target.device, drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
         pack_for_device(head)
         return head
