@@ -206,3 +206,38 @@ class Verdict:
     def accepted_tokens(self) -> int:
         """Draft tokens accepted (root excluded) = depth of the deepest accepted draft."""
         return len(self.accepted_path) - 1
+
+
+# Status of a candidate in a TALON layer (``GateLayer.status``).
+ADMITTED, BELOW_GATE, CUT_BY_BUDGET, BEYOND_K = "admitted", "below the gate", "cut by the budget", "beyond K"
+
+
+@dataclass
+class GateLayer:
+    """What TALON's gate saw in one layer: every candidate it weighed (each parent's best children
+    by path probability, the exact pool of Algorithm 2's shortcut), the layer's best path log-probability
+    and the gate's threshold ``log(mu) + best``.  For the root layer (Top-K, no gate) ``threshold`` is
+    None and candidates past the K-th are ``beyond K``.
+
+    Attributes:
+        depth: the layer's depth (1 = the root's children).
+        parents / tokens / path_logprobs / status: per candidate; ``parents`` are node ids of the tree,
+            ``status`` one of ``ADMITTED``, ``BELOW_GATE``, ``CUT_BY_BUDGET``, ``BEYOND_K``.
+        best: the largest candidate path log-probability.
+        threshold: ``log(mu) + best`` (None for the root layer).
+    """
+
+    depth: int
+    parents: list[int]
+    tokens: list[int]
+    path_logprobs: list[float]
+    status: list[str]
+    best: float
+    threshold: float | None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GateLayer":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})

@@ -16,8 +16,9 @@ from talon.trace import RunTrace, StepRecord
 from viz.charts import (acceptance_by_depth_chart, committed_tokens_chart, run_charts,
                         timing_chart, tinted_text_html, tree_shape_heatmap)
 from viz.layout import TreeLayout, tidy_layout, tree_layout
-from viz.tree_figure import (SOURCE_COLORS, VERDICT_COLORS, node_table, shared_extent,
-                             tree_figure, tree_html, visible_text)
+from viz.tree_figure import (COLOR_MODE_LABELS, COLOR_MODES, RELATIVE_FLOOR, SOURCE_COLORS, VERDICT_COLORS,
+                             node_table, relative_path_probs, shared_extent, tree_figure, tree_html,
+                             visible_text)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from viz_fakes import random_parents, random_step, random_trace  # noqa: E402
@@ -288,9 +289,16 @@ def test_node_table(trace: RunTrace):
         df = node_table(s)
         assert len(df) == len(s.tree)
         assert list(df.columns) == ["id", "parent", "depth", "token", "source", "draft prob",
-                                    "path prob", "target prob", "verdict", "target wanted"]
+                                    "path prob", "÷ layer's best", "target prob", "verdict", "target wanted"]
         assert list(df["verdict"]) == s.status
         assert df["draft prob"].between(0, 1).all()
+        best = {}
+        for d, lp in zip(s.tree.depth, s.tree.path_logprob):
+            best[d] = max(best.get(d, -math.inf), lp)
+        for i in range(len(s.tree)):
+            assert df.loc[i, "÷ layer's best"] == pytest.approx(
+                round(math.exp(s.tree.path_logprob[i] - best[s.tree.depth[i]]), 4), abs=1e-4)
+        assert (df.groupby("depth")["÷ layer's best"].max() == 1.0).all()
         for i in range(len(s.tree)):
             if s.status[i] == "rejected":
                 assert df.loc[i, "target wanted"] == visible_text(s.target_text[s.tree.parent[i]])
@@ -380,3 +388,14 @@ def test_tinted_text(trace: RunTrace, which: str):
     assert page.count("outline:") == 1
     if which == "random":
         assert "<b>" not in page and "&lt;b&gt;x &amp; y&lt;/b&gt;" in page
+
+
+def test_relative_colour_mode_draws_the_gate_quantity(rich_step: StepRecord):
+    fig = tree_figure(rich_step, "relative")
+    drafts = next(t for t in fig.data if t.meta == "node" and t.name == "drafts")
+    ratios = relative_path_probs(rich_step)
+    floor = math.log10(RELATIVE_FLOOR)
+    expected = [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts.customdata]
+    assert list(drafts.marker.color) == pytest.approx(expected)
+    assert "best" in drafts.marker.colorbar.title.text
+    assert set(COLOR_MODE_LABELS) == set(COLOR_MODES)

@@ -83,6 +83,9 @@ class TableDrafter(Drafter):
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq.extend(int(t) for t in new_ids)
 
+    def rewind_step(self) -> None:  # stateless per step
+        pass
+
     def checkpoint(self) -> int:
         return len(self._seq)
 

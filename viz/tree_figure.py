@@ -31,7 +31,16 @@ from .style import TEMPLATE
 
 BONUS = "bonus"
 
-COLOR_MODES = ("confidence", "verdict", "source")
+COLOR_MODES = ("verdict", "confidence", "relative", "source")
+COLOR_MODE_LABELS = {
+    "verdict": "verdict (accepted / rejected / not reached, bonus ★)",
+    "confidence": "draft probability (of the token, given its parent)",
+    "relative": "path probability ÷ best in its layer (what TALON's gate compares with μ)",
+    "source": "source (model or prompt lookup)",
+}
+"""What each colour mode shows, for the mode picker and the legend."""
+RELATIVE_FLOOR = 1e-3
+"""The relative colour scale runs from this ratio (and below) to 1, log-scaled."""
 
 VERDICT_COLORS = {
     ROOT: "#37474F",
@@ -125,7 +134,7 @@ def _style(n_layers: int, rows: float, n_nodes: int) -> _Style:
 
 
 # ---- figure ----------------------------------------------------------------------------------
-def _hover(step: StepRecord, i: int) -> str:
+def _hover(step: StepRecord, i: int, ratios: Sequence[float]) -> str:
     """Hover text of node ``i`` (Plotly HTML)."""
     tree = step.tree
     tok = _esc(visible_text(step.node_text[i], 40))
@@ -139,7 +148,7 @@ def _hover(step: StepRecord, i: int) -> str:
         f"<b>{tok}</b>  (node {i}, parent {tree.parent[i]})",
         f"depth {tree.depth[i]} · source {_esc(tree.source[i])}",
         f"draft prob {_fmt(_prob(tree.draft_logprob[i]))}",
-        f"path prob {_fmt(_prob(tree.path_logprob[i]))}",
+        f"path prob {_fmt(_prob(tree.path_logprob[i]))} ({_fmt(ratios[i])} of the layer's best)",
         f"target prob {_fmt(step.target_prob[i])}",
         f"verdict: <b>{_esc(status)}</b>",
     ]
@@ -189,13 +198,19 @@ def _label_position(st: _Style, x: float, inner: bool) -> str:
 def _node_trace(step: StepRecord, ids: list[int], lay: TreeLayout, st: _Style, name: str,
                 marker: dict, *, showlegend: bool = True) -> go.Scatter:
     text, pos = _labels(step, ids, st, lay)
+    ratios = relative_path_probs(step)
     return go.Scatter(
         x=[lay.x[i] for i in ids], y=[lay.y[i] for i in ids], mode="markers+text",
         name=name, legendgroup=name, showlegend=showlegend, meta="node", customdata=ids,
         text=text, textposition=pos, textfont={"size": st.label_font, "color": "#263238"},
-        hovertext=[_hover(step, i) for i in ids], hovertemplate="%{hovertext}<extra></extra>",
+        hovertext=[_hover(step, i, ratios) for i in ids], hovertemplate="%{hovertext}<extra></extra>",
         marker=marker, cliponaxis=False,
     )
+
+
+def _colorbar(title: str, st: _Style, ticks: list[float]) -> dict:
+    return {"title": {"text": title, "side": "top"}, "thickness": 12, "len": min(1.0, 260 / st.height + 0.2),
+            "y": 1.0, "yanchor": "top", "tickvals": ticks}
 
 
 def _outline(step: StepRecord, ids: Sequence[int]) -> dict:
@@ -203,6 +218,16 @@ def _outline(step: StepRecord, ids: Sequence[int]) -> dict:
     on_path = set(step.accepted_path)
     return {"color": ["#1B1B1B" if i in on_path else "#FFFFFF" for i in ids],
             "width": [2.0 if i in on_path else 0.8 for i in ids]}
+
+
+def relative_path_probs(step: StepRecord) -> list[float]:
+    """Per node, its path probability divided by the largest path probability at its depth (1.0 for
+    the root): TALON admits a candidate when this ratio, over the layer's candidates, is at least μ."""
+    tree = step.tree
+    best: dict[int, float] = {}
+    for d, lp in zip(tree.depth, tree.path_logprob):
+        best[d] = max(best.get(d, -math.inf), lp)
+    return [_prob(lp - best[d]) for d, lp in zip(tree.depth, tree.path_logprob)]
 
 
 def default_title(step: StepRecord) -> str:
@@ -218,9 +243,12 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
 
     Args:
         step: the step to draw.
-        color_mode: ``"confidence"`` (draft probability ``exp(draft_logprob)`` on a fixed 0..1
-            scale with a colour bar), ``"verdict"`` (accepted / rejected / not reached, plus the
-            bonus token as an extra node) or ``"source"`` (model vs retrieval drafts).
+        color_mode: one of ``COLOR_MODES``: ``"verdict"`` (accepted / rejected / not reached, plus
+            the bonus token as an extra node), ``"confidence"`` (draft probability
+            ``exp(draft_logprob)`` on a fixed 0..1 scale with a colour bar), ``"relative"`` (path
+            probability over the best path probability at the same depth, log scale from
+            ``RELATIVE_FLOOR`` to 1: what TALON's gate compares with μ) or ``"source"`` (model vs
+            retrieval drafts).
         title: figure title; ``None`` for :func:`default_title`, ``""`` for none.
         max_depth: make room on the x axis for trees this deep (layers below the root, plus one
             column for the bonus token) instead of fitting this tree; pass the larger of two
@@ -294,9 +322,19 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
             traces.append(_node_trace(step, drafts, lay, st, "drafts", {
                 "color": probs, "cmin": 0.0, "cmax": 1.0, "colorscale": CONFIDENCE_SCALE,
                 "showscale": True, "size": st.marker, "line": _outline(step, drafts),
-                "colorbar": {"title": {"text": "draft<br>prob", "side": "top"}, "thickness": 12,
-                             "len": min(1.0, 260 / st.height + 0.2), "y": 1.0, "yanchor": "top",
-                             "tickvals": [0, 0.25, 0.5, 0.75, 1.0]},
+                "colorbar": _colorbar("draft prob<br>(given parent)", st, [0, 0.25, 0.5, 0.75, 1.0]),
+            }, showlegend=False))
+    elif color_mode == "relative":
+        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+        if drafts:
+            ratios = relative_path_probs(step)
+            floor = math.log10(RELATIVE_FLOOR)
+            traces.append(_node_trace(step, drafts, lay, st, "drafts", {
+                "color": [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts],
+                "cmin": floor, "cmax": 0.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
+                "size": st.marker, "line": _outline(step, drafts),
+                "colorbar": {**_colorbar("path prob ÷<br>layer's best", st, [floor, -2, -1, 0]),
+                             "ticktext": [f"≤{RELATIVE_FLOOR:g}", "0.01", "0.1", "1"]},
             }, showlegend=False))
     else:  # source
         traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
@@ -347,10 +385,11 @@ def node_table(step: StepRecord) -> pd.DataFrame:
 
     Columns: ``id``, ``parent`` (-1 for the root), ``depth``, ``token`` (visible whitespace),
     ``source``, ``draft prob`` (exp of the drafter's log-prob given the parent), ``path prob``
-    (product along the path), ``target prob`` (the target's probability of the token given the
+    (product along the path), ``÷ layer's best`` (path prob over the best at its depth), ``target prob`` (the target's probability of the token given the
     parent's context), ``verdict``, ``target wanted`` (at a rejection: the target's token instead).
     """
     tree = step.tree
+    ratios = relative_path_probs(step)
     rows = []
     for i in range(len(tree)):
         rows.append({
@@ -361,13 +400,14 @@ def node_table(step: StepRecord) -> pd.DataFrame:
             "source": tree.source[i],
             "draft prob": round(_prob(tree.draft_logprob[i]), 4),
             "path prob": round(_prob(tree.path_logprob[i]), 4),
+            "÷ layer's best": round(ratios[i], 4),
             "target prob": round(float(step.target_prob[i]), 4),
             "verdict": step.status[i],
             "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED
             else "",
         })
     return pd.DataFrame(rows, columns=["id", "parent", "depth", "token", "source", "draft prob",
-                                       "path prob", "target prob", "verdict", "target wanted"])
+                                       "path prob", "÷ layer's best", "target prob", "verdict", "target wanted"])
 
 
 def tree_html(step: StepRecord, color_mode: str = "confidence", title: str | None = None,

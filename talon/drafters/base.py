@@ -90,6 +90,11 @@ class Drafter(ABC):
         and at each accepted draft, i.e. row i is the state that predicted ``new_ids[i]``.  ``None`` for a
         feature drafter means a speculative commit: it uses its own states for the drafted nodes."""
 
+    def rewind_step(self) -> None:
+        """Forget the current step (its tree, and the root ``begin_step`` fed) so that ``begin_step``
+        drafts the same step again from the same state: the tree lab rebuilds one step many times."""
+        raise NotImplementedError(f"{self.name} cannot redraft a step")
+
     def observe(self, tree: DraftTree, accepted_path: Sequence[int]) -> None:
         """The verified tree and its accepted path (node ids from the root).  No-op by default."""
 

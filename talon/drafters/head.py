@@ -83,6 +83,12 @@ class HeadDrafter(Drafter):
             self._features.append(self.head.fuse_features(target_hidden))
         self._node_states = {}
         self._tree, self._stale_from = None, None
+        if len(self._seq) > 2 and target_hidden is not None:  # positions 1 .. L-2; the root's comes per step
+            self._cache.extend_committed(self._seq[1:-1], logit_rows=None, features=self._features[: len(self._seq) - 2])
+
+    def rewind_step(self) -> None:
+        self._cache.crop_committed(len(self._seq) - 2)
+        self._node_states = {}
 
     def begin_step(self, tree: DraftTree) -> Proposal:
         cache = self._cache

@@ -33,6 +33,8 @@ class HybridDrafter(Drafter):
         self.feature_layers = model.feature_layers
         self.decay, self.min_weight = decay, min_weight
         self.can_draft_ahead = model.can_draft_ahead
+        self.fixed_weight: float | None = None
+        """When set, the retrieval weight to use instead of the running one (the tree lab replays a step)."""
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}  # [reached, accepted]
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
@@ -46,6 +48,8 @@ class HybridDrafter(Drafter):
 
     @property
     def retrieval_weight(self) -> float:
+        if self.fixed_weight is not None:
+            return self.fixed_weight
         a_r, a_m = self.acceptance(SOURCE_RETRIEVAL), self.acceptance(SOURCE_MODEL)
         return min(max(a_r / (a_r + a_m), self.min_weight), 1.0 - self.min_weight)
 
@@ -83,6 +87,10 @@ class HybridDrafter(Drafter):
         return {"retrieval_weight": round(self.retrieval_weight, 4),
                 "retrieval_acceptance": round(self.acceptance(SOURCE_RETRIEVAL), 4),
                 "model_acceptance": round(self.acceptance(SOURCE_MODEL), 4)}
+
+    def rewind_step(self) -> None:
+        self.model.rewind_step()
+        self.retrieval.rewind_step()
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self.model.commit(new_ids, target_hidden)

@@ -14,9 +14,9 @@ from .base import Drafter, Proposal
 class ModelDrafter(Drafter):
     """A small causal LM sharing the target's tokenizer, with its own KV cache and tree masks.
 
-    At the start of a step the committed tokens it has not seen (the accepted path and the bonus
-    token; the whole prompt at the first step) are fed in one causal forward; that forward also
-    yields the root's distribution.  Tree nodes are then fed layer by layer with ancestor masks, and
+    ``reset`` feeds the prompt but its last token (like the target's prefill); at the start of a step the
+    committed tokens it has not seen (the accepted path and the bonus token; the prompt's last token at
+    the first step) are fed in one causal forward, which also yields the root's distribution.  Tree nodes are then fed layer by layer with ancestor masks, and
     after the step the cache is cropped back to the committed prefix."""
 
     can_draft_ahead = True
@@ -30,6 +30,8 @@ class ModelDrafter(Drafter):
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cached = CachedLM(self.lm)
         self._seq = list(prompt_ids)
+        if len(self._seq) > 1:
+            self._cached.extend_committed(self._seq[:-1], logit_rows=None)
 
     def begin_step(self, tree: DraftTree) -> Proposal:
         pending = self._seq[self._cached.committed_len:]
@@ -40,6 +42,9 @@ class ModelDrafter(Drafter):
         root_position = len(self._seq) - 1
         logits = self._cached.forward_nodes(tree, frontier, root_position, logit_rows="all").logits
         return Proposal(torch.log_softmax(logits, dim=-1))
+
+    def rewind_step(self) -> None:
+        self._cached.crop_committed(len(self._seq) - 1)
 
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._cached.drop_tree()

@@ -90,6 +90,9 @@ class NgramDrafter(Drafter):
                 out[row, token] = math.log(count / total)
         return Proposal(out, SOURCE_RETRIEVAL)
 
+    def rewind_step(self) -> None:  # nothing is fed per step
+        pass
+
     def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._append(new_ids)
 

@@ -12,14 +12,14 @@ import heapq
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter, Proposal
 from ..models.device import to_device
-from ..tree import SOURCE_RETRIEVAL, DraftTree
+from ..tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, SOURCE_RETRIEVAL, DraftTree, GateLayer
 
 DEFAULT_STATIC_RANK_PRIOR = (0.6, 0.2, 0.1)
 """Assumed acceptance of a node's best, second and third child, used only to give the default static
@@ -33,20 +33,27 @@ class BuildResult:
     """Number of drafter calls made (``begin_step`` + ``propose``; one batched forward each)."""
     root_logprobs: torch.Tensor | None = None
     """The drafter's next-token log-probabilities after the root, ``[vocab]`` (async mode guesses from it)."""
+    call_widths: list[int] = field(default_factory=list)
+    """Nodes in each drafter call's frontier, in call order (1 for the root call): what a cost model prices."""
+    gate: list[GateLayer] | None = None
+    """TALON only, when asked for (``build(..., record_gate=True)``): what the gate saw, per layer."""
 
 
 class Growth:
     """One ``build`` call's state: the tree being grown, the drafter, and the forwards counted."""
 
-    def __init__(self, drafter: Drafter, root_token: int) -> None:
+    def __init__(self, drafter: Drafter, root_token: int, record_gate: bool = False) -> None:
         self.drafter = drafter
         self.tree = DraftTree.with_root(root_token)
         self.forwards = 0
         self.root_logprobs: torch.Tensor | None = None
+        self.call_widths: list[int] = []
+        self.gate: list[GateLayer] | None = [] if record_gate else None
 
     def root(self) -> Proposal:
         """The drafter's proposal after the root (starts the drafter's step)."""
         self.forwards += 1
+        self.call_widths.append(1)
         proposal = self.drafter.begin_step(self.tree)
         self.root_logprobs = proposal.logprobs[0]
         return proposal
@@ -54,6 +61,7 @@ class Growth:
     def expand(self, frontier: Sequence[int]) -> Proposal:
         """The drafter's proposal after each node of ``frontier`` (draft nodes, parents grown before)."""
         self.forwards += 1
+        self.call_widths.append(len(frontier))
         return self.drafter.propose(self.tree, list(frontier))
 
     def add(self, proposal: Proposal, frontier: Sequence[int], rows: torch.Tensor, tokens: torch.Tensor,
@@ -75,7 +83,8 @@ class Growth:
                 if k else None for r, t, lp, k, flag in zip(*values[:4], labels)]
 
     def result(self, tree: DraftTree | None = None) -> BuildResult:
-        return BuildResult(tree if tree is not None else self.tree, self.forwards, self.root_logprobs)
+        return BuildResult(tree if tree is not None else self.tree, self.forwards, self.root_logprobs,
+                           self.call_widths, self.gate)
 
 
 class TreeBuilder(ABC):
@@ -83,9 +92,10 @@ class TreeBuilder(ABC):
 
     name: str = "builder"
 
-    def build(self, drafter: Drafter, root_token: int) -> BuildResult:
-        """Grow a tree below ``root_token`` (the last committed token) with ``drafter``."""
-        growth = Growth(drafter, root_token)
+    def build(self, drafter: Drafter, root_token: int, record_gate: bool = False) -> BuildResult:
+        """Grow a tree below ``root_token`` (the last committed token) with ``drafter``;
+        ``record_gate``: keep what TALON's gate saw (``BuildResult.gate``; other builders ignore it)."""
+        growth = Growth(drafter, root_token, record_gate)
         return growth.result(self._grow(growth))
 
     @abstractmethod
@@ -220,8 +230,10 @@ class TalonBuilder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         tree = growth.tree
         proposal = growth.root()
-        layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, min(self.topk, self.budget)))
-                 if n is not None]
+        k = min(self.topk, self.budget)
+        layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, k)) if n is not None]
+        if growth.gate is not None:
+            growth.gate.append(_root_gate(proposal, k))
         while layer and tree.num_drafts < self.budget:
             layer = self._next_layer(growth, layer)
         return tree
@@ -240,7 +252,37 @@ class TalonBuilder(TreeBuilder):
         r = child_lp.shape[1]
         added = growth.add(proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order],
                            admitted[order])
+        if growth.gate is not None:
+            growth.gate.append(self._gate_layer(tree, parents, tokens, scores, admitted, order, r))
         return [n for n in added if n is not None]
+
+    def _gate_layer(self, tree: DraftTree, parents: list[int], tokens: torch.Tensor, scores: torch.Tensor,
+                    admitted: torch.Tensor, order: torch.Tensor, r: int) -> GateLayer:
+        """The layer's candidates (finite ones) with what happened to each (lab only: one more read-back)."""
+        kept = torch.zeros_like(admitted)
+        kept[order] = admitted[order]
+        finite = torch.isfinite(scores)
+        status = [ADMITTED if k else CUT_BY_BUDGET if a else BELOW_GATE
+                  for k, a, f in zip(kept.tolist(), admitted.tolist(), finite.tolist()) if f]
+        index = torch.nonzero(finite).flatten()
+        best = float(scores.max())
+        return GateLayer(depth=tree.depth[parents[0]] + 1, parents=[parents[i] for i in (index // r).tolist()],
+                         tokens=tokens.flatten()[index].tolist(), path_logprobs=scores[index].tolist(),
+                         status=status, best=best, threshold=best + self.log_mu)
+
+
+ROOT_GATE_EXTRA = 10
+"""Candidates past the K-th that the root layer's gate record shows (as ``beyond K``)."""
+
+
+def _root_gate(proposal: Proposal, k: int) -> GateLayer:
+    """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens, the first ``k`` admitted."""
+    logprobs, tokens = proposal.logprobs[0].topk(min(k + ROOT_GATE_EXTRA, proposal.logprobs.shape[-1]))
+    finite = [(t, lp) for t, lp in zip(tokens.tolist(), logprobs.tolist()) if lp > -math.inf]
+    return GateLayer(depth=1, parents=[0] * len(finite), tokens=[t for t, _ in finite],
+                     path_logprobs=[lp for _, lp in finite],
+                     status=[ADMITTED if i < k else BEYOND_K for i in range(len(finite))],
+                     best=finite[0][1] if finite else -math.inf, threshold=None)
 
 
 def _path_logprobs(tree: DraftTree, nodes: Sequence[int], device: torch.device) -> torch.Tensor:

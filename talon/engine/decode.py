@@ -74,8 +74,6 @@ def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
     todo = [s for s in steps if not s.texts_filled]
     if not todo:
         return
-    singles = {t for s in todo for t in [*s.tree.token, *s.target_token] if t != NO_TOKEN}
-    text_of = dict(zip(sorted(singles), tokenizer.batch_decode([[t] for t in sorted(singles)])))
     emitted = "".join(s.committed_text for s in steps if s.texts_filled)
     ids: list[int] = []
     for k, step in enumerate(steps):
@@ -89,6 +87,15 @@ def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
         piece = full[len(emitted):] if full.startswith(emitted) else ""
         emitted += piece
         step.committed_text = piece
+    fill_token_texts(todo, tokenizer)
+
+
+def fill_token_texts(steps: Sequence[StepRecord], tokenizer) -> None:
+    """Set ``node_text`` and ``target_text`` of ``steps``: each token's text on its own, every distinct
+    token decoded once."""
+    singles = sorted({t for s in steps for t in [*s.tree.token, *s.target_token] if t != NO_TOKEN})
+    text_of = dict(zip(singles, tokenizer.batch_decode([[t] for t in singles])))
+    for step in steps:
         step.node_text = [text_of[t] for t in step.tree.token]
         step.target_text = [text_of[t] if t != NO_TOKEN else "" for t in step.target_token]
 

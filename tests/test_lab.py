@@ -1,0 +1,153 @@
+"""Fast tier: the tree lab on the tiny random Llama: a frozen step rebuilt with other settings gives the
+tree and verdict a decode started at that context with those settings gives; the gate record; re-rolls."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from talon.config import ConfigError, DecodeConfig, TreeConfig
+from talon.drafters.factory import drafter_for
+from talon.drafters.head import HeadDrafter
+from talon.drafters.head_model import DraftHead, HeadConfig
+from talon.engine.decode import run_to_end
+from talon.engine.lab import LAB_METHODS, FrozenStep, step_context
+from talon.models.registry import ModelRegistry
+from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
+from tests.tiny import prompt_ids, tiny_target
+
+CONFIGS = [TreeConfig(method="talon", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=20, topk=2, mu=0.3),
+           TreeConfig(method="talon", budget=6, topk=4, mu=0.01), TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
+           TreeConfig(method="static", budget=9, depth=4), TreeConfig(method="chain", gamma=5),
+           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05)]
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target()
+
+
+@pytest.fixture(scope="module")
+def registry(target):
+    registry = ModelRegistry()
+    torch.manual_seed(1)
+    head = DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+    registry.get_derived("tiny-head", lambda: head)
+    return registry
+
+
+@pytest.fixture(scope="module")
+def run(target, registry):
+    """A finished greedy TALON run on the tiny target with its own first layer as drafter."""
+    drafter = drafter_for("talon", "layers:1", target, registry)
+    return run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=30), prompt_ids=prompt_ids(4))
+
+
+def first_step(target, registry, spec: str, cfg: TreeConfig, context: list[int], decode: DecodeConfig):
+    """The first step of a decode started at ``context`` (as its prompt) with ``cfg``."""
+    trace = run_to_end(target, drafter_for(cfg.method, spec, target, registry), cfg,
+                       dataclasses.replace(decode, max_new_tokens=2), prompt_ids=context)
+    return trace.steps[0]
+
+
+def test_step_context_is_the_prompt_and_what_came_before(run):
+    assert step_context(run, 0) == run.prompt_ids
+    k = len(run.steps) - 1
+    assert step_context(run, k) == run.prompt_ids + run.output_ids[: sum(len(s.committed_ids) for s in run.steps[:k])]
+    assert step_context(run, k)[-1] == run.steps[k].tree.token[0]
+    with pytest.raises(ConfigError, match="not a step"):
+        step_context(run, len(run.steps))
+
+
+@pytest.mark.parametrize("spec", ["layers:1", "ngram"])
+def test_a_frozen_step_gives_what_a_fresh_decode_gives_for_every_setting(target, registry, run, spec):
+    k = len(run.steps) // 2
+    context = step_context(run, k)
+    lab = FrozenStep(target, registry, spec, context)
+    for cfg in CONFIGS * 2:  # twice: the drafter rewinds to the same state each time
+        if cfg.method == "hybrid" and spec == "ngram":
+            continue
+        got = lab.explore(cfg)
+        want = first_step(target, registry, spec, cfg, context, DecodeConfig())
+        assert (got.tree.token, got.tree.parent) == (want.tree.token, want.tree.parent), cfg
+        assert (got.verdict.status, got.verdict.accepted_path, got.verdict.bonus_token) == \
+            (want.status, want.accepted_path, want.bonus_token), cfg
+        assert got.drafter_forwards == want.drafter_forwards == len(got.call_widths)
+
+
+def test_the_run_itself_is_reproduced_at_its_own_settings(target, registry, run):
+    for k in (0, 3, len(run.steps) - 1):
+        got = FrozenStep(target, registry, "layers:1", step_context(run, k)).explore(CONFIGS[0])
+        step = run.steps[k]
+        assert (got.tree.token, got.accepted, got.verdict.bonus_token) == \
+            (step.tree.token, step.accepted_tokens, step.bonus_token)
+
+
+def test_the_head_drafter_in_the_lab(target, registry):
+    head = registry.get_derived("tiny-head", lambda: None)
+    context = prompt_ids(6, length=20)
+    lab = FrozenStep(target, registry, "ngram", context)
+    lab._drafters["tree"] = HeadDrafter(head, target)  # the lab with a head: reset it the way the lab does
+    lab.verifier = type(lab.verifier)(target, head.config.feature_layers)
+    with torch.inference_mode():
+        features = lab.verifier.prefill(context)
+        lab._drafters["tree"].reset(context, features)
+    results = [lab.explore(CONFIGS[0]) for _ in range(2)]
+    assert results[0].tree.token == results[1].tree.token
+    drafter = HeadDrafter(head, target)
+    fresh = run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=2), prompt_ids=context).steps[0]
+    assert results[0].tree.token == fresh.tree.token and results[0].verdict.accepted_path == fresh.accepted_path
+
+
+def test_sampling_in_the_lab_is_the_runs_own_sample(target, registry):
+    decode = DecodeConfig(temperature=0.8, seed=11, max_new_tokens=24)
+    cfg = CONFIGS[0]
+    run = run_to_end(target, drafter_for("talon", "layers:1", target, registry), cfg, decode, prompt_ids=prompt_ids(5))
+    for k in (1, len(run.steps) - 2):
+        lab = FrozenStep(target, registry, "layers:1", step_context(run, k), temperature=0.8, seed=11)
+        got = lab.explore(cfg)
+        assert got.committed[: len(run.steps[k].committed_ids)] == run.steps[k].committed_ids
+
+
+def test_every_method_and_the_sweeps(target, registry, run):
+    lab = FrozenStep(target, registry, "layers:1", step_context(run, 2))
+    rows = lab.every_method(CONFIGS[0])
+    assert set(rows) == set(LAB_METHODS)
+    assert all(r.tree.num_drafts <= 12 for m, r in rows.items() if m != "chain")
+    budget = lab.sweep(CONFIGS[0], "budget", [4, 8, 16, 24])
+    assert [r["nodes"] for r in budget] == [4, 8, 16, 24]
+    mu = lab.sweep(CONFIGS[0], "mu", [0.001, 0.05, 1.0])
+    assert mu[-1]["widest"] <= mu[0]["widest"] and mu[-1]["depth"] >= mu[0]["depth"]
+    with pytest.raises(ConfigError, match="no tree"):
+        lab.explore(TreeConfig(method="ar"))
+
+
+def test_the_gate_record_says_why_each_candidate_is_in_or_out(target, registry, run):
+    lab = FrozenStep(target, registry, "layers:1", step_context(run, 1))
+    cfg = TreeConfig(method="talon", budget=10, topk=3, mu=0.2)
+    result = lab.explore(cfg)
+    gate = result.gate
+    assert gate[0].threshold is None and gate[0].status.count(ADMITTED) == 3
+    assert set(gate[0].status) <= {ADMITTED, BEYOND_K}
+    tree = result.tree
+    for layer in gate[1:]:
+        in_tree = sorted((tree.parent[i], tree.token[i]) for i in range(1, len(tree)) if tree.depth[i] == layer.depth)
+        admitted = sorted((p, t) for p, t, s in zip(layer.parents, layer.tokens, layer.status) if s == ADMITTED)
+        assert admitted == in_tree
+        for lp, status in zip(layer.path_logprobs, layer.status):
+            assert (lp >= layer.threshold - 1e-9) == (status in (ADMITTED, CUT_BY_BUDGET)), (lp, status)
+            assert status in (ADMITTED, BELOW_GATE, CUT_BY_BUDGET)
+        assert layer.best == pytest.approx(max(layer.path_logprobs))
+    assert len(gate) == tree.max_depth
+
+
+def test_reroll_counts_every_roll_and_follows_the_target(target, registry, run):
+    lab = FrozenStep(target, registry, "layers:1", step_context(run, 0), temperature=1.0)
+    result = lab.explore(CONFIGS[0])
+    counts, dist = lab.reroll(result, 4000, seed=3)
+    assert sum(counts.values()) == 4000
+    empirical = torch.zeros_like(dist)
+    for token, n in counts.items():
+        empirical[token] = n / 4000
+    assert 0.5 * float((empirical - dist).abs().sum()) < 0.08
