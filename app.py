@@ -1,176 +1,277 @@
 """TALON Tree Explorer: the Gradio app.
 
-Only layout and wiring: the handlers live in ``ui`` (``ui.runs`` for the run tabs, ``ui.bench_tab``
-for published benchmark results), which turn widget values into ``talon`` configs and hand traces to
-``viz``.  Models live in one read-only registry (``ui.shared``); everything a run produces lives in
-that user's ``gr.State`` (a ``RunTrace``), so users never share run state.
+Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``lab``, ``compare``, ``async_tab``,
+``bench_tab``), which turn widget values into ``talon`` runs and hand them to ``viz``.  Models live in
+one read-only registry (``ui.shared``); everything a user's runs produce lives in that user's
+``ui.session.Session`` (a ``gr.State``), so users never share run state and nobody waits for anybody.
 """
 from __future__ import annotations
 
 import gradio as gr
 
-from ui.bench_tab import NO_BENCH, bench_load, bench_show
-from ui.runs import (advance, export_html, export_json, load_trace, model_status, run_compare, run_explore,
-                     run_sync_async, show_compare_step, show_step)
+from ui import bench_tab, compare, explore, lab
+from ui.async_tab import run_sync_async
+from ui.session import close_session, new_session
 from ui.shared import (DEFAULT_DRAFTER, DEFAULT_NOTE, DEFAULT_TARGET, DEFAULT_TREE, DRAFTER_CHOICES, EXAMPLES,
-                       EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, preload_default_model)
+                       EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, ON_SPACES, REGISTRY, model_status,
+                       preload_default_model)
+from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
-from viz.tree_figure import COLOR_MODES
+from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES
 
-# ---- layout ---------------------------------------------------------------------------------------
+COLOR_CHOICES = list(COLOR_MODES)
+COLOR_INFO = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in COLOR_MODES)
+CSS = """
+#tree-plot, #lab-plot, #compare-a, #compare-b { min-height: 420px; }
+.tab-nav button, [role="tab"] { padding-left: 10px !important; padding-right: 10px !important; }
+"""
+
+if ON_SPACES:  # ZeroGPU wants the models on CUDA at import time
+    REGISTRY.get(DEFAULT_TARGET)
+
 with gr.Blocks(title="TALON Tree Explorer") as demo:
-    trace_state = gr.State(None)
-    compare_state = gr.State(None)
+    session = gr.State(new_session, delete_callback=close_session, time_to_live=4 * 3600)
     gr.Markdown("# TALON Tree Explorer\nWatch tree speculative decoding on a real model: each step a drafter "
                 "proposes a tree of guesses, the target model checks the whole tree in one forward pass, and "
                 "keeps the longest path it agrees with.")
     status = gr.Markdown("Checking the model...", elem_id="model-status")
-    with gr.Row():
-        with gr.Column(scale=1, min_width=320):
-            prompt = gr.Textbox(label="Prompt", lines=4, value=EXAMPLES[0]["prompt"], elem_id="prompt")
-            gr.Examples([[e["prompt"]] for e in EXAMPLES], inputs=[prompt],
-                        example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
-                        label="Examples by category")
-            method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
-            drafter = gr.Dropdown(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, allow_custom_value=True, label="Drafter",
-                                  info="Or type a local model directory / Hugging Face id that shares the target's "
-                                       "tokenizer, or head:DIR for another trained head.")
-            target = gr.Dropdown([("SmolLM2-135M-Instruct", DEFAULT_TARGET)], value=DEFAULT_TARGET,
-                                 allow_custom_value=True, label="Target model",
-                                 info="'embedded', a local directory, or a Hugging Face id.")
-            gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
+
+    # ---- settings, shared by every tab ----------------------------------------------------------------
+    with gr.Accordion("Prompt and settings", open=True):
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="Prompt", lines=3, value=EXAMPLES[0]["prompt"], elem_id="prompt")
+                gr.Examples([[e["prompt"]] for e in EXAMPLES], inputs=[prompt],
+                            example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
+                            label="Examples by category", examples_per_page=12)
+            with gr.Column(scale=2, min_width=300):
+                method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
+                drafter = gr.Dropdown(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, allow_custom_value=True,
+                                      label="Drafter", info="Or type a local model directory / Hugging Face id that "
+                                      "shares the target's tokenizer, or head:DIR for another trained head.")
+                target = gr.Dropdown([("SmolLM2-135M-Instruct", DEFAULT_TARGET)], value=DEFAULT_TARGET,
+                                     allow_custom_value=True, label="Target model",
+                                     info="'embedded', a local directory, or a Hugging Face id.")
+                execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
+                                     info="Async drafts the next tree from a guessed outcome while the target "
+                                          "verifies; the output is the same (greedy, and sampled with the same "
+                                          "seed), only timing changes.")
+        gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
+        with gr.Row():
             budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes, root not counted)",
                                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step.")
             topk = gr.Slider(1, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (children of the root)",
                              info="TALON: Top-K at the root. EAGLE-2: top-k per expanded node and frontier width.")
             mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ (0 < μ ≤ 1)",
                            info="TALON admits a candidate when its path probability ≥ μ × the layer's best.")
+        with gr.Row():
             depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Depth (draft layers below the root)",
                               info="EAGLE-2 and static trees only.")
             gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Chain length γ (draft tokens)",
                               info="Chain method only.")
-            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
+            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)",
+                                    info="Above 0 every method samples the target's distribution; with the same "
+                                         "seed they all draw the same sample.")
+        with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)")
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
-            execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
-                                 info="Async drafts the next tree from a guessed outcome while the target verifies; "
-                                      "the output is the same (greedy, and sampled with the same seed), only timing changes.")
-        with gr.Column(scale=2):
-            with gr.Tabs():
-                with gr.Tab("Explore", id="explore"):
-                    with gr.Row():
-                        run_btn = gr.Button("Run", variant="primary", elem_id="run")
-                        stop_btn = gr.Button("Stop", elem_id="stop")
-                    color_mode = gr.Radio(list(COLOR_MODES), value="verdict", label="Colour nodes by")
-                    caption = gr.Markdown("No run yet: type a prompt and press Run, or load a saved trace.",
-                                          elem_id="step-caption")
-                    tree_plot = gr.Plot(label="Draft tree of this step", elem_id="tree-plot")
-                    with gr.Row():
-                        step_slider = gr.Slider(0, 1, value=0, step=1, label="Step (one target forward each)",
-                                                interactive=False, elem_id="step-slider")
-                        play_btn = gr.Button("▶ Play", scale=0)
-                        pause_btn = gr.Button("⏸ Pause", scale=0)
-                    text_html = gr.HTML(label="Generated text (tinted by the step that committed it)")
-                    metrics_md = gr.Markdown()
-                    with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
-                        nodes_df = gr.Dataframe(interactive=False, wrap=True)
-                with gr.Tab("Compare", id="compare"):
-                    gr.Markdown("Same prompt, same budget, two methods. An autoregressive run comes first to "
-                                "measure the speedup on this machine.")
-                    with gr.Row():
-                        method_a = gr.Dropdown(METHOD_CHOICES, value="static", label="Method A")
-                        method_b = gr.Dropdown(METHOD_CHOICES, value="talon", label="Method B")
-                    compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run")
-                    compare_table = gr.Dataframe(interactive=False, label="Side by side")
-                    compare_slider = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False)
-                    with gr.Row():
-                        plot_a = gr.Plot(label="Method A")
-                        plot_b = gr.Plot(label="Method B")
-                with gr.Tab("Charts", id="charts"):
-                    chart_committed = gr.Plot(label="Tokens committed per step")
-                    chart_acceptance = gr.Plot(label="Acceptance by depth")
-                    chart_shape = gr.Plot(label="Tree shape")
-                    chart_timing = gr.Plot(label="Draft vs verify time")
-                    chart_timeline = gr.Plot(label="Timeline of drafter and target")
-                with gr.Tab("Sync vs async", id="async"):
-                    gr.Markdown("Runs the chosen method twice on the prompt: drafting then verifying (sync), and "
-                                "drafting the next tree while the target verifies (async). The lanes show when "
-                                "each side works and when it waits.")
-                    async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run")
-                    async_verdict = gr.Markdown()
-                    async_table = gr.Dataframe(interactive=False, label="Sync vs async")
-                    async_plot = gr.Plot(label="Timeline")
-                with gr.Tab("Export / load", id="export"):
-                    with gr.Row():
-                        json_btn = gr.Button("Export trace (JSON)")
-                        html_btn = gr.Button("Export this tree (HTML)")
-                    export_file = gr.File(label="Download", interactive=False)
-                    upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
-                with gr.Tab("Benchmark", id="benchmark"):
-                    gr.Markdown("Measured results of the benchmark suites (`python -m talon.bench --suite ...`): "
-                                "every method and transformers' own generate / prompt lookup / assisted "
-                                "generation on the same prompts, speedups against autoregressive decoding in "
-                                "the same run. Nothing is run here.")
-                    bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)",
-                                            elem_id="bench-dir")
-                    bench_meta = gr.Markdown(NO_BENCH)
-                    bench_methods = gr.Dataframe(interactive=False, label="Methods, pooled over all prompts")
-                    bench_peers = gr.Plot(label="Speedup vs autoregressive")
-                    bench_categories = gr.Dataframe(interactive=False,
-                                                    label="Per category: MAT and speedup (the paper's Table 1 layout)")
-                    bench_shape = gr.Dataframe(interactive=False, label="Tree shape by category")
-                    bench_tree_shape = gr.Plot(label="Nodes per layer by category")
-                    bench_budget = gr.Plot(label="Budget N sweep")
-                    bench_mu = gr.Plot(label="μ sweep")
-                    bench_sources = gr.Dataframe(
-                        interactive=False, label="Hybrid drafting vs its sources alone: TALON over the head, over "
-                                                 "prompt lookup, and over both merged (MAT and speedup by category)")
-                    bench_lossless = gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive")
-                    bench_views = [bench_meta, bench_methods, bench_categories, bench_shape, bench_lossless,
-                                   bench_peers, bench_budget, bench_mu, bench_tree_shape, bench_sources]
-                    bench_dir.input(bench_show, bench_dir, bench_views, show_progress="hidden")
-                    demo.load(bench_load, None, [bench_dir, *bench_views], api_name="bench_load",
-                              show_progress="hidden")
-                with gr.Tab("How to read this", id="help"):
-                    gr.Markdown(summary.HOW_TO_READ)
-                    gr.Markdown("## Glossary\n" + summary.GLOSSARY)
+    settings = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
+                execution]
 
-    run_inputs = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-                  execution, color_mode]
-    view_outputs = [trace_state, step_slider, tree_plot, text_html, nodes_df, caption, metrics_md,
-                    chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline]
-    run_event = run_btn.click(run_explore, run_inputs, view_outputs, concurrency_limit=2, concurrency_id="decode")
-    stop_btn.click(None, cancels=[run_event])
-    step_view_outputs = [tree_plot, text_html, nodes_df, caption]
-    step_slider.change(show_step, [trace_state, step_slider, color_mode], step_view_outputs, queue=False,
-                       show_progress="hidden")
-    color_mode.change(show_step, [trace_state, step_slider, color_mode], step_view_outputs, queue=False)
+    with gr.Tabs():
+        # ---- Explore -----------------------------------------------------------------------------------
+        with gr.Tab("Explore", id="explore"):
+            with gr.Row():
+                run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
+                stop_btn = gr.Button("Stop", elem_id="stop", scale=1)
+                follow = gr.Checkbox(True, label="Follow the run", scale=1, elem_id="follow",
+                                     info="Off: the step slider stays where you put it while steps arrive.")
+            color_mode = gr.Radio(COLOR_CHOICES, value="verdict", label="Colour nodes by", info=COLOR_INFO,
+                                  elem_id="color-mode")
+            caption = gr.Markdown(explore.NO_RUN, elem_id="step-caption")
+            tree_plot = gr.Plot(label="Draft tree of this step", elem_id="tree-plot")
+            with gr.Row():
+                step_slider = gr.Slider(1, 2, value=1, step=1, label="Step (one target forward each; from 1)",
+                                        interactive=False, elem_id="step-slider")
+                play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
+                pause_btn = gr.Button("⏸ Pause", scale=0)
+            text_html = gr.HTML(EMPTY, html_template=TEMPLATE, js_on_load=SCRIPT, elem_id="run-text",
+                                label="Generated text (tinted by the step that committed it)")
+            metrics_md = gr.Markdown(elem_id="run-summary")
+            stop_note = gr.Markdown()
+            with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
+                nodes_df = gr.Dataframe(interactive=False, wrap=True)
+
+        # ---- Tree lab ----------------------------------------------------------------------------------
+        with gr.Tab("Tree lab", id="lab"):
+            gr.Markdown("Freeze one step of the run on show: its context (the prompt and every token committed "
+                        "before it) stays fixed, and each change below rebuilds that step's tree from the drafter "
+                        "and verifies it with one target forward, without re-running the generation.")
+            with gr.Row():
+                lab_step = gr.Number(1, precision=0, label="Step to freeze (from 1)", minimum=1, elem_id="lab-step")
+                freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
+            lab_status = gr.Markdown(lab.NOT_FROZEN, elem_id="lab-status")
+            with gr.Row():
+                lab_method = gr.Dropdown(lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method")
+                lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
+            with gr.Row():
+                lab_budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)",
+                                       elem_id="lab-budget")
+                lab_topk = gr.Slider(1, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K", elem_id="lab-topk")
+                lab_mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ",
+                                   elem_id="lab-mu")
+            with gr.Row():
+                lab_depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Depth (EAGLE-2, static)")
+                lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Chain length γ")
+            lab_caption = gr.Markdown(elem_id="lab-caption")
+            lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
+            gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
+            gr.Markdown("**Same context, every method** (same N; cost from this machine's cost suite, in "
+                        "autoregressive steps): which tree would have won at this step, and at what price.")
+            lab_methods = gr.Dataframe(interactive=False, elem_id="lab-methods")
+            with gr.Row():
+                sweep_field = gr.Radio([("budget N", "budget"), ("gate μ", "mu")], value="budget",
+                                       label="Sweep at this step")
+                sweep_btn = gr.Button("Draw the sweep")
+            sweep_plot = gr.Plot(label="Sweep at this step")
+            reroll_btn = gr.Button(f"Re-roll the verification {lab.REROLLS} times (sampling)")
+            reroll_note = gr.Markdown()
+            reroll_plot = gr.Plot(label="Re-rolls")
+            with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
+                sampling_df = gr.Dataframe(interactive=False, wrap=True)
+
+        # ---- Compare -----------------------------------------------------------------------------------
+        with gr.Tab("Compare", id="compare"):
+            gr.Markdown("Same prompt and settings, two methods, and an autoregressive run for the speedup. The trees "
+                        "are shown at the same output token: the step of each run that committed it.")
+            with gr.Row():
+                method_a = gr.Dropdown(METHOD_CHOICES, value="static", label="Method A")
+                method_b = gr.Dropdown(METHOD_CHOICES, value="talon", label="Method B")
+                compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run")
+            compare_table = gr.Dataframe(interactive=False, label="Side by side (autoregressive first)")
+            compare_caption = gr.Markdown(compare.NO_COMPARE)
+            with gr.Row():
+                position = gr.Slider(1, 2, value=1, step=1, label="Output token (position from 1)", interactive=False,
+                                     scale=3)
+                step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1)
+                step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
+            plot_a = gr.Plot(label="Method A", elem_id="compare-a")
+            plot_b = gr.Plot(label="Method B", elem_id="compare-b")
+            compare_adaptation = gr.Plot(label="Adaptation of both runs")
+
+        # ---- Charts ------------------------------------------------------------------------------------
+        with gr.Tab("Charts", id="charts"):
+            chart_committed = gr.Plot(label="Tokens committed per step")
+            chart_acceptance = gr.Plot(label="Acceptance by depth")
+            chart_shape = gr.Plot(label="Tree shape")
+            chart_timing = gr.Plot(label="Draft vs verify time")
+            chart_timeline = gr.Plot(label="Timeline of drafter and target")
+            chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth")
+
+        # ---- Sync vs async -----------------------------------------------------------------------------
+        with gr.Tab("Sync vs async", id="async"):
+            gr.Markdown("Runs the chosen method twice on the prompt: drafting then verifying (sync), and drafting the "
+                        "next tree while the target verifies (async). The lanes show when each side works and waits.")
+            async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run")
+            async_verdict = gr.Markdown()
+            async_table = gr.Dataframe(interactive=False, label="Sync vs async")
+            async_plot = gr.Plot(label="Timeline")
+
+        # ---- Benchmark ---------------------------------------------------------------------------------
+        with gr.Tab("Benchmark", id="benchmark"):
+            gr.Markdown("Measured results of the benchmark suites (`python -m talon.bench --suite ...`): every method "
+                        "and transformers' own generate / prompt lookup / assisted generation on the same prompts, "
+                        "speedups against autoregressive decoding in the same run, and the cost of a step's pieces "
+                        "on this kind of machine. Nothing is run here.")
+            bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
+            bench_meta = gr.Markdown(bench_tab.NO_BENCH)
+            bench_views = {
+                "methods": gr.Dataframe(interactive=False, label="Methods, pooled over all prompts"),
+                "peers": gr.Plot(label="Speedup vs autoregressive"),
+                "categories": gr.Dataframe(interactive=False, label="Per category: MAT and speedup (Table 1 layout)"),
+                "shape": gr.Dataframe(interactive=False, label="Tree shape by category"),
+                "tree_shape": gr.Plot(label="Nodes per layer by category"),
+                "budget_sweep": gr.Plot(label="Budget N sweep"),
+                "mu_sweep": gr.Plot(label="μ sweep"),
+                "sources": gr.Dataframe(interactive=False, label="Hybrid drafting vs its sources alone"),
+                "lossless": gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive"),
+                "cost": gr.Plot(label="Cost of a step's pieces"),
+                "cost_table": gr.Dataframe(interactive=False, label="Cost suite"),
+            }
+            bench_outputs = [bench_meta, *(bench_views[name] for name in bench_tab.VIEWS)]
+
+        # ---- Export / load -----------------------------------------------------------------------------
+        with gr.Tab("Export / load", id="export"):
+            with gr.Row():
+                json_btn = gr.Button("Export trace (JSON)")
+                html_btn = gr.Button("Export this tree (HTML)")
+            export_file = gr.File(label="Download", interactive=False)
+            upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
+            load_note = gr.Markdown(elem_id="load-note")
+
+        with gr.Tab("How to read this", id="help"):
+            gr.Markdown(summary.HOW_TO_READ)
+            gr.Markdown("## Glossary\n" + summary.GLOSSARY)
+
+    # ---- wiring: Explore ----------------------------------------------------------------------------------
+    charts_out = [chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline, chart_adaptation]
+    view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
+    run_btn.click(explore.run_explore, [session, *settings, color_mode], view_out, concurrency_limit=4,
+                  concurrency_id="decode")
+    stop_btn.click(explore.stop_run, session, stop_note, queue=False)
+    follow.change(explore.set_follow, [session, follow], None, queue=False)
+    step_out = [tree_plot, text_html, nodes_df, caption]
+    step_slider.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden",
+                      trigger_mode="always_last")
+    color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
-    play_btn.click(lambda: gr.Timer(active=True), None, timer)
+    play_out = [step_slider, *step_out, timer]
+    play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
     pause_btn.click(lambda: gr.Timer(active=False), None, timer)
-    timer.tick(advance, [trace_state, step_slider], [step_slider, timer], show_progress="hidden")
+    timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
 
-    compare_outputs = [compare_state, compare_slider, plot_a, plot_b, compare_table]
-    compare_inputs = [prompt, target, drafter, method_a, method_b, budget, topk, mu, depth, gamma, temperature,
-                      max_new, seed, execution, color_mode]
-    compare_btn.click(run_compare, compare_inputs, compare_outputs, concurrency_limit=2, concurrency_id="decode")
-    async_inputs = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed]
-    async_btn.click(run_sync_async, async_inputs, [async_plot, async_table, async_verdict], concurrency_limit=2,
+    # ---- wiring: Tree lab ---------------------------------------------------------------------------------
+    lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
+    lab_out = [lab_plot, lab_caption, gate_plot]
+    (freeze_btn.click(lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
+     .success(lab.redraw, [session, *lab_settings, lab_color], lab_out)
+     .success(lab.every_method, [session, *lab_settings[1:]], lab_methods))
+    for control in (lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma):
+        (control.release(lab.redraw, [session, *lab_settings, lab_color], lab_out, trigger_mode="always_last",
+                         show_progress="minimal")
+         .success(lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last"))
+    for control in (lab_method, lab_color):
+        control.input(lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    sweep_btn.click(lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
+    reroll_btn.click(lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
+
+    # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
+    compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation]
+    compare_btn.click(compare.run_compare, [session, prompt, target, drafter, method_a, method_b, budget, topk, mu,
+                                            depth, gamma, temperature, max_new, seed, execution, color_mode],
+                      compare_out, concurrency_limit=4, concurrency_id="decode")
+    position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
+    step_a.submit(compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out,
+                  api_name="go_to_step_of_a")
+    step_b.submit(compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out,
+                  api_name="go_to_step_of_b")
+
+    async_btn.click(run_sync_async, settings[:-1], [async_plot, async_table, async_verdict], concurrency_limit=4,
                     concurrency_id="decode")
-    compare_slider.release(show_compare_step, [compare_state, compare_slider, color_mode], compare_outputs,
-                           queue=False)
 
-    json_btn.click(export_json, trace_state, export_file)
-    html_btn.click(export_html, [trace_state, step_slider, color_mode], export_file)
-    upload.upload(load_trace, [upload, color_mode], view_outputs)
+    bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")
+    demo.load(bench_tab.bench_load, None, [bench_dir, *bench_outputs], api_name="bench_load", show_progress="hidden")
 
-    status_timer = gr.Timer(2.0)
+    json_btn.click(explore.export_json, session, export_file)
+    html_btn.click(explore.export_html, [session, step_slider, color_mode], export_file)
+    upload.upload(explore.load_trace, [session, upload, color_mode], [*settings, *view_out, load_note])
+
+    status_timer = gr.Timer(1.0)
     status_timer.tick(model_status, None, [status, status_timer], show_progress="hidden")
     demo.load(model_status, None, [status, status_timer], show_progress="hidden")
 
-demo.queue(max_size=16, default_concurrency_limit=2)
-
+demo.queue(max_size=64, default_concurrency_limit=8)
 
 if __name__ == "__main__":
     preload_default_model()
-    demo.launch()  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)
+    demo.launch(css=CSS)  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)

@@ -61,11 +61,11 @@ def fake_runs() -> list[dict]:
     return rows
 
 
-def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00") -> Path:
-    """A complete fake results directory (tables and meta.json, no plots)."""
+def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu") -> Path:
+    """A complete fake results directory (tables and meta.json, no plots) measured on ``device``."""
     runs = fake_runs()
     bench_results.write_tables(directory, runs, bench_results.summarize(runs))
     bench_results.write_meta(directory, {"suite": "fake", "date": date, "description": "synthetic rows",
-                                         "device": "cpu", "cpu": "test CPU", "cpu_count": 2, "model": "fake model",
+                                         "device": device, "cpu": "test CPU", "cpu_count": 2, "model": "fake model",
                                          "command": "python -m talon.bench --suite fake", "notes": ["a note"]})
     return directory

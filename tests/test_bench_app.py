@@ -11,6 +11,13 @@ from tests.bench_fakes import CATEGORIES, write_fake_results
 pytestmark = pytest.mark.app
 
 
+def _value(update):
+    """The value of an output the handler sent as ``gr.update(value=..., visible=...)``, or None when hidden."""
+    if isinstance(update, dict) and update.get("__type__") == "update":
+        return update.get("value") if update.get("visible", True) else None
+    return update
+
+
 def _figure(plot: dict) -> dict:
     return json.loads(plot["plot"])
 
@@ -20,11 +27,12 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     write_fake_results(tmp_path / "newer", date="2026-02-01T00:00:00+00:00")
     monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
     client = Client(app_url, verbose=False)
-    dropdown, meta, methods, categories, shape, lossless, peers, budget, mu, tree_shape, sources = client.predict(
-        api_name="/bench_load")
+    dropdown, meta, *views = client.predict(api_name="/bench_load")
+    methods, categories, shape, lossless, peers, budget, mu, tree_shape, sources, cost, cost_table = map(_value, views)
     assert dropdown["value"] == str(tmp_path / "newer")
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
     assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
+    assert str(tmp_path) not in meta  # paths are shown relative, never this machine's absolute path
     assert [row[1] for row in methods["data"]] == ["autoregressive", "HF generate", "HF prompt lookup",
                                                    "HF assisted", "TALON"]
     assert categories["headers"][:3] == ["category", "EAGLE-2 MAT (T=0)", "EAGLE-2 speedup (T=0)"]
@@ -33,6 +41,8 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     assert sources["headers"][:3] == ["category", "TALON (head) MAT (T=0)", "TALON (head) speedup (T=0)"]
     assert {t["name"] for t in _figure(budget)["data"]} == {"EAGLE-2", "TALON"}
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
+
+    assert cost is None and cost_table is None  # the fake suite has no cost table: its views are hidden
 
     meta_older, *_ = client.predict(str(tmp_path / "older"), api_name="/bench_show")
     assert "2026-01-01" in meta_older
@@ -45,3 +55,12 @@ def test_benchmark_tab_without_results_says_how_to_make_them(app_url, tmp_path, 
     dropdown, meta, methods, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
     assert dropdown["choices"] == [] and dropdown["value"] is None
     assert "python -m talon.bench --suite" in meta
+
+
+def test_benchmark_tab_prefers_results_from_this_kind_of_device(app_url, tmp_path, monkeypatch):
+    write_fake_results(tmp_path / "cpu-run", date="2026-01-01T00:00:00+00:00", device="cpu")
+    write_fake_results(tmp_path / "gpu-run", date="2026-03-01T00:00:00+00:00", device="cuda (NVIDIA H100)")
+    monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
+    dropdown, meta, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
+    assert dropdown["value"] == str(tmp_path / "cpu-run")  # the app runs on a CPU: the newer GPU run is listed
+    assert len(dropdown["choices"]) == 2 and "2026-01-01" in meta

@@ -1,4 +1,5 @@
-"""App tier, in a real browser: Debian's Chromium driven by Playwright against the launched app."""
+"""App tier, in a real browser: Debian's Chromium driven by Playwright against the launched app, at the
+1024-px width of a classroom laptop."""
 from __future__ import annotations
 
 import os
@@ -13,10 +14,17 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 DOCS_SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "app.png"
 REFRESH_ENV = "TALON_REFRESH_SCREENSHOT"
-COUNT_NODES_JS = """() => {
-  const gd = document.querySelector('#tree-plot .js-plotly-plot');
+TABS = ("Explore", "Tree lab", "Compare", "Charts", "Sync vs async", "Benchmark", "Export / load",
+        "How to read this")
+COUNT_NODES_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
   if (!gd || !gd.data) return -1;
   return gd.data.filter(t => t.meta === 'node').reduce((n, t) => n + t.x.length, 0);
+}"""
+TITLE_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const title = gd && gd.layout && gd.layout.title;
+  return title ? (typeof title === 'string' ? title : title.text || '') : '';
 }"""
 
 
@@ -40,23 +48,64 @@ def screenshot_path(tmp_path: Path) -> Path:
     return DOCS_SCREENSHOT if os.environ.get(REFRESH_ENV) == "1" else tmp_path / "app.png"
 
 
-def test_example_run_draws_the_tree(browser, app_url, tmp_path):
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+def _nodes(page, elem_id: str) -> int:
+    return page.evaluate(COUNT_NODES_JS, elem_id)
+
+
+def _drag_slider(page, elem_id: str, fraction: float) -> None:
+    """Drag the range thumb of slider ``elem_id`` to ``fraction`` of its track, as a mouse would."""
+    track = page.locator(f"#{elem_id} input[type=range]")
+    box = track.bounding_box()
+    value = float(track.input_value())
+    low, high = float(track.get_attribute("min")), float(track.get_attribute("max"))
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * (value - low) / (high - low), y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=8)
+    page.mouse.up()
+
+
+def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_path):
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
+    for name in TABS:  # every tab fits at 1024 px: none is folded into an overflow menu
+        assert page.get_by_role("tab", name=name).is_visible(), name
+
     page.get_by_text(re.compile(r"^extraction: Extract every")).first.click()
     page.wait_for_function("() => document.querySelector('#prompt textarea').value.includes('Amara Okafor')",
                            timeout=30_000)
     page.locator("#run").click()
-    # The summary says how the run ended only once the last step is in.
-    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)  # the summary shows how the run ended at the end
     caption = page.locator("#step-caption").inner_text()
-    steps, drafts = re.search(r"Step \d+ of (\d+): (\d+) draft nodes", caption).groups()
-    page.wait_for_function(f"() => ({COUNT_NODES_JS})() === {int(drafts) + 1}", timeout=30_000)
-    assert page.locator("#tree-plot .scatterlayer .point").count() >= int(drafts) + 1
-    assert int(steps) >= 1
+    step, steps, drafts = map(int, re.search(r"Step (\d+) of (\d+): (\d+) draft nodes", caption).groups())
+    assert step == steps >= 1  # following the run: the last step is on show
+    assert page.locator("#step-slider input[type=number]").input_value() == str(step)
+    page.wait_for_function(f"() => ({COUNT_NODES_JS})('tree-plot') === {drafts + 1}", timeout=30_000)
+    assert page.evaluate(TITLE_JS, "tree-plot").startswith(f"Step {step}")  # caption, slider, title agree
     shot = screenshot_path(tmp_path)
     shot.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+    page.get_by_role("tab", name="Tree lab").click()
+    page.locator("#lab-freeze").click()
+    page.get_by_text(re.compile(r"^Frozen: step 1 of")).wait_for(timeout=120_000)
+    page.wait_for_function(f"() => ({COUNT_NODES_JS})('lab-plot') > 0", timeout=60_000)
+    first_caption = page.locator("#lab-caption").inner_text()
+    assert page.evaluate(TITLE_JS, "lab-plot").startswith("Step 1, rebuilt")
+    nodes_before = _nodes(page, "lab-plot")
+    shape_before = re.search(r"in (\d+) layers? \(widest (\d+)\)", first_caption).groups()
+    _drag_slider(page, "lab-mu", 0.95)  # a strict gate: far fewer nodes pass it
+    page.wait_for_function(f"(before) => document.querySelector('#lab-caption').innerText !== before",
+                           arg=first_caption, timeout=60_000)
+    mu = float(page.locator("#lab-mu input[type=number]").input_value())
+    assert mu > 0.8
+    page.wait_for_function(f"() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
+                           f"?.includes('μ={mu:g}')", timeout=60_000)
+    # TALON spends the whole budget at any μ: the gate changes the tree's shape, not its size.
+    assert _nodes(page, "lab-plot") == nodes_before
+    shape_after = re.search(r"in (\d+) layers? \(widest (\d+)\)", page.locator("#lab-caption").inner_text()).groups()
+    assert shape_after != shape_before, (shape_before, shape_after)
+    page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
     page.close()

@@ -278,7 +278,7 @@ def test_figure_scales_with_tree():
 
 def test_title_and_bad_mode(rich_step: StepRecord):
     fig = tree_figure(rich_step, "verdict")
-    assert f"Step {rich_step.index}" in fig.layout.title.text
+    assert f"Step {rich_step.index + 1}:" in fig.layout.title.text  # numbered from 1, like the slider
     assert tree_figure(rich_step, title="custom").layout.title.text == "custom"
     with pytest.raises(ValueError):
         tree_figure(rich_step, "rainbow")
@@ -328,6 +328,7 @@ def test_chart_values(trace: RunTrace):
     fig = committed_tokens_chart(trace)
     acc, bonus, line = fig.data
     assert [a + b for a, b in zip(acc.y, bonus.y)] == [len(s.committed_ids) for s in trace.steps]
+    assert list(acc.x) == [s.index + 1 for s in trace.steps]  # steps numbered from 1
     assert line.y[0] == pytest.approx(mat(trace.steps))
     (bars,) = acceptance_by_depth_chart(trace).data
     assert list(bars.y) == acceptance_by_depth(trace.steps)
@@ -384,7 +385,7 @@ def test_tinted_text(trace: RunTrace, which: str):
     assert "".join(parser.text) == t.output_text
     shown = [s for s in t.steps if s.committed_text]
     assert len(parser.titles) == len(shown)
-    assert all(title.startswith(f"step {s.index}:") for title, s in zip(parser.titles, shown))
+    assert all(title.startswith(f"step {s.index + 1}:") for title, s in zip(parser.titles, shown))
     assert page.count("outline:") == 1
     if which == "random":
         assert "<b>" not in page and "&lt;b&gt;x &amp; y&lt;/b&gt;" in page
@@ -399,3 +400,12 @@ def test_relative_colour_mode_draws_the_gate_quantity(rich_step: StepRecord):
     assert list(drafts.marker.color) == pytest.approx(expected)
     assert "best" in drafts.marker.colorbar.title.text
     assert set(COLOR_MODE_LABELS) == set(COLOR_MODES)
+
+
+@pytest.mark.parametrize("mode", COLOR_MODES)
+def test_tree_figure_is_valid_plotly_though_built_unvalidated(mode):
+    """tree_figure skips plotly's validation for speed: every property it sets must still be valid."""
+    import plotly.graph_objects as go
+
+    for seed in range(5):
+        go.Figure(tree_figure(random_step(seed=seed, n=30), mode).to_dict())  # raises ValueError on any invalid property

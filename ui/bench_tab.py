@@ -1,6 +1,9 @@
-"""The Benchmark tab: published results of ``python -m talon.bench --suite`` (no model needed)."""
+"""The Benchmark tab: published results of ``python -m talon.bench --suite`` (no model needed).  It
+opens on the newest results measured on the kind of device the app runs on, shows paths relative to the
+project, and hides the charts and tables a results directory has no data for."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -9,11 +12,15 @@ import gradio as gr
 from talon.bench import results
 from viz import bench_charts
 
-ROOT = Path(__file__).resolve().parent.parent
+from .shared import DEVICE_KIND, ROOT
+
 BENCH_DIR_ENV = "TALON_BENCH_DIR"
 NO_BENCH = ("No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
             "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
             "under `docs/bench/` (or under `$TALON_BENCH_DIR`).")
+VIEWS = ("methods", "categories", "shape", "lossless", "peers", "budget_sweep", "mu_sweep", "tree_shape", "sources",
+         "cost", "cost_table")
+"""The tab's outputs after the Markdown, in order."""
 
 
 def bench_root() -> Path:
@@ -21,21 +28,53 @@ def bench_root() -> Path:
     return Path(os.environ.get(BENCH_DIR_ENV) or ROOT / "docs" / "bench")
 
 
+def shown_path(directory: str | Path) -> str:
+    """``directory`` relative to the project when it is inside it (never this machine's absolute path)."""
+    path = Path(directory).resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+def _device_of(directory: Path) -> str:
+    try:
+        return str(json.loads((directory / results.META).read_text(encoding="utf-8")).get("device", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+def _shown(value, has_data: bool):
+    return gr.update(value=value, visible=has_data)
+
+
 def bench_show(directory):
-    """Meta, tables and charts of one results directory (one of ``bench_root()``'s)."""
+    """Meta, tables and charts of one results directory (one of ``bench_root()``'s); views without
+    data are hidden."""
     dirs = {str(d) for d in results.result_dirs(bench_root())}
     if not directory or str(directory) not in dirs:
-        return NO_BENCH, None, None, None, None, None, None, None, None, None
+        return (NO_BENCH, *(gr.update(value=None, visible=False) for _ in VIEWS))
     meta, runs, summary = results.read_results(directory)
-    tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary)
-    return (bench_charts.meta_markdown(meta, str(directory)), tables["methods"], tables["categories"],
-            tables["shape"], tables["lossless"], figs["peers"], figs["budget_sweep"], figs["mu_sweep"],
-            figs["tree_shape"], tables["sources"])
+    cost = results.read_cost(directory)
+    tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary, cost=cost)
+    has_fig = bench_charts.figures(summary, include_empty=False, cost=cost).keys()
+    views = {**{name: _shown(t, not t.empty) for name, t in tables.items()},
+             **{name: _shown(f, name in has_fig) for name, f in figs.items()}}
+    cost_table = bench_charts.cost_table(cost)
+    views["cost_table"] = _shown(cost_table, not cost_table.empty)
+    return (bench_charts.meta_markdown(meta, shown_path(directory)), *(views[name] for name in VIEWS))
 
 
 def bench_load():
-    """Page load: the results directories (newest first, selected) and the newest one's view."""
+    """Page load: the results directories (newest first) and the view of the newest one measured on
+    this kind of device; a line says when there is none and what is shown instead."""
     dirs = results.result_dirs(bench_root())
     choices = [(results.describe(d), str(d)) for d in dirs]
-    value = choices[0][1] if choices else None
-    return gr.update(choices=choices, value=value), *bench_show(value)
+    local = [d for d in dirs if _device_of(d).startswith(DEVICE_KIND)]
+    value = str(local[0]) if local else (choices[0][1] if choices else None)
+    meta, *views = bench_show(value)
+    if dirs and not local:
+        meta = (f"*No results measured on a {DEVICE_KIND.upper()} yet: showing the newest from another device. "
+                "Timings and speedups depend on the device.*\n\n" + meta)
+    return gr.update(choices=choices, value=value), meta, *views
+

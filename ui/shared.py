@@ -1,27 +1,32 @@
-"""What every user of the app shares: the read-only model registry, the machine's defaults and the
-choices offered.  Nothing here holds per-run state: a run's trace lives in that user's ``gr.State``."""
+"""What every user of the app shares: the read-only model registry, the machine's defaults, the
+choices offered, the step cost model, and the loading of models and drafters with errors that name the
+field to fix.  Nothing here holds per-run state: that lives in each user's ``ui.session.Session``."""
 from __future__ import annotations
 
 import json
 import threading
+from functools import lru_cache
+from pathlib import Path
 
-from talon.config import ASSETS, device_default_tree
+import gradio as gr
+
+from talon.bench import results
+from talon.bench.cost import CostModel
+from talon.config import ASSETS, ConfigError, device_default_tree
+from talon.drafters.base import Drafter
+from talon.drafters.factory import DRAFTER_HELP, drafter_for
 from talon.drafters.head_model import SHIPPED_HEAD
 from talon.models.device import pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
-from talon.models.loaded import ModelLoadError
+from talon.models.loaded import LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
 
-try:  # Hugging Face Spaces ZeroGPU: request a GPU per run; elsewhere a no-op.
-    import spaces
+from .compute import spaces
 
-    gpu = spaces.GPU
-except ImportError:  # pragma: no cover - depends on the host
-    def gpu(fn):
-        return fn
-
-REGISTRY = ModelRegistry()  # read-only models shared by all users; no per-run state
+ON_SPACES = spaces is not None
+REGISTRY = ModelRegistry()  # read-only models shared by all users; one lock per model
 ON_GPU = pick_device()[0].type == "cuda"
+DEVICE_KIND = "cuda" if ON_GPU else "cpu"
 DEFAULT_TARGET = default_target_spec()
 DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
@@ -31,6 +36,8 @@ METHOD_CHOICES = [("Autoregressive (no drafts)", "ar"), ("Chain (classic specula
                   ("TALON adaptive tree", "talon"),
                   ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid")]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
+SHORT_LABEL = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
+               "talon": "TALON", "hybrid": "hybrid"}
 DRAFTER_CHOICES = [("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
                    ("n-gram prompt lookup (free, copies from the context)", "ngram"),
                    ("Target's first 6 layers (self-draft)", "layers:6"),
@@ -38,6 +45,53 @@ DRAFTER_CHOICES = [("Trained draft head (EAGLE-style, 1 layer; embedded target o
 EXECUTION_CHOICES = [("Synchronous: draft, then verify", "sync"),
                      ("Asynchronous: draft the next tree while the target verifies", "async")]
 MAX_NEW_TOKENS = 512
+GPU_SECONDS_PER_TOKEN = 0.06
+"""A generous per-token time for the GPU request on Spaces (a 135M target takes ~0.02 s per step)."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpu_seconds(max_new: float, method: str, runs: int = 1) -> int:
+    """A GPU request long enough for ``runs`` generations of ``max_new`` tokens (tree methods draft
+    too, so they get twice the plain budget) plus loading."""
+    per_run = float(max_new or 0) * GPU_SECONDS_PER_TOKEN * (1 if method == "ar" else 2)
+    return int(min(300, 20 + runs * per_run))
+
+
+# ---- loading, with errors that name the field ----------------------------------------------------------
+TARGET_ADVICE = "Type 'embedded' for the built-in SmolLM2-135M-Instruct, a local model directory, or a Hub id."
+DRAFTER_ADVICE = f"Type {DRAFTER_HELP}."
+
+
+def load_target(spec: str | None, progress: gr.Progress | None = None) -> LoadedModel:
+    """The target model of ``spec`` (default: the app's); ``gr.Error`` naming the Target field."""
+    spec = (spec or DEFAULT_TARGET).strip()
+    if progress is not None and spec not in REGISTRY.loaded():
+        progress(0.0, desc=f"Loading {spec} (the first start converts the embedded model, about 30 s)...")
+    try:
+        report = (lambda line: progress(0.0, desc=line)) if progress is not None else (lambda line: None)
+        return REGISTRY.get(spec, progress=report)
+    except (ModelLoadError, ConfigError) as err:
+        raise gr.Error(f"Target model: {err} {TARGET_ADVICE}", print_exception=False) from None
+
+
+def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter | None:
+    """A fresh drafter for ``method``; ``gr.Error`` naming the Drafter field."""
+    try:
+        return drafter_for(method, (spec or DEFAULT_DRAFTER).strip(), target, REGISTRY)
+    except (ModelLoadError, ConfigError) as err:
+        raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
+
+
+def model_status() -> tuple[str, dict]:
+    """The default model's state for the banner (never waits for a load); the polling timer stops
+    once it is settled."""
+    if DEFAULT_TARGET in REGISTRY.loaded():
+        return f"Model ready: {DEFAULT_TARGET} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
+    error = REGISTRY.error(DEFAULT_TARGET)
+    if error:
+        return f"**Could not load the default model.** {error}", gr.Timer(active=False)
+    line = REGISTRY.loading_status(DEFAULT_TARGET) or "Starting..."
+    return f"Loading the default model: {line}", gr.update()
 
 
 def preload_default_model() -> threading.Thread:
@@ -52,3 +106,16 @@ def preload_default_model() -> threading.Thread:
     thread = threading.Thread(target=load, daemon=True)
     thread.start()
     return thread
+
+
+# ---- the cost model of this device ------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostModel | None:
+    """The cost model from the newest ``cost`` results measured on this kind of device (None if none)."""
+    for directory in results.result_dirs(root):
+        meta, _, _ = results.read_results(directory)
+        if meta.get("suite") == "cost" and str(meta.get("device", "")).startswith(DEVICE_KIND):
+            rows = results.read_cost(directory).to_dict("records")
+            if rows:
+                return CostModel.from_rows(rows)
+    return None

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from talon.bench.suites import TREE_METHODS, split_method
 
-from .style import TEMPLATE
+from .style import TEMPLATE, new_figure
 
 ALL = "all"
 METHOD_LABELS = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
@@ -51,8 +51,9 @@ def _empty(title: str, note: str) -> go.Figure:
 
 
 def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
+    fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-                      template=TEMPLATE, height=HEIGHT + 40, margin={"l": 50, "r": 10, "t": 70, "b": 40},
+                      height=HEIGHT + 40, margin={"l": 50, "r": 10, "t": 70, "b": 40},
                       legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"},
                       **extra)
     return fig
@@ -203,7 +204,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
                   customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
                   hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
                                 "%{customdata[2]:.1f} tokens/s<extra></extra>")
-    fig = go.Figure(data=[bars])
+    fig = new_figure().add_trace(bars)
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"})
     top = max([1.0] + [v for v in rows["speedup"] if isinstance(v, (int, float)) and not math.isnan(v)])
     return _layout(fig, title, showlegend=False, yaxis={"title": {"text": "speedup (×)"}, "range": [0, top * 1.2]})
@@ -285,7 +286,7 @@ def cost_figure(cost: pd.DataFrame) -> go.Figure:
     title = "Cost of a step's pieces on this device, in autoregressive steps"
     if cost is None or cost.empty:
         return _empty(title, "no cost results (python -m talon.bench --suite cost)")
-    fig = go.Figure()
+    fig = new_figure()
     for component, name, colour in (("target", "verify a tree of n nodes", "#4C78A8"),
                                      ("head", "one draft-head call over n nodes", "#F58518")):
         rows = cost[cost["component"] == component].sort_values("size")

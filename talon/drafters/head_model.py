@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from huggingface_hub import snapshot_download
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
@@ -35,6 +36,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 
 from ..config import ASSETS
 from ..models.cpu_linear import drafter_dtype, pack_for_device
+from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
 
 HEAD_WEIGHTS = "head.safetensors"
@@ -177,12 +179,16 @@ def resolve_head_dir(spec: str) -> Path:
     if path.is_dir():
         return path
     try:
-        from huggingface_hub import snapshot_download
-
         try:
             return Path(snapshot_download(spec, allow_patterns=HEAD_FILES, local_files_only=True))
-        except Exception:  # noqa: BLE001 - not cached: try the network
+        except Exception:  # noqa: BLE001 - not cached: try the network if there is one
+            if not hub_reachable():
+                raise ModelLoadError(f"The draft head {spec!r} is not a local directory nor in this machine's "
+                                     "Hugging Face cache, and the Hub cannot be reached from here. Copy the head "
+                                     "directory to this machine and give its path.") from None
             return Path(snapshot_download(spec, allow_patterns=HEAD_FILES))
+    except ModelLoadError:
+        raise
     except Exception as err:  # noqa: BLE001 - any hub failure becomes one clear message
         raise ModelLoadError(f"Could not find the draft head {spec!r} as a local directory or on the Hugging Face "
                              f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "

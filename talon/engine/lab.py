@@ -167,16 +167,27 @@ class FrozenStep:
                         "nodes": lab.tree.num_drafts})
         return out
 
-    def reroll(self, lab: LabTree, rolls: int, seed: int = 0) -> tuple[Counter, torch.Tensor]:
-        """Verify ``lab.tree`` ``rolls`` times with fresh noise (at the run's temperature, or 1 when it
-        was greedy) and count the first token each roll emits.  Returns the counts and the target's
-        distribution of that token (``[vocab]``, the same temperature), to compare them."""
-        temperature = self.temperature or 1.0
-        tree = lab.tree
+    def node_logits(self, tree: DraftTree) -> torch.Tensor:
+        """The target's next-token logits after every node of ``tree``, ``[len(tree), vocab]`` (the lab's
+        views need rows the verifier does not compute)."""
         with torch.inference_mode():
             out = self.verifier.cached.forward_nodes(tree, range(len(tree)), self.root_position, logit_rows="all")
             self.verifier.cached.drop_tree()
-            logits = out.logits
+        return out.logits
+
+    @property
+    def sampling_temperature(self) -> float:
+        """The run's temperature, or 1 for a greedy run (the re-rolls sample)."""
+        return self.temperature or 1.0
+
+    def reroll(self, lab: LabTree, rolls: int, seed: int = 0) -> tuple[Counter, torch.Tensor]:
+        """Verify ``lab.tree`` ``rolls`` times with fresh noise (at ``sampling_temperature``) and count
+        the first token each roll emits.  Returns the counts and the target's distribution of that token
+        (``[vocab]``, the same temperature), to compare them."""
+        temperature = self.sampling_temperature
+        tree = lab.tree
+        logits = self.node_logits(tree)
+        with torch.inference_mode():
             g = torch.Generator(device=self.target.device).manual_seed(seed)
             counts: Counter = Counter()
             for _ in range(rolls):

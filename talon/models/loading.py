@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from pathlib import Path
 
 import torch
@@ -13,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from .cpu_linear import pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
+from .hub import hub_reachable
 from .loaded import LoadedModel, ModelLoadError, Progress
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,9 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
                progress: Progress = log.info) -> LoadedModel:
     """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.
 
-    The Hub is tried from the local cache first; a network attempt only follows when the Hub is not
-    marked offline (``HF_HUB_OFFLINE``).  Failures raise ``ModelLoadError`` with what to do."""
+    A Hub id is tried from the local Hugging Face cache first; the network is tried only when the Hub
+    is reachable (``talon.models.hub.hub_reachable``, decided once), so an unknown id fails at once
+    offline.  Failures raise ``ModelLoadError`` saying what was looked for and where."""
     if device is None or dtype is None:
         auto_device, auto_dtype = pick_device()
         device, dtype = device or auto_device, dtype or auto_dtype
@@ -52,15 +53,20 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
         try:
             tokenizer, model = _from_pretrained(source, device, dtype, local_only=True)
         except OSError:
-            if local_only or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+            if local_only:
                 raise
+            if not hub_reachable():
+                raise ModelLoadError(
+                    f"{spec!r} is not a local directory nor in this machine's Hugging Face cache, and the "
+                    "Hugging Face Hub cannot be reached from here. Copy the model directory (as written by "
+                    "save_pretrained) to this machine and give its path.") from None
             tokenizer, model = _from_pretrained(source, device, dtype, local_only=False)
     except (OSError, ValueError) as err:
-        where = "this directory" if local_only else "the Hugging Face Hub (or its local cache)"
+        where = "this directory" if local_only else "the Hugging Face Hub"
         raise ModelLoadError(
             f"Could not load {spec!r} from {where}: {str(err).splitlines()[0]} "
             "If this machine is offline, download the model elsewhere, copy the directory here and "
-            "pass its path; or use 'embedded'.") from err
+            "give its path.") from err
     model.to(device).eval()
     model.requires_grad_(False)
     pack_for_device(model)

@@ -31,6 +31,7 @@ class ModelRegistry:
         self._entries: dict[Hashable, Any] = {}
         self._errors: dict[Hashable, str] = {}
         self._locks: dict[Hashable, threading.Lock] = {}
+        self._loading: dict[Hashable, str] = {}  # entries being loaded -> their last progress line
         self._table_lock = threading.Lock()  # guards the three dicts, never held during a load
 
     def _entry_lock(self, key: Hashable) -> threading.Lock:
@@ -51,21 +52,37 @@ class ModelRegistry:
             found, value = self._lookup(key)
             if found:
                 return value
+            with self._table_lock:
+                self._loading.setdefault(key, "loading")
             try:
                 value = load()
             except ModelLoadError as err:
                 with self._table_lock:
                     self._errors[key] = str(err)
                 raise
+            finally:
+                with self._table_lock:
+                    self._loading.pop(key, None)
             with self._table_lock:
                 self._entries[key] = value
                 self._errors.pop(key, None)
             return value
 
     def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
-        """The model of ``spec`` (``talon.models.loading.load_model``), loaded once."""
+        """The model of ``spec`` (``talon.models.loading.load_model``), loaded once; its progress lines
+        go to ``progress`` and to ``loading_status``."""
+        def report(line: str) -> None:
+            with self._table_lock:
+                self._loading[spec] = line
+            progress(line)
+
         return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype,
-                                                         progress=progress))
+                                                         progress=report))
+
+    def loading_status(self, key: Hashable) -> str | None:
+        """The last progress line of ``key``'s load while it is in flight (None when it is not loading)."""
+        with self._table_lock:
+            return self._loading.get(key)
 
     def error(self, spec: Hashable) -> str | None:
         """The message of the last failed load of ``spec`` (None if it loaded or was never tried)."""

@@ -1,0 +1,109 @@
+"""The Compare tab: the same prompt and settings decoded autoregressively, with method A and with
+method B; the two trees are shown at the same *output position* (the step of A and the step of B that
+committed that token), one above the other, with the three runs side by side in a table."""
+from __future__ import annotations
+
+from bisect import bisect_left
+from itertools import accumulate
+
+import gradio as gr
+
+from talon.engine.decode import fill_texts, run
+from talon.trace import RunTrace
+from viz import lab as lab_viz
+from viz import summary
+from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
+
+from .session import Session
+from .settings import prepare
+from .compute import model_work
+from .shared import SHORT_LABEL, gpu_seconds
+
+NO_COMPARE = "Press **Run comparison** to decode the prompt with both methods."
+
+
+def step_at(trace: RunTrace, position: int) -> int:
+    """The index of the step of ``trace`` that committed output token ``position`` (from 1); the last
+    step for a position past the end."""
+    ends = list(accumulate(len(s.committed_ids) for s in trace.steps))
+    return min(bisect_left(ends, position), len(trace.steps) - 1)
+
+
+def first_position(trace: RunTrace, index: int) -> int:
+    """The output position (from 1) of the first token step ``index`` committed."""
+    return sum(len(s.committed_ids) for s in trace.steps[:index]) + 1
+
+
+def compare_view(session: Session, position, color_mode):
+    """Both trees at output token ``position``, on the same axes, and the runs' table."""
+    traces = session.compare
+    a, b = traces.get("A"), traces.get("B")
+    runs = [t for t in (a, b) if t is not None and t.steps]
+    if not runs:
+        return gr.update(), None, None, None, NO_COMPARE, None
+    length = min(len(t.output_ids) for t in runs) or 1
+    position = max(1, min(int(position or length), length))
+    steps = [t.steps[step_at(t, position)] for t in runs]
+    depth, width = shared_extent(steps)
+    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    figs = []
+    for label, trace in (("A", a), ("B", b)):
+        if trace is None or not trace.steps:
+            figs.append(None)
+            continue
+        step = trace.steps[step_at(trace, position)]
+        start = first_position(trace, step.index)
+        title = (f"{label}: {SHORT_LABEL.get(trace.tree_config['method'])} · step {step.index + 1} of "
+                 f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}")
+        figs.append(tree_figure(step, mode, title=title, max_depth=depth, max_width=width))
+    token = runs[0].output_text and _token_text(runs[0], position)
+    caption = f"Output token {position} of {length} (“{token}”): the step of each run that committed it."
+    slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
+    labelled = {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if t.steps}
+    table = summary.comparison_table(labelled, traces["ar"].seconds if "ar" in traces else None)
+    return slider, figs[0], figs[1], table, caption, lab_viz.adaptation_figure(
+        {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"})
+
+
+def _token_text(trace: RunTrace, position: int) -> str:
+    step = trace.steps[step_at(trace, position)]
+    offset = position - first_position(trace, step.index)
+    texts = [step.node_text[i] for i in step.accepted_path[1:]] + [step.target_text[step.accepted_path[-1]]]
+    return texts[offset] if 0 <= offset < len(texts) else ""
+
+
+def go_to_step(session: Session, which: str, number, color_mode):
+    """The view at the first token of step ``number`` (from 1) of run A or B."""
+    trace = session.compare.get(which)
+    if trace is None or not trace.steps:
+        raise gr.Error("Run the comparison first.", print_exception=False)
+    index = max(1, min(int(number or 1), len(trace.steps))) - 1
+    return compare_view(session, first_position(trace, index), color_mode)
+
+
+COMPARE_ARGS = ("session", "prompt", "target_spec", "drafter_spec", "method_a", "method_b", "budget", "topk", "mu",
+                "depth", "gamma", "temperature", "max_new")
+
+
+def _compare_seconds(*args) -> int:
+    return gpu_seconds(dict(zip(COMPARE_ARGS, args)).get("max_new", 64), "talon", runs=3)
+
+
+@model_work(duration=_compare_seconds)
+def run_compare(session: Session, prompt, target_spec, drafter_spec, method_a, method_b, budget, topk, mu, depth, gamma,
+                temperature, max_new, seed, execution, color_mode, progress=gr.Progress()):
+    """Decode autoregressively (for the speedup), then with method A, then with method B."""
+    session.compare = {}
+    for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
+        prepared = prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature,
+                           max_new, seed, execution, progress)
+        progress(0.0, desc=f"Running {'autoregressive decoding' if label == 'ar' else 'method ' + label}...")
+        for _ in run(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg):
+            pass
+        fill_texts(prepared.trace, prepared.target.tokenizer)
+        session.compare[label] = prepared.trace
+        if label != "ar":
+            yield compare_view(session, 1, color_mode)
+    a = session.compare["A"]
+    yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
+

@@ -1,0 +1,252 @@
+"""The Explore tab: a run streamed as it decodes, each step's tree, the step slider and Play, Stop,
+"follow the run", and the run's export and loading.
+
+The decode runs on its own thread (``ui.session.LiveRun``); the page polls it at most ``UPDATE_HZ``
+times a second and draws the newest step, so drawing never slows the decoder down beyond sharing the
+cores, and one update costs the same whatever the run's length (the text is appended to).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from talon.metrics import trace_json
+from talon.trace import RunTrace, StepRecord
+from talon.tree import SOURCE_MODEL
+from viz import charts, lab, summary
+from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_figure, tree_html
+
+from . import text_view
+from .session import LiveRun, Session
+from .settings import SETTING_NAMES, prepare, settings_of
+from .compute import model_work
+from .shared import gpu_seconds
+
+UPDATE_HZ = 5
+"""At most this many page updates a second while a run streams (the newest state wins)."""
+NO_RUN = "No run yet: type a prompt and press Run, or load a saved trace."
+END_NOTES = {"eos": "the model emitted its end-of-sequence token", "max_new_tokens": "the max new tokens limit was reached",
+             "stopped": "you pressed Stop"}
+
+
+# ---- one step's view ----------------------------------------------------------------------------------
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def caption(trace: RunTrace, step: StepRecord) -> str:
+    """``Step k of n: ...`` (numbered from 1, like the slider and the figure), and at the last step of a
+    finished run why it ended there."""
+    n = len(trace.steps)
+    text = (f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')}, "
+            f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed")
+    text += summary.step_note(step)
+    if step.index == n - 1 and trace.stop_reason:
+        cut = len(step.accepted_path) > len(step.committed_ids)
+        text += f". The run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + \
+            (" (the step's last tokens were cut there)." if cut else ".")
+    return text
+
+
+def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
+    """Figure, text highlight, node table and caption for step ``number`` (from 1) of ``trace``."""
+    if trace is None or not trace.steps:
+        return None, text_view.EMPTY, None, NO_RUN
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    step = trace.steps[number - 1]
+    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    return tree_figure(step, mode), text_view.highlight(run_id, number), node_table(step), caption(trace, step)
+
+
+def slider_update(trace: RunTrace | None, value: int | None = None, follow: bool = True) -> dict:
+    """The step slider (1 .. steps); ``value`` None keeps the user's position unless following."""
+    n = len(trace.steps) if trace else 0
+    update = {"minimum": 1, "maximum": max(n, 2), "interactive": n > 1}  # a slider needs max > min
+    if value is not None:
+        update["value"] = value
+    elif follow:
+        update["value"] = max(n, 1)
+    return gr.update(**update)
+
+
+def colour_choices(trace: RunTrace | None, current: str) -> dict:
+    """The colour modes this run can show, and a line on those it cannot (source: only a hybrid run
+    has nodes from two sources)."""
+    sources = {src for s in (trace.steps if trace else []) for src in s.tree.source[1:]}
+    modes = [m for m in COLOR_MODES if m != "source" or len(sources) > 1]
+    info = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in modes)
+    if "source" not in modes:
+        info += ". (Source colours need a hybrid run: every node here came from " + \
+            ("the model" if sources <= {SOURCE_MODEL} else "one source") + ".)"
+    return gr.update(choices=modes, value=current if current in modes else "verdict", info=info)
+
+
+def charts_of(trace: RunTrace | None) -> tuple:
+    """The Charts tab: committed tokens, acceptance by depth, tree shape, timing, timeline, adaptation."""
+    if trace is None:
+        return (None,) * 6
+    figs = charts.run_charts(trace)
+    return (figs["committed"], figs["acceptance"], figs["shape"], figs["timing"],
+            charts.timeline_chart({"run": trace}), lab.adaptation_figure({trace.tree_config.get("method", "run"): trace}))
+
+
+def _streaming_rest(caption_value, status: str) -> tuple:
+    """Node table, caption, status, colour radio and charts while a run streams.  The table (in a closed
+    accordion) and the charts stay empty until the run ends: plain None values, because every
+    ``gr.update()`` output makes Gradio rebuild that component's config (about a millisecond each, on
+    the thread the decoder shares)."""
+    return (None, caption_value, status, gr.update(), *(None,) * 6)
+
+
+def running_line(steps: int, tokens: int, last: StepRecord) -> str:
+    """A one-line status while the run streams (from running counts: its cost does not grow with the run)."""
+    elapsed = last.verify_start + last.verify_seconds + last.bookkeeping_seconds
+    return (f"Running: {plural(steps, 'step')}, {plural(tokens, 'token')} so far, "
+            f"{tokens / elapsed if elapsed > 0 else 0:.1f} tokens/s (prefill included)...")
+
+
+# ---- run, stop, follow ------------------------------------------------------------------------------------
+def _explore_seconds(*args) -> int:
+    values = dict(zip(("session", *SETTING_NAMES), args))
+    return gpu_seconds(values.get("max_new"), values.get("method"))
+
+
+@model_work(duration=_explore_seconds)
+def run_explore(session: Session, prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma,
+                temperature, max_new, seed, execution, color_mode, progress=gr.Progress()):
+    """Start the decode on its own thread and stream its newest step to the page, at most
+    ``UPDATE_HZ`` updates a second; when it ends (or Stop ends it) draw the summary and charts."""
+    session.stop()
+    color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    prepared = prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature,
+                       max_new, seed, execution, progress)
+    live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg)
+    session.trace, session.live, session.lab = prepared.trace, live, None
+    trace = live.trace
+    shown, tokens, last_update = 0, 0, 0.0
+    yield (slider_update(trace), None, text_view.pieces(live.id, []), None, "Starting...",
+           "Running...", colour_choices(None, color_mode), *charts_of(None))
+    while not live.done:
+        live.wait(1.0 / UPDATE_HZ)
+        pause = 1.0 / UPDATE_HZ - (time.perf_counter() - last_update)
+        if pause > 0:
+            live.wait_end(pause)
+        n = len(trace.steps)
+        if n == shown:
+            continue
+        live.fill_texts(n)
+        new_steps, shown = trace.steps[shown:n], n
+        tokens += sum(len(s.committed_ids) for s in new_steps)
+        status = running_line(n, tokens, new_steps[-1])
+        last_update = time.perf_counter()
+        if session.follow:
+            fig, cap = tree_figure(trace.steps[n - 1], color_mode), caption(trace, trace.steps[n - 1])
+            yield (slider_update(trace, n), fig, text_view.pieces(live.id, new_steps, n), *_streaming_rest(cap, status))
+        else:
+            yield (slider_update(trace, follow=False), gr.update(), text_view.pieces(live.id, new_steps),
+                   *_streaming_rest(gr.update(), status))
+    live.join()
+    if live.error is not None:
+        raise gr.Error(f"The run failed: {live.error}", print_exception=False)
+    live.fill_texts()
+    n = len(trace.steps)
+    if not n:
+        yield (slider_update(trace), None, text_view.EMPTY, None, "Stopped before the first step.",
+               summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace))
+        return
+    number = n if session.follow else None
+    fig, _, table, cap = step_view(trace, number or n, color_mode, live.id)
+    yield (slider_update(trace, number, session.follow), fig if session.follow else gr.update(),
+           text_view.pieces(live.id, trace.steps, n if session.follow else None),
+           table if session.follow else gr.update(), cap if session.follow else gr.update(),
+           summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace))
+
+
+def stop_run(session: Session) -> str:
+    """Stop the run in flight through the engine's stop hook (it ends after the step it is on)."""
+    return "Stopping after this step..." if session.stop() else "Nothing is running."
+
+
+def set_follow(session: Session, follow: bool) -> None:
+    session.follow = bool(follow)
+
+
+# ---- walking through a run ------------------------------------------------------------------------------
+def show_step(session: Session, number, color_mode):
+    """Draw step ``number`` (from 1) of the session's run."""
+    run_id = session.live.id if session.live else 0
+    return step_view(session.trace, number, color_mode, run_id)
+
+
+def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool):
+    fig, text, table, cap = show_step(session, number, color_mode)
+    return number, fig, text, table, cap, gr.Timer(active=timer_active)
+
+
+def play(session: Session, number, color_mode):
+    """Start playing from the step on show, or from step 1 when it is the last one."""
+    trace = session.trace
+    if trace is None or not trace.steps:
+        return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, gr.Timer(active=False)
+    number = int(number or 1)
+    start = 1 if number >= len(trace.steps) else number
+    return _play_frame(session, start, color_mode, len(trace.steps) > 1)
+
+
+def advance(session: Session, number, color_mode):
+    """Play: one step on; the timer stops at the last step."""
+    trace = session.trace
+    if trace is None or not trace.steps:
+        return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
+    nxt = min(int(number or 1) + 1, len(trace.steps))
+    return _play_frame(session, nxt, color_mode, nxt < len(trace.steps))
+
+
+# ---- export and load ---------------------------------------------------------------------------------
+def export_json(session: Session) -> str:
+    trace = session.trace
+    if trace is None:
+        raise gr.Error("Nothing to export yet: run or load a trace first.", print_exception=False)
+    if session.live is not None and not session.live.done:
+        raise gr.Error("The run is still going: export it when it has ended (or press Stop).", print_exception=False)
+    path = Path(tempfile.mkdtemp(prefix="talon-")) / "talon_trace.json"
+    path.write_text(trace_json(trace, indent=1), encoding="utf-8")
+    return str(path)
+
+
+def export_html(session: Session, number, color_mode) -> str:
+    trace = session.trace
+    if trace is None or not trace.steps:
+        raise gr.Error("Nothing to export yet: run or load a trace first.", print_exception=False)
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    path = Path(tempfile.mkdtemp(prefix="talon-")) / f"talon_tree_step{number}.html"
+    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    path.write_text(tree_html(trace.steps[number - 1], mode), encoding="utf-8")
+    return str(path)
+
+
+def load_trace(session: Session, file, color_mode):
+    """Load a saved trace: its first step on show, its prompt and settings back in the panel, and a
+    line saying what was loaded."""
+    if file is None:
+        raise gr.Error("Choose a trace JSON file first.", print_exception=False)
+    try:
+        trace = RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise gr.Error(f"That file is not a TALON trace: {err}", print_exception=False) from None
+    session.stop()
+    session.trace, session.live, session.lab = trace, None, None
+    run_id = -int(time.time() * 1000)  # a new text run
+    fig, _, table, cap = step_view(trace, 1, color_mode, run_id)
+    settings = settings_of(trace)
+    loaded = (f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "
+              f"({len(trace.output_ids)} tokens) made with {trace.target}"
+              + (f" and {trace.drafter}" if trace.drafter else "") + f" on {trace.device}; its prompt and settings "
+              "are back in the panel (the model fields keep what you typed: a trace names models, not paths).")
+    restored = [settings[name] if settings.get(name) is not None else gr.update()
+                for name in SETTING_NAMES]
+    return (*restored, slider_update(trace, 1), fig, text_view.pieces(run_id, trace.steps, 1), table, cap,
+            summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace), loaded)

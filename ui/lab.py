@@ -1,0 +1,169 @@
+"""The Tree lab tab: freeze a step of the run on show, then every change of method, N, K, mu, depth or
+gamma rebuilds that step's tree at the same context and verifies it with one target forward
+(``talon.engine.lab.FrozenStep``), without re-running the generation.
+
+The frozen step's caches live in the user's session (one frozen step at a time) and go with it."""
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import torch
+
+from talon.config import ConfigError, TreeConfig
+from talon.engine.lab import FrozenStep, LabTree, lab_record, step_context
+from talon.trace import RunTrace
+from viz import lab as lab_viz
+from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
+
+from .explore import plural
+from .session import LabState, Session
+from .settings import configs
+from .compute import model_work
+from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target
+
+LAB_METHOD_CHOICES = [("TALON", "talon"), ("EAGLE-2", "eagle2"), ("static tree", "static"), ("chain", "chain"),
+                      ("hybrid (TALON over model + prompt lookup)", "hybrid")]
+NOT_FROZEN = ("No step frozen yet: run (or load) a trace in Explore, pick a step here and press "
+              "**Freeze this step**.")
+REROLLS = 200
+SWEEPS = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)}
+
+
+def _lab(session: Session) -> LabState:
+    if session.lab is None:
+        raise gr.Error("Freeze a step first (Tree lab: pick a step, press Freeze this step).", print_exception=False)
+    return session.lab
+
+
+def _trace_for_lab(session: Session) -> RunTrace:
+    trace = session.trace
+    if trace is None or not trace.steps:
+        raise gr.Error("No run to freeze a step of: run or load a trace in the Explore tab first.",
+                       print_exception=False)
+    if session.live is not None and not session.live.done:
+        raise gr.Error("The run is still going: freeze a step when it has ended (or press Stop).",
+                       print_exception=False)
+    return trace
+
+
+@model_work()
+def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
+    """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
+    context once.  Returns the status line and the lab's sliders set to the run's settings."""
+    trace = _trace_for_lab(session)
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    target = load_target(target_spec, progress)
+    if target.name != trace.target:
+        raise gr.Error(f"This run was made with {trace.target}, but the Target field loads {target.name}: set the "
+                       "Target field to the run's model to explore its steps.", print_exception=False)
+    index = number - 1
+    drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
+    weight = trace.steps[index].drafter_info.get("retrieval_weight")
+    temperature = float(trace.decode_config.get("temperature", 0.0))
+    try:
+        frozen = FrozenStep(target, REGISTRY, drafter_spec, step_context(trace, index), temperature,
+                            int(trace.decode_config.get("seed", 0)), weight)
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
+    session.lab = LabState(trace, index, frozen)
+    root = visible_text(target.tokenizer.decode([frozen.root]), 30)
+    cfg = trace.tree_config
+    method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
+    status = (f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
+              f"“{root}”, drafter `{drafter_spec}`"
+              + (f", temperature {temperature:g}: verdicts use the run's own random draws" if temperature else "")
+              + "). Move the settings below: each change rebuilds this step's tree and verifies it.")
+    return (status, gr.update(value=method), gr.update(value=cfg.get("budget")), gr.update(value=cfg.get("topk")),
+            gr.update(value=cfg.get("mu")), gr.update(value=cfg.get("depth")), gr.update(value=cfg.get("gamma")))
+
+
+def _config(method, budget, topk, mu, depth, gamma) -> TreeConfig:
+    try:
+        return configs(method, budget, topk, mu, depth, gamma, 0.0, 1, 0)[0]
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
+
+
+def _cost(result: LabTree) -> float | None:
+    model = cost_model()
+    return None if model is None else model.step(len(result.tree), result.call_widths)
+
+
+@model_work()
+def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode):
+    """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
+    state = _lab(session)
+    cfg = _config(method, budget, topk, mu, depth, gamma)
+    result = state.frozen.explore(cfg)
+    state.last = result
+    tok = state.frozen.target.tokenizer
+    step = lab_record(result, state.index, tok)
+    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    fig = lab_viz_tree(step, mode, cfg)
+    cost = _cost(result)
+    widths = result.tree.layer_widths()[1:]
+    caption = (f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
+               f"{plural(result.tree.num_drafts, 'draft node')} in {plural(len(widths), 'layer')} (widest "
+               f"{max(widths, default=0)}), {result.accepted} accepted + bonus → “{visible_text(step.committed_text, 40)}”; "
+               f"{plural(result.drafter_forwards, 'drafter call')}"
+               + (f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
+                  f"{(result.accepted + 1) / cost:.2f} tokens per AR-step of cost" if cost else "")
+               + f" (measured here: draft {result.draft_seconds * 1e3:.0f} ms, verify {result.verify_seconds * 1e3:.0f} ms).")
+    has_gate = any(layer.tokens for layer in result.gate or [])
+    gate = lab_viz.gate_figure(result.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
+    return fig, caption, gr.update(value=gate, visible=gate is not None)
+
+
+def lab_viz_tree(step, mode: str, cfg: TreeConfig):
+    """The rebuilt tree, titled with the settings it was built with."""
+    return tree_figure(step, mode, title=f"Step {step.index + 1}, rebuilt: {SHORT_LABEL.get(cfg.method)} "
+                                         f"N={cfg.budget}, K={cfg.topk}, μ={cfg.mu:g}")
+
+
+@model_work()
+def every_method(session: Session, budget, topk, mu, depth, gamma):
+    """TALON, EAGLE-2, static and chain trees at the same N at the frozen step, with their prices."""
+    state = _lab(session)
+    cfg = _config("talon", budget, topk, mu, depth, gamma)
+    rows = {}
+    for method, result in state.frozen.every_method(cfg).items():
+        rows[SHORT_LABEL[method]] = {"nodes": result.tree.num_drafts, "depth": result.tree.max_depth,
+                                     "accepted": result.accepted, "drafter_calls": result.drafter_forwards,
+                                     "cost": _cost(result), "draft_ms": result.draft_seconds * 1e3,
+                                     "verify_ms": result.verify_seconds * 1e3}
+    return lab_viz.methods_table(rows)
+
+
+@model_work()
+def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
+    """Accepted drafts, depth and widest layer at the frozen step against N or mu."""
+    state = _lab(session)
+    cfg = _config(method if method != "chain" else "talon", budget, topk, mu, depth, gamma)
+    field = field if field in SWEEPS else "budget"
+    rows = state.frozen.sweep(cfg, field, SWEEPS[field])
+    return lab_viz.sweep_figure(rows, field, getattr(cfg, field))
+
+
+@model_work()
+def reroll(session: Session):
+    """Verify the tree on show ``REROLLS`` times with fresh random draws: the first token's histogram
+    next to the target's distribution, and per visited node the chances of acceptance."""
+    state = _lab(session)
+    if state.last is None:
+        raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
+    frozen, result = state.frozen, state.last
+    tok = frozen.target.tokenizer
+    counts, target = frozen.reroll(result, REROLLS, seed=len(frozen.context))
+    temperature = frozen.sampling_temperature
+    logits = frozen.node_logits(result.tree)
+    step = lab_record(result, state.index, tok)
+    after = {u: torch.softmax(logits[u] / temperature, dim=-1).tolist() for u in step.accepted_path}
+    table = lab_viz.sampling_table(step, after, temperature, lambda t: tok.decode([t]))
+    fig = lab_viz.reroll_figure(counts, target.tolist(), lambda t: tok.decode([t]))
+    note = ("" if frozen.temperature else "The run was greedy (temperature 0): these re-rolls sample at temperature "
+            "1 to show what sampling verification would do with this tree. ")
+    tv = 0.5 * sum(abs(counts.get(t, 0) / REROLLS - p) for t, p in enumerate(target.tolist()))
+    return fig, table, (f"{note}{REROLLS} re-rolls; total variation from the target's distribution "
+                        f"{tv:.3f} (sampling noise alone gives about {math.sqrt(8 / REROLLS):.2f} here).")
+
