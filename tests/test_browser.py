@@ -97,7 +97,7 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     nodes_before = _nodes(page, "lab-plot")
     shape_before = re.search(r"in (\d+) layers? \(widest (\d+)\)", first_caption).groups()
     _drag_slider(page, "lab-mu", 0.95)  # a strict gate: far fewer nodes pass it
-    page.wait_for_function(f"(before) => document.querySelector('#lab-caption').innerText !== before",
+    page.wait_for_function("(before) => document.querySelector('#lab-caption').innerText !== before",
                            arg=first_caption, timeout=60_000)
     mu = float(page.locator("#lab-mu input[type=number]").input_value())
     assert mu > 0.8

@@ -121,7 +121,7 @@ def test_tree_method_without_drafter_is_refused(target):
 
 
 @pytest.mark.parametrize("spec, match", [("layers:x", "whole number"), ("layers:99", "layers:K"),
-                                         ("", "No drafter"), ("/no/such/model/dir", "Could not load")])
+                                         ("", "No drafter"), ("/no/such/model/dir", "no directory")])
 def test_bad_drafter_specs_are_refused(target, spec, match):
     with pytest.raises((ConfigError, ModelLoadError), match=match):
         make_drafter(spec, target)

@@ -21,8 +21,8 @@ TEMPLATE: dict = {
 }
 
 
-def new_figure() -> "go.Figure":
-    """An empty figure on ``TEMPLATE`` alone.  ``go.Figure()`` followed by ``update_layout(template=...)``
+def new_figure():
+    """An empty ``plotly.graph_objects.Figure`` on ``TEMPLATE`` alone.  ``go.Figure()`` followed by ``update_layout(template=...)``
     merges into plotly's default template instead: ~15 ms more per figure and ~6 KB more JSON."""
     import plotly.graph_objects as go
 

@@ -25,6 +25,11 @@ def _from_pretrained(source: str, device: torch.device, dtype: torch.dtype, loca
     return tokenizer, model
 
 
+def looks_like_path(spec: str) -> bool:
+    """True for a spec that can only be a path (a Hub id is ``name`` or ``owner/name``)."""
+    return spec.startswith(("/", "./", "../", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
+
+
 def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtype: torch.dtype | None = None,
                progress: Progress = log.info) -> LoadedModel:
     """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.
@@ -46,6 +51,9 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
             raise ModelLoadError(f"{path} has no config.json: point at a directory written by "
                                  "save_pretrained (config, weights and tokenizer).")
         source, name, local_only = str(path), path.name, True
+    elif looks_like_path(spec):
+        raise ModelLoadError(f"There is no directory {spec!r} on this machine: give the path of a model directory "
+                             "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'.")
     else:
         source, name, local_only = spec, spec, False
     progress(f"Loading {name} on {device.type} ({str(dtype).removeprefix('torch.')})...")
