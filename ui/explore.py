@@ -25,8 +25,10 @@ from .settings import SETTING_NAMES, prepare, settings_of
 from .compute import model_work
 from .shared import gpu_seconds
 
-UPDATE_HZ = 5
-"""At most this many page updates a second while a run streams (the newest state wins)."""
+UPDATE_HZ = 2
+"""At most this many page updates a second while a run streams (the newest state wins).  Measured with
+``python -m ui.speed`` on the 2-core CPU: app / benchmark tokens/s 0.82-0.85 at 5 a second, 0.84-0.86
+at 3, 0.86-0.89 at 2; every step stays on the slider for afterwards."""
 NO_RUN = "No run yet: type a prompt and press Run, or load a saved trace."
 END_NOTES = {"eos": "the model emitted its end-of-sequence token", "max_new_tokens": "the max new tokens limit was reached",
              "stopped": "you pressed Stop"}
