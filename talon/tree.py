@@ -105,6 +105,11 @@ class DraftTree:
             widths[d] += 1
         return widths
 
+    @property
+    def widest_layer(self) -> int:
+        """The most draft nodes at one depth (root excluded; 0 for a root-only tree)."""
+        return max(self.layer_widths()[1:], default=0)
+
     def subset(self, keep: list[int]) -> "DraftTree":
         """The tree restricted to ``keep`` (must contain 0 and be closed under parents), renumbered
         in ``keep``'s order, which must put parents before children."""

@@ -85,7 +85,7 @@ def test_root_only_tree() -> None:
     assert tree.position_ids(5).tolist() == [5]
     assert tree.root_to_leaf_paths() == [[0]]
     assert tree.retrieve_indices().tolist() == [[0]]
-    assert tree.layer_widths() == [1]
+    assert tree.layer_widths() == [1] and tree.widest_layer == 0
 
 
 def test_hand_built_tree_derived_values() -> None:
@@ -100,7 +100,7 @@ def test_hand_built_tree_derived_values() -> None:
     assert tree.depth == [0, 1, 1, 2, 3, 2]
     assert tree.path_logprob == pytest.approx([0.0, -0.5, -1.0, -0.75, -2.75, -3.5])
     assert tree.children(0) == [1, 2] and tree.children(1) == [3, 5] and tree.children(4) == []
-    assert tree.layer_widths() == [1, 2, 2, 1]
+    assert tree.layer_widths() == [1, 2, 2, 1] and tree.widest_layer == 2
     assert tree.num_drafts == 5 and tree.max_depth == 3
     assert tree.root_to_leaf_paths() == [[0, 2], [0, 1, 3, 4], [0, 1, 5]]
     assert tree.retrieve_indices().tolist() == [[0, 2, -1, -1], [0, 1, 3, 4], [0, 1, 5, -1]]

@@ -95,12 +95,13 @@ def charts_of(trace: RunTrace | None) -> tuple:
             charts.timeline_chart({"run": trace}), lab.adaptation_figure({trace.tree_config.get("method", "run"): trace}))
 
 
-def _streaming_rest(caption_value, status: str) -> tuple:
-    """Node table, caption, status, colour radio and charts while a run streams.  The table (in a closed
-    accordion) and the charts stay empty until the run ends: plain None values, because every
-    ``gr.update()`` output makes Gradio rebuild that component's config (about a millisecond each, on
-    the thread the decoder shares)."""
-    return (None, caption_value, status, gr.update(), *(None,) * 6)
+def _streaming_rest(follow: bool, caption_value, status: str) -> tuple:
+    """Node table, caption, status, colour radio and charts while a run streams.  The charts, and when
+    following the node table (in a closed accordion), stay empty until the run ends: plain None values,
+    because every ``gr.update()`` output makes Gradio rebuild that component's config (about a
+    millisecond each, on the thread the decoder shares).  Not following, the table of the step the user
+    looks at stays."""
+    return (None if follow else gr.update(), caption_value, status, gr.update(), *(None,) * 6)
 
 
 def running_line(steps: int, tokens: int, last: StepRecord) -> str:
@@ -146,10 +147,10 @@ def run_explore(session: Session, prompt, target_spec, drafter_spec, method, bud
         last_update = time.perf_counter()
         if session.follow:
             fig, cap = tree_figure(trace.steps[n - 1], color_mode), caption(trace, trace.steps[n - 1])
-            yield (slider_update(trace, n), fig, text_view.pieces(live.id, new_steps, n), *_streaming_rest(cap, status))
+            yield (slider_update(trace, n), fig, text_view.pieces(live.id, new_steps, n), *_streaming_rest(True, cap, status))
         else:
             yield (slider_update(trace, follow=False), gr.update(), text_view.pieces(live.id, new_steps),
-                   *_streaming_rest(gr.update(), status))
+                   *_streaming_rest(False, gr.update(), status))
     live.join()
     if live.error is not None:
         raise gr.Error(f"The run failed: {live.error}", print_exception=False)

@@ -102,10 +102,9 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode)
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     fig = lab_viz_tree(step, mode, cfg)
     cost = _cost(result)
-    widths = result.tree.layer_widths()[1:]
     caption = (f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
-               f"{plural(result.tree.num_drafts, 'draft node')} in {plural(len(widths), 'layer')} (widest "
-               f"{max(widths, default=0)}), {result.accepted} accepted + bonus → “{visible_text(step.committed_text, 40)}”; "
+               f"{plural(result.tree.num_drafts, 'draft node')} in {plural(result.tree.max_depth, 'layer')} (widest "
+               f"{result.widest_layer}), {result.accepted} accepted + bonus → “{visible_text(step.committed_text, 40)}”; "
                f"{plural(result.drafter_forwards, 'drafter call')}"
                + (f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
                   f"{(result.accepted + 1) / cost:.2f} tokens per AR-step of cost" if cost else "")

@@ -55,11 +55,8 @@ def main(argv: list[str] | None = None) -> None:
         trace = call_on_fresh_thread(run_to_end, target, drafter, tree, decode, example["prompt"])
         traces.append(trace)
         for step in trace.steps:
-            depth[example["category"]].append(max(step.tree.depth))
-            widths = defaultdict(int)
-            for d in step.tree.depth[1:]:
-                widths[d] += 1
-            widest[example["category"]].append(max(widths.values(), default=0))
+            depth[example["category"]].append(step.tree.max_depth)
+            widest[example["category"]].append(step.tree.widest_layer)
     print(f"TALON N={tree.budget} K={tree.topk} mu={tree.mu:g}, drafter {DEFAULT_DRAFTER}, "
           f"{args.max_new_tokens} new tokens, greedy")
     print("| category | steps | mean depth | mean widest layer |\n| --- | --- | --- | --- |")

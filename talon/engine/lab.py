@@ -71,7 +71,7 @@ class LabTree:
 
     @property
     def widest_layer(self) -> int:
-        return max(self.tree.layer_widths()[1:], default=0)
+        return self.tree.widest_layer
 
 
 def lab_record(lab: "LabTree", index: int, tokenizer) -> StepRecord:
