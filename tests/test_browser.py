@@ -101,10 +101,11 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
                            arg=first_caption, timeout=60_000)
     mu = float(page.locator("#lab-mu input[type=number]").input_value())
     assert mu > 0.8
-    page.wait_for_function(f"() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
-                           f"?.includes('μ={mu:g}')", timeout=60_000)
+    # Plotly may still be drawing the new tree when its title is in: wait until title and nodes both are.
     # TALON spends the whole budget at any μ: the gate changes the tree's shape, not its size.
-    assert _nodes(page, "lab-plot") == nodes_before
+    page.wait_for_function(f"() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
+                           f"?.includes('μ={mu:g}') && ({COUNT_NODES_JS})('lab-plot') === {nodes_before}",
+                           timeout=60_000)
     shape_after = re.search(r"in (\d+) layers? \(widest (\d+)\)", page.locator("#lab-caption").inner_text()).groups()
     assert shape_after != shape_before, (shape_before, shape_after)
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)

@@ -151,3 +151,30 @@ def test_reroll_counts_every_roll_and_follows_the_target(target, registry, run):
     for token, n in counts.items():
         empirical[token] = n / 4000
     assert 0.5 * float((empirical - dist).abs().sum()) < 0.08
+
+
+def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, registry, run):
+    """A user's events can overlap (a slider released while 'every method' is still computing): each
+    change must see the step's caches as the freeze left them, not another change's tree rows."""
+    import threading
+
+    lab = FrozenStep(target, registry, "layers:1", step_context(run, 2))
+    alone = {m: r.tree.token for m, r in lab.every_method(CONFIGS[0]).items()}
+    alone_verdicts = {m: r.verdict.accepted_path for m, r in lab.every_method(CONFIGS[0]).items()}
+    results, errors = [], []
+
+    def every_method():
+        try:
+            results.append(lab.every_method(CONFIGS[0]))
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=every_method) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for rows in results:
+        assert {m: r.tree.token for m, r in rows.items()} == alone
+        assert {m: r.verdict.accepted_path for m, r in rows.items()} == alone_verdicts

@@ -12,6 +12,7 @@ repeats the verification of one tree with fresh seeds to show the distribution i
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -107,6 +108,7 @@ class FrozenStep:
         self.temperature, self.seed, self.hybrid_weight = temperature, seed, hybrid_weight
         self.noise = PositionNoise(seed, target.vocab_size, target.device)
         self._drafters: dict[str, Drafter] = {"tree": drafter_for("talon", drafter_spec, target, registry)}
+        self._lock = threading.Lock()  # one tree at a time in the shared caches (a user's events may overlap)
         with torch.inference_mode():
             self.verifier = Verifier(target, self._drafters["tree"].feature_layers)
             self._features = self.verifier.prefill(self.context)
@@ -138,8 +140,8 @@ class FrozenStep:
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
-        drafter = self._drafter(cfg.method)
-        with torch.inference_mode():
+        with self._lock, torch.inference_mode():
+            drafter = self._drafter(cfg.method)
             t0 = time.perf_counter()
             built = builder.build(drafter, self.root, record_gate=cfg.method in ("talon", "hybrid"))
             t1 = time.perf_counter()
@@ -170,7 +172,7 @@ class FrozenStep:
     def node_logits(self, tree: DraftTree) -> torch.Tensor:
         """The target's next-token logits after every node of ``tree``, ``[len(tree), vocab]`` (the lab's
         views need rows the verifier does not compute)."""
-        with torch.inference_mode():
+        with self._lock, torch.inference_mode():
             out = self.verifier.cached.forward_nodes(tree, range(len(tree)), self.root_position, logit_rows="all")
             self.verifier.cached.drop_tree()
         return out.logits
