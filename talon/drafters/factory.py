@@ -11,16 +11,18 @@ from ..models.loading import check_same_tokenizer, truncated_copy
 from ..models.registry import ModelRegistry
 from .base import Drafter
 from .head import HeadDrafter
+from .eagle3_model import EAGLE3_FILES, Eagle3Head, load_eagle3
 from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
 from .hybrid import HybridDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
 
 DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
+                "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B), "
                 "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'hybrid:SPEC' (SPEC merged "
                 "with prompt lookup), or a local directory / Hugging Face id of a small LM with the target's "
                 "tokenizer")
-KINDS = ("ngram", "head", "layers", "hybrid", "model")
+KINDS = ("ngram", "head", "eagle3", "layers", "hybrid", "model")
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,8 @@ class DrafterSpec:
     """A parsed drafter spec.
 
     Attributes:
-        kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head);
+        kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head); ``eagle3``
+            (``location`` = an EAGLE-3 head's directory or Hub id);
             ``layers`` (``layers`` = K, the target's first K decoder layers); ``hybrid`` (``inner`` is
             merged with prompt lookup); ``model`` (``location`` = a directory or Hub id of a causal LM).
         location: a head's or model's directory / Hub id.
@@ -56,6 +59,12 @@ def parse_drafter_spec(text: str) -> DrafterSpec:
         return DrafterSpec("ngram")
     if spec == "head" or spec.startswith("head:"):
         return DrafterSpec("head", location=spec.partition(":")[2].strip())
+    if spec.startswith("eagle3:"):
+        location = spec.partition(":")[2].strip()
+        if not location:
+            raise ConfigError("Drafter 'eagle3:' needs a directory or Hugging Face id, e.g. "
+                              "'eagle3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'.")
+        return DrafterSpec("eagle3", location=location)
     if spec.startswith("hybrid:"):
         return DrafterSpec("hybrid", inner=parse_drafter_spec(spec.partition(":")[2]))
     if spec.startswith("layers:"):
@@ -91,6 +100,13 @@ def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelReg
     return registry.get_derived(key, lambda: load_head(directory, target)), name
 
 
+def eagle3_head(location: str, target: LoadedModel, registry: ModelRegistry) -> Eagle3Head:
+    """The EAGLE-3 head at ``location`` loaded for ``target``, once per head directory and target weights."""
+    directory = resolve_head_dir(location, EAGLE3_FILES, "EAGLE-3 head")
+    key = ("eagle3", str(directory.resolve()), *target.cache_key)
+    return registry.get_derived(key, lambda: load_eagle3(directory, target))
+
+
 def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRegistry | None = None) -> Drafter:
     """A fresh drafter (per-run state) for ``spec`` (see ``DRAFTER_HELP``).  Models and heads come
     from ``registry`` so they are loaded once; a private one is used when none is given."""
@@ -103,6 +119,8 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     if parsed.kind == "head":
         head, name = shipped_or_given_head(parsed.location, target, registry)
         return HeadDrafter(head, target, name)
+    if parsed.kind == "eagle3":
+        return HeadDrafter(eagle3_head(parsed.location, target, registry), target, f"EAGLE-3 head {parsed.location}")
     return ModelDrafter(draft_model(parsed, target, registry))
 
 

@@ -1,22 +1,58 @@
-"""Drafting with an EAGLE-style draft head (``talon.drafters.head_model.DraftHead``): its KV cache and
-the ``Drafter`` that feeds it the target's features."""
+"""Drafting with a draft head that reads the target's hidden states: its KV cache and the ``Drafter``
+that feeds it the target's features.  One drafter for every head network (``HeadNetwork``): ours
+(``head_model.DraftHead``) and EAGLE-3's (``eagle3_model.Eagle3Head``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import torch
+from torch import nn
+from transformers.cache_utils import Cache
+
 from ..engine.kv_cache import ForwardOut, KVBuffer, TreeKVCache, select_logits
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 from .base import Drafter, Proposal
-from .head_model import DraftHead
+
+
+class HeadShape(Protocol):
+    """What the drafter reads of a head's config."""
+
+    feature_layers: tuple[int, ...]   # target hidden-state indices (0 = embeddings, i = entering layer i)
+    hidden_size: int                  # H: width of the head's states
+    vocab_size: int                   # the target's vocabulary
+    num_key_value_heads: int
+    head_dim: int
+
+
+class HeadNetwork(Protocol):
+    """A draft head network: one call drafts the next token at every fed position."""
+
+    config: HeadShape
+    norm: nn.Module  # its weight's dtype is the head's
+
+    def embed(self, input_ids: torch.Tensor, target: LoadedModel) -> torch.Tensor:
+        """``[..., H]`` token embeddings."""
+
+    def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
+        """``[..., len(feature_layers), Ht]`` target states -> ``[..., H]`` features."""
+
+    def __call__(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
+                 attention_mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+        """``[B, T, H]`` features (fused target states or the head's own states at the parents) and
+        embeddings, positions ``[B, T]`` (the token's position in the sequence), bool mask
+        ``[B, 1, T, cache_len + T]`` -> output states ``[B, T, H]``; appends to ``cache``."""
+
+    def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
+        """``[..., vocab]`` next-token logits (``-inf`` outside the draft vocabulary)."""
 
 
 class HeadCache(TreeKVCache):
     """The head's tree KV cache.  Cache row k holds head position k + 1 (position 0 has no feature).
     Its forwards return the head's output states as ``hidden`` (the next layer's features)."""
 
-    def __init__(self, head: DraftHead, target: LoadedModel) -> None:
+    def __init__(self, head: HeadNetwork, target: LoadedModel) -> None:
         cfg = head.config
         dtype = head.norm.weight.dtype
         super().__init__(KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device), target.device)
@@ -24,7 +60,7 @@ class HeadCache(TreeKVCache):
         self.position_offset = 1  # position 0 has no preceding feature
 
     def _model_forward(self, input_ids, position_ids, mask, logit_rows, features=None) -> ForwardOut:
-        embeds = self.target.model.get_input_embeddings()(input_ids)
+        embeds = self.head.embed(input_ids, self.target)
         states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.kv)[0]
         return ForwardOut(select_logits(self, states, logit_rows), states)
 
@@ -59,12 +95,12 @@ class FeatureRows:
 
 
 class HeadDrafter(Drafter):
-    """Drafts with a ``DraftHead``: committed positions read the target's fused features, tree nodes
-    read the head's own output at their parent.  One head forward per tree layer."""
+    """Drafts with a ``HeadNetwork``: committed positions read the target's fused features, tree nodes
+    read the head's own output at their parent (EAGLE's recurrence).  One head forward per tree layer."""
 
     can_draft_ahead = True
 
-    def __init__(self, head: DraftHead, target: LoadedModel, name: str = "EAGLE-style head") -> None:
+    def __init__(self, head: HeadNetwork, target: LoadedModel, name: str = "EAGLE-style head") -> None:
         self.head, self.target = head, target
         self.feature_layers = head.config.feature_layers
         self.name = name

@@ -137,6 +137,10 @@ class DraftHead(nn.Module):
         self.draft_lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=device, dtype=rows.dtype)
         self.draft_lm_head.weight = nn.Parameter(rows, requires_grad=False)
 
+    def embed(self, input_ids: torch.Tensor, target: LoadedModel) -> torch.Tensor:
+        """Token embeddings ``[..., H]`` (the target's)."""
+        return target.model.get_input_embeddings()(input_ids)
+
     def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
         return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
@@ -157,9 +161,8 @@ class DraftHead(nn.Module):
         x = self.norm(states)
         if self.draft_ids is None:
             return lm_head(x.to(lm_head.weight.dtype))
-        out = x.new_full((*x.shape[:-1], lm_head.weight.shape[0]), float("-inf"), dtype=torch.float32)
-        out[..., self.draft_ids] = self.draft_lm_head(x.to(self.draft_lm_head.weight.dtype)).float()
-        return out
+        rows = self.draft_lm_head(x.to(self.draft_lm_head.weight.dtype)).float()
+        return scatter_draft_logits(rows, self.draft_ids, lm_head.weight.shape[0])
 
     # ---- files -----------------------------------------------------------------------------------
     def save(self, directory: str | Path, extra: dict | None = None) -> None:
@@ -173,24 +176,33 @@ class DraftHead(nn.Module):
         (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=1))
 
 
-def resolve_head_dir(spec: str) -> Path:
-    """A head directory from a local path, or from the Hugging Face Hub (local cache first)."""
+def scatter_draft_logits(rows: torch.Tensor, draft_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Float32 logits ``[..., vocab_size]`` from logits over a draft vocabulary ``rows`` ``[..., Vd]``
+    whose i-th column is token ``draft_ids[i]``; every other token gets ``-inf`` (probability 0)."""
+    out = rows.new_full((*rows.shape[:-1], vocab_size), float("-inf"), dtype=torch.float32)
+    out[..., draft_ids] = rows.float()
+    return out
+
+
+def resolve_head_dir(spec: str, files: Sequence[str] = tuple(HEAD_FILES), what: str = "draft head") -> Path:
+    """A head directory from a local path, or from the Hugging Face Hub (local cache first, then the
+    network when ``hub_reachable``), fetching only ``files``; ``what`` names the head in errors."""
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
     try:
         try:
-            return Path(snapshot_download(spec, allow_patterns=HEAD_FILES, local_files_only=True))
+            return Path(snapshot_download(spec, allow_patterns=list(files), local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached: try the network if there is one
             if not hub_reachable():
-                raise ModelLoadError(f"The draft head {spec!r} is not a local directory nor in this machine's "
+                raise ModelLoadError(f"The {what} {spec!r} is not a local directory nor in this machine's "
                                      "Hugging Face cache, and the Hub cannot be reached from here. Copy the head "
                                      "directory to this machine and give its path.") from None
-            return Path(snapshot_download(spec, allow_patterns=HEAD_FILES))
+            return Path(snapshot_download(spec, allow_patterns=list(files)))
     except ModelLoadError:
         raise
     except Exception as err:  # noqa: BLE001 - any hub failure becomes one clear message
-        raise ModelLoadError(f"Could not find the draft head {spec!r} as a local directory or on the Hugging Face "
+        raise ModelLoadError(f"Could not find the {what} {spec!r} as a local directory or on the Hugging Face "
                              f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "
                              "and pass its path.") from err
 

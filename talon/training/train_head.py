@@ -18,6 +18,10 @@ Stages, each resumable (a finished stage is skipped; training resumes from its l
    with its draft vocabulary (``--draft-vocab N``: the N tokens the head may draft, counted from the
    training answers; ``draft_vocab.json``).
 
+``--arch`` picks the network: ``talon`` (``DraftHead``, the shipped head's) or ``eagle3``
+(``Eagle3Head``: EAGLE-3's layer, written in EAGLE-3's layout, ``config.json`` +
+``model.safetensors``, so it loads with the drafter spec ``eagle3:DIR`` and in SGLang / vLLM).
+
 Two more entry points reuse the stages: ``--vocab-only`` writes only the draft vocabulary (from the
 sequences in ``--out``) into ``--ship``; ``--eval-only HEAD_DIR`` generates answers for the held-out
 prompts only and evaluates that head on them (as loaded for decoding: on this machine's device and
@@ -47,6 +51,8 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
+from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save_eagle3
+from ..drafters.head import HeadNetwork
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
 from ..models.loaded import LoadedModel
@@ -56,6 +62,7 @@ from .prompt_pool import build_prompt_pool
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
 SEQUENCES = "sequences.jsonl"
 FEATURES = "features.pt"
+ARCHS = ("talon", "eagle3")
 
 
 @dataclass
@@ -79,6 +86,20 @@ class TrainArgs:
     vocab_only: bool = False
     eval_only: Path | None = None
     answers: tuple[float, ...] = (0.0,)   # one answer per temperature for each train prompt (0 = greedy)
+    arch: str = "talon"                   # one of ARCHS
+
+
+def new_head(arch: str, target: LoadedModel) -> HeadNetwork:
+    """A fresh, untrained head of ``arch`` for ``target`` (float32, on the CPU)."""
+    if arch == "eagle3":
+        return Eagle3Head.for_target(target)
+    return DraftHead(HeadConfig.for_target(target))
+
+
+def load_any_head(directory: Path, target: LoadedModel) -> HeadNetwork:
+    """A trained head of either architecture, as decoding loads it (EAGLE-3 layout when the directory
+    has ``config.json``)."""
+    return load_eagle3(directory, target) if (directory / EAGLE3_CONFIG).is_file() else load_head(directory, target)
 
 
 # ---- files a run may be stopped while writing --------------------------------------------------------
@@ -165,15 +186,20 @@ def generation_batches(jobs: list[tuple], size: int) -> list[list[tuple]]:
 
 
 # ---- 2. features -------------------------------------------------------------------------------------
-def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, log=print) -> list[dict]:
-    """Teacher-forced target states and top-k distributions for every sequence (float16), one item per
-    sequence; computed once and kept in ``features.pt`` (a later call loads that file)."""
+def extract_features(target: LoadedModel, feature_layers: Iterable[int], args: TrainArgs, log=print) -> list[dict]:
+    """Teacher-forced target states at ``feature_layers`` and top-k distributions for every sequence
+    (float16), one item per sequence; computed once and kept in ``features.pt`` (a later call loads
+    that file, and refuses it when it holds other layers)."""
     path = args.out / FEATURES
+    layers = list(feature_layers)
     if path.exists():
-        return torch.load(path)
+        items = torch.load(path)
+        if items and items[0].get("layers", layers) != layers:
+            raise SystemExit(f"{path} holds the target's layers {items[0]['layers']}, this head reads {layers}: "
+                             "use another --out for another --arch.")
+        return items
     rows = read_sequences(args.out / SEQUENCES)
     items = []
-    layers = list(config.feature_layers)
     with torch.inference_mode():
         for r in tqdm(rows, desc="features", unit="seq"):
             ids = (r["prompt_ids"] + r["response_ids"])[: args.max_len]
@@ -184,7 +210,7 @@ def extract_features(target: LoadedModel, config: HeadConfig, args: TrainArgs, l
             items.append({"id": r["id"], "category": r["category"], "split": r["split"],
                           "tokens": torch.tensor(ids, dtype=torch.int32), "hidden": hidden.half().cpu(),
                           "top_ids": top.int().cpu(), "top_logp": logp.half().cpu(),
-                          "prompt_len": len(r["prompt_ids"])})
+                          "prompt_len": len(r["prompt_ids"]), "layers": layers})
     save_atomic(items, path)
     tokens = sum(len(i["tokens"]) for i in items)
     log(f"features: {len(items)} sequences, {tokens} tokens -> {path}")
@@ -228,16 +254,15 @@ def _batch(items: list[dict], device) -> dict:
                                              valid=valid, first_response=first_response).items()}
 
 
-def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int) -> tuple[torch.Tensor, list[dict]]:
+def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: int) -> tuple[torch.Tensor, list[dict]]:
     """Soft cross-entropy to the target's top-k distribution at depths 1..``ttt_steps``; returns the
     weighted loss and per-step statistics: counted positions ``n``, top-1 agreement ``top1`` and top-5
     coverage ``top5`` over all positions, and the same over answer positions only (``rn``, ``rtop1``,
     ``rtop5``: drafts whose root is a generated token, which is where the head drafts when decoding)."""
-    embed = target.model.get_input_embeddings()
     lm_head = target.model.get_output_embeddings()
     tokens, valid = batch["tokens"], batch["valid"]
     b, n = tokens.shape
-    embeds = embed(tokens).float()
+    embeds = head.embed(tokens, target).float()
     positions = torch.arange(1, n + 1, device=tokens.device).expand(b, n)
     target_p = batch["top_logp"].softmax(dim=-1)        # renormalised top-k
     target_p = torch.nan_to_num(target_p)
@@ -270,7 +295,7 @@ def head_loss(head: DraftHead, target: LoadedModel, batch: dict, ttt_steps: int)
 EVAL_DEPTHS = 3  # draft depths measured by ``evaluate`` whatever ``ttt_steps`` the head was trained with
 
 
-def evaluate(head: DraftHead, target: LoadedModel, items: list[dict], args: TrainArgs) -> dict:
+def evaluate(head: HeadNetwork, target: LoadedModel, items: list[dict], args: TrainArgs) -> dict:
     """Held-out agreement with the target, overall and per category.
 
     ``top1`` / ``top5`` count answer positions only (the root is a generated token, as when decoding);
@@ -314,15 +339,15 @@ def tf32_matmuls():
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def train(target: LoadedModel, config: HeadConfig, items: list[dict], args: TrainArgs, log=print) -> DraftHead:
-    """Train (or resume) the head on ``extract_features``' items; returns it."""
+def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: TrainArgs, log=print) -> HeadNetwork:
+    """Train (or resume) the fresh ``head`` (``new_head``) on ``extract_features``' items; returns it."""
     torch.manual_seed(args.seed)
     train_items = [i for i in items if i["split"] == "train"]
     heldout = [i for i in items if i["split"] == "heldout"]
-    head = DraftHead(config).to(target.device)
+    head = head.to(target.device)
     for p in target.model.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
     batches_per_epoch = math.ceil(len(train_items) / args.batch_size)
     total_steps = batches_per_epoch * args.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -337,6 +362,8 @@ def train(target: LoadedModel, config: HeadConfig, items: list[dict], args: Trai
         step = state["step"]
         log(f"train: resumed at batch {step} of {total_steps}")
     elif args.init is not None:
+        if args.arch != "talon":
+            raise SystemExit("--init warm-starts a head of --arch talon only.")
         head.load_state_dict({k: v.float() for k, v in load_file(args.init / HEAD_WEIGHTS).items()}, strict=False)
         log(f"train: starting from the head in {args.init}")
     head.train()
@@ -390,9 +417,10 @@ def draft_vocab(rows: list[dict], size: int, vocab_size: int, always: Iterable[i
     return sorted(chosen)
 
 
-def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log=print) -> Path | None:
-    """``draft_vocab.json`` for the sequences in ``args.out`` (``None`` when ``args.draft_vocab`` is 0 or
-    covers the whole vocabulary), with its held-out answer coverage."""
+def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log=print) -> list[int] | None:
+    """Write ``draft_vocab.json`` for the sequences in ``args.out``, with its held-out answer coverage,
+    and return its ids (``None``, nothing written, when ``args.draft_vocab`` is 0 or covers the whole
+    vocabulary)."""
     vocab_size = target.vocab_size
     if not args.draft_vocab or args.draft_vocab >= vocab_size:
         return None
@@ -411,7 +439,7 @@ def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log
         "ids": ids}))
     log(f"draft vocabulary: {len(ids)} tokens, held-out answer coverage "
         f"{'n/a' if coverage is None else f'{coverage:.3f}'} -> {path}")
-    return path
+    return ids
 
 
 def evaluate_head(args: TrainArgs, log=print) -> dict:
@@ -419,11 +447,11 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     it (this machine's device and dtype, its draft vocabulary); writes ``eval_only.json``."""
     args.out.mkdir(parents=True, exist_ok=True)
     target = load_model(args.target, progress=log)
-    head = load_head(args.eval_only, target)
+    head = load_any_head(args.eval_only, target)
     generate_sequences(target, args, log, splits=("heldout",))
     if not (args.out / SEQUENCES).exists():
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
-    items = [i for i in extract_features(target, head.config, args, log) if i["split"] == "heldout"]
+    items = [i for i in extract_features(target, head.config.feature_layers, args, log) if i["split"] == "heldout"]
     if not items:
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
     report = evaluate(head, target, items, args)
@@ -444,15 +472,21 @@ def run(args: TrainArgs, log=print) -> Path:
     """All stages; returns the exported head directory."""
     args.out.mkdir(parents=True, exist_ok=True)
     target = load_model(args.target, progress=log)
-    config = HeadConfig.for_target(target)
+    head = new_head(args.arch, target)
     t0 = time.time()
     generate_sequences(target, args, log)
-    head = train(target, config, extract_features(target, config, args, log), args, log)
+    head = train(target, head, extract_features(target, head.config.feature_layers, args, log), args, log)
     export = args.out / "head"
     report = json.loads((args.out / "eval.json").read_text())
-    head.save(export, extra={"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                             "heldout_eval": report["overall"], "data": report["data"]})
-    write_draft_vocab(export, target, args, log)
+    extra = {"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+             "heldout_eval": report["overall"], "data": report["data"]}
+    ids = write_draft_vocab(export, target, args, log)
+    if isinstance(head, Eagle3Head):
+        if ids is not None:
+            head.restrict_vocab(ids)
+        save_eagle3(head, export, target, extra)
+    else:
+        head.save(export, extra=extra)
     if args.ship:
         args.ship.mkdir(parents=True, exist_ok=True)
         for name in (p.name for p in export.iterdir()):
@@ -495,6 +529,9 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
                    help="only write the draft vocabulary of --out's sequences into --ship (or --out/head)")
     p.add_argument("--eval-only", type=Path, default=None, metavar="HEAD_DIR",
                    help="only evaluate this head on the held-out prompts (generated into --out)")
+    p.add_argument("--arch", choices=ARCHS, default=TrainArgs.arch,
+                   help="talon: the shipped head's network; eagle3: EAGLE-3's, written in its layout (loads as "
+                        "'eagle3:DIR' here and in SGLang / vLLM)")
     p.add_argument("--answers", type=_temperatures, default=TrainArgs.answers, metavar="T[,T...]",
                    help="answers per train prompt, one per temperature (0 = greedy), e.g. 0,0.8,1; "
                         "held-out prompts always get one greedy answer")
