@@ -11,6 +11,7 @@ import gradio as gr
 
 from ui import bench_tab, compare, explore, lab
 from ui.async_tab import run_sync_async
+from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
 from ui.shared import (DEFAULT_DRAFTER, DEFAULT_NOTE, DEFAULT_TARGET, DEFAULT_TREE, DRAFTER_CHOICES, EXAMPLES,
                        EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, ON_SPACES, REGISTRY, model_status,
@@ -45,12 +46,16 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                             example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
                             label="Examples by category", examples_per_page=12)
             with gr.Column(scale=2, min_width=300):
+                preset = gr.Dropdown(PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)",
+                                     info=PRESET_INFO, elem_id="preset")
+                preset_note = gr.Markdown(elem_id="preset-note")
                 method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
                 drafter = gr.Dropdown(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, allow_custom_value=True,
-                                      label="Drafter", info="Or type a local model directory / Hugging Face id that "
-                                      "shares the target's tokenizer, or head:DIR for another trained head.")
+                                      label="Drafter", elem_id="drafter", info="Or type a local model directory / Hugging Face id that "
+                                      "shares the target's tokenizer, head:DIR for another trained head, or "
+                                      "eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.")
                 target = gr.Dropdown([("SmolLM2-135M-Instruct", DEFAULT_TARGET)], value=DEFAULT_TARGET,
-                                     allow_custom_value=True, label="Target model",
+                                     allow_custom_value=True, label="Target model", elem_id="target-model",
                                      info="'embedded', a local directory, or a Hugging Face id.")
                 execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
                                      info="Async drafts the next tree from a guessed outcome while the target "
@@ -75,6 +80,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         with gr.Row():
             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)")
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
+    preset.change(apply_preset, [preset], [target, drafter, method, preset_note], queue=False)
     settings = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
                 execution]
 

@@ -110,3 +110,22 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     assert shape_after != shape_before, (shape_before, shape_after)
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
     page.close()
+
+
+def test_a_gpu_preset_on_this_machine_says_why_it_cannot_run(browser, app_url, tmp_path):
+    """The preset picker at 1024 px: choosing a Hub pair on a machine without a GPU shows the reasons
+    beside the picker and leaves the target and drafter fields as they were."""
+    page = browser.new_page(viewport={"width": 1024, "height": 900})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#preset input").click()
+    page.get_by_role("option", name="Qwen3-1.7B + AngelSlim EAGLE-3 head").click()
+    note = page.locator("#preset-note")
+    note.get_by_text("cannot run here").wait_for(timeout=30_000)
+    assert "needs a CUDA GPU" in note.inner_text()
+    page.screenshot(path=str(tmp_path / "preset.png"))
+    if os.environ.get("TALON_SCREENSHOT_DIR"):
+        page.screenshot(path=str(Path(os.environ["TALON_SCREENSHOT_DIR"]) / "preset.png"))
+    assert page.locator("#target-model input").input_value() == "SmolLM2-135M-Instruct"
+    assert page.locator("#drafter input").input_value().startswith("Trained draft head")
+    page.close()

@@ -267,3 +267,25 @@ def test_shipped_head_agrees_with_the_target_on_an_example(target):
     trace = run_to_end(target, make_drafter("head", target), TreeConfig(method="talon", budget=16, topk=6),
                        DecodeConfig(max_new_tokens=32), "Explain in two sentences why the sky is blue.")
     assert len(trace.output_ids) / len(trace.steps) > 1.4
+
+
+@pytest.mark.engine
+def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(target, tmp_path):
+    """``--arch eagle3`` end to end on the embedded target (a few prompts, one epoch): the head lands in
+    EAGLE-3's layout with its draft vocabulary, loads as ``eagle3:DIR`` and greedy TALON with it equals
+    plain greedy decoding."""
+    from talon.config import DecodeConfig, TreeConfig
+    from talon.drafters.factory import make_drafter
+    from talon.engine.decode import run_to_end
+
+    torch.manual_seed(0)
+    assert main(["--out", str(tmp_path), "--prompts", "12", "--heldout", "0.2", "--max-new-tokens", "8",
+                 "--epochs", "1", "--batch-size", "4", "--draft-vocab", "2000", "--arch", "eagle3"]) == 0
+    meta = json.loads((tmp_path / "head" / "config.json").read_text())
+    assert meta["draft_vocab_size"] == 2000 and meta["eagle_aux_hidden_state_layer_ids"] == [2, 15, 27]
+    assert meta["talon"]["training"]["arch"] == "eagle3" and "top1" in meta["talon"]["heldout_eval"]
+    drafter = make_drafter(f"eagle3:{tmp_path / 'head'}", target)
+    cfg = DecodeConfig(max_new_tokens=24)
+    spec = run_to_end(target, drafter, TreeConfig(method="talon", budget=16, topk=4), cfg, "Name two colours.")
+    plain = run_to_end(target, None, TreeConfig(method="ar"), cfg, "Name two colours.")
+    assert spec.output_ids == plain.output_ids
