@@ -261,3 +261,20 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
         assert trees[0] == trees[1]
     with pytest.raises(ModelLoadError, match="exported for"):
         load_eagle3(tmp_path / "export", tiny_target(seed=1, layers=LAYERS))
+
+
+def test_a_hub_id_loads_from_the_local_hugging_face_cache_offline(target, tmp_path, monkeypatch):
+    """``eagle3:ORG/NAME`` as a Space user types it: found in the Hub cache without the network; an id
+    that is not cached says the Hub cannot be reached (tests run with HF_HUB_OFFLINE=1)."""
+    import huggingface_hub.constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "cache" / "models--someone--tiny-eagle3"
+    write_specforge_layout(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    drafter = make_drafter("eagle3:someone/tiny-eagle3", target, ModelRegistry())
+    assert drafter.name == "EAGLE-3 head someone/tiny-eagle3" and drafter.feature_layers == (1, 4, 7)
+    with pytest.raises(ModelLoadError, match="Hub cannot be reached"):
+        make_drafter("eagle3:someone/not-cached", target, ModelRegistry())
