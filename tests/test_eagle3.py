@@ -177,12 +177,16 @@ def test_feature_layer_conventions():
                                     TreeConfig(method="static", budget=10, depth=4),
                                     TreeConfig(method="chain", gamma=4)], ids=lambda c: c.method)
 @pytest.mark.parametrize("layout", ["eagle", "specforge"])
-@pytest.mark.parametrize("seed", [1, 2])
-def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, tmp_path, method, layout, seed):
+def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, tmp_path, method, layout):
+    """Sync for every method and two prompts; async (the drafter drafts ahead from a guessed outcome)
+    for the first prompt."""
     (write_eagle_layout if layout == "eagle" else write_specforge_layout)(tmp_path / "h")
-    drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, ModelRegistry())
-    trace = run_to_end(target, drafter, method, DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(seed))
-    assert trace.output_ids == greedy_generate(target, prompt_ids(seed), NEW_TOKENS)
+    registry = ModelRegistry()
+    for seed, execution in ((1, "sync"), (2, "sync"), (1, "async")):
+        drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
+        trace = run_to_end(target, drafter, method, DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+                           prompt_ids=prompt_ids(seed))
+        assert trace.output_ids == greedy_generate(target, prompt_ids(seed), NEW_TOKENS), f"{seed} {execution}"
 
 
 def test_hybrid_spec_merges_an_eagle3_head_with_prompt_lookup(target, tmp_path):
@@ -278,3 +282,20 @@ def test_a_hub_id_loads_from_the_local_hugging_face_cache_offline(target, tmp_pa
     assert drafter.name == "EAGLE-3 head someone/tiny-eagle3" and drafter.feature_layers == (1, 4, 7)
     with pytest.raises(ModelLoadError, match="Hub cannot be reached"):
         make_drafter("eagle3:someone/not-cached", target, ModelRegistry())
+
+
+def test_sampling_with_an_eagle3_head_gives_the_autoregressive_sample(target, tmp_path):
+    """At temperature > 0 (position-keyed noise) every tree method with an EAGLE-3 head, sync or async,
+    emits exactly the autoregressive sample of the seed; another seed samples something else."""
+    write_specforge_layout(tmp_path / "h")
+    config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
+    ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
+    assert ar != run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(temperature=0.9, seed=6,
+                            max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(2)).output_ids
+    registry = ModelRegistry()
+    for method in (TreeConfig(method="talon", budget=10, topk=3, mu=0.05), TreeConfig(method="chain", gamma=4)):
+        for execution in ("sync", "async"):
+            drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
+            trace = run_to_end(target, drafter, method, DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS,
+                                                                     execution=execution), prompt_ids=prompt_ids(2))
+            assert trace.output_ids == ar, f"{method.method}/{execution}"
