@@ -44,7 +44,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 prompt = gr.Textbox(label="Prompt", lines=3, value=EXAMPLES[0]["prompt"], elem_id="prompt")
                 gr.Examples([[e["prompt"]] for e in EXAMPLES], inputs=[prompt],
                             example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
-                            label="Examples by category", examples_per_page=12)
+                            label="Examples by category", examples_per_page=len(EXAMPLES))
             with gr.Column(scale=2, min_width=300):
                 preset = gr.Dropdown(PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)",
                                      info=PRESET_INFO, elem_id="preset")

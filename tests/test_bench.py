@@ -42,8 +42,8 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
                                 "chain", "static", "eagle2", "talon", "hybrid"}
     assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}]
     prompts, notes = suites.load_prompts(exp)
-    assert len(prompts) == 6 and not notes
-    assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa"}
+    assert len(prompts) == 7 and not notes
+    assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa", "lists"}
 
 
 def test_paper_suite_mirrors_the_papers_experiments():
