@@ -212,6 +212,7 @@ def test_mismatched_pairs_are_refused(target, tmp_path):
     refused({"target_hidden_size": 4096}, "width 4096")
     refused({"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}, "has 8 layers")
     refused({}, "has 2 layers", on=tiny_target(layers=2))                     # EAGLE's default needs L >= 3
+    refused({"norm_before_residual": True}, "variant")                          # another layer: not guessed
     (tmp_path / "h" / "config.json").write_text(json.dumps(meta))
     assert load_eagle3(tmp_path / "h", target).config.feature_layers == (2, 4, 5)
     with pytest.raises(ModelLoadError, match="not a local directory"):

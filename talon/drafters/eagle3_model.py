@@ -256,8 +256,18 @@ def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], targ
                              f"sha256 {sha[:12]}...), not for {target.name}. Use the head of this target.")
 
 
+UNSUPPORTED_VARIANTS = ("norm_before_residual", "fc_norm", "norm_output")
+"""Config flags of EAGLE-3 variants whose layer computes something else (a normed residual, a norm
+after ``fc``): refused rather than drafted with the wrong network."""
+
+
 def eagle3_config(meta: dict, target: LoadedModel) -> Eagle3Config:
-    """``Eagle3Config`` from a checkpoint's ``config.json`` content, for ``target``."""
+    """``Eagle3Config`` from a checkpoint's ``config.json`` content, for ``target``; refuses the
+    ``UNSUPPORTED_VARIANTS``."""
+    variants = [k for k in UNSUPPORTED_VARIANTS if meta.get(k)]
+    if variants:
+        raise ModelLoadError(f"This EAGLE-3 head is a variant ({', '.join(f'{k}: true' for k in variants)}) whose layer "
+                             "differs from EAGLE-3's; only the original layout is supported.")
     llama = LlamaConfig.from_dict({k: v for k, v in meta.items() if k not in ("architectures", "eagle_config")})
     llama.num_hidden_layers = 1
     llama._attn_implementation = "sdpa"
