@@ -39,6 +39,12 @@ def target():
     return tiny_target(layers=LAYERS)
 
 
+@pytest.fixture(scope="module")
+def greedy(target):
+    """transformers' greedy output per prompt seed."""
+    return {seed: greedy_generate(target, prompt_ids(seed), NEW_TOKENS) for seed in (1, 2)}
+
+
 def head_tensors(seed: int, hidden: int, heads: int, kv_heads: int, head_dim: int, inter: int,
                  n_features: int = 3) -> dict[str, torch.Tensor]:
     """Random EAGLE-3 weights with the key names of the public checkpoints (spread wide enough that the
@@ -172,29 +178,33 @@ def test_feature_layer_conventions():
                                        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 0, 0]}}, 32) == (2, 16, 29)
 
 
-@pytest.mark.parametrize("method", [TreeConfig(method="talon", budget=10, topk=3, mu=0.05),
-                                    TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
-                                    TreeConfig(method="static", budget=10, depth=4),
-                                    TreeConfig(method="chain", gamma=4)], ids=lambda c: c.method)
-@pytest.mark.parametrize("layout", ["eagle", "specforge"])
-def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, tmp_path, method, layout):
-    """Sync for every method and two prompts; async (the drafter drafts ahead from a guessed outcome)
-    for the first prompt."""
+TALON = TreeConfig(method="talon", budget=10, topk=3, mu=0.05)
+
+
+@pytest.mark.parametrize(("method", "layout"), [(TALON, "eagle"), (TALON, "specforge"),
+                                                (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "eagle"),
+                                                (TreeConfig(method="static", budget=10, depth=4), "specforge"),
+                                                (TreeConfig(method="chain", gamma=4), "eagle")],
+                         ids=["talon-eagle", "talon-specforge", "eagle2-eagle", "static-specforge", "chain-eagle"])
+def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, greedy, tmp_path, method, layout):
+    """Sync on one prompt, async (the drafter drafts ahead from a guessed outcome) on another; every
+    method over one of the two layouts (both compute the reference forward: test above), TALON over
+    both."""
     (write_eagle_layout if layout == "eagle" else write_specforge_layout)(tmp_path / "h")
     registry = ModelRegistry()
-    for seed, execution in ((1, "sync"), (2, "sync"), (1, "async")):
+    for seed, execution in ((1, "sync"), (2, "async")):
         drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
         trace = run_to_end(target, drafter, method, DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
                            prompt_ids=prompt_ids(seed))
-        assert trace.output_ids == greedy_generate(target, prompt_ids(seed), NEW_TOKENS), f"{seed} {execution}"
+        assert trace.output_ids == greedy[seed], f"{seed} {execution}"
 
 
-def test_hybrid_spec_merges_an_eagle3_head_with_prompt_lookup(target, tmp_path):
+def test_hybrid_spec_merges_an_eagle3_head_with_prompt_lookup(target, greedy, tmp_path):
     write_eagle_layout(tmp_path / "h")
     assert parse_drafter_spec(f"hybrid:eagle3:{tmp_path / 'h'}").inner.kind == "eagle3"
     trace = run_to_end(target, make_drafter(f"hybrid:eagle3:{tmp_path / 'h'}", target),
-                       TreeConfig(method="talon", budget=10, topk=3, mu=0.05), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(1))
-    assert trace.output_ids == greedy_generate(target, prompt_ids(1), NEW_TOKENS)
+                       TALON, DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(1))
+    assert trace.output_ids == greedy[1]
     with pytest.raises(ConfigError, match="directory or Hugging Face id"):
         parse_drafter_spec("eagle3:")
 
@@ -294,7 +304,7 @@ def test_sampling_with_an_eagle3_head_gives_the_autoregressive_sample(target, tm
     assert ar != run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(temperature=0.9, seed=6,
                             max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(2)).output_ids
     registry = ModelRegistry()
-    for method in (TreeConfig(method="talon", budget=10, topk=3, mu=0.05), TreeConfig(method="chain", gamma=4)):
+    for method in (TALON, TreeConfig(method="chain", gamma=4)):
         for execution in ("sync", "async"):
             drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
             trace = run_to_end(target, drafter, method, DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS,

@@ -4,23 +4,13 @@ loads."""
 from __future__ import annotations
 
 import gradio as gr
-import torch
-from huggingface_hub import get_token
 
-from talon.models.device import pick_device
-from talon.models.presets import PRESET_BY_NAME, preset_problems
+from talon.models.presets import PRESET_BY_NAME, problems_here
 
 NO_PRESET = "None (use the target and drafter fields)"
 PRESET_CHOICES = [NO_PRESET, *PRESET_BY_NAME]
 PRESET_INFO = ("Targets with the EAGLE-3 draft heads trained for them, from the Hugging Face Hub: the TALON "
                "paper's setting. They need a GPU.")
-
-
-def gpu_memory_gb() -> float | None:
-    """The first CUDA GPU's memory in GB, ``None`` without one."""
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_properties(0).total_memory / 1e9
 
 
 def apply_preset(name: str | None):
@@ -29,8 +19,7 @@ def apply_preset(name: str | None):
     preset = PRESET_BY_NAME.get(name or "")
     if preset is None:
         return gr.update(), gr.update(), gr.update(), ""
-    bytes_per_param = torch.finfo(pick_device()[1]).bits // 8
-    problems = preset_problems(preset, gpu_memory_gb(), bytes_per_param, token=get_token())
+    problems = problems_here(preset)
     if problems:
         reasons = " ".join(f"({k}) {p}" for k, p in enumerate(problems, 1))
         return gr.update(), gr.update(), gr.update(), f"**{preset.name} cannot run here:** {reasons}"

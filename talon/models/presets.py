@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from huggingface_hub import get_token
+
+from .device import pick_device
 from .hub import hub_reachable
 
 
@@ -68,3 +72,17 @@ def preset_problems(preset: Preset, gpu_memory_gb: float | None, bytes_per_param
         problems.append(f"{preset.target} is gated: accept its licence on its Hub page, then give this app a token "
                         "with access (the HF_TOKEN environment variable; a secret on Spaces).")
     return problems
+
+
+def gpu_memory_gb() -> float | None:
+    """The first CUDA GPU's memory in GB, ``None`` without one."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 1e9
+
+
+def problems_here(preset: Preset) -> list[str]:
+    """``preset_problems`` on this machine: its GPU, the dtype targets load in (``pick_device``), the
+    Hub's reachability and the token the Hugging Face libraries would use."""
+    bytes_per_param = torch.finfo(pick_device()[1]).bits // 8
+    return preset_problems(preset, gpu_memory_gb(), bytes_per_param, token=get_token())
