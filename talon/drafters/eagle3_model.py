@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -80,7 +80,6 @@ class Eagle3Config:
             decoder layer i).
         target_hidden_size: the target's width ``Ht`` (``fc`` reads ``len(feature_layers) * Ht``).
         vocab_size: the target's vocabulary; ``draft_vocab_size``: rows of ``lm_head``.
-        provenance: the ``talon`` block of a head this package exported (target name and checksum).
     """
 
     llama: LlamaConfig
@@ -88,7 +87,6 @@ class Eagle3Config:
     target_hidden_size: int
     vocab_size: int
     draft_vocab_size: int
-    provenance: dict = field(default_factory=dict)
 
     @property
     def hidden_size(self) -> int:
@@ -164,8 +162,7 @@ class Eagle3Head(nn.Module):
                             rms_norm_eps=c.rms_norm_eps, max_position_embeddings=c.max_position_embeddings,
                             vocab_size=c.vocab_size, rope_parameters=dict(getattr(c, "rope_parameters", None) or {}))
         llama._attn_implementation = "sdpa"
-        head = cls(Eagle3Config(llama, layers, c.hidden_size, c.vocab_size, c.vocab_size,
-                                {"target_name": target.name, "target_sha256": target_checksum(target)}))
+        head = cls(Eagle3Config(llama, layers, c.hidden_size, target.vocab_size, target.vocab_size))
         lm = target.model.get_output_embeddings().weight.detach()
         head.lm_head.weight = nn.Parameter(lm.to("cpu", torch.float32).clone(), requires_grad=False)
         return head
@@ -182,7 +179,7 @@ class Eagle3Head(nn.Module):
         self.d2t = index - torch.arange(index.numel(), device=index.device)
         self.identity_vocab = False
         self.config = Eagle3Config(self.config.llama, self.config.feature_layers, self.config.target_hidden_size,
-                                   self.config.vocab_size, index.numel(), self.config.provenance)
+                                   self.config.vocab_size, index.numel())
 
     # ---- the interface HeadDrafter and the trainer use ---------------------------------------------
     def embed(self, input_ids: torch.Tensor, target: LoadedModel) -> torch.Tensor:
@@ -231,8 +228,8 @@ def read_state(directory: Path) -> dict[str, torch.Tensor]:
 def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], target: LoadedModel,
                layers: tuple[int, ...]) -> None:
     """Refuse a head that cannot draft for ``target``: another vocabulary, another width, feature
-    layers the target does not have, draft ids outside the vocabulary, or (for a head this package
-    exported) other target weights."""
+    layers the target does not have, a narrower head without an embedding of its own, or (for a head
+    this package exported) other target weights.  ``load_eagle3`` checks the draft ids itself."""
     c = target.model.config
     name = f"The EAGLE-3 head in {directory}"
     if int(meta.get("vocab_size", -1)) != target.vocab_size:
@@ -273,8 +270,7 @@ def eagle3_config(meta: dict, target: LoadedModel) -> Eagle3Config:
     llama._attn_implementation = "sdpa"
     layers = feature_layers_from_config(meta, target.model.config.num_hidden_layers)
     width = int(meta.get("target_hidden_size") or meta["hidden_size"])
-    return Eagle3Config(llama, layers, width, int(meta["vocab_size"]),
-                        int(meta.get("draft_vocab_size") or meta["vocab_size"]), dict(meta.get("talon") or {}))
+    return Eagle3Config(llama, layers, width, int(meta["vocab_size"]), int(meta.get("draft_vocab_size") or meta["vocab_size"]))
 
 
 def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None = None) -> Eagle3Head:
