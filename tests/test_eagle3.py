@@ -227,6 +227,10 @@ def test_mismatched_pairs_are_refused(target, tmp_path):
     assert load_eagle3(tmp_path / "h", target).config.feature_layers == (2, 4, 5)
     with pytest.raises(ModelLoadError, match="not a local directory"):
         load_eagle3(tmp_path / "missing", target)
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "head_config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match="load it with 'head:DIR'"):
+        load_eagle3(tmp_path / "ours", target)
 
 
 def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_trees(target, tmp_path):

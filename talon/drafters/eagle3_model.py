@@ -46,7 +46,7 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, L
 
 from ..models.cpu_linear import drafter_dtype, pack_for_device
 from ..models.loaded import LoadedModel, ModelLoadError
-from .head_model import resolve_head_dir, scatter_draft_logits, target_checksum
+from .head_model import HEAD_CONFIG, resolve_head_dir, scatter_draft_logits, target_checksum
 
 EAGLE3_CONFIG = "config.json"
 EAGLE3_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -282,7 +282,9 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
         meta = json.loads((directory / EAGLE3_CONFIG).read_text())
         meta["hidden_size"]
     except (OSError, ValueError, KeyError) as err:
-        raise ModelLoadError(f"{directory} has no readable EAGLE-3 {EAGLE3_CONFIG} ({err}).") from err
+        hint = " It holds one of this package's own heads: load it with 'head:DIR'." \
+            if (directory / HEAD_CONFIG).is_file() else ""
+        raise ModelLoadError(f"{directory} has no readable EAGLE-3 {EAGLE3_CONFIG} ({err}).{hint}") from err
     state = read_state(directory)
     config = eagle3_config(meta, target)
     check_pair(directory, meta, state, target, config.feature_layers)
