@@ -314,3 +314,21 @@ def test_sampling_with_an_eagle3_head_gives_the_autoregressive_sample(target, tm
             trace = run_to_end(target, drafter, method, DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS,
                                                                      execution=execution), prompt_ids=prompt_ids(2))
             assert trace.output_ids == ar, f"{method.method}/{execution}"
+
+
+def test_a_release_style_config_with_llama3_rope_scaling_loads_and_decodes(target, greedy, tmp_path):
+    """EAGLE's Llama-3.1 release config carries llama3 rope scaling, rope_theta 500000, a 2048-token
+    max_position_embeddings and bookkeeping keys; the head takes its rope from there."""
+    write_eagle_layout(tmp_path / "h")
+    meta = json.loads((tmp_path / "h" / "config.json").read_text())
+    meta.update(rope_theta=500000.0, max_position_embeddings=2048, bos_token_id=128000, eos_token_id=128001,
+                pad_token_id=0, transformers_version="4.28.1", use_cache=True, initializer_range=0.02,
+                rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192})
+    (tmp_path / "h" / "config.json").write_text(json.dumps(meta))
+    head = load_eagle3(tmp_path / "h", target)
+    assert head.llama_config.rope_parameters["rope_type"] == "llama3"
+    assert head.llama_config.rope_parameters["rope_theta"] == 500000.0
+    trace = run_to_end(target, HeadDrafter(head, target), TALON, DecodeConfig(max_new_tokens=NEW_TOKENS),
+                       prompt_ids=prompt_ids(1))
+    assert trace.output_ids == greedy[1]

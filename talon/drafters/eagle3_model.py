@@ -341,5 +341,7 @@ def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, ex
                                                    "top-level ids: vLLM's convention (the same); eagle_config ids: "
                                                    "SGLang's (output of layer id, = index - 1)",
                       "target_name": target.name, "target_sha256": target_checksum(target), **(extra or {})}}
+    if rope.get("rope_type", "default") != "default":  # readers on older transformers take rope_scaling
+        meta["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
     (directory / EAGLE3_CONFIG).write_text(json.dumps(meta, indent=1))
     return directory
