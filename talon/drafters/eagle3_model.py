@@ -139,15 +139,19 @@ class Eagle3Head(nn.Module):
         self.norm = LlamaRMSNorm(h, eps=config.llama.rms_norm_eps)
         self.lm_head = nn.Linear(h, config.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(config.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("draft_ids", torch.arange(config.draft_vocab_size), persistent=False)
+        """``[Vd]`` target token id of each draft id (``i + d2t[i]``); kept with ``d2t`` by ``set_d2t``."""
         self.embed_tokens = nn.Embedding(config.vocab_size, h) if own_embedding else None
         self.rotary = LlamaRotaryEmbedding(config.llama)
         self.identity_vocab = config.draft_vocab_size == config.vocab_size
-        """Whether draft id i is target token i (no scatter into the vocabulary); set with ``d2t``."""
+        """Whether draft id i is target token i (no scatter into the vocabulary); kept by ``set_d2t``."""
 
-    @property
-    def draft_ids(self) -> torch.Tensor:
-        """``[Vd]`` target token id of each draft id (``i + d2t[i]``)."""
-        return torch.arange(self.d2t.numel(), device=self.d2t.device) + self.d2t
+    def set_d2t(self, d2t: torch.Tensor) -> None:
+        """Set the draft-to-target offsets ``[Vd]`` and what follows from them (``draft_ids``,
+        ``identity_vocab``), once, so no draft call recomputes them."""
+        self.d2t = d2t
+        self.draft_ids = torch.arange(d2t.numel(), device=d2t.device) + d2t
+        self.identity_vocab = bool(torch.equal(self.draft_ids.cpu(), torch.arange(self.config.vocab_size)))
 
     @classmethod
     def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> "Eagle3Head":
@@ -176,10 +180,9 @@ class Eagle3Head(nn.Module):
         rows = self.lm_head.weight.detach()[index]
         self.lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=rows.device, dtype=rows.dtype)
         self.lm_head.weight = nn.Parameter(rows, requires_grad=False)
-        self.d2t = index - torch.arange(index.numel(), device=index.device)
-        self.identity_vocab = False
         self.config = Eagle3Config(self.config.llama, self.config.feature_layers, self.config.target_hidden_size,
                                    self.config.vocab_size, index.numel())
+        self.set_d2t(index - torch.arange(index.numel(), device=index.device))
 
     # ---- the interface HeadDrafter and the trainer use ---------------------------------------------
     def embed(self, input_ids: torch.Tensor, target: LoadedModel) -> torch.Tensor:
@@ -296,8 +299,8 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
     missing = [k for k in missing if not k.startswith("rotary.") and k != "d2t"]
     if missing or unexpected:
         raise ModelLoadError(f"{directory} does not hold an EAGLE-3 head (missing {missing}, unexpected {unexpected}).")
+    head.set_d2t(head.d2t)
     ids = head.draft_ids
-    head.identity_vocab = bool(torch.equal(ids, torch.arange(config.vocab_size)))
     if ids.min() < 0 or ids.max() >= config.vocab_size or ids.unique().numel() != ids.numel():
         raise ModelLoadError(f"{directory}: its d2t maps draft tokens outside the vocabulary or twice.")
     head.to(target.device, dtype or drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
