@@ -11,6 +11,9 @@ Measured on the current device, after a warm-up, median of ``reps`` wall-clock t
 * ``head``: one draft-head call over a frontier of ``size`` nodes (the head's forward, its LM head on
   the draft vocabulary, the log-softmax), for ``size`` in ``HEAD_WIDTHS``.
 
+Forwards take the path decoding takes: static runners replayed as CUDA graphs on a GPU
+(``talon.engine.graphs``; ``TALON_CUDA_GRAPHS=0`` measures the eager path), eager on a CPU.
+
 ``CostModel`` interpolates these rows to price a step: ``verify(nodes) + sum(head(width) per layer)``.
 """
 from __future__ import annotations
@@ -77,8 +80,9 @@ def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str
     """The cost rows (``talon.bench.results.COST_COLUMNS``) of ``target`` and the draft head ``drafter_spec`` on this device."""
     ids = context_ids(target)
     rows = []
+    rows_held = len(ids) + max(target_sizes) + 1  # the runs' own path: static runners (CUDA graphs) on a GPU
     with torch.inference_mode():
-        verifier = Verifier(target)
+        verifier = Verifier(target, rows=rows_held)
         verifier.prefill(ids)
 
         def verify(tree: DraftTree) -> Callable[[], None]:
@@ -98,17 +102,18 @@ def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str
             rows.append({"component": "target", "size": len(tree), "lm_head_rows": internal, "seconds": seconds})
             log(f"target forward over {len(tree)} nodes ({internal} LM-head rows): {seconds * 1e3:.1f} ms, "
                 f"{seconds / ar:.2f}x AR")
+        verifier.close()
         if isinstance(drafter, HeadDrafter):
-            rows += _head_rows(drafter, target, ids, head_widths, reps, ar, log)
+            rows += _head_rows(drafter, target, ids, head_widths, reps, ar, rows_held, log)
     return [{**r, "ratio": r["seconds"] / ar, "reps": reps, "prefix_tokens": len(ids)} for r in rows]
 
 
 def _head_rows(drafter: HeadDrafter, target: LoadedModel, ids: list[int], widths: Sequence[int], reps: int,
-               ar: float, log: Callable[[str], None]) -> list[dict]:
+               ar: float, rows_held: int, log: Callable[[str], None]) -> list[dict]:
     """One head call (forward over a frontier, LM head on the draft vocabulary, log-softmax) per width,
     on the head's own tree KV cache after the context ``ids``."""
     features = drafter.head.fuse_features(Verifier(target, drafter.feature_layers).prefill(ids))
-    cache = HeadCache(drafter.head, target)
+    cache = HeadCache(drafter.head, target, rows_held)
     cache.extend_committed(ids[1:], logit_rows=None, features=features)
     rows = []
     for width in widths:
@@ -122,6 +127,7 @@ def _head_rows(drafter: HeadDrafter, target: LoadedModel, ids: list[int], widths
         seconds = median_seconds(call, target.device, reps)
         rows.append({"component": "head", "size": width, "lm_head_rows": width, "seconds": seconds})
         log(f"head call over {width} nodes: {seconds * 1e3:.1f} ms, {seconds / ar:.2f}x AR")
+    cache.release()
     return rows
 
 

@@ -90,6 +90,15 @@ class Drafter(ABC):
         and at each accepted draft, i.e. row i is the state that predicted ``new_ids[i]``.  ``None`` for a
         feature drafter means a speculative commit: it uses its own states for the drafted nodes."""
 
+    def plan_rows(self, rows: int) -> None:
+        """The most rows (committed tokens plus one tree) the next run will hold: a drafter whose
+        caches can run on static runners (CUDA graphs, ``talon.engine.graphs``) takes them at the next
+        ``reset`` (only that one).  No-op by default."""
+
+    def release(self) -> None:
+        """Give back what the run borrowed (static runners); called when a run ends, and the drafter
+        is ``reset`` before any further use.  No-op by default."""
+
     def rewind_step(self) -> None:
         """Forget the current step (its tree, and the root ``begin_step`` fed) so that ``begin_step``
         drafts the same step again from the same state: the tree lab rebuilds one step many times."""

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache
 
-from ..engine.kv_cache import ForwardOut, KVBuffer, TreeKVCache, select_logits
+from ..engine.kv_cache import FIRST_CAPACITY, KVBuffer, TreeKVCache
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 from .base import Drafter, Proposal
@@ -52,17 +52,23 @@ class HeadCache(TreeKVCache):
     """The head's tree KV cache.  Cache row k holds head position k + 1 (position 0 has no feature).
     Its forwards return the head's output states as ``hidden`` (the next layer's features)."""
 
-    def __init__(self, head: HeadNetwork, target: LoadedModel) -> None:
+    def __init__(self, head: HeadNetwork, target: LoadedModel, rows: int | None = None) -> None:
         cfg = head.config
         dtype = head.norm.weight.dtype
-        super().__init__(KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device), target.device)
+
+        def buffer(capacity: int = FIRST_CAPACITY, fixed: bool = False) -> KVBuffer:
+            return KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device, capacity, fixed)
+
+        super().__init__(buffer(), target.device)
         self.head, self.target = head, target
         self.position_offset = 1  # position 0 has no preceding feature
+        # Keyed by the head object itself: its graphs read this head's weights.
+        self.use_runner(target.runners, ("head", head), rows, lambda capacity: buffer(capacity, True),
+                        extra={"features": ((cfg.hidden_size,), dtype)})
 
-    def _model_forward(self, input_ids, position_ids, mask, logit_rows, features=None) -> ForwardOut:
+    def _model_forward(self, input_ids, position_ids, mask, features=None) -> tuple[torch.Tensor, None]:
         embeds = self.head.embed(input_ids, self.target)
-        states = self.head(features.unsqueeze(0), embeds, position_ids, mask, self.kv)[0]
-        return ForwardOut(select_logits(self, states, logit_rows), states)
+        return self.head(features.unsqueeze(0), embeds, position_ids, mask, self.kv)[0], None
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.head.logits(hidden, self.target.model.get_output_embeddings()).float()
@@ -110,9 +116,20 @@ class HeadDrafter(Drafter):
         self._node_states: dict[int, torch.Tensor] = {}
         self._tree: DraftTree | None = None   # the tree of the last propose call
         self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
+        self._rows: int | None = None
+
+    def plan_rows(self, rows: int) -> None:
+        self._rows = rows
+
+    def release(self) -> None:
+        self._rows = None
+        if self._cache is not None:
+            self._cache.release()
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self._cache = HeadCache(self.head, self.target)
+        rows = self._rows
+        self.release()
+        self._cache = HeadCache(self.head, self.target, rows)
         self._seq = list(prompt_ids)
         self._features = FeatureRows(self.head.config.hidden_size, self.head.norm.weight.dtype, self.target.device)
         if target_hidden is not None:

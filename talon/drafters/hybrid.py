@@ -37,6 +37,12 @@ class HybridDrafter(Drafter):
         """When set, the retrieval weight to use instead of the running one (the tree lab replays a step)."""
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}  # [reached, accepted]
 
+    def plan_rows(self, rows: int) -> None:
+        self.model.plan_rows(rows)
+
+    def release(self) -> None:
+        self.model.release()
+
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self.model.reset(prompt_ids, target_hidden)
         self.retrieval.reset(prompt_ids)

@@ -40,6 +40,12 @@ def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
     return [int(i) for i in ids]
 
 
+def rows_needed(prompt_tokens: int, tree_cfg: TreeConfig, decode_cfg: DecodeConfig) -> int:
+    """The most cache rows a run holds: the prompt, every new token, and one tree (whose nodes sit at
+    most ``budget`` positions past the end)."""
+    return prompt_tokens + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
+
+
 def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
               prompt: str, prompt_ids: Sequence[int] | None = None) -> RunTrace:
     """An empty trace for a run, after checking the inputs fit (raises ``ConfigError`` otherwise)."""
@@ -50,8 +56,7 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
         raise ConfigError(f"Method {tree_cfg.method!r} needs a drafter.")
     if decode_cfg.execution == "async" and drafter is not None and not drafter.can_draft_ahead:
         raise ConfigError(f"The drafter {drafter.name!r} cannot draft ahead; use synchronous execution.")
-    # Tree nodes sit at most `budget` positions past the end, so leave room for them too.
-    needed = len(ids) + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
+    needed = rows_needed(len(ids), tree_cfg, decode_cfg)
     if needed > target.context_length:
         raise ConfigError(
             f"The prompt is {len(ids)} tokens; with {decode_cfg.max_new_tokens} new tokens and the draft "
@@ -143,10 +148,14 @@ class _Loop:
 
     def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
                  decode_cfg: DecodeConfig) -> None:
+        self.clock0 = time.perf_counter()  # a first run's static runners are captured on its clock
         self.trace, self.target, self.drafter, self.decode_cfg = trace, target, drafter, decode_cfg
         self.builder = make_builder(tree_cfg)
         self.eos = target.eos_token_ids
-        self.verifier = Verifier(target, drafter.feature_layers if self.builder is not None else ())
+        rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1
+        self.verifier = Verifier(target, drafter.feature_layers if self.builder is not None else (), rows)
+        if self.builder is not None:
+            drafter.plan_rows(rows)
         self.noise = (PositionNoise(decode_cfg.seed, target.vocab_size, target.device)
                       if decode_cfg.temperature > 0 else None)
         asynchronous = decode_cfg.execution == "async" and self.builder is not None
@@ -156,11 +165,13 @@ class _Loop:
         self.root = trace.prompt_ids[-1]
         self.generated: list[int] = []
         self.ready = None  # async: (BuildResult, drafter_info) drafted during the previous verification
-        self.clock0 = time.perf_counter()
 
     def close(self) -> None:
         if self.worker is not None:
             self.worker.shutdown(wait=True)
+        self.verifier.close()
+        if self.builder is not None:
+            self.drafter.release()
 
     @torch.inference_mode()
     def prefill(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -30,8 +30,9 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from ..config import ConfigError
 from ..models.device import to_device
-from ..models.loaded import LoadedModel
+from ..models.loaded import LoadedModel, ResourcePool
 from ..tree import DraftTree
+from .graphs import StaticRunner, capacity_for, static_mode
 
 FIRST_CAPACITY = 256
 """Rows the buffer starts with; it doubles when a forward would overflow it."""
@@ -107,6 +108,8 @@ class _BufferLayer(CacheLayerMixin):
         return self.owner.write(self.index, key_states, value_states)
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        if self.owner.static_rows is not None:
+            return self.owner.capacity, 0
         return self.owner.write_at + query_length, 0
 
     def get_seq_length(self) -> int:
@@ -120,13 +123,20 @@ class KVBuffer(Cache):
     """A ``transformers`` cache over one tensor ``[layers, 2, kv_heads, capacity, head_dim]``.
 
     The owner (``TreeKVCache``) sets ``write_at`` before each forward; each layer's ``update`` writes
-    its new rows there in place."""
+    its new rows there in place.  A static forward (``talon.engine.graphs``) sets ``static_rows``
+    instead: the rows to write, as a device tensor, and attention then spans the whole buffer.
+
+    ``capacity``: rows to start with; ``fixed`` buffers (a static runner's) start zeroed and never
+    grow, since CUDA graphs hold their address."""
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
-                 device: torch.device) -> None:
+                 device: torch.device, capacity: int = FIRST_CAPACITY, fixed: bool = False) -> None:
         super().__init__(layers=[_BufferLayer(self, i) for i in range(num_layers)])
-        self.buffer = torch.empty(num_layers, 2, kv_heads, FIRST_CAPACITY, head_dim, dtype=dtype, device=device)
+        make = torch.zeros if fixed else torch.empty
+        self.buffer = make(num_layers, 2, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.fixed = fixed
         self.write_at = 0
+        self.static_rows: torch.Tensor | None = None
 
     @property
     def capacity(self) -> int:
@@ -136,6 +146,8 @@ class KVBuffer(Cache):
         """Make room for ``rows`` rows (doubling), keeping the rows written so far."""
         if rows <= self.capacity:
             return
+        if self.fixed:
+            raise RuntimeError(f"a fixed KV buffer of {self.capacity} rows cannot hold {rows}")
         bigger = self.capacity
         while bigger < rows:
             bigger *= 2
@@ -144,6 +156,10 @@ class KVBuffer(Cache):
         self.buffer = fresh
 
     def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.static_rows is not None:
+            self.buffer[layer, 0].index_copy_(1, self.static_rows, keys[0])
+            self.buffer[layer, 1].index_copy_(1, self.static_rows, values[0])
+            return self.buffer[layer, 0].unsqueeze(0), self.buffer[layer, 1].unsqueeze(0)
         end = self.write_at + keys.shape[-2]
         self.buffer[layer, 0, :, self.write_at:end] = keys[0]
         self.buffer[layer, 1, :, self.write_at:end] = values[0]
@@ -179,11 +195,17 @@ class TreeKVCache(ABC):
     model says how one forward is run.
 
     ``extra`` keyword arguments of ``extend_committed`` / ``forward_nodes`` (e.g. per-query input
-    features of a draft head, ``[q, ...]``) are passed through to ``_model_forward``."""
+    features of a draft head, ``[q, ...]``) are passed through to ``_model_forward``.
+
+    With a static runner (``use_runner``; CUDA graphs on a GPU) forwards of up to 128 rows run at
+    padded static shapes over the runner's buffer; longer ones (a prefill) run eagerly on the same
+    buffer.  ``release`` gives the runner back when the run ends."""
 
     def __init__(self, buffer: KVBuffer, device: torch.device) -> None:
         self.kv = buffer
         self.device = device
+        self.runner: StaticRunner | None = None
+        self._lease: tuple[ResourcePool, Hashable] | None = None
         self.committed_len = 0
         self.length = 0
         self.node_rows: dict[int, int] = {}
@@ -196,11 +218,38 @@ class TreeKVCache(ABC):
         """Rows in use: committed plus this step's tree rows."""
         return self.length
 
+    def use_runner(self, pool: ResourcePool, key: Hashable, rows: int | None,
+                   make_buffer: Callable[[int], KVBuffer],
+                   extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None) -> None:
+        """Take a static runner for ``rows`` rows from ``pool`` (or make one: a fixed buffer from
+        ``make_buffer(capacity)``, graphs captured at once) when ``static_mode`` allows it and a
+        runner is big enough; otherwise keep the eager path.  Call before the first forward.
+        ``extra``: per-row inputs of ``_model_forward`` beyond ids and positions (row shape, dtype)."""
+        mode = static_mode(self.device)
+        capacity = capacity_for(rows) if rows is not None else None
+        if mode is None or capacity is None:
+            return
+        key = (key, capacity, mode)
+        runner = pool.take(key)
+        if runner is None:
+            runner = StaticRunner(make_buffer(capacity), extra or {}, capture=mode == "graph")
+            self.kv = runner.kv
+            runner.capture_all(self._model_forward)
+        self.kv, self.runner, self._lease = runner.kv, runner, (pool, key)
+
+    def release(self) -> None:
+        """Give the static runner back to its pool (the cache must not be used afterwards)."""
+        if self.runner is not None:
+            (pool, key), runner = self._lease, self.runner
+            self.runner, self._lease = None, None
+            pool.give(key, runner)
+
     @abstractmethod
     def _model_forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor,
-                       logit_rows: LogitRows, **extra) -> ForwardOut:
-        """One forward writing at ``self.kv.write_at``: ``input_ids`` / ``position_ids`` ``[1, q]``,
-        bool ``mask`` ``[1, 1, q, write_at + q]``."""
+                       **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One forward writing at ``self.kv.write_at`` (or at ``self.kv.static_rows``):
+        ``input_ids`` / ``position_ids`` ``[1, q]``, bool ``mask`` ``[1, 1, q, kv_rows]``; returns
+        the last hidden states ``[q, H]`` and the extra features ``[q, ...]`` (or None)."""
 
     @abstractmethod
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -209,11 +258,16 @@ class TreeKVCache(ABC):
     def _run(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, logit_rows: LogitRows,
              **extra) -> ForwardOut:
         q = ids.shape[0]
-        self.kv.reserve(self.length + q)
-        self.kv.write_at = self.length
-        out = self._model_forward(ids[None], positions[None], mask[None, None], logit_rows, **extra)
+        size = self.runner.bucket(self.length, q) if self.runner is not None else None
+        if size is not None:
+            hidden, features = self.runner.forward(self._model_forward, size, self.length, ids, positions, mask,
+                                                   **extra)
+        else:
+            self.kv.reserve(self.length + q)
+            self.kv.write_at = self.length
+            hidden, features = self._model_forward(ids[None], positions[None], mask[None, None], **extra)
         self.length += q
-        return out
+        return ForwardOut(select_logits(self, hidden, logit_rows), hidden, features)
 
     def extend_committed(self, ids: Sequence[int], logit_rows: LogitRows = "last", **extra) -> ForwardOut:
         """Append committed tokens (causal among themselves) after dropping any tree rows; ``ids``
@@ -293,25 +347,32 @@ class CachedLM(TreeKVCache):
     """A ``transformers`` causal LM on its own tree KV cache.
 
     ``hidden_layers`` selects hidden states to return with every forward (``0`` = the embeddings,
-    ``i`` = the output of decoder layer i, before the final norm), stacked as ``[q, len(layers), H]``."""
+    ``i`` = the output of decoder layer i, before the final norm), stacked as ``[q, len(layers), H]``.
+    ``rows``: the most rows a run will hold (committed plus tree); given, the cache may take a static
+    runner (CUDA graphs) from the model's pool; ``release`` gives it back."""
 
-    def __init__(self, lm: LoadedModel, hidden_layers: Sequence[int] = ()) -> None:
+    def __init__(self, lm: LoadedModel, hidden_layers: Sequence[int] = (), rows: int | None = None) -> None:
         config = lm.model.config
         check_full_attention(config, lm.name)
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        super().__init__(KVBuffer(config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device), lm.device)
+
+        def buffer(capacity: int = FIRST_CAPACITY, fixed: bool = False) -> KVBuffer:
+            return KVBuffer(config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device, capacity, fixed)
+
+        super().__init__(buffer(), lm.device)
         self.lm = lm
         self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
+        self.use_runner(lm.runners, ("lm", self.hidden_layers), rows, lambda capacity: buffer(capacity, True))
 
-    def _model_forward(self, input_ids, position_ids, mask, logit_rows, **extra) -> ForwardOut:
+    def _model_forward(self, input_ids, position_ids, mask, **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
         want = self.hidden_layers
         out = self.decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
                            past_key_values=self.kv, use_cache=True, output_hidden_states=bool(want))
         hidden = out.last_hidden_state[0]
         features = torch.stack([out.hidden_states[i][0] for i in want], dim=1) if want else None
-        return ForwardOut(select_logits(self, hidden, logit_rows), hidden, features)
+        return hidden, features
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm.logits(hidden)

@@ -94,12 +94,17 @@ class Verifier:
     """Runs the target over each step's tree on its own KV cache (prefix + accepted path only).
 
     ``hidden_layers``: target hidden states to collect for a feature-level drafter (see
-    ``CachedLM``); ``prefill`` and ``commit`` return them for the positions they commit."""
+    ``CachedLM``); ``prefill`` and ``commit`` return them for the positions they commit.  ``rows``:
+    the most rows the run holds, to verify on a static runner (CUDA graphs); ``close`` gives it back."""
 
-    def __init__(self, target: LoadedModel, hidden_layers: Sequence[int] = ()) -> None:
+    def __init__(self, target: LoadedModel, hidden_layers: Sequence[int] = (), rows: int | None = None) -> None:
         self.target = target
-        self.cached = CachedLM(target, hidden_layers)
+        self.cached = CachedLM(target, hidden_layers, rows)
         self._features: torch.Tensor | None = None
+
+    def close(self) -> None:
+        """Give back the static runner, if any (the verifier must not be used afterwards)."""
+        self.cached.release()
 
     @property
     def root_position(self) -> int:

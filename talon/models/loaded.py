@@ -3,8 +3,10 @@ error every loader raises.  Models are loaded once and then only read: nothing h
 state."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -15,6 +17,25 @@ Progress = Callable[[str], None]
 
 class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says what to do about it."""
+
+
+class ResourcePool:
+    """Idle per-run device resources of one model (static-forward runners with their CUDA graphs), by
+    key.  A run takes what it needs for its own use only and gives it back when it ends, so two runs
+    never share one.  Thread-safe."""
+
+    def __init__(self) -> None:
+        self._idle: dict[Hashable, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: Hashable) -> Any | None:
+        with self._lock:
+            idle = self._idle.get(key)
+            return idle.pop() if idle else None
+
+    def give(self, key: Hashable, resource: Any) -> None:
+        with self._lock:
+            self._idle.setdefault(key, []).append(resource)
 
 
 @dataclass(frozen=True)
@@ -28,6 +49,8 @@ class LoadedModel:
         identity: what the weights are, for caches keyed by model: the resolved directory they were
             loaded from, or the Hub id; ``""`` for a model built in memory.  Two models with the same
             identity, device and dtype hold the same weights.
+        runners: idle static-forward runners for this model (``talon.engine.graphs``), lent to one
+            run at a time; the model itself stays read-only.
     """
 
     name: str
@@ -36,6 +59,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     identity: str = ""
+    runners: ResourcePool = field(default_factory=ResourcePool, compare=False, repr=False)
 
     @property
     def eos_token_ids(self) -> frozenset[int]:

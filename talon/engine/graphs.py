@@ -1,0 +1,155 @@
+"""Static-shape forwards, replayed as CUDA graphs on a GPU.
+
+A 135M target on a GPU is bound by launching its ~400 kernels one by one from Python, not by the GPU.
+A ``StaticRunner`` runs a cache's forward at a few padded query sizes (``BUCKETS``) over a fixed-size
+KV buffer, so each size can be captured once as a CUDA graph and then replayed with one launch:
+
+* the query is padded to the next bucket ``Q`` (pad rows hold token 0 at the last position and see
+  only themselves, so they stay finite and no real row ever sees them);
+* attention spans the whole buffer ``[0, capacity)`` and the mask hides the rows not in use (the
+  buffer starts zeroed, so hidden rows are finite and contribute exactly nothing);
+* each layer writes its new rows with ``index_copy_`` at rows held in a device tensor, so the write
+  position is an input of the graph, not a constant baked into it.
+
+Every bucket that fits is captured when the runner is made, before anything else uses it (no capture
+ever happens while another thread of the same run drafts).  Runners outlive runs: a finished run gives
+its runners back to the model's pool (``LoadedModel.runners``) and the next run takes them, so the capture cost (about
+a second per model on an H100) is paid once per process, like a serving engine's start-up.
+
+``$TALON_CUDA_GRAPHS``: ``1`` (default) captures on CUDA, ``0`` turns the static path off, ``eager``
+runs the same static path without capturing on any device (what the CPU tests check).
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import torch
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+"""Padded query sizes (rows fed in one forward).  A forward of more rows runs eagerly."""
+CAPACITIES = (1024, 2048, 4096, 8192)
+"""Buffer sizes a runner may have (rows); a run takes the smallest that holds it."""
+GRAPHS_ENV = "TALON_CUDA_GRAPHS"
+
+StaticForward = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+"""``fn(input_ids [1, Q], position_ids [1, Q], mask bool [1, 1, Q, capacity], **extra [Q, ...])`` ->
+``(hidden [Q, H], features [Q, ...] or None)``, writing K/V through the buffer's ``static_rows``."""
+
+
+def static_mode(device: torch.device) -> str | None:
+    """``"graph"`` (capture and replay), ``"eager"`` (static shapes, no capture) or ``None`` (off)."""
+    value = os.environ.get(GRAPHS_ENV, "1").strip().lower()
+    if value == "eager":
+        return "eager"
+    if value in ("0", "off", "false", "no"):
+        return None
+    return "graph" if device.type == "cuda" else None
+
+
+def capacity_for(rows: int) -> int | None:
+    """The smallest runner capacity holding ``rows`` rows plus the largest bucket's padding, or
+    ``None`` when no runner is that big (the run then uses the eager path)."""
+    for capacity in CAPACITIES:
+        if rows + BUCKETS[-1] <= capacity:
+            return capacity
+    return None
+
+
+class StaticRunner:
+    """Static inputs, outputs and (on a GPU) one CUDA graph per bucket, around one KV buffer.
+
+    Args:
+        kv: the ``KVBuffer`` (``talon.engine.kv_cache``) the forwards write to; its capacity is fixed
+            for the runner's life (it must never grow, graphs hold its address).
+        extra: name -> ``(row shape, dtype)`` of each per-row input beyond ids and positions (a draft
+            head's features, ``[H]``).
+        capture: capture graphs (CUDA) or run the static forward eagerly (any device).
+    """
+
+    def __init__(self, kv, extra: dict[str, tuple[tuple[int, ...], torch.dtype]], capture: bool) -> None:
+        self.kv, self.capture = kv, capture
+        device, cap, top = kv.buffer.device, kv.capacity, BUCKETS[-1]
+        self.device = device
+        self.ids = torch.zeros(1, top, dtype=torch.long, device=device)
+        self.positions = torch.zeros(1, top, dtype=torch.long, device=device)
+        self.mask = torch.zeros(1, 1, top, cap, dtype=torch.bool, device=device)
+        self.rows = torch.arange(top, device=device)
+        self.arange = torch.arange(top, device=device)
+        self.eye = torch.eye(top, dtype=torch.bool, device=device)
+        self.extra = {name: torch.zeros(top, *shape, dtype=dtype, device=device)
+                      for name, (shape, dtype) in extra.items()}
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self.capture_seconds = 0.0
+
+    def bucket(self, length: int, q: int) -> int | None:
+        """The padded size for ``q`` rows written at ``length``, or None if they take the eager path."""
+        for size in BUCKETS:
+            if size >= q:
+                return size if length + size <= self.kv.capacity else None
+        return None
+
+    def _call(self, fn: StaticForward, size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self.kv.static_rows = self.rows[:size]
+        try:
+            return fn(self.ids[:, :size], self.positions[:, :size], self.mask[:, :, :size],
+                      **{name: value[:size] for name, value in self.extra.items()})
+        finally:
+            self.kv.static_rows = None
+
+    def capture_all(self, fn: StaticForward) -> None:
+        """Capture one graph per bucket (CUDA only), from harmless inputs: each pad row at rows
+        ``[0, Q)`` sees only itself.  Call before the runner is used: it overwrites rows ``[0, 128)``."""
+        if not self.capture:
+            return
+        t0 = time.perf_counter()
+        pool = torch.cuda.graph_pool_handle()
+        for size in BUCKETS:
+            if size > self.kv.capacity:
+                break
+            self.mask[0, 0, :size].zero_()
+            self.mask[0, 0, :size, :size] = self.eye[:size, :size]
+            self.rows[:size].copy_(self.arange[:size])
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                self._call(fn, size)  # warm-up: lazy initialisation stays out of the graph
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+                self.outputs[size] = self._call(fn, size)
+            self.graphs[size] = graph
+        torch.cuda.synchronize(self.device)
+        self.capture_seconds = time.perf_counter() - t0
+
+    def forward(self, fn: StaticForward, size: int, length: int, ids: torch.Tensor, positions: torch.Tensor,
+                mask: torch.Tensor, **extra: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run ``q = len(ids)`` rows written at ``length`` as a ``size``-row forward.
+
+        Args:
+            ids, positions: long ``[q]``.
+            mask: bool ``[q, length + q]``, what each real row sees.
+            extra: ``[q, ...]`` per-row inputs named as at construction.
+        Returns:
+            ``(hidden [q, H], features [q, ...] or None)``, fresh tensors (not the graph's outputs).
+        """
+        q = ids.shape[0]
+        self.ids[0, :q] = ids
+        self.positions[0, :q] = positions
+        self.positions[0, q:size] = positions[-1]
+        rows = self.mask[0, 0, :size]
+        rows.zero_()
+        rows[:q, : length + q] = mask
+        rows[q:size, length + q: length + size] = self.eye[: size - q, : size - q]
+        torch.add(self.arange[:size], length, out=self.rows[:size])
+        for name, value in extra.items():
+            self.extra[name][:q] = value
+        if self.capture:
+            self.graphs[size].replay()
+            hidden, features = self.outputs[size]
+        else:
+            hidden, features = self._call(fn, size)
+        return hidden[:q].clone(), (features[:q].clone() if features is not None else None)
+

@@ -1,0 +1,142 @@
+"""The static-shape forward path that CUDA graphs replay (``talon.engine.graphs``), run eagerly on the
+CPU (``TALON_CUDA_GRAPHS=eager``): padded queries, whole-buffer attention, index writes.  What a graph
+replays is exactly this computation, so these tests check its logic; the capture itself needs a GPU
+(docs/benchmarks.md has the CUDA runs)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from talon.config import DecodeConfig, TreeConfig
+from talon.drafters.factory import hybrid_with_lookup
+from talon.drafters.head import HeadDrafter
+from talon.drafters.head_model import DraftHead, HeadConfig
+from talon.drafters.model import ModelDrafter
+from talon.engine import graphs
+from talon.engine.decode import run_to_end
+from talon.engine.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
+from talon.engine.kv_cache import CachedLM
+from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, random_tree
+from tests.tiny import greedy_generate, prompt_ids, tiny_target
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target()
+
+
+@pytest.fixture(scope="module")
+def head(target):
+    torch.manual_seed(1)
+    return DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+
+
+@pytest.fixture(scope="module")
+def reference(target):
+    return {s: greedy_generate(target, prompt_ids(s), NEW_TOKENS) for s in PROMPT_SEEDS}
+
+
+@pytest.fixture
+def static(monkeypatch):
+    """Turn the static path on (eagerly) and count the forwards that take it."""
+    monkeypatch.setenv(graphs.GRAPHS_ENV, "eager")
+    calls = []
+    forward = StaticRunner.forward
+
+    def counted(self, fn, size, length, ids, *args, **kwargs):
+        calls.append((size, ids.shape[0]))
+        return forward(self, fn, size, length, ids, *args, **kwargs)
+
+    monkeypatch.setattr(StaticRunner, "forward", counted)
+    return calls
+
+
+def test_mode_and_sizes(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    monkeypatch.delenv(graphs.GRAPHS_ENV, raising=False)
+    assert static_mode(cpu) is None and static_mode(cuda) == "graph"
+    monkeypatch.setenv(graphs.GRAPHS_ENV, "0")
+    assert static_mode(cuda) is None
+    monkeypatch.setenv(graphs.GRAPHS_ENV, "eager")
+    assert static_mode(cpu) == "eager"
+    assert capacity_for(100) == 1024 and capacity_for(1024 - BUCKETS[-1]) == 1024
+    assert capacity_for(1024 - BUCKETS[-1] + 1) == 2048 and capacity_for(10_000) is None
+
+
+def test_padded_tree_forward_equals_the_eager_forward(target, static):
+    """A 14-node tree after a 12-token prompt, padded to 16 rows over a 1024-row buffer: the same
+    hidden states as the eager forward over exactly the rows in use, on three consecutive steps (each
+    commits a path, so writes land at moving offsets)."""
+    eager, padded = CachedLM(target), CachedLM(target, rows=200)
+    assert eager.runner is None and padded.runner is not None
+    prefix = prompt_ids(1)
+    for cache in (eager, padded):
+        cache.extend_committed(prefix[:-1], logit_rows=None)
+    root = prefix[-1]
+    for step in range(3):
+        tree = random_tree(step, root, size=13)
+        outs = [cache.forward_nodes(tree, range(len(tree)), cache.committed_len, logit_rows="all")
+                for cache in (eager, padded)]
+        torch.testing.assert_close(outs[1].hidden, outs[0].hidden, atol=2e-5, rtol=1e-5)
+        assert torch.equal(outs[1].logits.argmax(-1), outs[0].logits.argmax(-1))
+        path = tree.path_to(len(tree) - 1)
+        for cache in (eager, padded):
+            cache.commit_nodes(path)
+        root = int(outs[0].logits[path[-1]].argmax())
+    assert static == [(16, 11)] + [(16, 14)] * 3  # the prompt (11 rows), then the trees
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("execution", ["sync", "async"])
+def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
+    for seed in PROMPT_SEEDS:
+        drafter = HeadDrafter(head, target)
+        if method == "hybrid":
+            drafter = hybrid_with_lookup(drafter, target.vocab_size)
+        trace = run_to_end(target, drafter, METHODS[method], DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+                           prompt_ids=prompt_ids(seed))
+        assert trace.output_ids == reference[seed], f"{method}/{execution} diverged on prompt {seed}"
+    assert static, "the static path was not taken"
+
+
+def test_autoregressive_and_a_model_drafter_on_static_runners(target, reference, static):
+    for seed in PROMPT_SEEDS:
+        assert run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS),
+                          prompt_ids=prompt_ids(seed)).output_ids == reference[seed]
+        trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=NEW_TOKENS),
+                           prompt_ids=prompt_ids(seed))
+        assert trace.output_ids == reference[seed]
+    assert {size for size, _ in static} >= {1, 8}
+
+
+def test_sampling_on_static_runners_equals_the_autoregressive_sample(target, head, static):
+    config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
+    ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
+    for execution in ("sync", "async"):
+        trace = run_to_end(target, HeadDrafter(head, target), METHODS["talon"],
+                           DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS, execution=execution),
+                           prompt_ids=prompt_ids(2))
+        assert trace.output_ids == ar
+
+
+def test_runs_reuse_runners_and_never_see_the_last_runs_rows(head, static):
+    """A finished run gives its runners back; the next run takes the same ones (their buffers still
+    hold the last run's rows, which the mask hides): outputs as on fresh runners."""
+    fresh = tiny_target()
+    outputs, runners = [], []
+    for seed in (1, 2, 1):
+        drafter = HeadDrafter(head, fresh)
+        trace = run_to_end(fresh, drafter, METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
+                           prompt_ids=prompt_ids(seed))
+        outputs.append(trace.output_ids)
+        runners.append({key: list(idle) for key, idle in fresh.runners._idle.items()})
+    assert outputs[0] == outputs[2] == greedy_generate(fresh, prompt_ids(1), NEW_TOKENS)
+    assert len(runners[0]) == 2 and all(len(idle) == 1 for idle in runners[0].values())  # target's and head's
+    assert runners[0] == runners[1] == runners[2]
+
+
+def test_a_run_longer_than_every_runner_stays_eager(target, monkeypatch, static):
+    monkeypatch.setattr(graphs, "CAPACITIES", (64,))
+    trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=8),
+                       prompt_ids=prompt_ids(1))
+    assert trace.output_ids == greedy_generate(target, prompt_ids(1), 8) and static == []
