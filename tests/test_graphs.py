@@ -86,8 +86,7 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
     assert static == [(16, 11)] + [(16, 14)] * 3  # the prompt (11 rows), then the trees
 
 
-@pytest.mark.parametrize("method", list(METHODS))
-@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize(("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")])
 def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
     for seed in PROMPT_SEEDS:
         drafter = HeadDrafter(head, target)
