@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from ..config import ConfigError
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import check_same_tokenizer, truncated_copy
@@ -113,9 +115,10 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     registry = registry or ModelRegistry()
     parsed = spec if isinstance(spec, DrafterSpec) else parse_drafter_spec(spec)
     if parsed.kind == "ngram":
-        return NgramDrafter(target.vocab_size)
+        return NgramDrafter(target.vocab_size, device=target.device)
     if parsed.kind == "hybrid":
-        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size)
+        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size,
+                                  device=target.device)
     if parsed.kind == "head":
         head, name = shipped_or_given_head(parsed.location, target, registry)
         return HeadDrafter(head, target, name)
@@ -134,14 +137,16 @@ def drafter_for(method: str, spec: str, target: LoadedModel, registry: ModelRegi
     drafter = make_drafter(spec, target, registry)
     if method != "hybrid" or isinstance(drafter, HybridDrafter):
         return drafter
-    return hybrid_with_lookup(drafter, target.vocab_size, datastore)
+    return hybrid_with_lookup(drafter, target.vocab_size, datastore, target.device)
 
 
-def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None) -> HybridDrafter:
-    """``model`` merged with prompt lookup (over ``datastore`` too, when given); refuses n-gram as the
-    model side (it would be retrieval twice)."""
+def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None,
+                       device: torch.device | str = "cpu") -> HybridDrafter:
+    """``model`` merged with prompt lookup (over ``datastore`` too, when given; its rows made on
+    ``device``); refuses n-gram as the model side (it would be retrieval twice)."""
     if isinstance(model, NgramDrafter):
         raise ConfigError("The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
                           "a self-draft ('layers:K') or a draft model as the drafter, not n-gram.")
-    retrieval = NgramDrafter.with_datastore(vocab, datastore) if datastore else NgramDrafter(vocab)
+    retrieval = (NgramDrafter.with_datastore(vocab, datastore, device=device) if datastore
+                 else NgramDrafter(vocab, device=device))
     return HybridDrafter(model, retrieval)

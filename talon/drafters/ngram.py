@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from ..models.device import to_device
 from ..tree import SOURCE_RETRIEVAL, DraftTree
 from .base import Drafter, Proposal
 
@@ -39,24 +40,28 @@ class NgramDrafter(Drafter):
     index over committed n-grams is updated on commit.
 
     ``datastore``: token sequences (e.g. a corpus of code or documents) whose n-grams are looked up
-    after the sequence's own (REST-style retrieval); read-only, shared by runs."""
+    after the sequence's own (REST-style retrieval); read-only, shared by runs.  ``device``: where the
+    proposal rows are made (the target's, so a GPU run copies no dense row from the host)."""
 
     name = "n-gram prompt lookup"
     can_draft_ahead = True
 
     def __init__(self, vocab_size: int, max_ngram: int = 3,
-                 datastore: dict[tuple[int, ...], Counter] | None = None) -> None:
+                 datastore: dict[tuple[int, ...], Counter] | None = None,
+                 device: torch.device | str = "cpu") -> None:
         if max_ngram < 1:
             raise ValueError("max_ngram must be >= 1")
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
         self.datastore = datastore or {}
+        self.device = torch.device(device)
         self._seq: list[int] = []
         self._index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
 
     @classmethod
-    def with_datastore(cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3) -> "NgramDrafter":
-        return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram))
+    def with_datastore(cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3,
+                       device: torch.device | str = "cpu") -> "NgramDrafter":
+        return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram), device)
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
         self._seq = []
@@ -82,12 +87,19 @@ class NgramDrafter(Drafter):
         return self.propose(tree, [0])
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
-        out = torch.full((len(frontier), self.vocab_size), -math.inf)
+        rows, tokens, logprobs = [], [], []
+        tail = self._seq[-self.max_ngram:]  # only the last max_ngram tokens of a context are looked up
         for row, node in enumerate(frontier):
-            counts = self.continuations(self._seq + tree.path_tokens(node))
+            counts = self.continuations((tail + tree.path_tokens(node))[-self.max_ngram:])
             total = sum(counts.values())
             for token, count in counts.items():
-                out[row, token] = math.log(count / total)
+                rows.append(row)
+                tokens.append(token)
+                logprobs.append(math.log(count / total))
+        out = torch.full((len(frontier), self.vocab_size), -math.inf, device=self.device)
+        if rows:
+            out[to_device(rows, torch.long, self.device), to_device(tokens, torch.long, self.device)] = \
+                to_device(logprobs, torch.float32, self.device)
         return Proposal(out, SOURCE_RETRIEVAL)
 
     def rewind_step(self) -> None:  # nothing is fed per step
