@@ -88,7 +88,7 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
 
 @pytest.mark.parametrize(("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")])
 def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
-    for seed in PROMPT_SEEDS:
+    for seed in PROMPT_SEEDS[:2]:  # the eager path's tests (test_tiny_engine.py) take all three
         drafter = HeadDrafter(head, target)
         if method == "hybrid":
             drafter = hybrid_with_lookup(drafter, target.vocab_size)
