@@ -1,6 +1,7 @@
 """Static-shape forwards, replayed as CUDA graphs on a GPU.
 
-A 135M target on a GPU is bound by launching its ~400 kernels one by one from Python, not by the GPU.
+A 135M target on a GPU is bound by launching its hundreds of small kernels one by one from Python,
+not by the GPU's arithmetic.
 A ``StaticRunner`` runs a cache's forward at a few padded query sizes (``BUCKETS``) over a fixed-size
 KV buffer, so each size can be captured once as a CUDA graph and then replayed with one launch:
 
@@ -13,8 +14,9 @@ KV buffer, so each size can be captured once as a CUDA graph and then replayed w
 
 Every bucket that fits is captured when the runner is made, before anything else uses it (no capture
 ever happens while another thread of the same run drafts).  Runners outlive runs: a finished run gives
-its runners back to the model's pool (``LoadedModel.runners``) and the next run takes them, so the capture cost (about
-a second per model on an H100) is paid once per process, like a serving engine's start-up.
+its runners back to the model's pool (``LoadedModel.runners``) and the next run takes them, so the
+capture cost (0.8 s for the embedded target on an H100) is paid once per process, like a serving
+engine's start-up.
 
 ``$TALON_CUDA_GRAPHS``: ``1`` (default) captures on CUDA, ``0`` turns the static path off, ``eager``
 runs the same static path without capturing on any device (what the CPU tests check).
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
@@ -32,6 +35,16 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 CAPACITIES = (1024, 2048, 4096, 8192)
 """Buffer sizes a runner may have (rows); a run takes the smallest that holds it."""
 GRAPHS_ENV = "TALON_CUDA_GRAPHS"
+
+class FixedBuffer(Protocol):
+    """What a runner needs of its KV buffer (``talon.engine.kv_cache.KVBuffer`` with ``fixed=True``)."""
+
+    buffer: torch.Tensor                # [layers, 2, kv_heads, capacity, head_dim], zeroed, never regrown
+    static_rows: torch.Tensor | None    # rows the next forward writes (set around each static call)
+
+    @property
+    def capacity(self) -> int: ...
+
 
 StaticForward = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 """``fn(input_ids [1, Q], position_ids [1, Q], mask bool [1, 1, Q, capacity], **extra [Q, ...])`` ->
@@ -68,7 +81,7 @@ class StaticRunner:
         capture: capture graphs (CUDA) or run the static forward eagerly (any device).
     """
 
-    def __init__(self, kv, extra: dict[str, tuple[tuple[int, ...], torch.dtype]], capture: bool) -> None:
+    def __init__(self, kv: FixedBuffer, extra: dict[str, tuple[tuple[int, ...], torch.dtype]], capture: bool) -> None:
         self.kv, self.capture = kv, capture
         device, cap, top = kv.buffer.device, kv.capacity, BUCKETS[-1]
         self.device = device
