@@ -90,10 +90,18 @@ class Drafter(ABC):
         and at each accepted draft, i.e. row i is the state that predicted ``new_ids[i]``.  ``None`` for a
         feature drafter means a speculative commit: it uses its own states for the drafted nodes."""
 
+    _planned_rows: int | None = None
+
     def plan_rows(self, rows: int) -> None:
         """The most rows (committed tokens plus one tree) the next run will hold: a drafter whose
         caches can run on static runners (CUDA graphs, ``talon.engine.graphs``) takes them at the next
-        ``reset`` (only that one).  No-op by default."""
+        ``reset`` (only that one, through ``take_planned_rows``)."""
+        self._planned_rows = rows
+
+    def take_planned_rows(self) -> int | None:
+        """The rows ``plan_rows`` announced for this run (once; None afterwards or if none were)."""
+        rows, self._planned_rows = self._planned_rows, None
+        return rows
 
     def release(self) -> None:
         """Give back what the run borrowed (static runners); called when a run ends, and the drafter

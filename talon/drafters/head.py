@@ -116,20 +116,14 @@ class HeadDrafter(Drafter):
         self._node_states: dict[int, torch.Tensor] = {}
         self._tree: DraftTree | None = None   # the tree of the last propose call
         self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
-        self._rows: int | None = None
-
-    def plan_rows(self, rows: int) -> None:
-        self._rows = rows
 
     def release(self) -> None:
-        self._rows = None
         if self._cache is not None:
             self._cache.release()
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        rows = self._rows
         self.release()
-        self._cache = HeadCache(self.head, self.target, rows)
+        self._cache = HeadCache(self.head, self.target, self.take_planned_rows())
         self._seq = list(prompt_ids)
         self._features = FeatureRows(self.head.config.hidden_size, self.head.norm.weight.dtype, self.target.device)
         if target_hidden is not None:

@@ -26,20 +26,14 @@ class ModelDrafter(Drafter):
         self.name = lm.name
         self._cached: CachedLM | None = None
         self._seq: list[int] = []
-        self._rows: int | None = None
-
-    def plan_rows(self, rows: int) -> None:
-        self._rows = rows
 
     def release(self) -> None:
-        self._rows = None
         if self._cached is not None:
             self._cached.release()
 
     def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        rows = self._rows
         self.release()
-        self._cached = CachedLM(self.lm, rows=rows)
+        self._cached = CachedLM(self.lm, rows=self.take_planned_rows())
         self._seq = list(prompt_ids)
         if len(self._seq) > 1:
             self._cached.extend_committed(self._seq[:-1], logit_rows=None)

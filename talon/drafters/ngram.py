@@ -98,8 +98,8 @@ class NgramDrafter(Drafter):
                 logprobs.append(math.log(count / total))
         out = torch.full((len(frontier), self.vocab_size), -math.inf, device=self.device)
         if rows:
-            out[to_device(rows, torch.long, self.device), to_device(tokens, torch.long, self.device)] = \
-                to_device(logprobs, torch.float32, self.device)
+            index = to_device([rows, tokens], torch.long, self.device)
+            out[index[0], index[1]] = to_device(logprobs, torch.float32, self.device)
         return Proposal(out, SOURCE_RETRIEVAL)
 
     def rewind_step(self) -> None:  # nothing is fed per step

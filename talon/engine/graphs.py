@@ -119,13 +119,13 @@ class StaticRunner:
             return
         t0 = time.perf_counter()
         pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream(self.device)
         for size in BUCKETS:
             if size > self.kv.capacity:
                 break
             self.mask[0, 0, :size].zero_()
             self.mask[0, 0, :size, :size] = self.eye[:size, :size]
             self.rows[:size].copy_(self.arange[:size])
-            side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
                 self._call(fn, size)  # warm-up: lazy initialisation stays out of the graph
