@@ -65,8 +65,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         with gr.Row():
             budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes, root not counted)",
                                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step.")
-            topk = gr.Slider(1, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (children of the root)",
-                             info="TALON: Top-K at the root. EAGLE-2: top-k per expanded node and frontier width.")
+            topk = gr.Slider(0, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (children of the root)",
+                             info="TALON: the root's K best children; 0 lets the gate pick them too (the paper's "
+                                  "pure gating). EAGLE-2: top-k per expanded node and frontier width (K ≥ 1).")
             mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ (0 < μ ≤ 1)",
                            info="TALON admits a candidate when its path probability ≥ μ × the layer's best.")
         with gr.Row():
@@ -123,7 +124,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Row():
                 lab_budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)",
                                        elem_id="lab-budget")
-                lab_topk = gr.Slider(1, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K", elem_id="lab-topk")
+                lab_topk = gr.Slider(0, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (0: gate the root too)",
+                                     elem_id="lab-topk")
                 lab_mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ",
                                    elem_id="lab-mu")
             with gr.Row():
@@ -199,6 +201,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "tree_shape": gr.Plot(label="Nodes per layer by category"),
                 "budget_sweep": gr.Plot(label="Budget N sweep"),
                 "mu_sweep": gr.Plot(label="μ sweep"),
+                "topk_sweep": gr.Plot(label="Root width K sweep (K=0: gated root)"),
                 "sources": gr.Dataframe(interactive=False, label="Hybrid drafting vs its sources alone"),
                 "lossless": gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive"),
                 "cost": gr.Plot(label="Cost of a step's pieces"),

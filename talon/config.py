@@ -30,8 +30,9 @@ class TreeConfig:
         budget: N, the number of draft nodes in the tree, **not counting the root** (EAGLE's
             ``total_token``).  Used by ``talon``, ``eagle2`` and ``static`` (whose default shape is
             grown to exactly this many nodes).
-        topk: K.  For ``talon``: children of the root (Top-K initialisation).  For ``eagle2``: the
-            top-k taken per expanded node and the frontier width.
+        topk: K.  For ``talon``: children of the root (Top-K initialisation); 0 gates the root's
+            children like every later layer (the paper's pure-gating ablation, "k=0").  For ``eagle2``:
+            the top-k taken per expanded node and the frontier width (at least 1).
         mu: TALON's relative confidence gate in (0, 1]: a candidate is admitted to a layer when its
             path probability is at least ``mu`` times the best path probability in that layer.
         depth: for ``eagle2``: the number of draft layers below the root (= drafter forwards per
@@ -56,8 +57,10 @@ class TreeConfig:
             raise ConfigError(f"Unknown method {self.method!r}: choose one of {', '.join(METHODS)}.")
         if not _whole(self.budget) or self.budget < 1:
             raise ConfigError(f"Budget N must be a whole number of draft nodes >= 1 (got {self.budget!r}).")
-        if not _whole(self.topk) or self.topk < 1:
-            raise ConfigError(f"Root width K must be a whole number >= 1 (got {self.topk!r}).")
+        if not _whole(self.topk) or self.topk < 0:
+            raise ConfigError(f"Root width K must be a whole number >= 0 (got {self.topk!r}).")
+        if self.topk == 0 and self.method == "eagle2":
+            raise ConfigError("EAGLE-2 needs root width K >= 1 (K=0, a gated root, is for TALON and hybrid trees).")
         if not (isinstance(self.mu, (int, float)) and 0.0 < self.mu <= 1.0):
             raise ConfigError(f"Confidence gate mu must be in (0, 1] (got {self.mu!r}).")
         if not _whole(self.depth) or self.depth < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from talon.bench import results as bench_results
+from talon.bench.suites import SWEEPS
 
 CATEGORIES = ("MT-Bench", "HumanEval", "GSM-style")
 TREE = {"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}
@@ -18,8 +19,7 @@ def _run(experiment: str, kind: str, method: str, prompt: int, category: str, te
     is_tree = tree is not None
     seconds = 1.0 if method == "ar" else 1.0 / mat * (1.3 if is_tree else 1.1)
     return {
-        "suite": "fake", "experiment": experiment, "kind": kind, "sweep": {"budget_sweep": "budget",
-                                                                            "mu_sweep": "mu"}.get(kind, ""),
+        "suite": "fake", "experiment": experiment, "kind": kind, "sweep": SWEEPS.get(kind, ""),
         "setting": setting, "temperature": temperature, "seed": 0, "prompt_id": f"p{prompt}",
         "category": category, "source": "assets", "method": method, "drafter": "fake" if is_tree else "",
         **({k: tree[k] for k in TREE} if is_tree else dict.fromkeys(TREE)), "max_new_tokens": 24,
@@ -37,7 +37,7 @@ def _run(experiment: str, kind: str, method: str, prompt: int, category: str, te
 
 
 def fake_runs() -> list[dict]:
-    """Runs of a fake suite with all five experiment kinds (one run of hf_assisted differs from AR)."""
+    """Runs of a fake suite with every experiment kind (one run of hf_assisted differs from AR)."""
     rows = []
     for p, cat in enumerate(CATEGORIES):
         for t in (0.0, 1.0):
@@ -52,6 +52,9 @@ def fake_runs() -> list[dict]:
         rows.append(_run("mu", "mu_sweep", "ar", p, cat, 0.0, None))
         for mu in (0.01, 0.1):
             rows.append(_run("mu", "mu_sweep", "talon", p, cat, 0.0, {**TREE, "mu": mu}, f"mu={mu}", mat=2 + mu))
+        rows.append(_run("root", "topk_sweep", "ar", p, cat, 0.0, None))
+        for k in (0, 6):
+            rows.append(_run("root", "topk_sweep", "talon", p, cat, 0.0, {**TREE, "topk": k}, f"K={k}", mat=2.2 + k / 60))
         for m in ("ar", "hf_generate", "hf_prompt_lookup", "hf_assisted"):
             rows.append(_run("peers", "methods", m, p, cat, 0.0, None, mat=1.0 if m != "hf_prompt_lookup" else 1.6))
         rows.append(_run("peers", "methods", "talon", p, cat, 0.0, TREE, mat=2.5))

@@ -54,6 +54,8 @@ def test_paper_suite_mirrors_the_papers_experiments():
     assert [p.label for p in cats.prompts] == ["MT-Bench", "HumanEval", "GSM-style", "summarisation", "extraction/QA"]
     assert paper["budget_sweep"].values == (8, 16, 32, 60, 96) and paper["budget_sweep"].sweep == "budget"
     assert paper["mu_sweep"].values == (0.005, 0.01, 0.03, 0.1, 0.3) and paper["mu_sweep"].sweep == "mu"
+    assert paper["topk_sweep"].values[0] == 0 and paper["topk_sweep"].sweep == "topk"
+    assert [s["topk"] for s in paper["topk_sweep"].settings(CPU_DEFAULT)] == [0, 1, 3, 6, 10]
     sweep = paper["budget_sweep"].settings(CPU_DEFAULT)
     assert [s["budget"] for s in sweep] == [8, 16, 32, 60, 96] and all(s["mu"] == 0.03 for s in sweep)
     assert set(suites.PEER_METHODS) <= set(paper["peers"].methods)
@@ -171,6 +173,10 @@ def test_overrides():
     assert [e.name for e in peers_only.experiments] == ["peers"]  # experiments left with only AR are dropped
     with pytest.raises(ConfigError, match="Unknown methods"):
         suites.with_overrides(paper, methods=("beam",))
+    root = suites.with_overrides(paper, experiments=("topk_sweep", "mu_sweep"))
+    assert [e.name for e in root.experiments] == ["mu_sweep", "topk_sweep"]  # the suite's order
+    with pytest.raises(ConfigError, match="no experiment .*'depth_sweep'.*topk_sweep"):
+        suites.with_overrides(paper, experiments=("depth_sweep",))
 
 
 # ---- metrics and aggregation ------------------------------------------------------------------------
@@ -308,7 +314,7 @@ def test_tables(frames):
 def test_figures_draw_every_experiment(frames):
     _, summary = frames
     figs = bench_charts.figures(summary)
-    assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "tree_shape", "cost"}
+    assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "topk_sweep", "tree_shape", "cost"}
     (bars,) = figs["peers"].data
     assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
     budget = figs["budget_sweep"]
@@ -317,6 +323,8 @@ def test_figures_draw_every_experiment(frames):
     assert list(talon.x) == [8, 16, 32]
     mu = figs["mu_sweep"]
     assert mu.layout.xaxis.type == "log" and {t.name for t in mu.data} == {"TALON"}
+    topk = figs["topk_sweep"]
+    assert list(next(t for t in topk.data if t.xaxis == "x").x) == [0, 6]
     shape = figs["tree_shape"]
     assert {t.name for t in shape.data} == set(CATEGORIES) and len(shape.data) == 2 * len(CATEGORIES)
     for fig in figs.values():

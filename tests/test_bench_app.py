@@ -28,7 +28,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
     client = Client(app_url, verbose=False)
     dropdown, meta, *views = client.predict(api_name="/bench_load")
-    methods, categories, shape, lossless, peers, budget, mu, tree_shape, sources, cost, cost_table = map(_value, views)
+    methods, categories, shape, lossless, peers, budget, mu, topk, tree_shape, sources, cost, cost_table = map(_value, views)
     assert dropdown["value"] == str(tmp_path / "newer")
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
     assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
@@ -41,6 +41,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     assert sources["headers"][:3] == ["category", "TALON (head) MAT (T=0)", "TALON (head) speedup (T=0)"]
     assert {t["name"] for t in _figure(budget)["data"]} == {"EAGLE-2", "TALON"}
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
+    assert _figure(topk)["data"]
 
     assert cost is None and cost_table is None  # the fake suite has no cost table: its views are hidden
 

@@ -13,7 +13,7 @@ import torch
 from talon.engine.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, StaticBuilder,
                             TalonBuilder, TreeBuilder, default_static_paths, make_builder)
 from talon.config import ConfigError, TreeConfig
-from talon.tree import SOURCE_MODEL, DraftTree
+from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, SOURCE_MODEL, DraftTree
 from tests.toy import (Context, LogprobFn, TableDrafter, node_path, node_tokens, one_hot_fn, random_fn,
                        sparse_random_fn, uniform_fn)
 
@@ -56,11 +56,12 @@ def check_common(tree: DraftTree, fn: LogprobFn, forwards: int, drafter: TableDr
 def reference_talon(fn: LogprobFn, vocab: int, root: int, budget: int, k: int, mu: float) -> DraftTree:
     """Algorithm 2 of the TALON paper over the FULL vocabulary: each layer considers every (parent, token)
     pair, gates on ``p >= mu * max p``, then keeps the best ``budget - drafts`` if that overflows.
+    ``k = 0``: no Top-K root layer, the root's children are gated too.
     Scores in float64; within a layer nodes are added best first (ties: parent order, then token id)."""
     tree = DraftTree.with_root(root)
     r = row(fn, (root,))
     order = sorted((t for t in range(vocab) if np.isfinite(r[t])), key=lambda t: (-r[t], t))
-    layer = [tree.add(0, t, float(np.float32(r[t]))) for t in order[:min(k, budget)]]
+    layer = [tree.add(0, t, float(np.float32(r[t]))) for t in order[:min(k, budget)]] if k else [0]
     while layer and tree.num_drafts < budget:
         rows = np.stack([row(fn, node_tokens(tree, p)) for p in layer])            # [parents, vocab]
         scores = np.array([tree.path_logprob[p] for p in layer])[:, None] + rows    # full pool S
@@ -167,7 +168,7 @@ def test_talon_matches_full_vocabulary_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
     vocab = int(rng.integers(50, 201))
     budget = int(rng.choice([8, 16, 32, 60, 96]))
-    k = int(rng.choice([1, 2, 5, 10, 16]))
+    k = int(rng.choice([0, 1, 2, 5, 10, 16]))
     mu = float(rng.choice([1.0, 0.5, 0.3, 0.1, 0.03, 0.01, 1e-3]))
     scale = (float(rng.uniform(1.0, 3.0)), float(rng.uniform(3.0, 8.0)))
     fn = random_fn(vocab, 1000 + seed, scale)
@@ -264,6 +265,46 @@ def test_talon_tiny_mu_is_breadth_first_fill(tag: int) -> None:
     assert tree.layer_widths() == [1, 2, 6, 18, 4]
     assert forwards == 4
     check_talon_gate(tree, fn, vocab, budget, k, 1e-300)
+
+
+def test_talon_gated_root_near_one_hot_is_a_chain_of_n() -> None:
+    """K=0 (pure gating): a near-one-hot drafter's runner-up is ~5e-5 of the best at every layer,
+    the root's included, so the whole budget is one chain: depth N, N forwards (with K=5 the same
+    drafter gives a root layer of 5, then a chain)."""
+    vocab, budget = 20, 30
+    fn = one_hot_fn(vocab, eps=1e-3)
+    tree, forwards, drafter = build(TalonBuilder(budget, 0, 0.03), fn, vocab)
+    check_common(tree, fn, forwards, drafter)
+    assert tree.layer_widths() == [1] * (budget + 1)
+    assert forwards == budget
+    for node in range(1, budget + 1):
+        assert tree.token[node] == (tree.token[tree.parent[node]] + 1) % vocab
+
+
+@pytest.mark.parametrize("vocab,budget", [(20, 12), (50, 60), (10, 60)])
+def test_talon_gated_root_uniform_drafter(vocab: int, budget: int) -> None:
+    """K=0 with a uniform drafter: every root child ties with the best, so the first layer takes
+    min(V, N) and the rest fills breadth first; with V >= N the tree is one layer of N."""
+    fn = uniform_fn(vocab)
+    tree, forwards, drafter = build(TalonBuilder(budget, 0, 0.03), fn, vocab)
+    check_common(tree, fn, forwards, drafter)
+    widths = tree.layer_widths()
+    assert widths[1] == min(vocab, budget) and sum(widths[1:]) == budget
+    assert forwards == len(widths) - 1
+
+
+def test_talon_gated_root_records_the_root_gate() -> None:
+    """K=0: the root layer's gate record has a threshold (log mu + best) and statuses from the gate,
+    not ``beyond K``; the admitted candidates are exactly the root's children."""
+    vocab, mu = 40, 0.2
+    fn = random_fn(vocab, 9, (2.0, 4.0))
+    result = TalonBuilder(30, 0, mu).build(TableDrafter(vocab, fn), ROOT, record_gate=True)
+    root = result.gate[0]
+    assert root.depth == 1 and root.threshold == pytest.approx(root.best + math.log(mu))
+    admitted = [t for t, st in zip(root.tokens, root.status) if st == ADMITTED]
+    assert sorted(admitted) == sorted(result.tree.token[c] for c in result.tree.children(0))
+    assert BEYOND_K not in root.status and BELOW_GATE in root.status
+    assert all((lp >= root.threshold) == (st != BELOW_GATE) for lp, st in zip(root.path_logprobs, root.status))
 
 
 @pytest.mark.parametrize("budget,k,widths,forwards", [

@@ -20,7 +20,7 @@ from tests.tiny import prompt_ids, tiny_target
 CONFIGS = [TreeConfig(method="talon", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=20, topk=2, mu=0.3),
            TreeConfig(method="talon", budget=6, topk=4, mu=0.01), TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
            TreeConfig(method="static", budget=9, depth=4), TreeConfig(method="chain", gamma=5),
-           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05)]
+           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=12, topk=0, mu=0.1)]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,8 @@ def test_every_method_and_the_sweeps(target, registry, run):
     assert mu[-1]["widest"] <= mu[0]["widest"] and mu[-1]["depth"] >= mu[0]["depth"]
     with pytest.raises(ConfigError, match="no tree"):
         lab.explore(TreeConfig(method="ar"))
+    gated = lab.every_method(dataclasses.replace(CONFIGS[0], topk=0))
+    assert set(gated) == set(LAB_METHODS) - {"eagle2"}
 
 
 def test_the_gate_record_says_why_each_candidate_is_in_or_out(target, registry, run):
@@ -178,3 +180,11 @@ def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, 
     for rows in results:
         assert {m: r.tree.token for m, r in rows.items()} == alone
         assert {m: r.verdict.accepted_path for m, r in rows.items()} == alone_verdicts
+
+
+def test_confident_depth_counts_drafts_until_the_cumulative_probability_drops():
+    from ui.lab_speed import confident_depth
+    assert confident_depth([0.9, 0.9, 0.5, 0.9], 0.5) == 3   # 0.9, 0.81 pass; 0.405 < 0.5
+    assert confident_depth([0.4], 0.5) == 1
+    assert confident_depth([1.0] * 5, 0.5) == 6
+    assert confident_depth([], 0.1) == 1

@@ -31,6 +31,7 @@ METHODS = {
     "static": TreeConfig(method="static", budget=10, depth=4),
     "eagle2": TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
     "talon": TreeConfig(method="talon", budget=10, topk=3, mu=0.05),
+    "talon-gated-root": TreeConfig(method="talon", budget=10, topk=0, mu=0.05),
     "hybrid": TreeConfig(method="talon", budget=10, topk=3, mu=0.05),
 }
 
@@ -348,7 +349,7 @@ def test_sampling_gives_the_autoregressive_sample_for_every_method(target, regis
                        prompt_ids=prompt_ids(2)).output_ids
     greedy = greedy_generate(target, prompt_ids(2), NEW_TOKENS)
     assert ar != other and ar != greedy
-    for method in ("chain", "static", "eagle2", "talon", "hybrid"):
+    for method in METHODS:
         if method == "hybrid" and drafter_kind == "ngram":
             continue
         for execution in ("sync", "async"):

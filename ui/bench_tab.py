@@ -18,8 +18,8 @@ BENCH_DIR_ENV = "TALON_BENCH_DIR"
 NO_BENCH = ("No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
             "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
             "under `docs/bench/` (or under `$TALON_BENCH_DIR`).")
-VIEWS = ("methods", "categories", "shape", "lossless", "peers", "budget_sweep", "mu_sweep", "tree_shape", "sources",
-         "cost", "cost_table")
+VIEWS = ("methods", "categories", "shape", "lossless", "peers", "budget_sweep", "mu_sweep", "topk_sweep", "tree_shape",
+         "sources", "cost", "cost_table")
 """The tab's outputs after the Markdown, in order."""
 
 

@@ -131,6 +131,8 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                                      "accepted": result.accepted, "drafter_calls": result.drafter_forwards,
                                      "cost": _cost(result), "draft_ms": result.draft_seconds * 1e3,
                                      "verify_ms": result.verify_seconds * 1e3}
+    if not cfg.topk:
+        rows[SHORT_LABEL["eagle2"]] = "needs root width K >= 1, not run at K=0"
     return lab_viz.methods_table(rows)
 
 

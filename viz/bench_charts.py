@@ -26,7 +26,9 @@ METHOD_COLORS = {"ar": "#9E9E9E", "chain": "#72B7B2", "static": "#B279A2", "eagl
                  "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31", "talon@ngram": "#FF9DA6"}
 DRAFTER_LABELS = {"head": "head", "ngram": "prompt lookup"}
 SWEEP_AXES = {"budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
-              "mu_sweep": ("mu", "confidence gate μ (log scale)", True)}
+              "mu_sweep": ("mu", "confidence gate μ (log scale)", True),
+              "topk_sweep": ("topk", "root width K (0 = the gate picks the root's children)", False)}
+SWEEP_TITLES = {"budget": "Budget N sweep", "mu": "Confidence gate μ sweep", "topk": "Root width K sweep"}
 HEIGHT = 340
 
 
@@ -212,9 +214,9 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
 
 def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure:
     """Speedup, MAT and draft share (tree-construction share of step time) against the swept parameter
-    (``budget_sweep``: N; ``mu_sweep``: μ), one line per method."""
+    (``budget_sweep``: N; ``mu_sweep``: μ; ``topk_sweep``: K), one line per method."""
     param, x_title, log_x = SWEEP_AXES[kind]
-    title = f"{'Budget N' if param == 'budget' else 'Confidence gate μ'} sweep"
+    title = SWEEP_TITLES[param]
     rows = _rows(summary, (kind,))
     rows = rows[rows["method"] != "ar"] if not rows.empty else rows
     if rows.empty:
@@ -306,15 +308,14 @@ def cost_figure(cost: pd.DataFrame) -> go.Figure:
 
 
 def figures(summary: pd.DataFrame, include_empty: bool = True, cost: pd.DataFrame | None = None) -> dict[str, go.Figure]:
-    """Every figure by name: ``peers``, ``budget_sweep``, ``mu_sweep``, ``tree_shape``, ``cost``; with
-    ``include_empty=False`` only those the results hold data for (what ``viz.bench_plots`` saves)."""
+    """Every figure by name: ``peers``, one per sweep kind (``budget_sweep``, ``mu_sweep``,
+    ``topk_sweep``), ``tree_shape``, ``cost``; with ``include_empty=False`` only those the results hold
+    data for (what ``viz.bench_plots`` saves)."""
     has = {"peers": not _rows(summary, ("methods",)).empty,
-           "budget_sweep": not _rows(summary, ("budget_sweep",)).empty,
-           "mu_sweep": not _rows(summary, ("mu_sweep",)).empty,
+           **{kind: not _rows(summary, (kind,)).empty for kind in SWEEP_AXES},
            "tree_shape": True, "cost": cost is not None and not cost.empty}
-    figs = {"peers": peers_figure(summary), "budget_sweep": sweep_figure(summary, "budget_sweep"),
-            "mu_sweep": sweep_figure(summary, "mu_sweep"), "tree_shape": tree_shape_figure(summary),
-            "cost": cost_figure(cost)}
+    figs = {"peers": peers_figure(summary), **{kind: sweep_figure(summary, kind) for kind in SWEEP_AXES},
+            "tree_shape": tree_shape_figure(summary), "cost": cost_figure(cost)}
     if not include_empty:
         has["tree_shape"] = not shape_table(summary).empty
         figs = {k: v for k, v in figs.items() if has[k]}

@@ -28,15 +28,16 @@ TokenText = Callable[[int], str]
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-                      height=height, margin={"l": 55, "r": 15, "t": 60, "b": 45},
-                      legend={"orientation": "h", "x": 0.0, "y": -0.16, "yanchor": "top"}, **extra)
+                      height=height, margin={"l": 55, "r": 15, "t": 60, "b": 80},
+                      legend={"orientation": "h", "x": 0.0, "y": -0.24, "yanchor": "top"}, **extra)
     return fig
 
 
 def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = str) -> go.Figure:
     """TALON's gate, one column per layer: every candidate's path probability (log scale), marked
     admitted, refused by the gate, or cut by the budget, and the gate's line at mu x the layer's best
-    (the root layer is Top-K: no line; candidates past K are marked ``beyond K``)."""
+    (a Top-K root layer has no line and marks candidates past K ``beyond K``; with K=0 the root is
+    gated like the rest and has its line)."""
     title = f"TALON's gate per layer: admitted if path prob ≥ μ × the layer's best (μ = {mu:g})"
     if not gate:
         return _layout(new_figure(), title + " (no TALON tree)")
@@ -70,9 +71,13 @@ def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
     """Every method at the frozen step: rows keyed by method label, each a dict with ``nodes``,
     ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price in autoregressive steps from
     the cost model, or None) and ``draft_ms`` / ``verify_ms`` (measured here).  Adds tokens per
-    AR-step of cost, the column that says which tree would have won at this step."""
+    AR-step of cost, the column that says which tree would have won at this step.  A row whose value is
+    a string instead of a dict is a method that did not run; the string says why."""
     out = []
     for label, r in rows.items():
+        if isinstance(r, str):
+            out.append({"method": f"{label}: {r}"})
+            continue
         tokens = r["accepted"] + 1
         cost = r.get("cost")
         out.append({"method": label, "draft nodes": r["nodes"], "depth": r["depth"], "accepted": r["accepted"],

@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--methods", default=None,
                    help=f"comma list of {', '.join(ALL_METHODS)} (default: every tree method but hybrid, and "
                         "ar); suite mode: keep only these (ar always runs)")
+    p.add_argument("--experiments", default=None,
+                   help="suite mode: comma list of the suite's experiment names to run (default: all), "
+                        "e.g. --suite paper --experiments topk_sweep")
     p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
     p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
     p.add_argument("--assistant", default=None,
@@ -122,7 +125,8 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
         suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
                                max_new_tokens=args.max_new_tokens, seed=args.seed,
                                tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
-                               methods=tuple(methods) if methods else None)
+                               methods=tuple(methods) if methods else None,
+                               experiments=tuple(_methods(args.experiments) or ()) or None)
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = Path(args.out_dir)
         result = run_suite(suite, args.target, args.limit, log,

@@ -233,8 +233,8 @@ class SuiteRunner:
         methods = [m for m in experiment.methods if m != "ar" and self.available(m)]
         out = [("ar", settings[0], "")]
         for kwargs in settings:
-            label = f"{'N' if experiment.sweep == 'budget' else experiment.sweep}={kwargs[experiment.sweep]}" \
-                if experiment.sweep else ""
+            name = {"budget": "N", "topk": "K"}.get(experiment.sweep, experiment.sweep)
+            label = f"{name}={kwargs[experiment.sweep]}" if experiment.sweep else ""
             out += [(m, kwargs, label) for m in methods]
         return out
 

@@ -12,9 +12,9 @@ from types import MappingProxyType
 from ..config import METHODS, ConfigError, TreeConfig
 from .prompts import PromptSet, load_prompt_set
 
-KINDS = ("methods", "categories", "budget_sweep", "mu_sweep", "sources")
+KINDS = ("methods", "categories", "budget_sweep", "mu_sweep", "topk_sweep", "sources")
 """Experiment kinds: the charts pick their data by kind (``viz.bench_charts``)."""
-SWEEPS = {"budget_sweep": "budget", "mu_sweep": "mu"}
+SWEEPS = {"budget_sweep": "budget", "mu_sweep": "mu", "topk_sweep": "topk"}
 """The ``TreeConfig`` field each sweep kind varies."""
 PEER_METHODS = ("hf_generate", "hf_prompt_lookup", "hf_assisted")
 """The transformers peers (``talon.bench.peers`` runs them; named here so this module stays torch-free)."""
@@ -198,6 +198,10 @@ def _paper() -> Suite:
          Experiment("mu_sweep", "mu_sweep", ONE_PER_CATEGORY, ("ar", "talon"),
                     values=(0.005, 0.01, 0.03, 0.1, 0.3), max_new_tokens=64,
                     description="TALON's confidence gate mu at the device's default N."),
+         Experiment("topk_sweep", "topk_sweep", ONE_PER_CATEGORY, ("ar", "talon"),
+                    values=(0, 1, 3, 6, 10), max_new_tokens=64,
+                    description="TALON's root width K at the device's default N and mu; K=0 gates the root's "
+                                "children too (the paper's pure gating, Fig. 7)."),
          Experiment("peers", "methods", ONE_PER_CATEGORY, ("ar",) + PEER_METHODS + TREE_METHODS,
                     max_new_tokens=64,
                     description="Every method next to transformers' generate, prompt lookup and assisted "
@@ -253,22 +257,30 @@ def get_suite(name: str) -> Suite:
 
 def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str | None = None,
                    max_new_tokens: int | None = None, methods: tuple[str, ...] | None = None,
-                   seed: int | None = None, tree: dict | None = None) -> Suite:
+                   seed: int | None = None, tree: dict | None = None,
+                   experiments: tuple[str, ...] | None = None) -> Suite:
     """A copy of ``suite`` with the CLI's overrides: drafter / assistant specs, max new tokens of every
-    experiment, methods kept (intersected with each experiment's; ``ar`` always stays), seed, and
-    ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field)."""
+    experiment, methods kept (intersected with each experiment's; ``ar`` always stays), seed,
+    ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field), and
+    ``experiments``: the names of the experiments kept (default: all)."""
+    names = [e.name for e in suite.experiments]
+    unknown_experiments = [n for n in experiments or () if n not in names]
+    if unknown_experiments:
+        raise ConfigError(f"Suite {suite.name!r} has no experiment {unknown_experiments}: choose from {', '.join(names)}.")
     if methods is not None:
         unknown = [p for p in map(_method_problem, methods) if p]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(ALL_METHODS)}.")
-    experiments = []
+    chosen = []
     for e in suite.experiments:
+        if experiments is not None and e.name not in experiments:
+            continue
         kept = e.methods if methods is None else tuple(m for m in e.methods if m == "ar" or m in methods)
         if methods is not None and kept == ("ar",) and "ar" not in methods:
             continue  # nothing of the experiment is left but the baseline
-        experiments.append(replace(e, methods=kept, max_new_tokens=max_new_tokens or e.max_new_tokens,
-                                   tree=replace(e.tree, **(tree or {}))))
-    if not experiments:
+        chosen.append(replace(e, methods=kept, max_new_tokens=max_new_tokens or e.max_new_tokens,
+                              tree=replace(e.tree, **(tree or {}))))
+    if not chosen:
         raise ConfigError(f"None of the methods {list(methods or ())} is in suite {suite.name!r}.")
-    return replace(suite, experiments=tuple(experiments), drafter=drafter or suite.drafter,
+    return replace(suite, experiments=tuple(chosen), drafter=drafter or suite.drafter,
                    assistant=assistant or suite.assistant, seed=suite.seed if seed is None else seed)

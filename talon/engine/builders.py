@@ -217,6 +217,8 @@ class TalonBuilder(TreeBuilder):
     scored by path probability p(u) = p(parent) q(u | parent); it admits those with
     ``p(u) >= mu * max p`` over the layer's candidates, then keeps the best ``budget - |drafts|`` if
     that overflows the budget.  Every admitted node is a parent of the next layer; no re-rank.
+    ``topk=0`` drops the Top-K initialisation: the root's children are gated like every later layer
+    (the paper's "k=0", pure gating, Fig. 7), so a confident root gets one child and an unsure one many.
 
     Exact shortcut: only each parent's best ``R = budget - |drafts|`` children can be admitted (a
     Top-R selection never takes a parent's (R+1)-th child over its first R), so the candidate pool is
@@ -230,18 +232,21 @@ class TalonBuilder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         tree = growth.tree
         proposal = growth.root()
-        k = min(self.topk, self.budget)
-        layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, k)) if n is not None]
-        if growth.gate is not None:
-            growth.gate.append(_root_gate(proposal, k))
+        if self.topk == 0:
+            layer = self._gated_layer(growth, proposal, [0])
+        else:
+            k = min(self.topk, self.budget)
+            layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, k)) if n is not None]
+            if growth.gate is not None:
+                growth.gate.append(_root_gate(proposal, k))
         while layer and tree.num_drafts < self.budget:
-            layer = self._next_layer(growth, layer)
+            layer = self._gated_layer(growth, growth.expand(layer), layer)
         return tree
 
-    def _next_layer(self, growth: Growth, parents: list[int]) -> list[int]:
-        """Admit the gated, budget-checked children of ``parents`` (one drafter call, one host sync)."""
+    def _gated_layer(self, growth: Growth, proposal: Proposal, parents: list[int]) -> list[int]:
+        """Admit the gated, budget-checked children of ``parents`` from ``proposal`` (the drafter's answer
+        for them: one call, made by the caller) with one host sync; returns the admitted node ids."""
         tree = growth.tree
-        proposal = growth.expand(parents)
         logprobs = proposal.logprobs                                               # [parents, vocab]
         room = self.budget - tree.num_drafts
         child_lp, tokens = logprobs.topk(min(room, logprobs.shape[1]), dim=1)   # [parents, R]

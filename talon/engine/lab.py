@@ -155,8 +155,9 @@ class FrozenStep:
                        t1 - t0, t2 - t1)
 
     def every_method(self, cfg: TreeConfig) -> dict[str, LabTree]:
-        """The same step with each of ``LAB_METHODS`` at ``cfg``'s settings (same N)."""
-        return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS}
+        """The same step with each of ``LAB_METHODS`` at ``cfg``'s settings (same N); EAGLE-2 is left out
+        when ``cfg.topk`` is 0 (a gated TALON root; EAGLE-2 needs K >= 1)."""
+        return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS if m != "eagle2" or cfg.topk}
 
     def sweep(self, cfg: TreeConfig, field: str, values: Sequence) -> list[dict]:
         """``explore`` with ``field`` (``budget`` or ``mu``) set to each of ``values``: per value the
