@@ -254,9 +254,9 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, 
     status, *sliders = _freeze(client, number)
     assert f"step {number} of {len(trace.steps)}" in status and sliders[1]["value"] == 16
     context = step_context(trace, number - 1)
-    for budget, mu in ((8, 0.03), (24, 0.03), (16, 0.3), (16, 0.005)):
-        plot, caption, gate = _redraw(client, budget=budget, mu=mu)
-        cfg = TreeConfig(method="talon", budget=budget, topk=6, mu=mu)
+    for budget, topk, mu in ((8, 6, 0.03), (24, 6, 0.03), (16, 6, 0.3), (16, 6, 0.005), (16, 0, 0.1)):
+        plot, caption, gate = _redraw(client, budget=budget, topk=topk, mu=mu)
+        cfg = TreeConfig(method="talon", budget=budget, topk=topk, mu=mu)
         fresh = run_to_end(target, drafter_for("talon", LAB_DRAFTER, target), cfg, DecodeConfig(max_new_tokens=2),
                            prompt_ids=context).steps[0]
         nodes = sum(len(t.get("x", [])) for t in _figure(plot)["data"] if t.get("meta") == "node")
@@ -285,6 +285,8 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     bars = _figure(plot)["data"]
     emitted = next(b for b in bars if b["name"].startswith("emitted"))
     assert "200 re-rolls" in note and sum(emitted["y"]) <= 1.0 + 1e-9
+    gated = client.predict(16, 0, 0.03, 5, 4, api_name="/every_method")  # K=0: EAGLE-2 cannot run, and says so
+    assert [row[0] for row in gated["data"]][-1].startswith("EAGLE-2: needs root width K >= 1")
     sweep = client.predict("mu", "talon", 16, 6, 0.03, 5, 4, api_name="/sweep")
     assert {t["name"] for t in _figure(sweep)["data"]} == {"accepted drafts", "depth reached", "widest layer"}
 
