@@ -26,6 +26,15 @@ CSS = """
 #tree-plot, #lab-plot, #compare-a, #compare-b { min-height: 420px; }
 .tab-nav button, [role="tab"] { padding-left: 10px !important; padding-right: 10px !important; }
 """
+ENTER_RELEASES_SLIDERS = """
+() => document.addEventListener('keydown', (event) => {
+  const box = event.target;
+  if (event.key === 'Enter' && box.matches && box.matches('input[type=number]')
+      && box.closest('.block')?.querySelector('input[type=range]')) box.blur();
+});
+"""
+"""Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing
+a value and pressing Enter redraws the Tree lab like letting go of the thumb does."""
 
 if ON_SPACES:  # ZeroGPU wants the models on CUDA at import time
     REGISTRY.get(DEFAULT_TARGET)
@@ -283,4 +292,4 @@ demo.queue(max_size=64, default_concurrency_limit=8)
 
 if __name__ == "__main__":
     preload_default_model()
-    demo.launch(css=CSS)  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)
+    demo.launch(css=CSS, js=ENTER_RELEASES_SLIDERS)  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)

@@ -18,5 +18,6 @@ def launch_app():
 
     call_on_fresh_thread(REGISTRY.get, DEFAULT_TARGET)  # as app.py does: model work off long-lived threads
     port = free_port()
-    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, css=app.CSS)
+    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, css=app.CSS,
+                    js=app.ENTER_RELEASES_SLIDERS)
     return app.demo, f"http://127.0.0.1:{port}/"

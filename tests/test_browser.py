@@ -108,6 +108,12 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
                            timeout=60_000)
     shape_after = re.search(r"in (\d+) layers? \(widest (\d+)\)", page.locator("#lab-caption").inner_text()).groups()
     assert shape_after != shape_before, (shape_before, shape_after)
+    # Typing a value and pressing Enter redraws too: K=0, the gate picks the root's children as well.
+    box = page.locator("#lab-topk input[type=number]")
+    box.fill("0")
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
+                           "?.includes('K=0')", timeout=60_000)
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
     page.close()
 
