@@ -264,7 +264,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     reroll_btn.click(lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
 
     # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
-    compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation]
+    compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation, step_a, step_b]
     compare_btn.click(compare.run_compare, [session, prompt, target, drafter, method_a, method_b, budget, topk, mu,
                                             depth, gamma, temperature, max_new, seed, execution, color_mode],
                       compare_out, concurrency_limit=4, concurrency_id="decode")

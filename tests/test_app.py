@@ -193,7 +193,7 @@ def test_load_rejects_non_trace_json(client, tmp_path):
 
 
 def test_compare_aligns_the_two_runs_by_output_position(client):
-    position, plot_a, plot_b, table, caption, adaptation = client.predict(
+    position, plot_a, plot_b, table, caption, adaptation, number_a, number_b = client.predict(
         PROMPT, "embedded", "ngram", "static", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "sync", "verdict",
         api_name="/run_compare")
     assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree", "B: TALON"]
@@ -203,13 +203,14 @@ def test_compare_aligns_the_two_runs_by_output_position(client):
     assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
     token = position["value"]
     assert caption.startswith(f"Output token {token}")
-    for fig in (fig_a, fig_b):   # each tree is the step that committed that token
+    for fig, number in ((fig_a, number_a), (fig_b, number_b)):   # each tree is the step that committed that token
         first, last = (int(x) for x in fig["layout"]["title"]["text"].split("tokens ")[1].split("–"))
         assert first <= token <= last
+        assert f"step {number} of" in fig["layout"]["title"]["text"]  # the "go to step" boxes show it
     moved = client.predict(3, "verdict", api_name="/compare_view")
     assert moved[0]["value"] == 3
     by_step = client.predict(2, "verdict", api_name="/go_to_step_of_a")
-    assert "step 2 of" in _figure(by_step[1])["layout"]["title"]["text"]
+    assert "step 2 of" in _figure(by_step[1])["layout"]["title"]["text"] and by_step[6] == 2
 
 
 def test_async_run_matches_sync_and_draws_both_timelines(client):

@@ -35,23 +35,26 @@ def first_position(trace: RunTrace, index: int) -> int:
 
 
 def compare_view(session: Session, position, color_mode):
-    """Both trees at output token ``position``, on the same axes, and the runs' table."""
+    """Both trees at output token ``position``, on the same axes, the runs' table, and the step numbers
+    (from 1) of A and B on show, for the "go to step" boxes."""
     traces = session.compare
     a, b = traces.get("A"), traces.get("B")
     runs = [t for t in (a, b) if t is not None and t.steps]
     if not runs:
-        return gr.update(), None, None, None, NO_COMPARE, None
+        return gr.update(), None, None, None, NO_COMPARE, None, gr.update(), gr.update()
     length = min(len(t.output_ids) for t in runs) or 1
     position = max(1, min(int(position or length), length))
     steps = [t.steps[step_at(t, position)] for t in runs]
     depth, width = shared_extent(steps)
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
-    figs = []
+    figs, numbers = [], []
     for label, trace in (("A", a), ("B", b)):
         if trace is None or not trace.steps:
             figs.append(None)
+            numbers.append(gr.update())
             continue
         step = trace.steps[step_at(trace, position)]
+        numbers.append(step.index + 1)
         start = first_position(trace, step.index)
         title = (f"{label}: {SHORT_LABEL.get(trace.tree_config['method'])} · step {step.index + 1} of "
                  f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}")
@@ -61,8 +64,9 @@ def compare_view(session: Session, position, color_mode):
     slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
     labelled = {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if t.steps}
     table = summary.comparison_table(labelled, traces["ar"].seconds if "ar" in traces else None)
-    return slider, figs[0], figs[1], table, caption, lab_viz.adaptation_figure(
+    adaptation = lab_viz.adaptation_figure(
         {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"})
+    return slider, figs[0], figs[1], table, caption, adaptation, *numbers
 
 
 def _token_text(trace: RunTrace, position: int) -> str:
