@@ -178,6 +178,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Charts ------------------------------------------------------------------------------------
         with gr.Tab("Charts", id="charts"):
+            gr.Markdown("Charts of the current run (the one started with **Run** on the Explore tab, or a loaded "
+                        "trace), drawn when it ends. The Compare tab has its own adaptation chart.")
             chart_committed = gr.Plot(label="Tokens committed per step")
             chart_acceptance = gr.Plot(label="Acceptance by depth")
             chart_shape = gr.Plot(label="Tree shape")
