@@ -64,11 +64,15 @@ def fake_runs() -> list[dict]:
     return rows
 
 
-def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu") -> Path:
-    """A complete fake results directory (tables and meta.json, no plots) measured on ``device``."""
+def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu",
+                       kinds: tuple[str, ...] | None = None) -> Path:
+    """A complete fake results directory (tables and meta.json, no plots) measured on ``device``;
+    ``kinds``: the experiment kinds meta.json lists (None: no list)."""
     runs = fake_runs()
     bench_results.write_tables(directory, runs, bench_results.summarize(runs))
-    bench_results.write_meta(directory, {"suite": "fake", "date": date, "description": "synthetic rows",
-                                         "device": device, "cpu": "test CPU", "cpu_count": 2, "model": "fake model",
-                                         "command": "python -m talon.bench --suite fake", "notes": ["a note"]})
+    meta = {"suite": "fake", "date": date, "description": "synthetic rows", "device": device, "cpu": "test CPU",
+            "cpu_count": 2, "model": "fake model", "command": "python -m talon.bench --suite fake", "notes": ["a note"]}
+    if kinds is not None:
+        meta["experiments"] = [{"name": kind, "kind": kind} for kind in kinds]
+    bench_results.write_meta(directory, meta)
     return directory

@@ -65,3 +65,12 @@ def test_benchmark_tab_prefers_results_from_this_kind_of_device(app_url, tmp_pat
     dropdown, meta, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
     assert dropdown["value"] == str(tmp_path / "cpu-run")  # the app runs on a CPU: the newer GPU run is listed
     assert len(dropdown["choices"]) == 2 and "2026-01-01" in meta
+
+
+def test_benchmark_tab_opens_on_a_comparison_of_methods_before_a_newer_lone_sweep(app_url, tmp_path, monkeypatch):
+    write_fake_results(tmp_path / "methods", date="2026-01-01T00:00:00+00:00", kinds=("methods", "mu_sweep"))
+    write_fake_results(tmp_path / "sweep", date="2026-02-01T00:00:00+00:00", kinds=("topk_sweep",))
+    monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
+    dropdown, meta, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
+    assert dropdown["value"] == str(tmp_path / "methods")
+    assert [value for _label, value in dropdown["choices"]][0] == str(tmp_path / "sweep")  # still listed first

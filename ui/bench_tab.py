@@ -37,11 +37,22 @@ def shown_path(directory: str | Path) -> str:
         return path.name
 
 
-def _device_of(directory: Path) -> str:
+def _meta(directory: Path) -> dict:
     try:
-        return str(json.loads((directory / results.META).read_text(encoding="utf-8")).get("device", ""))
+        return json.loads((directory / results.META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return ""
+        return {}
+
+
+def _device_of(directory: Path) -> str:
+    return str(_meta(directory).get("device", ""))
+
+
+def _has_methods_table(directory: Path) -> bool:
+    """Whether the directory's suite compared methods (a ``methods`` experiment), the table a visitor
+    looks for first; a meta.json that does not list its experiments counts as yes."""
+    experiments = _meta(directory).get("experiments")
+    return experiments is None or any(isinstance(e, dict) and e.get("kind") == "methods" for e in experiments)
 
 
 def _shown(value, has_data: bool):
@@ -67,11 +78,14 @@ def bench_show(directory):
 
 def bench_load():
     """Page load: the results directories (newest first) and the view of the newest one measured on
-    this kind of device; a line says when there is none and what is shown instead."""
+    this kind of device, preferring one that compares methods over a lone sweep or cost table; a line
+    says when there is none from this device and what is shown instead."""
     dirs = results.result_dirs(bench_root())
     choices = [(results.describe(d), str(d)) for d in dirs]
     local = [d for d in dirs if _device_of(d).startswith(DEVICE_KIND)]
-    value = str(local[0]) if local else (choices[0][1] if choices else None)
+    pool = local or dirs
+    shown = next((d for d in pool if _has_methods_table(d)), pool[0] if pool else None)
+    value = str(shown) if shown else None
     meta, *views = bench_show(value)
     if dirs and not local:
         meta = (f"*No results measured on a {DEVICE_KIND.upper()} yet: showing the newest from another device. "
