@@ -147,7 +147,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                         "autoregressive steps): which tree would have won at this step, and at what price.")
             lab_methods = gr.Dataframe(interactive=False, elem_id="lab-methods")
             with gr.Row():
-                sweep_field = gr.Radio([("budget N", "budget"), ("gate μ", "mu")], value="budget",
+                sweep_field = gr.Radio([("budget N", "budget"), ("gate μ", "mu"), ("root width K", "topk")], value="budget",
                                        label="Sweep at this step")
                 sweep_btn = gr.Button("Draw the sweep")
             sweep_plot = gr.Plot(label="Sweep at this step")

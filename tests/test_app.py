@@ -290,6 +290,8 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     assert [row[0] for row in gated["data"]][-1].startswith("EAGLE-2: needs root width K >= 1")
     sweep = client.predict("mu", "talon", 16, 6, 0.03, 5, 4, api_name="/sweep")
     assert {t["name"] for t in _figure(sweep)["data"]} == {"accepted drafts", "depth reached", "widest layer"}
+    roots = _figure(client.predict("topk", "eagle2", 16, 6, 0.03, 5, 4, api_name="/sweep"))
+    assert roots["data"][0]["x"][0] == 1  # EAGLE-2 needs K >= 1: its K sweep starts there
 
 
 def test_the_lab_needs_a_run_and_a_frozen_step(app_url):

@@ -117,6 +117,8 @@ def test_every_method_and_the_sweeps(target, registry, run):
     assert all(r.tree.num_drafts <= 12 for m, r in rows.items() if m != "chain")
     budget = lab.sweep(CONFIGS[0], "budget", [4, 8, 16, 24])
     assert [r["nodes"] for r in budget] == [4, 8, 16, 24]
+    roots = lab.sweep(CONFIGS[0], "topk", [0, 1, 6])
+    assert [r["nodes"] for r in roots] == [12, 12, 12] and roots[2]["widest"] >= 6
     mu = lab.sweep(CONFIGS[0], "mu", [0.001, 0.05, 1.0])
     assert mu[-1]["widest"] <= mu[0]["widest"] and mu[-1]["depth"] >= mu[0]["depth"]
     with pytest.raises(ConfigError, match="no tree"):

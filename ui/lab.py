@@ -27,7 +27,9 @@ LAB_METHOD_CHOICES = [("TALON", "talon"), ("EAGLE-2", "eagle2"), ("static tree",
 NOT_FROZEN = ("No step frozen yet: run (or load) a trace in Explore, pick a step here and press "
               "**Freeze this step**.")
 REROLLS = 200
-SWEEPS = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)}
+SWEEPS = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+          "topk": (0, 1, 2, 4, 6, 8, 10, 16)}
+"""The values each "Sweep at this step" field takes (``topk`` 0: the gate picks the root's children)."""
 
 
 def _lab(session: Session) -> LabState:
@@ -138,11 +140,12 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
 
 @model_work()
 def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
-    """Accepted drafts, depth and widest layer at the frozen step against N or mu."""
+    """Accepted drafts, depth and widest layer at the frozen step against N, mu or K (EAGLE-2 from K=1)."""
     state = _lab(session)
     cfg = _config(method if method != "chain" else "talon", budget, topk, mu, depth, gamma)
     field = field if field in SWEEPS else "budget"
-    rows = state.frozen.sweep(cfg, field, SWEEPS[field])
+    values = [v for v in SWEEPS[field] if v or field != "topk" or cfg.method != "eagle2"]
+    rows = state.frozen.sweep(cfg, field, values)
     return lab_viz.sweep_figure(rows, field, getattr(cfg, field))
 
 

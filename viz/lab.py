@@ -88,10 +88,14 @@ def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+SWEEP_AXIS_NAMES = {"budget": "budget N (draft nodes)", "mu": "confidence gate μ", "topk": "root width K"}
+SWEEP_TITLE_NOTES = {"topk": " (K=0: the gate picks the root's children too)"}
+
+
 def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None) -> go.Figure:
-    """Accepted drafts, depth reached and widest layer at the frozen step against ``field`` (``budget``
-    or ``mu``, log scale for mu); a dotted line at the current value."""
-    name = "budget N (draft nodes)" if field == "budget" else "confidence gate μ"
+    """Accepted drafts, depth reached and widest layer at the frozen step against ``field`` (``budget``,
+    ``mu`` on a log scale, or ``topk``); a dotted line at the current value."""
+    name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
     for key, label, color in (("accepted", "accepted drafts", "#2E9E44"), ("depth", "depth reached", "#4C78A8"),
                               ("widest", "widest layer", "#F58518")):
@@ -100,7 +104,7 @@ def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None)
                                  hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>"))
     if current is not None:
         fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
-    return _layout(fig, f"This step's tree against {name}", height=340,
+    return _layout(fig, f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}", height=340,
                    xaxis={"title": {"text": name}, "type": "log" if field == "mu" else "linear"},
                    yaxis={"title": {"text": "nodes / layers"}, "rangemode": "tozero"})
 

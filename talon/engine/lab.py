@@ -160,7 +160,7 @@ class FrozenStep:
         return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS if m != "eagle2" or cfg.topk}
 
     def sweep(self, cfg: TreeConfig, field: str, values: Sequence) -> list[dict]:
-        """``explore`` with ``field`` (``budget`` or ``mu``) set to each of ``values``: per value the
+        """``explore`` with ``field`` (``budget``, ``mu`` or ``topk``) set to each of ``values``: per value the
         accepted drafts, depth reached, widest layer and drafter calls."""
         out = []
         for v in values:
