@@ -86,13 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _methods(text: str | None) -> list[str] | None:
+def _comma_list(text: str | None) -> list[str] | None:
     return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
 
 
 def main_methods(args: argparse.Namespace) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
-    methods = _methods(args.methods) or [m for m in METHODS if m != "hybrid"]
+    methods = _comma_list(args.methods) or [m for m in METHODS if m != "hybrid"]
     try:
         unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
         if unknown:
@@ -121,12 +121,12 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The suite mode (``--suite``): a results directory, the overall table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     try:
-        methods = _methods(args.methods)
+        methods = _comma_list(args.methods)
         suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
                                max_new_tokens=args.max_new_tokens, seed=args.seed,
                                tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
                                methods=tuple(methods) if methods else None,
-                               experiments=tuple(_methods(args.experiments) or ()) or None)
+                               experiments=tuple(_comma_list(args.experiments) or ()) or None)
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = Path(args.out_dir)
         result = run_suite(suite, args.target, args.limit, log,
