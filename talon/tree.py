@@ -221,15 +221,15 @@ ADMITTED, BELOW_GATE, CUT_BY_BUDGET, BEYOND_K = "admitted", "below the gate", "c
 class GateLayer:
     """What TALON's gate saw in one layer: every candidate it weighed (each parent's best children
     by path probability, the exact pool of Algorithm 2's shortcut), the layer's best path log-probability
-    and the gate's threshold ``log(mu) + best``.  For the root layer (Top-K, no gate) ``threshold`` is
-    None and candidates past the K-th are ``beyond K``.
+    and the gate's threshold ``log(mu) + best``.  For a Top-K root layer (K >= 1, no gate) ``threshold``
+    is None and candidates past the K-th are ``beyond K``; with K=0 the root layer is gated like the rest.
 
     Attributes:
         depth: the layer's depth (1 = the root's children).
         parents / tokens / path_logprobs / status: per candidate; ``parents`` are node ids of the tree,
             ``status`` one of ``ADMITTED``, ``BELOW_GATE``, ``CUT_BY_BUDGET``, ``BEYOND_K``.
         best: the largest candidate path log-probability.
-        threshold: ``log(mu) + best`` (None for the root layer).
+        threshold: ``log(mu) + best`` (None for a Top-K root layer).
     """
 
     depth: int

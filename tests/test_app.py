@@ -213,6 +213,12 @@ def test_compare_aligns_the_two_runs_by_output_position(client):
     assert "step 2 of" in _figure(by_step[1])["layout"]["title"]["text"] and by_step[6] == 2
 
 
+def test_compare_checks_both_methods_before_decoding(client):
+    with pytest.raises(Exception, match="Method B: EAGLE-2 needs root width K >= 1"):
+        client.predict(PROMPT, "embedded", "ngram", "talon", "eagle2", 16, 0, 0.03, 5, 4, 0.0, 16, 0, "sync",
+                       "verdict", api_name="/run_compare")
+
+
 def test_async_run_matches_sync_and_draws_both_timelines(client):
     plot, table, verdict = client.predict(PROMPT, "embedded", "layers:4", "talon", 8, 4, 0.03, 5, 4, 0.0, 12, 0,
                                           api_name="/run_sync_async")
@@ -287,11 +293,12 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     emitted = next(b for b in bars if b["name"].startswith("emitted"))
     assert "200 re-rolls" in note and sum(emitted["y"]) <= 1.0 + 1e-9
     gated = client.predict(16, 0, 0.03, 5, 4, api_name="/every_method")  # K=0: EAGLE-2 cannot run, and says so
-    assert [row[0] for row in gated["data"]][-1].startswith("EAGLE-2: needs root width K >= 1")
+    assert [row[0] for row in gated["data"]][1].startswith("EAGLE-2: needs root width K >= 1")  # in its place
     sweep = client.predict("mu", "talon", 16, 6, 0.03, 5, 4, api_name="/sweep")
     assert {t["name"] for t in _figure(sweep)["data"]} == {"accepted drafts", "depth reached", "widest layer"}
-    roots = _figure(client.predict("topk", "eagle2", 16, 6, 0.03, 5, 4, api_name="/sweep"))
-    assert roots["data"][0]["x"][0] == 1  # EAGLE-2 needs K >= 1: its K sweep starts there
+    for k in (6, 0):  # EAGLE-2 needs K >= 1: its K sweep starts there, also with the slider at K=0
+        roots = _figure(client.predict("topk", "eagle2", 16, k, 0.03, 5, 4, api_name="/sweep"))
+        assert roots["data"][0]["x"][0] == 1
 
 
 def test_the_lab_needs_a_run_and_a_frozen_step(app_url):

@@ -177,6 +177,11 @@ def test_overrides():
     assert [e.name for e in root.experiments] == ["mu_sweep", "topk_sweep"]  # the suite's order
     with pytest.raises(ConfigError, match="no experiment .*'depth_sweep'.*topk_sweep"):
         suites.with_overrides(paper, experiments=("depth_sweep",))
+    with pytest.raises(ConfigError, match="Nothing of suite 'paper' is left"):
+        suites.with_overrides(paper, methods=("hf_generate",), experiments=("mu_sweep",))
+    with pytest.raises(ConfigError, match=r"--topk 0 .*EAGLE-2.*'categories'"):  # before any model loads
+        suites.with_overrides(paper, tree={"topk": 0})
+    assert suites.with_overrides(paper, tree={"topk": 0}, methods=("talon",)).experiments  # TALON alone can
 
 
 # ---- metrics and aggregation ------------------------------------------------------------------------

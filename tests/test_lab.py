@@ -119,6 +119,13 @@ def test_every_method_and_the_sweeps(target, registry, run):
     assert [r["nodes"] for r in budget] == [4, 8, 16, 24]
     roots = lab.sweep(CONFIGS[0], "topk", [0, 1, 6])
     assert [r["nodes"] for r in roots] == [12, 12, 12] and roots[2]["widest"] >= 6
+    for k in (1, 6):   # a Top-K root: exactly K children, no gate line at the root
+        tree = lab.explore(dataclasses.replace(CONFIGS[0], topk=k))
+        assert len(tree.tree.children(0)) == k and tree.gate[0].threshold is None
+    gated = lab.explore(dataclasses.replace(CONFIGS[0], topk=0))   # K=0: the gate's verdicts make the root layer
+    admitted = [t for t, s in zip(gated.gate[0].tokens, gated.gate[0].status) if s == ADMITTED]
+    assert gated.gate[0].threshold is not None
+    assert sorted(admitted) == sorted(gated.tree.token[c] for c in gated.tree.children(0))
     mu = lab.sweep(CONFIGS[0], "mu", [0.001, 0.05, 1.0])
     assert mu[-1]["widest"] <= mu[0]["widest"] and mu[-1]["depth"] >= mu[0]["depth"]
     with pytest.raises(ConfigError, match="no tree"):

@@ -10,6 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from talon.bench import results
+from talon.bench.suites import COST_SUITE
 from viz import bench_charts
 
 from .shared import DEVICE_KIND, ROOT
@@ -50,8 +51,12 @@ def _device_of(directory: Path) -> str:
 
 def _has_methods_table(directory: Path) -> bool:
     """Whether the directory's suite compared methods (a ``methods`` experiment), the table a visitor
-    looks for first; a meta.json that does not list its experiments counts as yes."""
-    experiments = _meta(directory).get("experiments")
+    looks for first; the cost suite never does, and any other meta.json that does not list its
+    experiments counts as yes."""
+    meta = _meta(directory)
+    if meta.get("suite") == COST_SUITE:
+        return False
+    experiments = meta.get("experiments")
     return experiments is None or any(isinstance(e, dict) and e.get("kind") == "methods" for e in experiments)
 
 

@@ -8,6 +8,7 @@ from itertools import accumulate
 
 import gradio as gr
 
+from talon.config import ConfigError
 from talon.engine.decode import fill_texts, run
 from talon.trace import RunTrace
 from viz import lab as lab_viz
@@ -15,7 +16,7 @@ from viz import summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .session import Session
-from .settings import prepare
+from .settings import configs, prepare
 from .compute import model_work
 from .shared import SHORT_LABEL, gpu_seconds
 
@@ -96,7 +97,13 @@ def _compare_seconds(*args) -> int:
 @model_work(duration=_compare_seconds)
 def run_compare(session: Session, prompt, target_spec, drafter_spec, method_a, method_b, budget, topk, mu, depth, gamma,
                 temperature, max_new, seed, execution, color_mode, progress=gr.Progress()):
-    """Decode autoregressively (for the speedup), then with method A, then with method B."""
+    """Decode autoregressively (for the speedup), then with method A, then with method B; both methods'
+    settings are checked before anything runs."""
+    for label, method in (("A", method_a), ("B", method_b)):
+        try:
+            configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed, execution)
+        except ConfigError as err:
+            raise gr.Error(f"Method {label}: {err}", print_exception=False) from None
     session.compare = {}
     for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
         prepared = prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature,

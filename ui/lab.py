@@ -11,7 +11,7 @@ import gradio as gr
 import torch
 
 from talon.config import ConfigError, TreeConfig
-from talon.engine.lab import FrozenStep, LabTree, lab_record, step_context
+from talon.engine.lab import LAB_METHODS, FrozenStep, LabTree, lab_record, step_context
 from talon.trace import RunTrace
 from viz import lab as lab_viz
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
@@ -27,7 +27,7 @@ LAB_METHOD_CHOICES = [("TALON", "talon"), ("EAGLE-2", "eagle2"), ("static tree",
 NOT_FROZEN = ("No step frozen yet: run (or load) a trace in Explore, pick a step here and press "
               "**Freeze this step**.")
 REROLLS = 200
-SWEEPS = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+SWEEP_VALUES = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
           "topk": (0, 1, 2, 4, 6, 8, 10, 16)}
 """The values each "Sweep at this step" field takes (``topk`` 0: the gate picks the root's children)."""
 
@@ -127,14 +127,15 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
     """TALON, EAGLE-2, static and chain trees at the same N at the frozen step, with their prices."""
     state = _lab(session)
     cfg = _config("talon", budget, topk, mu, depth, gamma)
+    results = state.frozen.every_method(cfg)
     rows = {}
-    for method, result in state.frozen.every_method(cfg).items():
-        rows[SHORT_LABEL[method]] = {"nodes": result.tree.num_drafts, "depth": result.tree.max_depth,
-                                     "accepted": result.accepted, "drafter_calls": result.drafter_forwards,
-                                     "cost": _cost(result), "draft_ms": result.draft_seconds * 1e3,
-                                     "verify_ms": result.verify_seconds * 1e3}
-    if not cfg.topk:
-        rows[SHORT_LABEL["eagle2"]] = "needs root width K >= 1, not run at K=0"
+    for method in LAB_METHODS:
+        result = results.get(method)
+        rows[SHORT_LABEL[method]] = ("needs root width K >= 1, not run at K=0" if result is None else
+                                     {"nodes": result.tree.num_drafts, "depth": result.tree.max_depth,
+                                      "accepted": result.accepted, "drafter_calls": result.drafter_forwards,
+                                      "cost": _cost(result), "draft_ms": result.draft_seconds * 1e3,
+                                      "verify_ms": result.verify_seconds * 1e3})
     return lab_viz.methods_table(rows)
 
 
@@ -142,9 +143,12 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
 def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     """Accepted drafts, depth and widest layer at the frozen step against N, mu or K (EAGLE-2 from K=1)."""
     state = _lab(session)
-    cfg = _config(method if method != "chain" else "talon", budget, topk, mu, depth, gamma)
-    field = field if field in SWEEPS else "budget"
-    values = [v for v in SWEEPS[field] if v or field != "topk" or cfg.method != "eagle2"]
+    field = field if field in SWEEP_VALUES else "budget"
+    method = method if method != "chain" else "talon"
+    if field == "topk" and method == "eagle2":  # K is swept: a K=0 on the slider must not stop the sweep
+        topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
+    cfg = _config(method, budget, topk, mu, depth, gamma)
+    values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = state.frozen.sweep(cfg, field, values)
     return lab_viz.sweep_figure(rows, field, getattr(cfg, field))
 

@@ -7,7 +7,8 @@
    from ``DRAFTER`` and reports, per threshold tau, the ratio of the predictable categories' mean
    "confident depth" (1 + the drafts before the chain's cumulative draft probability falls below tau)
    to chat's: how far apart the categories are in that drafter's own confidence, whatever the tree
-   policy.  With ``layers:29`` (the target less its last layer) it bounds what any drafter could show.
+   policy.  With ``layers:29`` (the target less its last layer, as close to a perfect drafter as the
+   embedded model has) it shows roughly what any drafter could.
 3. **Latency.** Freezes steps of those runs (``ui.lab.freeze``) and times the Tree lab's handler of a
    setting change (``ui.lab.redraw``: rebuild and verify the tree at the frozen context, draw the tree,
    the gate and the caption) for several N (draft nodes, root not counted) and mu; prints p50 and p90

@@ -36,7 +36,7 @@ the same seed (the target's random choice at each output position comes from noi
 the position, not from the tree).
 
 **N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
-(TALON's Top-K start). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
+(TALON's Top-K start; K=0 lets the gate pick them too; EAGLE-2: top-k per node, at least 1). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
 is at least μ times the best candidate's in that layer. **Depth**: draft layers below the root
 (EAGLE-2, static). **γ (gamma)**: chain length in draft tokens.
 """

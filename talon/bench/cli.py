@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--assistant", default=None,
                    help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
                         "drafter if it is a model, else layers:6)")
-    tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon), top-k (eagle2)",
+    tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
                  "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
                  "gamma": "chain length (draft tokens)"}
     for name, text in tree_help.items():
@@ -99,7 +99,9 @@ def main_methods(args: argparse.Namespace) -> int:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
         tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k)
                        for k in TREE_FIELDS}
-        TreeConfig(**tree_kwargs)
+        for method in methods:  # every tree method's settings, before a model loads
+            if method in METHODS and method != "ar":
+                TreeConfig(method=method, **tree_kwargs)
         decode_cfg = DecodeConfig(temperature=args.temperature, seed=args.seed or 0,
                                   max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
         prompts = read_prompts(args.prompts)[: args.limit]

@@ -188,7 +188,7 @@ def _paper() -> Suite:
                   PromptSet("assets", categories=("extraction", "qa"), label="extraction/QA"))
     return Suite(
         "paper", "TALON's experiments at our scale: per-category EAGLE-2 vs TALON at equal N and T=0/1 "
-        "(Table 1 / Table 3 layout), the N and mu sweeps, and the transformers peers.",
+        "(Table 1 / Table 3 layout), the N, mu and root-width K sweeps, and the transformers peers.",
         (Experiment("categories", "categories", categories, ("ar", "eagle2", "talon"), temperatures=(0.0, 1.0),
                     max_new_tokens=96,
                     description="EAGLE-2 vs TALON at the device's default N, per category, T=0 and T=1."),
@@ -281,6 +281,12 @@ def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str |
         chosen.append(replace(e, methods=kept, max_new_tokens=max_new_tokens or e.max_new_tokens,
                               tree=replace(e.tree, **(tree or {}))))
     if not chosen:
-        raise ConfigError(f"None of the methods {list(methods or ())} is in suite {suite.name!r}.")
+        raise ConfigError(f"Nothing of suite {suite.name!r} is left with methods {list(methods or ['all'])} "
+                          f"and experiments {list(experiments or ['all'])}.")
+    if (tree or {}).get("topk") == 0:
+        fixed_k = [e.name for e in chosen if "eagle2" in e.methods and e.sweep != "topk"]
+        if fixed_k:
+            raise ConfigError(f"--topk 0 (a gated TALON root) cannot run EAGLE-2, which needs K >= 1; experiments "
+                              f"{fixed_k} run it: leave it out with --methods or set K >= 1.")
     return replace(suite, experiments=tuple(chosen), drafter=drafter or suite.drafter,
                    assistant=assistant or suite.assistant, seed=suite.seed if seed is None else seed)
