@@ -10,14 +10,13 @@ import torch
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
-from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine import graphs
 from talon.engine.decode import run_to_end
 from talon.engine.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
 from talon.engine.kv_cache import CachedLM
 from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, random_tree
-from tests.tiny import greedy_generate, prompt_ids, tiny_target
+from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +26,12 @@ def target():
 
 @pytest.fixture(scope="module")
 def head(target):
-    torch.manual_seed(1)
-    return DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+    return random_head(target)
 
 
 @pytest.fixture(scope="module")
 def reference(target):
-    return {s: greedy_generate(target, prompt_ids(s), NEW_TOKENS) for s in PROMPT_SEEDS}
+    return greedy_references(target, PROMPT_SEEDS, NEW_TOKENS)
 
 
 @pytest.fixture

@@ -10,17 +10,17 @@ import torch
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.drafters.head import HeadDrafter
-from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.engine.decode import run_to_end
 from talon.engine.lab import LAB_METHODS, FrozenStep, step_context
 from talon.models.registry import ModelRegistry
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
-from tests.tiny import prompt_ids, tiny_target
+from tests.tiny import prompt_ids, random_head, tiny_target
 
 CONFIGS = [TreeConfig(method="talon", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=20, topk=2, mu=0.3),
            TreeConfig(method="talon", budget=6, topk=4, mu=0.01), TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
            TreeConfig(method="static", budget=9, depth=4), TreeConfig(method="chain", gamma=5),
-           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=12, topk=0, mu=0.1)]
+           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05),
+           TreeConfig(method="talon", budget=12, topk=0, mu=0.1)]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,7 @@ def target():
 @pytest.fixture(scope="module")
 def registry(target):
     registry = ModelRegistry()
-    torch.manual_seed(1)
-    head = DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+    head = random_head(target)
     registry.get_derived("tiny-head", lambda: head)
     return registry
 

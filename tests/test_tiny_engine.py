@@ -13,7 +13,6 @@ import torch
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for, hybrid_with_lookup, make_drafter
 from talon.drafters.head import HeadDrafter
-from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import fill_texts, run_to_end
@@ -22,7 +21,7 @@ from talon.engine.verify import Verifier, greedy_accept
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
 from talon.tree import DraftTree
-from tests.tiny import VOCAB, greedy_generate, prompt_ids, tiny_config, tiny_target
+from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
 
 NEW_TOKENS = 24
 PROMPT_SEEDS = (1, 2, 3)
@@ -48,14 +47,13 @@ def registry():
 
 @pytest.fixture(scope="module")
 def head(target):
-    torch.manual_seed(1)
-    return DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+    return random_head(target)
 
 
 @pytest.fixture(scope="module")
 def reference(target):
     """transformers' greedy output per prompt seed."""
-    return {s: greedy_generate(target, prompt_ids(s), NEW_TOKENS) for s in PROMPT_SEEDS}
+    return greedy_references(target, PROMPT_SEEDS, NEW_TOKENS)
 
 
 def drafter_of(kind: str, method: str, target, registry, head):

@@ -13,6 +13,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.models.loaded import LoadedModel
 
 VOCAB = 64
@@ -56,3 +57,14 @@ def greedy_generate(target: LoadedModel, ids: list[int], new_tokens: int) -> lis
                                 eos_token_id=EOS, pad_token_id=1)
     new = out[0, len(ids):].tolist()
     return new[: new.index(EOS) + 1] if EOS in new else new
+
+
+def random_head(target: LoadedModel, seed: int = 1) -> DraftHead:
+    """An untrained draft head for ``target`` (weights drawn with ``seed``), frozen, in eval mode."""
+    torch.manual_seed(seed)
+    return DraftHead(HeadConfig.for_target(target)).eval().requires_grad_(False)
+
+
+def greedy_references(target: LoadedModel, seeds, new_tokens: int) -> dict[int, list[int]]:
+    """transformers' greedy output of ``new_tokens`` tokens per prompt seed (``prompt_ids(seed)``)."""
+    return {s: greedy_generate(target, prompt_ids(s), new_tokens) for s in seeds}
