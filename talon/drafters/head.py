@@ -4,13 +4,14 @@ that feeds it the target's features.  One drafter for every head network (``Head
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Protocol
 
 import torch
 from torch import nn
 from transformers.cache_utils import Cache
 
-from ..engine.kv_cache import FIRST_CAPACITY, KVBuffer, TreeKVCache
+from ..engine.kv_cache import KVBuffer, TreeKVCache
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 from .base import Drafter, Proposal
@@ -55,16 +56,12 @@ class HeadCache(TreeKVCache):
     def __init__(self, head: HeadNetwork, target: LoadedModel, rows: int | None = None) -> None:
         cfg = head.config
         dtype = head.norm.weight.dtype
-
-        def buffer(capacity: int = FIRST_CAPACITY, fixed: bool = False) -> KVBuffer:
-            return KVBuffer(1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device, capacity, fixed)
-
-        super().__init__(buffer(), target.device)
+        super().__init__(partial(KVBuffer, 1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device),
+                         target.device)
         self.head, self.target = head, target
         self.position_offset = 1  # position 0 has no preceding feature
         # Keyed by the head object itself: its graphs read this head's weights.
-        self.use_runner(target.runners, ("head", head), rows, lambda capacity: buffer(capacity, True),
-                        extra={"features": ((cfg.hidden_size,), dtype)})
+        self.use_runner(target.runners, ("head", head), rows, extra={"features": ((cfg.hidden_size,), dtype)})
 
     def _model_forward(self, input_ids, position_ids, mask, features=None) -> tuple[torch.Tensor, None]:
         embeds = self.head.embed(input_ids, self.target)

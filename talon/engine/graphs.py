@@ -36,6 +36,7 @@ CAPACITIES = (1024, 2048, 4096, 8192)
 """Buffer sizes a runner may have (rows); a run takes the smallest that holds it."""
 GRAPHS_ENV = "TALON_CUDA_GRAPHS"
 
+
 class FixedBuffer(Protocol):
     """What a runner needs of its KV buffer (``talon.engine.kv_cache.KVBuffer`` with ``fixed=True``)."""
 

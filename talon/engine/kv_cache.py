@@ -24,6 +24,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
@@ -199,10 +200,14 @@ class TreeKVCache(ABC):
 
     With a static runner (``use_runner``; CUDA graphs on a GPU) forwards of up to 128 rows run at
     padded static shapes over the runner's buffer; longer ones (a prefill) run eagerly on the same
-    buffer.  ``release`` gives the runner back when the run ends."""
+    buffer.  ``release`` gives the runner back when the run ends.
 
-    def __init__(self, buffer: KVBuffer, device: torch.device) -> None:
-        self.kv = buffer
+    ``make_buffer(capacity=FIRST_CAPACITY, fixed=False)`` makes this cache's ``KVBuffer`` (the eager
+    one here, a runner's fixed one in ``use_runner``)."""
+
+    def __init__(self, make_buffer: Callable[..., KVBuffer], device: torch.device) -> None:
+        self._make_buffer = make_buffer
+        self.kv = make_buffer()
         self.device = device
         self.runner: StaticRunner | None = None
         self._lease: tuple[ResourcePool, Hashable] | None = None
@@ -219,11 +224,10 @@ class TreeKVCache(ABC):
         return self.length
 
     def use_runner(self, pool: ResourcePool, key: Hashable, rows: int | None,
-                   make_buffer: Callable[[int], KVBuffer],
                    extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None) -> None:
-        """Take a static runner for ``rows`` rows from ``pool`` (or make one: a fixed buffer from
-        ``make_buffer(capacity)``, graphs captured at once) when ``static_mode`` allows it and a
-        runner is big enough; otherwise keep the eager path.  Call before the first forward.
+        """Take a static runner for ``rows`` rows from ``pool`` (or make one over a fixed buffer of
+        this cache's kind, graphs captured at once) when ``static_mode`` allows it and a runner is big
+        enough; otherwise keep the eager path.  Call before the first forward.
         ``extra``: per-row inputs of ``_model_forward`` beyond ids and positions (row shape, dtype)."""
         mode = static_mode(self.device)
         capacity = capacity_for(rows) if rows is not None else None
@@ -231,11 +235,12 @@ class TreeKVCache(ABC):
             return
         key = (key, capacity, mode)
         runner = pool.take(key)
-        if runner is None:
-            runner = StaticRunner(make_buffer(capacity), extra or {}, capture=mode == "graph")
-            self.kv = runner.kv
-            runner.capture_all(self._model_forward)
+        fresh = runner is None
+        if fresh:
+            runner = StaticRunner(self._make_buffer(capacity, fixed=True), extra or {}, capture=mode == "graph")
         self.kv, self.runner, self._lease = runner.kv, runner, (pool, key)
+        if fresh:
+            runner.capture_all(self._model_forward)  # its forwards write through self.kv, the runner's buffer
 
     def release(self) -> None:
         """Give the static runner back to its pool (the cache must not be used afterwards)."""
@@ -356,15 +361,11 @@ class CachedLM(TreeKVCache):
         check_full_attention(config, lm.name)
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-
-        def buffer(capacity: int = FIRST_CAPACITY, fixed: bool = False) -> KVBuffer:
-            return KVBuffer(config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device, capacity, fixed)
-
-        super().__init__(buffer(), lm.device)
+        super().__init__(partial(KVBuffer, config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device), lm.device)
         self.lm = lm
         self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
-        self.use_runner(lm.runners, ("lm", self.hidden_layers), rows, lambda capacity: buffer(capacity, True))
+        self.use_runner(lm.runners, ("lm", self.hidden_layers), rows)
 
     def _model_forward(self, input_ids, position_ids, mask, **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
         want = self.hidden_layers
