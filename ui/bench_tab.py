@@ -45,15 +45,10 @@ def _meta(directory: Path) -> dict:
         return {}
 
 
-def _device_of(directory: Path) -> str:
-    return str(_meta(directory).get("device", ""))
-
-
-def _has_methods_table(directory: Path) -> bool:
-    """Whether the directory's suite compared methods (a ``methods`` experiment), the table a visitor
-    looks for first; the cost suite never does, and any other meta.json that does not list its
-    experiments counts as yes."""
-    meta = _meta(directory)
+def _has_methods_table(meta: dict) -> bool:
+    """Whether a results directory (its ``meta.json``) compared methods (a ``methods`` experiment), the
+    table a visitor looks for first; the cost suite never does, and any other meta.json that does not
+    list its experiments counts as yes."""
     if meta.get("suite") == COST_SUITE:
         return False
     experiments = meta.get("experiments")
@@ -87,9 +82,10 @@ def bench_load():
     says when there is none from this device and what is shown instead."""
     dirs = results.result_dirs(bench_root())
     choices = [(results.describe(d), str(d)) for d in dirs]
-    local = [d for d in dirs if _device_of(d).startswith(DEVICE_KIND)]
+    metas = {d: _meta(d) for d in dirs}
+    local = [d for d in dirs if str(metas[d].get("device", "")).startswith(DEVICE_KIND)]
     pool = local or dirs
-    shown = next((d for d in pool if _has_methods_table(d)), pool[0] if pool else None)
+    shown = next((d for d in pool if _has_methods_table(metas[d])), pool[0] if pool else None)
     value = str(shown) if shown else None
     meta, *views = bench_show(value)
     if dirs and not local:
