@@ -61,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--assistant", default=None,
                    help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
                         "drafter if it is a model, else layers:6)")
-    tree_help = {"budget": "N: draft nodes, root excluded", "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
+    tree_help = {"budget": "N: draft nodes, root excluded",
+                 "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
                  "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
                  "gamma": "chain length (draft tokens)"}
     for name, text in tree_help.items():
@@ -123,12 +124,12 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The suite mode (``--suite``): a results directory, the overall table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     try:
-        methods = _comma_list(args.methods)
+        methods, experiments = _comma_list(args.methods), _comma_list(args.experiments)
         suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
                                max_new_tokens=args.max_new_tokens, seed=args.seed,
                                tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
                                methods=tuple(methods) if methods else None,
-                               experiments=tuple(_comma_list(args.experiments) or ()) or None)
+                               experiments=tuple(experiments) if experiments else None)
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = Path(args.out_dir)
         result = run_suite(suite, args.target, args.limit, log,
