@@ -50,12 +50,15 @@ class PackedLinear(nn.Module):
 
 
 @functools.cache
-def onednn_linear_works() -> bool:
-    """Whether this PyTorch build has the prepacked oneDNN linear op and it computes ``F.linear``."""
+def onednn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether this PyTorch build and this CPU have the prepacked oneDNN linear op for ``dtype`` and it
+    computes ``F.linear`` (the bfloat16 path needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT: an AVX2-only CPU
+    has the float32 op but not the bfloat16 one)."""
     try:
-        lin = nn.Linear(8, 4)
-        x = torch.randn(3, 8)
-        return torch.allclose(PackedLinear(lin)(x), lin(x), atol=1e-5)
+        lin = nn.Linear(8, 4).to(dtype)
+        x = torch.randn(3, 8, dtype=dtype)
+        tol = 1e-5 if dtype == torch.float32 else 5e-2
+        return torch.allclose(PackedLinear(lin)(x).float(), lin(x).float(), atol=tol)
     except (AttributeError, RuntimeError):
         return False
 
@@ -72,13 +75,11 @@ def cpu_linear_mode() -> str:
 def pack_linears(module: nn.Module) -> int:
     """Replace every float32 / bfloat16 CPU ``nn.Linear`` inside ``module`` by a ``PackedLinear`` (in
     place, shared submodules once); returns how many were packed (0 when the op is unavailable)."""
-    if not onednn_linear_works():
-        return 0
     count = 0
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
             if (type(child) is nn.Linear and child.weight.device.type == "cpu"
-                    and child.weight.dtype in PACKED_DTYPES):
+                    and child.weight.dtype in PACKED_DTYPES and onednn_linear_works(child.weight.dtype)):
                 setattr(parent, name, PackedLinear(child))
                 count += 1
     return count
@@ -94,10 +95,10 @@ def pack_for_device(module: nn.Module) -> int:
 
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
-    """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed (the
-    oneDNN bfloat16 kernels were 30 % faster per head call here), else the target's.  Only the drafter:
+    """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed and that has
+    the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.  Only the drafter:
     its rounding changes which tree is proposed, never what verification emits."""
     if device.type == "cpu" and target_dtype == torch.float32 and cpu_linear_mode() == "onednn" \
-            and onednn_linear_works():
+            and onednn_linear_works(torch.bfloat16):
         return torch.bfloat16
     return target_dtype
