@@ -1,6 +1,6 @@
 """TALON Tree Explorer: the Gradio app.
 
-Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``lab``, ``compare``, ``async_tab``,
+Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``tree_lab``, ``compare``, ``async_tab``,
 ``bench_tab``), which turn widget values into ``talon`` runs and hand them to ``viz``.  Models live in
 one read-only registry (``ui.shared``); everything a user's runs produce lives in that user's
 ``ui.session.Session`` (a ``gr.State``), so users never share run state and nobody waits for anybody.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ui import bench_tab, compare, explore, lab
+from ui import bench_tab, compare, explore, tree_lab
 from ui.async_tab import run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
@@ -126,9 +126,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Row():
                 lab_step = gr.Number(1, precision=0, label="Step to freeze (from 1)", minimum=1, elem_id="lab-step")
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
-            lab_status = gr.Markdown(lab.NOT_FROZEN, elem_id="lab-status")
+            lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
             with gr.Row():
-                lab_method = gr.Dropdown(lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method")
+                lab_method = gr.Dropdown(tree_lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method")
                 lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
             with gr.Row():
                 lab_budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)",
@@ -151,7 +151,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                                        label="Sweep at this step")
                 sweep_btn = gr.Button("Draw the sweep")
             sweep_plot = gr.Plot(label="Sweep at this step")
-            reroll_btn = gr.Button(f"Re-roll the verification {lab.REROLLS} times (sampling)")
+            reroll_btn = gr.Button(f"Re-roll the verification {tree_lab.REROLLS} times (sampling)")
             reroll_note = gr.Markdown()
             reroll_plot = gr.Plot(label="Re-rolls")
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
@@ -253,17 +253,17 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_out = [lab_plot, lab_caption, gate_plot]
-    (freeze_btn.click(lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
-     .success(lab.redraw, [session, *lab_settings, lab_color], lab_out)
-     .success(lab.every_method, [session, *lab_settings[1:]], lab_methods))
+    (freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
+     .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
+     .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods))
     for control in (lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma):
-        (control.release(lab.redraw, [session, *lab_settings, lab_color], lab_out, trigger_mode="always_last",
+        (control.release(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, trigger_mode="always_last",
                          show_progress="minimal")
-         .success(lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last"))
+         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last"))
     for control in (lab_method, lab_color):
-        control.input(lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
-    sweep_btn.click(lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
-    reroll_btn.click(lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
+        control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
+    reroll_btn.click(tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
 
     # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
     compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation, step_a, step_b]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
-from .tree import DraftTree, Verdict
+from .tree import DraftTree, GateLayer, Verdict
 
 TRACE_FORMAT = 1
 
@@ -47,6 +47,9 @@ class StepRecord(Verdict):
         speculate_hit: async mode: whether that guess was right, so the next step used its tree
             (``None`` in sync mode); a wrong guess's tree is discarded.
         wait_seconds: async mode: how long the target's side waited for the drafter after verifying.
+        call_widths: nodes in each drafter call's frontier, in call order (1 for the root call; empty
+            for a root-only tree): what a cost model prices.
+        gate: TALON's per-layer gate record when one was asked for (the tree lab), else None.
     """
 
     index: int
@@ -67,6 +70,8 @@ class StepRecord(Verdict):
     speculate_seconds: float = 0.0
     speculate_hit: bool | None = None
     wait_seconds: float = 0.0
+    call_widths: list[int] = field(default_factory=list)
+    gate: list[GateLayer] | None = None
 
     @property
     def texts_filled(self) -> bool:
@@ -87,6 +92,10 @@ class StepRecord(Verdict):
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["tree"] = self.tree.to_dict()
+        if self.gate is None:
+            del d["gate"]
+        else:
+            d["gate"] = [layer.to_dict() for layer in self.gate]
         d["layer_widths"] = self.layer_widths  # convenience for readers; derived, ignored on load
         return d
 
@@ -94,6 +103,8 @@ class StepRecord(Verdict):
     def from_dict(cls, d: dict) -> "StepRecord":
         kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d)}
         kwargs["tree"] = DraftTree.from_dict(d["tree"])
+        if kwargs.get("gate") is not None:
+            kwargs["gate"] = [GateLayer.from_dict(layer) for layer in kwargs["gate"]]
         return cls(**kwargs)
 
 
@@ -109,6 +120,11 @@ class RunTrace:
         prefill_seconds: the prompt's forward passes (target and drafter) before step 0.
         stop_reason: ``"eos"``, ``"max_new_tokens"``, ``"stopped"`` (by the user) or ``""`` (running).
         execution: ``"sync"`` or ``"async"`` (drafting overlapped with verification).
+        dtype: the target's weights' precision, e.g. ``"float32"`` (``""`` in traces from before it was
+            recorded); it can change timings and, in low precision, output.
+        device_kind: ``"cpu"`` or ``"cuda"``.
+        static_forwards: ``"graph"`` (CUDA graphs replayed), ``"eager"`` (the static path without
+            capture) or ``"off"`` (``talon.runtime.graphs.static_mode``).
     """
 
     prompt: str
@@ -122,6 +138,9 @@ class RunTrace:
     steps: list[StepRecord] = field(default_factory=list)
     stop_reason: str = ""
     execution: str = "sync"
+    dtype: str = ""
+    device_kind: str = ""
+    static_forwards: str = ""
 
     @property
     def output_ids(self) -> list[int]:

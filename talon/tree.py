@@ -134,8 +134,8 @@ class DraftTree:
         """Raise ``ValueError`` if the arrays break the contract in the module docstring."""
         n = len(self.token)
         arrays = (self.parent, self.depth, self.draft_logprob, self.path_logprob, self.source)
-        if any(len(a) != n for a in arrays):
-            raise ValueError("tree arrays differ in length")
+        if n == 0 or any(len(a) != n for a in arrays):
+            raise ValueError("tree arrays are empty or differ in length")
         if self.parent[0] != -1 or self.depth[0] != 0:
             raise ValueError("node 0 must be the root")
         for i in range(1, n):
@@ -162,19 +162,6 @@ class DraftTree:
         before the root (so the root sits at position ``prefix_len``)."""
         return prefix_len + np.asarray(self.depth, dtype=np.int64)
 
-    def root_to_leaf_paths(self) -> list[list[int]]:
-        """One node-index list per leaf, each starting at the root, leaves in index order."""
-        has_child = set(self.parent[1:])
-        return [self.path_to(leaf) for leaf in range(len(self.token)) if leaf not in has_child]
-
-    def retrieve_indices(self) -> np.ndarray:
-        """Int array ``[num_leaves, max_depth + 1]``: the root-to-leaf paths padded with -1."""
-        paths = self.root_to_leaf_paths()
-        out = np.full((len(paths), self.max_depth + 1), -1, dtype=np.int64)
-        for row, path in enumerate(paths):
-            out[row, : len(path)] = path
-        return out
-
     def to_dict(self) -> dict:
         return {"token": self.token, "parent": self.parent, "depth": self.depth,
                 "draft_logprob": self.draft_logprob, "path_logprob": self.path_logprob,
@@ -182,8 +169,11 @@ class DraftTree:
 
     @classmethod
     def from_dict(cls, d: dict) -> "DraftTree":
-        return cls(list(d["token"]), list(d["parent"]), list(d["depth"]), list(d["draft_logprob"]),
+        """The tree of ``to_dict``; ``ValueError`` if the arrays break the contract (a hand-edited file)."""
+        tree = cls(list(d["token"]), list(d["parent"]), list(d["depth"]), list(d["draft_logprob"]),
                    list(d["path_logprob"]), list(d["source"]))
+        tree.validate()
+        return tree
 
 
 @dataclass

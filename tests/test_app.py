@@ -12,7 +12,7 @@ from gradio_client import Client, handle_file
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
-from talon.engine.lab import step_context
+from talon.engine.frozen_step import step_context
 from talon.trace import RunTrace
 
 pytestmark = pytest.mark.app

@@ -83,21 +83,26 @@ def test_async_sampling_matches_sync_with_the_same_seed(target):
 
 
 class _WrongGuesses:
-    """Wraps a drafter so every speculative guess is off: the first speculative commit is replaced by
-    tokens the target will not produce.  Records what was committed speculatively."""
+    """Wraps a drafter so every speculative guess is off: on the drafting thread, the guessed tokens
+    past the sequence the decoding thread last handed it become tokens the target will not produce.
+    Records what was drafted from speculatively."""
 
     def __init__(self, inner):
         self.inner = inner
         self.speculated: list[list[int]] = []
+        self._committed = 0
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def commit(self, new_ids, target_hidden=None):
-        if target_hidden is None and self.inner.feature_layers == ():
-            new_ids = [0] * len(new_ids)            # token 0 never follows in these prompts
-            self.speculated.append(new_ids)
-        self.inner.commit(new_ids, target_hidden)
+    def begin_step(self, committed_ids, target_features=None):
+        committed = list(committed_ids)
+        if threading.current_thread().name.startswith("talon-drafter"):
+            committed[self._committed:] = [0] * (len(committed) - self._committed)  # token 0 never follows here
+            self.speculated.append(committed[self._committed:])
+        else:
+            self._committed = len(committed)
+        return self.inner.begin_step(committed, target_features)
 
 
 def test_rejected_speculation_never_reaches_the_output(target, reference):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from talon.engine.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, StaticBuilder,
+from talon.engine.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder,
                             TalonBuilder, TreeBuilder, default_static_paths, make_builder)
 from talon.config import ConfigError, TreeConfig
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, SOURCE_MODEL, DraftTree
@@ -26,7 +26,7 @@ ROOT = 3
 
 def build(builder: TreeBuilder, fn: LogprobFn, vocab: int, root: int = ROOT) -> tuple[DraftTree, int, TableDrafter]:
     drafter = TableDrafter(vocab, fn)
-    result = builder.build(drafter, root)
+    result = builder.build(drafter, [root])
     return result.tree, result.drafter_forwards, drafter
 
 
@@ -298,7 +298,7 @@ def test_talon_gated_root_records_the_root_gate() -> None:
     not ``beyond K``; the admitted candidates are exactly the root's children."""
     vocab, mu = 40, 0.2
     fn = random_fn(vocab, 9, (2.0, 4.0))
-    result = TalonBuilder(30, 0, mu).build(TableDrafter(vocab, fn), ROOT, record_gate=True)
+    result = TalonBuilder(30, 0, mu).build(TableDrafter(vocab, fn), [ROOT], record_gate=True)
     root = result.gate[0]
     assert root.depth == 1 and root.threshold == pytest.approx(root.best + math.log(mu))
     admitted = [t for t, st in zip(root.tokens, root.status) if st == ADMITTED]
@@ -495,7 +495,7 @@ def test_eagle2(vocab: int, budget: int, k: int, depth: int, tag: int) -> None:
     calls = drafter.calls
     assert calls[0].frontier == [0]
     full = calls[-1].tree                # the builder's tree before the re-rank, every candidate in it
-    assert all(c.tree is full for c in calls)
+    assert calls[0].size == 1 and all(c.tree is full for c in calls[1:])
     sizes = [c.size for c in calls] + [len(full)]
     # Layer 1 = the root's top-k over the full vocabulary.
     r0 = row(fn, (ROOT,))
@@ -535,7 +535,12 @@ def test_eagle2_rerank_keeps_tree_connected_with_ties() -> None:
 
 # ---- make_builder ------------------------------------------------------------------------------------
 def test_make_builder_maps_config() -> None:
-    assert make_builder(TreeConfig(method="ar")) is None
+    plain = make_builder(TreeConfig(method="ar"))
+    assert isinstance(plain, RootOnlyBuilder)
+    drafter = TableDrafter(5, lambda ctx: torch.zeros(5))
+    result = plain.build(drafter, [1, 2, 3])
+    assert len(result.tree) == 1 and result.tree.token == [3] and result.drafter_forwards == 0
+    assert drafter.calls == [] and result.call_widths == []   # the drafter is never asked
     b = make_builder(TreeConfig(method="chain", gamma=7))
     assert isinstance(b, ChainBuilder) and b.gamma == 7
     b = make_builder(TreeConfig(method="eagle2", budget=33, topk=6, depth=5))

@@ -150,10 +150,12 @@ def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down
     assert head.config.feature_layers == layers
     drafter = HeadDrafter(head, target)
     ids = prompt_ids(5, length=10)
-    target_states = Verifier(target, drafter.feature_layers).prefill(ids)     # [9, 3, 64]: positions 0..8
-    drafter.reset(ids, target_states)
+    verifier = Verifier(target, drafter.feature_layers)
+    verifier.prefill(ids)
+    target_states = verifier.features                                               # [9, 3, 64]: positions 0..8
+    drafter.start(ids, target_states)
     tree = DraftTree.with_root(ids[-1])
-    got_root = drafter.begin_step(tree).logprobs[0]
+    got_root = drafter.begin_step(ids, target_states).logprobs[0]
     # Reference: head position p (token p, EAGLE position p - 1) reads the target's state at p - 1.
     fused = target_states.flatten(-2) @ w["fc.weight"].T                            # [9, H]
     embeds = (w["embed_tokens.weight"] if "embed_tokens.weight" in w else target.model.get_input_embeddings().weight)[ids[1:]]
@@ -274,8 +276,10 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
         for h in (head, loaded):
             drafter = HeadDrafter(h, target)
             ids = prompt_ids(seed)
-            drafter.reset(ids, Verifier(target, drafter.feature_layers).prefill(ids))
-            tree = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids[-1]).tree
+            verifier = Verifier(target, drafter.feature_layers)
+            verifier.prefill(ids)
+            drafter.start(ids, verifier.features)
+            tree = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids, verifier.features).tree
             trees.append((tree.token, tree.parent))
         assert trees[0] == trees[1]
     with pytest.raises(ModelLoadError, match="exported for"):

@@ -1,4 +1,4 @@
-"""The static-shape forward path that CUDA graphs replay (``talon.engine.graphs``), run eagerly on the
+"""The static-shape forward path that CUDA graphs replay (``talon.runtime.graphs``), run eagerly on the
 CPU (``TALON_CUDA_GRAPHS=eager``): padded queries, whole-buffer attention, index writes.  What a graph
 replays is exactly this computation, so these tests check its logic; the capture itself needs a GPU
 (docs/benchmarks.md has the CUDA runs)."""
@@ -11,10 +11,10 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
-from talon.engine import graphs
+from talon.runtime import graphs
 from talon.engine.decode import run_to_end
-from talon.engine.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
-from talon.engine.kv_cache import CachedLM
+from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
+from talon.runtime.kv_cache import CachedLM
 from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, random_tree
 from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
 

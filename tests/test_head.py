@@ -10,6 +10,7 @@ import torch
 
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import encode_prompt
+from talon.engine.verify import Verifier
 from talon.drafters.head import HeadDrafter
 from talon.drafters.head_model import DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, load_head
 from talon.models.loaded import ModelLoadError
@@ -94,34 +95,35 @@ def random_head(target, head_config):
 
 
 def _prompt_state(target, drafter, prompt):
-    from talon.engine.verify import Verifier
-
+    """Start ``drafter`` at ``prompt``; returns the prompt's ids and the target's features there."""
     ids = encode_prompt(target, prompt)
     verifier = Verifier(target, drafter.feature_layers)
-    drafter.reset(ids, verifier.prefill(ids))
-    return ids
+    verifier.prefill(ids)
+    drafter.start(ids, verifier.features)
+    return ids, verifier.features
 
 
 @pytest.mark.engine
 def test_tree_drafting_matches_path_by_path(target, random_head):
     drafter = HeadDrafter(random_head, target)
-    ids = _prompt_state(target, drafter, "Name three rivers in Europe.")
-    tree = TalonBuilder(budget=12, topk=3, mu=0.2).build(drafter, ids[-1]).tree
+    ids, features = _prompt_state(target, drafter, "Name three rivers in Europe.")
+    tree = TalonBuilder(budget=12, topk=3, mu=0.2).build(drafter, ids, features).tree
     assert tree.max_depth >= 2
     # Re-run the same tree layer by layer, recording each node's batched distribution.
     batched = {}
     drafter2 = HeadDrafter(random_head, target)
     _prompt_state(target, drafter2, "Name three rivers in Europe.")
-    batched[0] = drafter2.begin_step(DraftTree.with_root(ids[-1])).logprobs[0]
+    batched[0] = drafter2.begin_step(ids, features).logprobs[0]
     for d in range(1, tree.max_depth + 1):
         layer = [i for i in range(len(tree)) if tree.depth[i] == d]
         for k, lp in enumerate(drafter2.propose(tree, layer).logprobs):
             batched[layer[k]] = lp
-    for leaf_path in tree.root_to_leaf_paths():
+    leaves = [n for n, kids in enumerate(tree.children_lists()) if not kids]
+    for leaf_path in (tree.path_to(leaf) for leaf in leaves):
         chain_drafter = HeadDrafter(random_head, target)
         _prompt_state(target, chain_drafter, "Name three rivers in Europe.")
         chain = DraftTree.with_root(ids[-1])
-        expected = chain_drafter.begin_step(chain).logprobs[0]
+        expected = chain_drafter.begin_step(ids, features).logprobs[0]
         assert torch.allclose(expected, batched[0], atol=1e-4)
         for node in leaf_path[1:]:
             new = chain.add(len(chain) - 1, tree.token[node], 0.0)

@@ -13,7 +13,7 @@ from talon.engine.speculation import best_outside, likely_outcome
 from talon.drafters.hybrid import HybridDrafter
 from talon.drafters.ngram import NgramDrafter
 from talon.trace import RunTrace, StepRecord
-from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
+from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
 from tests.toy import TableDrafter
 from viz import charts, summary
 
@@ -26,59 +26,64 @@ def _one_hot(token: int, p: float = 0.9) -> torch.Tensor:
     return row
 
 
-# ---- n-gram drafter: rollback and datastore ------------------------------------------------------------
-def test_ngram_rollback_restores_the_index_exactly():
+# ---- n-gram drafter: cropping to the common prefix, and the datastore ------------------------------------
+def test_ngram_crops_its_index_back_to_the_common_prefix_exactly():
     d = NgramDrafter(VOCAB, max_ngram=3)
-    d.reset([1, 2, 3, 1, 2])
+    d.start([1, 2, 3, 1, 2])
     before = (list(d._seq), copy.deepcopy(dict(d._index)))
-    mark = d.checkpoint()
-    d.commit([4, 1, 2, 4])
+    d.begin_step([1, 2, 3, 1, 2, 4, 1, 2, 4])            # a guess drafted ahead
     assert d.continuations([1, 2]) != before[1].get((1, 2))
-    d.rollback(mark)
+    d.begin_step([1, 2, 3, 1, 2])                        # the guess was wrong: back to what was committed
     assert (d._seq, dict(d._index)) == before
+    fresh = NgramDrafter(VOCAB, max_ngram=3)
+    fresh.start([1, 2, 3, 7, 7])
+    d.begin_step([1, 2, 3, 7, 7])                        # diverges inside the old sequence
+    assert (d._seq, dict(d._index)) == (fresh._seq, dict(fresh._index))
 
 
 def test_ngram_datastore_is_used_after_the_sequence_itself():
     d = NgramDrafter.with_datastore(VOCAB, [[5, 6, 7, 8], [5, 6, 9]], max_ngram=2)
-    d.reset([1, 2, 1, 3])
+    d.start([1, 2, 1, 3])
     assert d.continuations([0, 5, 6]) == {7: 1, 9: 1}      # only the datastore has (5, 6)
     assert d.continuations([0, 1]) == {2: 1, 3: 1}         # the sequence's own match wins
-    tree = DraftTree.with_root(6)
-    d.commit([5, 6])
-    row = d.begin_step(tree).logprobs[0]
+    row = d.begin_step([1, 2, 1, 3, 5, 6]).logprobs[0]
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
 
 
 # ---- hybrid drafter --------------------------------------------------------------------------------------
+def _verdict(tree: DraftTree, path: list[int]) -> Verdict:
+    """A verdict accepting ``path`` (only what ``observe`` reads is filled in)."""
+    return Verdict(["root"] + ["accepted" if n in path else "rejected" for n in range(1, len(tree))], path, 0,
+                   [0] * len(tree), [1.0] * len(tree))
+
+
 def _hybrid(model_token: int, sequence: list[int]) -> HybridDrafter:
     model = TableDrafter(VOCAB, lambda ctx: _one_hot(model_token))
     h = HybridDrafter(model, NgramDrafter(VOCAB, max_ngram=2))
-    h.reset(sequence)
+    h.start(sequence)
     return h
 
 
 def test_hybrid_mixes_the_sources_and_labels_each_node():
     h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])   # lookup after (1, 2) proposes 3
-    tree = DraftTree.with_root(2)
-    proposal = h.begin_step(tree)
+    proposal = h.begin_step([1, 2, 3, 1, 2])
     row = proposal.logprobs[0].exp()
     w = h.retrieval_weight
     assert w == pytest.approx(0.5)
     assert row[3].item() == pytest.approx(w * 1.0 + (1 - w) * 0.1 / (VOCAB - 1), rel=1e-5)
     assert row[7].item() == pytest.approx((1 - w) * 0.9, rel=1e-5)
     assert row.sum().item() == pytest.approx(1.0, rel=1e-5)
-    assert proposal.sources([0, 0], [3, 7]) == [SOURCE_RETRIEVAL, SOURCE_MODEL]
+    assert proposal.from_retrieval[0, [3, 7]].tolist() == [True, False]
 
 
 def test_hybrid_without_a_lookup_match_is_the_model():
-    h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])
-    tree = DraftTree.with_root(9)                            # nothing ever followed 9: no lookup match
-    assert torch.allclose(h.begin_step(tree).logprobs[0], _one_hot(7))
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])      # nothing ever followed 9: no lookup match
+    assert torch.allclose(h.begin_step([1, 2, 3, 9]).logprobs[0], _one_hot(7))
 
 
 def test_hybrid_budget_applies_to_the_merged_tree_and_sources_are_recorded():
     h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])
-    tree = TalonBuilder(budget=6, topk=3, mu=0.03).build(h, 2).tree
+    tree = TalonBuilder(budget=6, topk=3, mu=0.03).build(h, [1, 2, 3, 1, 2]).tree
     assert tree.num_drafts <= 6
     assert set(tree.source[1:]) == {SOURCE_MODEL, SOURCE_RETRIEVAL}
     assert {tree.token[c]: tree.source[c] for c in tree.children(0)}[3] == SOURCE_RETRIEVAL
@@ -90,7 +95,7 @@ def test_hybrid_weight_follows_running_acceptance():
         tree = DraftTree.with_root(2)
         r = tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
         tree.add(0, 7, -1.0, SOURCE_MODEL)
-        h.observe(tree, [0, r])
+        h.observe(tree, _verdict(tree, [0, r]))
     assert h.retrieval_weight > 0.8
     info = h.step_info()
     assert info["retrieval_acceptance"] > info["model_acceptance"]
@@ -98,17 +103,25 @@ def test_hybrid_weight_follows_running_acceptance():
         tree = DraftTree.with_root(2)
         tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
         m = tree.add(0, 7, -1.0, SOURCE_MODEL)
-        h.observe(tree, [0, m])
+        h.observe(tree, _verdict(tree, [0, m]))
     assert h.retrieval_weight < 0.2
     assert h.min_weight <= h.retrieval_weight <= 1 - h.min_weight
 
 
-def test_hybrid_rollback_reaches_both_sources():
+def test_hybrid_hands_the_committed_sequence_to_both_sources():
     h = _hybrid(model_token=7, sequence=[1, 2, 3])
-    mark = h.checkpoint()
-    h.commit([4, 5])
-    h.rollback(mark)
+    h.begin_step([1, 2, 3, 4, 5])
+    h.begin_step([1, 2, 3])
     assert h.retrieval._seq == [1, 2, 3] and h.model._seq == [1, 2, 3]
+
+
+def test_a_held_weight_ignores_the_running_acceptance():
+    h = HybridDrafter(TableDrafter(VOCAB, lambda ctx: _one_hot(7)), NgramDrafter(VOCAB), fixed_weight=0.3)
+    h.start([1, 2, 3, 1, 2])
+    tree = DraftTree.with_root(2)
+    tree.add(0, 7, -1.0, SOURCE_MODEL)
+    h.observe(tree, _verdict(tree, [0, 1]))
+    assert h.retrieval_weight == 0.3 and h.step_info()["retrieval_weight"] == 0.3
 
 
 # ---- async guesses --------------------------------------------------------------------------------------

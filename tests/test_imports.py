@@ -4,6 +4,9 @@
 * ``viz/`` imports neither torch / transformers nor the parts of ``talon`` that run models: only
   ``talon``'s data and definitions (config, tree, trace, metrics) and its torch-free benchmark
   descriptions (``talon.bench.prompts`` / ``suites`` / ``results``);
+* ``ui/`` (and ``app.py``) import no torch: the engine offers what the pages need as plain data;
+* the floors of ``talon/`` point one way: ``runtime/`` imports neither ``engine/`` nor ``drafters/``,
+  ``drafters/`` does not import ``engine/``, and ``models/`` imports none of the three;
 * no import cycle between the modules of ``talon/`` (imports inside functions count too);
 * module-level imports sit at the top of a file, never in the middle of it.
 
@@ -21,6 +24,10 @@ UI_MODULES = ("gradio", "plotly", "spaces", "viz", "ui", "app")
 VIZ_ALLOWED_TALON = ("talon.config", "talon.tree", "talon.trace", "talon.metrics", "talon.bench.prompts",
                      "talon.bench.suites", "talon.bench.results")
 VIZ_FORBIDDEN = ("torch", "transformers", "gradio", "spaces", "ui", "app")
+UI_FORBIDDEN = ("torch", "transformers")
+FLOORS = {"talon.runtime": ("talon.engine", "talon.drafters"), "talon.drafters": ("talon.engine",),
+          "talon.models": ("talon.engine", "talon.drafters", "talon.runtime")}
+"""Package -> the packages of ``talon`` it may not import (each sits above it)."""
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -74,6 +81,15 @@ def rule_violations(root: Path) -> list[str]:
             talon_bad = _under(name, ("talon",)) and not ancestor and not _under(name, VIZ_ALLOWED_TALON)
             if _under(name, VIZ_FORBIDDEN) or talon_bad:
                 bad.append(f"{path.relative_to(root)}:{line} imports {name} (viz/ draws data only)")
+    for path in python_files(root, "ui") + python_files(root, "app.py"):
+        for name, line in imports_of(path, root):
+            if _under(name, UI_FORBIDDEN):
+                bad.append(f"{path.relative_to(root)}:{line} imports {name} (ui/ does no tensor maths)")
+    for package, above in FLOORS.items():
+        for path in python_files(root, package.replace(".", "/")):
+            for name, line in imports_of(path, root):
+                if _under(name, above):
+                    bad.append(f"{path.relative_to(root)}:{line} imports {name} (an import back up the floors)")
     return bad
 
 
@@ -160,7 +176,7 @@ def test_imports_sit_at_the_top_of_every_file():
 
 def test_the_package_is_grouped_by_job():
     subpackages = {p.name for p in (ROOT / "talon").iterdir() if (p / "__init__.py").is_file()}
-    assert subpackages == {"engine", "drafters", "models", "training", "bench"}
+    assert subpackages == {"engine", "drafters", "runtime", "models", "training", "bench"}
     root_modules = {p.stem for p in (ROOT / "talon").glob("*.py")} - {"__init__"}
     assert root_modules == {"config", "tree", "trace", "metrics"}
 
@@ -179,6 +195,11 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     ({"talon/__init__.py": "", "talon/x.py": "def f():\n    from viz import charts\n"}, "imports viz"),
     ({"viz/__init__.py": "", "viz/c.py": "import torch\n"}, "viz/c.py:1 imports torch"),
     ({"viz/__init__.py": "", "viz/c.py": "from talon.engine.decode import run\n"}, "imports talon.engine"),
+    ({"ui/__init__.py": "", "ui/t.py": "import torch\n"}, "ui/t.py:1 imports torch"),
+    ({"talon/__init__.py": "", "talon/drafters/__init__.py": "", "talon/drafters/d.py": "from ..engine import kv_cache\n"},
+     "talon/drafters/d.py:1 imports talon.engine"),
+    ({"talon/__init__.py": "", "talon/runtime/__init__.py": "", "talon/runtime/r.py": "from ..drafters.base import Drafter\n"},
+     "talon/runtime/r.py:1 imports talon.drafters"),
 ])
 def test_rule_checker_catches_a_broken_rule(tmp_path, files, needle):
     assert any(needle in v for v in rule_violations(_write(tmp_path, files)))

@@ -11,7 +11,7 @@ from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.drafters.head import HeadDrafter
 from talon.engine.decode import run_to_end
-from talon.engine.lab import LAB_METHODS, FrozenStep, step_context
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context
 from talon.models.registry import ModelRegistry
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
 from tests.tiny import prompt_ids, random_head, tiny_target
@@ -70,7 +70,7 @@ def test_a_frozen_step_gives_what_a_fresh_decode_gives_for_every_setting(target,
         got = lab.explore(cfg)
         want = first_step(target, registry, spec, cfg, context, DecodeConfig())
         assert (got.tree.token, got.tree.parent) == (want.tree.token, want.tree.parent), cfg
-        assert (got.verdict.status, got.verdict.accepted_path, got.verdict.bonus_token) == \
+        assert (got.status, got.accepted_path, got.bonus_token) == \
             (want.status, want.accepted_path, want.bonus_token), cfg
         assert got.drafter_forwards == want.drafter_forwards == len(got.call_widths)
 
@@ -79,7 +79,7 @@ def test_the_run_itself_is_reproduced_at_its_own_settings(target, registry, run)
     for k in (0, 3, len(run.steps) - 1):
         got = FrozenStep(target, registry, "layers:1", step_context(run, k)).explore(CONFIGS[0])
         step = run.steps[k]
-        assert (got.tree.token, got.accepted, got.verdict.bonus_token) == \
+        assert (got.tree.token, got.accepted_tokens, got.bonus_token) == \
             (step.tree.token, step.accepted_tokens, step.bonus_token)
 
 
@@ -87,16 +87,16 @@ def test_the_head_drafter_in_the_lab(target, registry):
     head = registry.get_derived("tiny-head", lambda: None)
     context = prompt_ids(6, length=20)
     lab = FrozenStep(target, registry, "ngram", context)
-    lab._drafters["tree"] = HeadDrafter(head, target)  # the lab with a head: reset it the way the lab does
+    lab._drafters["tree"] = HeadDrafter(head, target)  # the lab with a head: start it the way the lab does
     lab.verifier = type(lab.verifier)(target, head.config.feature_layers)
     with torch.inference_mode():
-        features = lab.verifier.prefill(context)
-        lab._drafters["tree"].reset(context, features)
+        lab.verifier.prefill(context)
+        lab._drafters["tree"].start(context, lab.verifier.features)
     results = [lab.explore(CONFIGS[0]) for _ in range(2)]
     assert results[0].tree.token == results[1].tree.token
     drafter = HeadDrafter(head, target)
     fresh = run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=2), prompt_ids=context).steps[0]
-    assert results[0].tree.token == fresh.tree.token and results[0].verdict.accepted_path == fresh.accepted_path
+    assert results[0].tree.token == fresh.tree.token and results[0].accepted_path == fresh.accepted_path
 
 
 def test_sampling_in_the_lab_is_the_runs_own_sample(target, registry):
@@ -106,7 +106,7 @@ def test_sampling_in_the_lab_is_the_runs_own_sample(target, registry):
     for k in (1, len(run.steps) - 2):
         lab = FrozenStep(target, registry, "layers:1", step_context(run, k), temperature=0.8, seed=11)
         got = lab.explore(cfg)
-        assert got.committed[: len(run.steps[k].committed_ids)] == run.steps[k].committed_ids
+        assert got.committed_ids[: len(run.steps[k].committed_ids)] == run.steps[k].committed_ids
 
 
 def test_every_method_and_the_sweeps(target, registry, run):
@@ -155,12 +155,16 @@ def test_the_gate_record_says_why_each_candidate_is_in_or_out(target, registry, 
 def test_reroll_counts_every_roll_and_follows_the_target(target, registry, run):
     lab = FrozenStep(target, registry, "layers:1", step_context(run, 0), temperature=1.0)
     result = lab.explore(CONFIGS[0])
-    counts, dist = lab.reroll(result, 4000, seed=3)
-    assert sum(counts.values()) == 4000
+    rolled = lab.reroll(result, 4000, seed=3)
+    assert rolled.rolls == 4000 and rolled.temperature == 1.0
+    dist = torch.tensor(rolled.target)
     empirical = torch.zeros_like(dist)
-    for token, n in counts.items():
+    for token, n in rolled.counts.items():
         empirical[token] = n / 4000
     assert 0.5 * float((empirical - dist).abs().sum()) < 0.08
+    assert rolled.total_variation == pytest.approx(0.5 * float((empirical - dist).abs().sum()), abs=1e-6)
+    assert set(rolled.after) == set(result.accepted_path)
+    assert all(abs(sum(row) - 1.0) < 1e-4 for row in rolled.after.values())
 
 
 def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, registry, run):
@@ -170,7 +174,7 @@ def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, 
 
     lab = FrozenStep(target, registry, "layers:1", step_context(run, 2))
     alone = {m: r.tree.token for m, r in lab.every_method(CONFIGS[0]).items()}
-    alone_verdicts = {m: r.verdict.accepted_path for m, r in lab.every_method(CONFIGS[0]).items()}
+    alone_verdicts = {m: r.accepted_path for m, r in lab.every_method(CONFIGS[0]).items()}
     results, errors = [], []
 
     def every_method():
@@ -187,7 +191,7 @@ def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, 
     assert not errors
     for rows in results:
         assert {m: r.tree.token for m, r in rows.items()} == alone
-        assert {m: r.verdict.accepted_path for m, r in rows.items()} == alone_verdicts
+        assert {m: r.accepted_path for m, r in rows.items()} == alone_verdicts
 
 
 def test_confident_depth_counts_drafts_until_the_cumulative_probability_drops():

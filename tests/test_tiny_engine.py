@@ -16,7 +16,7 @@ from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import fill_texts, run_to_end
-from talon.engine.kv_cache import CachedLM, check_full_attention, tree_rows_mask
+from talon.runtime.kv_cache import CachedLM, check_full_attention, tree_rows_mask
 from talon.engine.verify import Verifier, greedy_accept
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
@@ -150,7 +150,7 @@ def test_verifier_greedy_verdict_matches_path_by_path_logits(target):
     with torch.inference_mode():
         verifier = Verifier(target)
         verifier.prefill(ids)
-        verdict = verifier.verdict(verifier.verify(tree, 0.0))
+        verdict = verifier.verify(tree, 0.0)
         expected = greedy_accept(tree, path_logits(target, ids[:-1], tree))
     assert (verdict.status, verdict.accepted_path, verdict.bonus_token, verdict.target_token) == \
         (expected.status, expected.accepted_path, expected.bonus_token, expected.target_token)
@@ -234,8 +234,9 @@ def test_builder_on_the_tiny_head_grows_a_budgeted_tree(target, head):
     ids = prompt_ids(4)
     verifier = Verifier(target, drafter.feature_layers)
     with torch.inference_mode():
-        drafter.reset(ids, verifier.prefill(ids))
-        result = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids[-1])
+        verifier.prefill(ids)
+        drafter.start(ids, verifier.features)
+        result = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids, verifier.features)
     assert result.tree.num_drafts == 12 and result.drafter_forwards == result.tree.max_depth
 
 

@@ -87,7 +87,7 @@ def test_trace_json_round_trip_with_builder_tree() -> None:
     """A trace holding a real TALON tree (built from a table drafter) plus the hand steps survives
     to_json / from_json exactly, non-ASCII text included."""
     drafter = TableDrafter(12, random_fn(12, 5))
-    tree = TalonBuilder(8, 2, 0.1).build(drafter, 4).tree
+    tree = TalonBuilder(8, 2, 0.1).build(drafter, [4]).tree
     argmax = [tree.token[1]] + [0] * (len(tree) - 1)
     step = make_step(3, tree, argmax, forwards=len(drafter.calls), start=1.6, draft_s=0.01, verify_s=0.02)
     trace = hand_trace(hand_steps() + [step])

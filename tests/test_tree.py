@@ -58,23 +58,9 @@ def test_position_ids_are_prefix_plus_walked_depth(tree: DraftTree, prefix_len: 
 
 
 @pytest.mark.parametrize("tree", RANDOM_TREES)
-def test_root_to_leaf_paths_and_retrieve_indices(tree: DraftTree) -> None:
-    """One path per leaf (leaves in index order), root first; retrieve_indices pads them with -1."""
-    n = len(tree)
-    is_parent = [False] * n
-    for i in range(1, n):
-        is_parent[tree.parent[i]] = True
-    leaves = [i for i in range(n) if not is_parent[i]]
-    expected = [ancestors(tree.parent, leaf)[::-1] for leaf in leaves]
-    assert tree.root_to_leaf_paths() == expected
-
-    ri = tree.retrieve_indices()
-    max_depth = max(len(a) for a in (ancestors(tree.parent, i) for i in range(n))) - 1
-    assert ri.shape == (len(leaves), max_depth + 1)
-    for row, path in zip(ri.tolist(), expected):
-        assert row == path + [-1] * (max_depth + 1 - len(path))
-    # Every node lies on at least one root-to-leaf path.
-    assert set(ri[ri >= 0].tolist()) == set(range(n))
+def test_path_to_walks_up_the_parents(tree: DraftTree) -> None:
+    for node in range(len(tree)):
+        assert tree.path_to(node) == ancestors(tree.parent, node)[::-1]
 
 
 def test_root_only_tree() -> None:
@@ -83,8 +69,6 @@ def test_root_only_tree() -> None:
     assert len(tree) == 1 and tree.num_drafts == 0 and tree.max_depth == 0
     assert tree.ancestor_mask().tolist() == [[True]]
     assert tree.position_ids(5).tolist() == [5]
-    assert tree.root_to_leaf_paths() == [[0]]
-    assert tree.retrieve_indices().tolist() == [[0]]
     assert tree.layer_widths() == [1] and tree.widest_layer == 0
 
 
@@ -102,8 +86,7 @@ def test_hand_built_tree_derived_values() -> None:
     assert tree.children(0) == [1, 2] and tree.children(1) == [3, 5] and tree.children(4) == []
     assert tree.layer_widths() == [1, 2, 2, 1] and tree.widest_layer == 2
     assert tree.num_drafts == 5 and tree.max_depth == 3
-    assert tree.root_to_leaf_paths() == [[0, 2], [0, 1, 3, 4], [0, 1, 5]]
-    assert tree.retrieve_indices().tolist() == [[0, 2, -1, -1], [0, 1, 3, 4], [0, 1, 5, -1]]
+    assert [tree.path_to(leaf) for leaf in (2, 4, 5)] == [[0, 2], [0, 1, 3, 4], [0, 1, 5]]
     assert tree.position_ids(10).tolist() == [10, 11, 11, 12, 13, 12]
     assert tree.ancestor_mask().astype(int).tolist() == [
         [1, 0, 0, 0, 0, 0],

@@ -90,8 +90,7 @@ def test_greedy_equals_plain_greedy_decoding_on_random_trees() -> None:
         prefix: Context = (seed % vocab,)
         root = (seed * 3) % vocab
         drafter = TableDrafter(vocab, random_fn(vocab, seed))
-        drafter.reset(prefix + (root,))
-        tree = TalonBuilder(12, 3, 0.05).build(drafter, root).tree
+        tree = TalonBuilder(12, 3, 0.05).build(drafter, prefix + (root,)).tree
         logits = torch.log(target.tree_probs(tree, prefix)).float()
         v = greedy_accept(tree, logits)
         out = [tree.token[i] for i in v.accepted_path[1:]] + [v.bonus_token]
@@ -242,8 +241,7 @@ def sample_joint(builder: TreeBuilder, drafter_fn: LogprobFn, n: int, seed: int,
         while len(out) < LENGTH:
             if ctx not in cache:
                 drafter = TableDrafter(VOCAB, drafter_fn)
-                drafter.reset(ctx)
-                tree = builder.build(drafter, ctx[-1]).tree
+                tree = builder.build(drafter, ctx).tree
                 cache[ctx] = (tree, TARGET.tree_probs(tree, ctx[:-1]).float())
             tree, probs = cache[ctx]
             if accept is None:

@@ -47,7 +47,7 @@ class ProposeCall:
 class TableDrafter(Drafter):
     """A drafter whose next-token log-probabilities are ``fn(context)``.
 
-    It keeps the committed sequence like a real drafter (``reset`` / ``commit``) and records every
+    It keeps the committed sequence it is handed (``start`` / ``begin_step``) and records every
     ``propose`` call (``calls``) so tests can count forwards and check what each layer was grown from."""
 
     name = "table"
@@ -59,7 +59,8 @@ class TableDrafter(Drafter):
         self._seq: list[int] = []
         self.calls: list[ProposeCall] = []
 
-    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
+              rows: int | None = None) -> None:
         self._seq = [int(t) for t in prompt_ids]
         self.calls = []
 
@@ -69,9 +70,9 @@ class TableDrafter(Drafter):
             assert self._seq[-1] == tree.token[0], "tree root must be the last committed token"
         return tuple(self._seq[:-1]) + node_tokens(tree, node)
 
-    def begin_step(self, tree: DraftTree) -> Proposal:
-        assert len(tree) == 1, "a step starts from a root-only tree"
-        return self.propose(tree, [0])
+    def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
+        self._seq = [int(t) for t in committed_ids]
+        return self.propose(DraftTree.with_root(self._seq[-1]), [0])
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         self.calls.append(ProposeCall(list(frontier), len(tree), tree))
@@ -79,18 +80,6 @@ class TableDrafter(Drafter):
         out = torch.stack(rows) if rows else torch.empty(0, self.vocab_size)
         assert out.shape == (len(frontier), self.vocab_size)
         return Proposal(out)
-
-    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self._seq.extend(int(t) for t in new_ids)
-
-    def rewind_step(self) -> None:  # stateless per step
-        pass
-
-    def checkpoint(self) -> int:
-        return len(self._seq)
-
-    def rollback(self, checkpoint: int) -> None:
-        del self._seq[checkpoint:]
 
 
 # ---- families of drafter functions ------------------------------------------------------------------

@@ -11,7 +11,7 @@ import gradio as gr
 from talon.config import ConfigError
 from talon.engine.decode import fill_texts, run
 from talon.trace import RunTrace
-from viz import lab as lab_viz
+from viz import lab_charts
 from viz import summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
@@ -65,7 +65,7 @@ def compare_view(session: Session, position, color_mode):
     slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
     labelled = {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if t.steps}
     table = summary.comparison_table(labelled, traces["ar"].seconds if "ar" in traces else None)
-    adaptation = lab_viz.adaptation_figure(
+    adaptation = lab_charts.adaptation_figure(
         {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"})
     return slider, figs[0], figs[1], table, caption, adaptation, *numbers
 

@@ -16,7 +16,7 @@ import gradio as gr
 from talon.metrics import trace_json
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
-from viz import charts, lab, summary
+from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_figure, tree_html
 
 from . import text_view
@@ -92,7 +92,7 @@ def charts_of(trace: RunTrace | None) -> tuple:
         return (None,) * 6
     figs = charts.run_charts(trace)
     return (figs["committed"], figs["acceptance"], figs["shape"], figs["timing"],
-            charts.timeline_chart({"run": trace}), lab.adaptation_figure({trace.tree_config.get("method", "run"): trace}))
+            charts.timeline_chart({"run": trace}), lab_charts.adaptation_figure({trace.tree_config.get("method", "run"): trace}))
 
 
 def _streaming_rest(follow: bool, caption_value, status: str) -> tuple:

@@ -9,8 +9,8 @@
    to chat's: how far apart the categories are in that drafter's own confidence, whatever the tree
    policy.  With ``layers:29`` (the target less its last layer, as close to a perfect drafter as the
    embedded model has) it shows roughly what any drafter could.
-3. **Latency.** Freezes steps of those runs (``ui.lab.freeze``) and times the Tree lab's handler of a
-   setting change (``ui.lab.redraw``: rebuild and verify the tree at the frozen context, draw the tree,
+3. **Latency.** Freezes steps of those runs (``ui.tree_lab.freeze``) and times the Tree lab's handler of a
+   setting change (``ui.tree_lab.redraw``: rebuild and verify the tree at the frozen context, draw the tree,
    the gate and the caption) for several N (draft nodes, root not counted) and mu; prints p50 and p90
    per N.  The browser's own drawing is not included.
 """
@@ -26,7 +26,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
 
-from . import lab
+from . import tree_lab
 from .compute import call_on_fresh_thread
 from .session import new_session
 from .shared import DEFAULT_DRAFTER, DEFAULT_TREE, EMBEDDED, EXAMPLES, REGISTRY
@@ -123,12 +123,12 @@ def main(argv: list[str] | None = None) -> None:
         for index in sorted({0, n // 2, n - 1})[:args.steps_per_run]:
             session = new_session()
             session.trace = trace
-            lab.freeze(session, index + 1, EMBEDDED, DEFAULT_DRAFTER, progress=lambda *a, **k: None)
-            lab.redraw(session, "talon", tree.budget, tree.topk, tree.mu, tree.depth, tree.gamma, "relative")
+            tree_lab.freeze(session, index + 1, EMBEDDED, DEFAULT_DRAFTER, progress=lambda *a, **k: None)
+            tree_lab.redraw(session, "talon", tree.budget, tree.topk, tree.mu, tree.depth, tree.gamma, "relative")
             for budget in budgets:
                 for mu in mus:
                     t0 = time.perf_counter()
-                    lab.redraw(session, "talon", budget, tree.topk, mu, tree.depth, tree.gamma, "relative")
+                    tree_lab.redraw(session, "talon", budget, tree.topk, mu, tree.depth, tree.gamma, "relative")
                     seconds[budget].append(time.perf_counter() - t0)
     print("\n| N | lab changes | p50 (s) | p90 (s) |\n| --- | --- | --- | --- |")
     for budget in budgets:

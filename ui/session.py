@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
 from talon.engine.decode import fill_texts, run
-from talon.engine.lab import FrozenStep
+from talon.engine.frozen_step import FrozenStep
 from talon.models.loaded import LoadedModel
-from talon.trace import RunTrace
+from talon.trace import RunTrace, StepRecord
 
 _RUN_IDS = itertools.count(1)
 
@@ -78,7 +78,7 @@ class LabState:
     trace: RunTrace
     index: int
     frozen: FrozenStep
-    last: object | None = None  # the last LabTree drawn (for re-rolls)
+    last: StepRecord | None = None  # the last tree drawn (for re-rolls)
 
 
 @dataclass

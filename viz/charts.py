@@ -237,14 +237,3 @@ def step_span(step: StepRecord, highlight: bool = False) -> str:
         style += ";outline:2px solid #D62728"
     return (f'<span class="talon-step" data-step="{step.index + 1}" title="{html.escape(title, quote=True)}" '
             f'style="{style}">{html.escape(step.committed_text, quote=False)}</span>')
-
-
-def tinted_text_html(trace: RunTrace, highlight: int | None = None) -> str:
-    """The generated text as HTML: every step's ``step_span`` in a whitespace-preserving block.
-
-    Args:
-        trace: the run.
-        highlight: a step index whose span gets an outline (e.g. the step on show), or None.
-    """
-    parts = [step_span(s, s.index == highlight) for s in trace.steps]
-    return f'<div class="talon-tinted" style="{TEXT_STYLE}">' + "".join(parts) + "</div>"

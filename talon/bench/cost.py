@@ -12,7 +12,7 @@ Measured on the current device, after a warm-up, median of ``reps`` wall-clock t
   the draft vocabulary, the log-softmax), for ``size`` in ``HEAD_WIDTHS``.
 
 Forwards take the path decoding takes: static runners replayed as CUDA graphs on a GPU
-(``talon.engine.graphs``; ``TALON_CUDA_GRAPHS=0`` measures the eager path), eager on a CPU.
+(``talon.runtime.graphs``; ``TALON_CUDA_GRAPHS=0`` measures the eager path), eager on a CPU.
 
 ``CostModel`` interpolates these rows to price a step: ``verify(nodes) + sum(head(width) per layer)``.
 """
@@ -69,9 +69,10 @@ def _tree_of(head_drafter, verifier_ids: list[int], budget: int, target: LoadedM
     """A TALON tree of ``budget`` drafts grown by ``head_drafter`` at the context ``verifier_ids``."""
     if budget == 0:
         return DraftTree.with_root(verifier_ids[-1])
-    features = Verifier(target, head_drafter.feature_layers).prefill(verifier_ids)
-    head_drafter.reset(verifier_ids, features)
-    return TalonBuilder(budget, min(4, budget), 0.03).build(head_drafter, verifier_ids[-1]).tree
+    verifier = Verifier(target, head_drafter.feature_layers)
+    verifier.prefill(verifier_ids)
+    head_drafter.start(verifier_ids, verifier.features)
+    return TalonBuilder(budget, min(4, budget), 0.03).build(head_drafter, verifier_ids, verifier.features).tree
 
 
 def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str = "head", reps: int = 15,
@@ -88,7 +89,7 @@ def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str
         def verify(tree: DraftTree) -> Callable[[], None]:
             def once() -> None:
                 verifier.verify(tree, 0.0)
-                verifier.cached.drop_tree()
+                verifier.drop_tree()
             return once
 
         ar = median_seconds(verify(DraftTree.with_root(ids[-1])), target.device, reps)
@@ -112,7 +113,9 @@ def _head_rows(drafter: HeadDrafter, target: LoadedModel, ids: list[int], widths
                ar: float, rows_held: int, log: Callable[[str], None]) -> list[dict]:
     """One head call (forward over a frontier, LM head on the draft vocabulary, log-softmax) per width,
     on the head's own tree KV cache after the context ``ids``."""
-    features = drafter.head.fuse_features(Verifier(target, drafter.feature_layers).prefill(ids))
+    verifier = Verifier(target, drafter.feature_layers)
+    verifier.prefill(ids)
+    features = drafter.head.fuse_features(verifier.features)
     cache = HeadCache(drafter.head, target, rows_held)
     cache.extend_committed(ids[1:], logit_rows=None, features=features)
     rows = []

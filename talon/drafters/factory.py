@@ -21,10 +21,12 @@ from .ngram import NgramDrafter
 
 DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
                 "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B), "
-                "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'hybrid:SPEC' (SPEC merged "
-                "with prompt lookup), or a local directory / Hugging Face id of a small LM with the target's "
+                "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'lookup+SPEC' (SPEC merged "
+                "with prompt lookup; the hybrid method does this for its drafter), or a local directory / Hugging Face id of a small LM with the target's "
                 "tokenizer")
-KINDS = ("ngram", "head", "eagle3", "layers", "hybrid", "model")
+KINDS = ("ngram", "head", "eagle3", "layers", "with_lookup", "model")
+LOOKUP_PREFIXES = ("lookup+", "hybrid:")
+"""Spec prefixes that merge a drafter with prompt lookup (``hybrid:`` is the older name, still read)."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,11 @@ class DrafterSpec:
     Attributes:
         kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head); ``eagle3``
             (``location`` = an EAGLE-3 head's directory or Hub id);
-            ``layers`` (``layers`` = K, the target's first K decoder layers); ``hybrid`` (``inner`` is
-            merged with prompt lookup); ``model`` (``location`` = a directory or Hub id of a causal LM).
+            ``layers`` (``layers`` = K, the target's first K decoder layers); ``with_lookup`` (``inner``
+            is merged with prompt lookup: ``lookup+SPEC``); ``model`` (``location`` = a directory or Hub id of a causal LM).
         location: a head's or model's directory / Hub id.
         layers: K of ``layers:K``.
-        inner: the model side of ``hybrid:SPEC``.
+        inner: the model side of ``lookup+SPEC``.
     """
 
     kind: str
@@ -67,8 +69,9 @@ def parse_drafter_spec(text: str) -> DrafterSpec:
             raise ConfigError("Drafter 'eagle3:' needs a directory or Hugging Face id, e.g. "
                               "'eagle3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'.")
         return DrafterSpec("eagle3", location=location)
-    if spec.startswith("hybrid:"):
-        return DrafterSpec("hybrid", inner=parse_drafter_spec(spec.partition(":")[2]))
+    for prefix in LOOKUP_PREFIXES:
+        if spec.startswith(prefix):
+            return DrafterSpec("with_lookup", inner=parse_drafter_spec(spec[len(prefix):]))
     if spec.startswith("layers:"):
         try:
             k = int(spec.partition(":")[2])
@@ -116,7 +119,7 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     parsed = spec if isinstance(spec, DrafterSpec) else parse_drafter_spec(spec)
     if parsed.kind == "ngram":
         return NgramDrafter(target.vocab_size, device=target.device)
-    if parsed.kind == "hybrid":
+    if parsed.kind == "with_lookup":
         return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size,
                                   device=target.device)
     if parsed.kind == "head":
@@ -128,20 +131,24 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
 
 
 def drafter_for(method: str, spec: str, target: LoadedModel, registry: ModelRegistry | None = None,
-                datastore: Sequence[Sequence[int]] | None = None) -> Drafter | None:
+                datastore: Sequence[Sequence[int]] | None = None, hybrid_weight: float | None = None
+                ) -> Drafter | None:
     """The drafter a decoding ``method`` runs with: ``None`` for ``ar``; for ``hybrid`` the drafter of
-    ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given); else
-    ``make_drafter(spec)``."""
+    ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given; holding
+    the retrieval weight ``hybrid_weight`` when given instead of learning it); else ``make_drafter(spec)``."""
     if method == "ar":
         return None
     drafter = make_drafter(spec, target, registry)
-    if method != "hybrid" or isinstance(drafter, HybridDrafter):
+    if method != "hybrid":
         return drafter
-    return hybrid_with_lookup(drafter, target.vocab_size, datastore, target.device)
+    if isinstance(drafter, HybridDrafter):
+        drafter.fixed_weight = hybrid_weight
+        return drafter
+    return hybrid_with_lookup(drafter, target.vocab_size, datastore, target.device, hybrid_weight)
 
 
 def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None,
-                       device: torch.device | str = "cpu") -> HybridDrafter:
+                       device: torch.device | str = "cpu", fixed_weight: float | None = None) -> HybridDrafter:
     """``model`` merged with prompt lookup (over ``datastore`` too, when given; its rows made on
     ``device``); refuses n-gram as the model side (it would be retrieval twice)."""
     if isinstance(model, NgramDrafter):
@@ -149,4 +156,4 @@ def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[
                           "a self-draft ('layers:K') or a draft model as the drafter, not n-gram.")
     retrieval = (NgramDrafter.with_datastore(vocab, datastore, device=device) if datastore
                  else NgramDrafter(vocab, device=device))
-    return HybridDrafter(model, retrieval)
+    return HybridDrafter(model, retrieval, fixed_weight=fixed_weight)

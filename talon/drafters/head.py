@@ -11,10 +11,11 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache
 
-from ..engine.kv_cache import KVBuffer, TreeKVCache
+from ..runtime.kv_cache import KVBuffer, TreeKVCache
+from ..runtime.rows import GrowingRows
 from ..models.loaded import LoadedModel
 from ..tree import DraftTree
-from .base import Drafter, Proposal
+from .base import Drafter, Proposal, common_prefix
 
 
 class HeadShape(Protocol):
@@ -71,35 +72,15 @@ class HeadCache(TreeKVCache):
         return self.head.logits(hidden, self.target.model.get_output_embeddings()).float()
 
 
-class FeatureRows:
-    """A growing ``[rows, H]`` buffer (preallocated, doubling): appends without re-concatenating."""
-
-    def __init__(self, width: int, dtype: torch.dtype, device: torch.device, capacity: int = 256) -> None:
-        self.buffer = torch.empty(capacity, width, dtype=dtype, device=device)
-        self.length = 0
-
-    def append(self, rows: torch.Tensor) -> None:
-        end = self.length + rows.shape[0]
-        if end > self.buffer.shape[0]:
-            bigger = self.buffer.new_empty(max(end, 2 * self.buffer.shape[0]), self.buffer.shape[1])
-            bigger[: self.length] = self.buffer[: self.length]
-            self.buffer = bigger
-        self.buffer[self.length:end] = rows
-        self.length = end
-
-    def truncate(self, length: int) -> None:
-        self.length = min(self.length, length)
-
-    def __getitem__(self, rows: slice) -> torch.Tensor:
-        return self.buffer[: self.length][rows]
-
-    def __setitem__(self, rows: slice, value: torch.Tensor) -> None:
-        self.buffer[: self.length][rows] = value
-
-
 class HeadDrafter(Drafter):
     """Drafts with a ``HeadNetwork``: committed positions read the target's fused features, tree nodes
-    read the head's own output at their parent (EAGLE's recurrence).  One head forward per tree layer."""
+    read the head's own output at their parent (EAGLE's recurrence).  One head forward per tree layer.
+
+    Head cache row k holds head position k + 1, which reads the token at position k + 1 and the
+    feature of position k.  Feature rows are the target's (fused) where the target has verified the
+    position, else stand-ins: the head's own state at the node of its last tree that the position's
+    token followed (a guessed outcome drafted ahead).  When the target's features replace stand-ins,
+    the cache rows that read them are recomputed at the next ``begin_step``."""
 
     can_draft_ahead = True
 
@@ -108,42 +89,85 @@ class HeadDrafter(Drafter):
         self.feature_layers = head.config.feature_layers
         self.name = name
         self._cache: HeadCache | None = None
-        self._seq: list[int] = []
-        self._features: FeatureRows | None = None  # feature of committed position k at row k
-        self._node_states: dict[int, torch.Tensor] = {}
+        self._seq: list[int] = []             # the committed sequence of the last begin_step (root last)
+        self._features: GrowingRows | None = None  # [positions, H]: fused feature of position k at row k
+        self._true_rows = 0                   # leading feature rows that are the target's (the rest stand in)
+        self._node_states: dict[int, torch.Tensor] = {}  # this step's tree node -> head output state [H]
         self._tree: DraftTree | None = None   # the tree of the last propose call
-        self._stale_from: int | None = None   # first cache row built on a stand-in feature since replaced
+        self._tree_root = -1                  # position of that tree's root
 
     def release(self) -> None:
         if self._cache is not None:
             self._cache.release()
 
-    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
+              rows: int | None = None) -> None:
         self.release()
-        self._cache = HeadCache(self.head, self.target, self.take_planned_rows())
-        self._seq = list(prompt_ids)
-        self._features = FeatureRows(self.head.config.hidden_size, self.head.norm.weight.dtype, self.target.device)
-        if target_hidden is not None:
-            self._features.append(self.head.fuse_features(target_hidden))
-        self._node_states = {}
-        self._tree, self._stale_from = None, None
-        if len(self._seq) > 2 and target_hidden is not None:  # positions 1 .. L-2; the root's comes per step
-            self._cache.extend_committed(self._seq[1:-1], logit_rows=None, features=self._features[: len(self._seq) - 2])
+        self._cache = HeadCache(self.head, self.target, rows)
+        self._seq = [int(t) for t in prompt_ids]
+        self._features = GrowingRows((self.head.config.hidden_size,), self.head.norm.weight.dtype, self.target.device)
+        self._true_rows = 0
+        self._node_states, self._tree, self._tree_root = {}, None, -1
+        if target_features is not None:
+            self._read_features(target_features)
+        if len(self._seq) > 2 and self._true_rows >= len(self._seq) - 2:  # positions 1 .. L-2; the root's per step
+            self._cache.extend_committed(self._seq[1:-1], logit_rows=None,
+                                         features=self._features.view()[: len(self._seq) - 2])
 
-    def rewind_step(self) -> None:
-        self._cache.crop_committed(len(self._seq) - 2)
-        self._node_states = {}
-
-    def begin_step(self, tree: DraftTree) -> Proposal:
-        cache = self._cache
-        self._tree = tree
-        start = cache.committed_len          # head rows cover positions 1 .. start
-        tokens = self._seq[start + 1:]        # positions start+1 .. L-1 (the root is last)
-        if not tokens:                        # a one-token prompt: no feature for the root
-            return Proposal(torch.full((1, self.head.config.vocab_size), float("-inf")))
-        out = cache.extend_committed(tokens, logit_rows="last", features=self._features[start:start + len(tokens)])
+    def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
+        committed = [int(t) for t in committed_ids]
+        last = len(committed) - 1                       # the root's position
+        lcp = common_prefix(self._seq, committed)
+        standins = self._standins(committed, lcp)       # read before anything is cropped
+        self._features.truncate(lcp)                    # feature k depends on tokens 0..k
+        self._true_rows = min(self._true_rows, lcp)
+        stale = self._read_features(target_features) if target_features is not None else last
+        for position in range(self._features.length, last):
+            if position not in standins:
+                raise RuntimeError(f"{self.name}: no target features for position {position}, which the "
+                                   "head did not draft either")
+            self._features.append(standins[position][None])
+        self._seq = committed
+        self._tree, self._node_states = None, {}
+        if last < 1:                                    # a one-token context: no feature for the root
+            return Proposal(torch.full((1, self.head.config.vocab_size), float("-inf"), device=self.target.device))
+        keep = min(self._cache.committed_len, lcp - 1, stale, last - 1)  # the root's row is always fed anew
+        self._cache.crop_committed(max(keep, 0))
+        start = self._cache.committed_len
+        out = self._cache.extend_committed(committed[start + 1:], logit_rows="last",
+                                           features=self._features.view()[start:last])
         self._node_states = {0: out.hidden[-1]}
+        self._tree_root = last
         return Proposal(torch.log_softmax(out.logits, dim=-1))
+
+    def _read_features(self, target_features: torch.Tensor) -> int:
+        """Fuse the target's feature rows not read yet into the feature rows; returns the first row whose
+        value changed (a stand-in replaced), or a row past every stand-in when none did."""
+        first_new = self._true_rows
+        held = self._features.length
+        rows = target_features.shape[0]
+        if rows > first_new:
+            self._features.write(first_new, self.head.fuse_features(target_features[first_new:rows]))
+            self._true_rows = rows
+        return first_new if first_new < min(held, rows) else max(held, rows)
+
+    def _standins(self, committed: list[int], lcp: int) -> dict[int, torch.Tensor]:
+        """The head's own states standing in for the target's features at positions of ``committed``
+        that follow this step's tree from its root (position -> state ``[H]``); ``lcp``: how much of
+        ``committed`` the last ``begin_step`` saw too (the tree's context must be among it)."""
+        root = self._tree_root
+        if not 0 <= root < lcp or 0 not in self._node_states:
+            return {}
+        out = {root: self._node_states[0]}
+        node, tree = 0, self._tree
+        for position in range(root + 1, len(committed) - 1):
+            if tree is None:
+                break
+            node = next((c for c in tree.children(node) if tree.token[c] == committed[position]), None)
+            if node is None or node not in self._node_states:
+                break
+            out[position] = self._node_states[node]
+        return out
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         self._tree = tree
@@ -152,37 +176,3 @@ class HeadDrafter(Drafter):
         for k, u in enumerate(frontier):
             self._node_states[u] = out.hidden[k]
         return Proposal(torch.log_softmax(out.logits, dim=-1))
-
-    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        if target_hidden is not None:
-            features = self.head.fuse_features(target_hidden)
-        else:  # speculative: the head's own state at each node stands in for the target's feature there
-            nodes = [0]
-            for token in new_ids[:-1]:
-                nodes.append(next(c for c in self._tree.children(nodes[-1]) if self._tree.token[c] == token))
-            features = torch.stack([self._node_states[n] for n in nodes])
-        self._cache.drop_tree()
-        if self._stale_from is not None:
-            self._cache.crop_committed(min(self._cache.committed_len, self._stale_from))
-            self._stale_from = None
-        self._seq.extend(int(t) for t in new_ids)
-        self._features.append(features)
-        self._node_states = {}
-
-    def checkpoint(self) -> int:
-        return len(self._seq)
-
-    def rollback(self, checkpoint: int) -> None:
-        del self._seq[checkpoint:]
-        self._features.truncate(checkpoint - 1)
-        self._cache.crop_committed(min(self._cache.committed_len, checkpoint - 1))
-        self._node_states = {}
-
-    def confirm(self, checkpoint: int, target_hidden: torch.Tensor | None = None) -> None:
-        """Swap the stand-in features of the confirmed tokens for the target's; the head's cache rows
-        built on them are recomputed at the next commit (after the tree drafted from them is used)."""
-        if target_hidden is None:
-            return
-        rows = slice(checkpoint - 1, checkpoint - 1 + target_hidden.shape[0])
-        self._features[rows] = self.head.fuse_features(target_hidden)
-        self._stale_from = checkpoint - 1 if self._stale_from is None else min(self._stale_from, checkpoint - 1)

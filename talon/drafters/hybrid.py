@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
+from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
 from .base import Drafter, Proposal
 from .ngram import NgramDrafter
 
@@ -27,25 +27,24 @@ class HybridDrafter(Drafter):
     ``w = a_retrieval / (a_retrieval + a_model)``, clamped to ``[min_weight, 1 - min_weight]`` so
     neither source is shut out.  ``step_info`` records both rates and ``w`` for the trace."""
 
-    def __init__(self, model: Drafter, retrieval: NgramDrafter, decay: float = 0.8, min_weight: float = 0.05) -> None:
+    def __init__(self, model: Drafter, retrieval: NgramDrafter, decay: float = 0.8, min_weight: float = 0.05,
+                 fixed_weight: float | None = None) -> None:
         self.model, self.retrieval = model, retrieval
         self.name = f"hybrid: {model.name} + {retrieval.name}"
         self.feature_layers = model.feature_layers
         self.decay, self.min_weight = decay, min_weight
         self.can_draft_ahead = model.can_draft_ahead
-        self.fixed_weight: float | None = None
+        self.fixed_weight = fixed_weight
         """When set, the retrieval weight to use instead of the running one (the tree lab replays a step)."""
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}  # [reached, accepted]
-
-    def plan_rows(self, rows: int) -> None:
-        self.model.plan_rows(rows)
 
     def release(self) -> None:
         self.model.release()
 
-    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self.model.reset(prompt_ids, target_hidden)
-        self.retrieval.reset(prompt_ids)
+    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
+              rows: int | None = None) -> None:
+        self.model.start(prompt_ids, target_features, rows)
+        self.retrieval.start(prompt_ids)
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}
 
     def acceptance(self, source: str) -> float:
@@ -59,8 +58,9 @@ class HybridDrafter(Drafter):
         a_r, a_m = self.acceptance(SOURCE_RETRIEVAL), self.acceptance(SOURCE_MODEL)
         return min(max(a_r / (a_r + a_m), self.min_weight), 1.0 - self.min_weight)
 
-    def begin_step(self, tree: DraftTree) -> Proposal:
-        return self._merge(self.model.begin_step(tree), self.retrieval.begin_step(tree))
+    def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
+        return self._merge(self.model.begin_step(committed_ids, target_features),
+                           self.retrieval.begin_step(committed_ids))
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         return self._merge(self.model.propose(tree, frontier), self.retrieval.propose(tree, frontier))
@@ -77,37 +77,19 @@ class HybridDrafter(Drafter):
         mixed = torch.where(matched, torch.logaddexp(from_retrieval, from_model), lp_model)
         return Proposal(mixed, SOURCE_MODEL, (from_retrieval > from_model) & matched)
 
-    def observe(self, tree: DraftTree, accepted_path: Sequence[int]) -> None:
+    def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         for counts in self._counts.values():
             counts[0] *= self.decay
             counts[1] *= self.decay
-        on_path = set(accepted_path)
+        on_path = set(verdict.accepted_path)
         for node in range(1, len(tree)):
             if tree.parent[node] in on_path:  # verification checked this node
                 counts = self._counts[tree.source[node]]
                 counts[0] += 1.0
                 counts[1] += float(node in on_path)
-        self.model.observe(tree, accepted_path)
+        self.model.observe(tree, verdict)
 
     def step_info(self) -> dict:
         return {"retrieval_weight": round(self.retrieval_weight, 4),
                 "retrieval_acceptance": round(self.acceptance(SOURCE_RETRIEVAL), 4),
                 "model_acceptance": round(self.acceptance(SOURCE_MODEL), 4)}
-
-    def rewind_step(self) -> None:
-        self.model.rewind_step()
-        self.retrieval.rewind_step()
-
-    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self.model.commit(new_ids, target_hidden)
-        self.retrieval.commit(new_ids)
-
-    def checkpoint(self) -> int:
-        return self.retrieval.checkpoint()  # both hold the same committed sequence
-
-    def rollback(self, checkpoint: int) -> None:
-        self.model.rollback(checkpoint)
-        self.retrieval.rollback(checkpoint)
-
-    def confirm(self, checkpoint: int, target_hidden: torch.Tensor | None = None) -> None:
-        self.model.confirm(checkpoint, target_hidden)

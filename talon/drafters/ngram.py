@@ -10,7 +10,7 @@ import torch
 
 from ..models.device import to_device
 from ..tree import SOURCE_RETRIEVAL, DraftTree
-from .base import Drafter, Proposal
+from .base import Drafter, Proposal, common_prefix
 
 
 def _grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
@@ -37,7 +37,7 @@ class NgramDrafter(Drafter):
     in the committed sequence, then in the datastore.  The first match wins; its continuation
     frequencies are the proposal (log count/total), so several continuations become sibling branches
     with frequency-based confidence.  No match: every token is ``-inf``.  Costs no model forward; the
-    index over committed n-grams is updated on commit.
+    index over committed n-grams follows the sequence each ``begin_step`` is handed.
 
     ``datastore``: token sequences (e.g. a corpus of code or documents) whose n-grams are looked up
     after the sequence's own (REST-style retrieval); read-only, shared by runs.  ``device``: where the
@@ -63,7 +63,8 @@ class NgramDrafter(Drafter):
                        device: torch.device | str = "cpu") -> "NgramDrafter":
         return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram), device)
 
-    def reset(self, prompt_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
+    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
+              rows: int | None = None) -> None:
         self._seq = []
         self._index = defaultdict(Counter)
         self._append(prompt_ids)
@@ -83,36 +84,36 @@ class NgramDrafter(Drafter):
                 return counts
         return Counter()
 
-    def begin_step(self, tree: DraftTree) -> Proposal:
-        return self.propose(tree, [0])
+    def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
+        lcp = common_prefix(self._seq, committed_ids)
+        self._pop_to(lcp)
+        self._append(committed_ids[lcp:])
+        return self._lookup([[]])
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
+        return self._lookup([tree.path_tokens(node) for node in frontier])
+
+    def _lookup(self, paths: Sequence[Sequence[int]]) -> Proposal:
+        """One row per ``paths[k]`` (the draft tokens below the root): what followed the context
+        (committed sequence, then that path) before."""
         rows, tokens, logprobs = [], [], []
         tail = self._seq[-self.max_ngram:]  # only the last max_ngram tokens of a context are looked up
-        for row, node in enumerate(frontier):
-            counts = self.continuations((tail + tree.path_tokens(node))[-self.max_ngram:])
+        for row, path in enumerate(paths):
+            counts = self.continuations((tail + list(path))[-self.max_ngram:])
             total = sum(counts.values())
             for token, count in counts.items():
                 rows.append(row)
                 tokens.append(token)
                 logprobs.append(math.log(count / total))
-        out = torch.full((len(frontier), self.vocab_size), -math.inf, device=self.device)
+        out = torch.full((len(paths), self.vocab_size), -math.inf, device=self.device)
         if rows:
             index = to_device([rows, tokens], torch.long, self.device)
             out[index[0], index[1]] = to_device(logprobs, torch.float32, self.device)
         return Proposal(out, SOURCE_RETRIEVAL)
 
-    def rewind_step(self) -> None:  # nothing is fed per step
-        pass
-
-    def commit(self, new_ids: Sequence[int], target_hidden: torch.Tensor | None = None) -> None:
-        self._append(new_ids)
-
-    def checkpoint(self) -> int:
-        return len(self._seq)
-
-    def rollback(self, checkpoint: int) -> None:
-        while len(self._seq) > checkpoint:
+    def _pop_to(self, length: int) -> None:
+        """Forget the tokens after the first ``length`` (and their n-grams in the index)."""
+        while len(self._seq) > length:
             token = self._seq.pop()
             for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
                 counts = self._index[gram]

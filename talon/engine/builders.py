@@ -40,11 +40,14 @@ class BuildResult:
 
 
 class Growth:
-    """One ``build`` call's state: the tree being grown, the drafter, and the forwards counted."""
+    """One ``build`` call's state: the tree being grown, the drafter and the context it drafts at, and
+    the forwards counted."""
 
-    def __init__(self, drafter: Drafter, root_token: int, record_gate: bool = False) -> None:
+    def __init__(self, drafter: Drafter, committed_ids: Sequence[int], target_features: torch.Tensor | None,
+                 record_gate: bool = False) -> None:
         self.drafter = drafter
-        self.tree = DraftTree.with_root(root_token)
+        self.committed_ids, self.target_features = committed_ids, target_features
+        self.tree = DraftTree.with_root(committed_ids[-1])
         self.forwards = 0
         self.root_logprobs: torch.Tensor | None = None
         self.call_widths: list[int] = []
@@ -54,7 +57,7 @@ class Growth:
         """The drafter's proposal after the root (starts the drafter's step)."""
         self.forwards += 1
         self.call_widths.append(1)
-        proposal = self.drafter.begin_step(self.tree)
+        proposal = self.drafter.begin_step(self.committed_ids, self.target_features)
         self.root_logprobs = proposal.logprobs[0]
         return proposal
 
@@ -92,15 +95,28 @@ class TreeBuilder(ABC):
 
     name: str = "builder"
 
-    def build(self, drafter: Drafter, root_token: int, record_gate: bool = False) -> BuildResult:
-        """Grow a tree below ``root_token`` (the last committed token) with ``drafter``;
-        ``record_gate``: keep what TALON's gate saw (``BuildResult.gate``; other builders ignore it)."""
-        growth = Growth(drafter, root_token, record_gate)
+    def build(self, drafter: Drafter, committed_ids: Sequence[int], target_features: torch.Tensor | None = None,
+              record_gate: bool = False) -> BuildResult:
+        """Grow a tree below the last of ``committed_ids`` (the whole committed sequence; the root is its
+        last token) with ``drafter``; ``target_features``: the target's states so far, for a feature
+        drafter (``talon.drafters.base``).  ``record_gate``: keep what TALON's gate saw
+        (``BuildResult.gate``; other builders ignore it)."""
+        growth = Growth(drafter, committed_ids, target_features, record_gate)
         return growth.result(self._grow(growth))
 
     @abstractmethod
     def _grow(self, growth: Growth) -> DraftTree:
         """Grow draft nodes below ``growth.tree`` (which holds only the root); return the final tree."""
+
+
+class RootOnlyBuilder(TreeBuilder):
+    """Plain autoregressive decoding: the tree is the root alone and the drafter is never asked, so a
+    step costs one target forward of one row, like ``generate()``'s."""
+
+    name = "ar"
+
+    def _grow(self, growth: Growth) -> DraftTree:
+        return growth.tree
 
 
 def _root_top(proposal: Proposal, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -157,11 +173,14 @@ class StaticBuilder(TreeBuilder):
 
     def __init__(self, paths: tuple[tuple[int, ...], ...]) -> None:
         self.paths = tuple(sorted((tuple(p) for p in paths), key=len))
+        deepest = max((len(p) for p in self.paths), default=0)
+        self.layers = [[p for p in self.paths if len(p) == depth] for depth in range(1, deepest + 1)]
+        """The shape's paths by depth (layer d - 1 holds the paths of length d), worked out once."""
 
     def _grow(self, growth: Growth) -> DraftTree:
         node_of: dict[tuple[int, ...], int] = {(): 0}
-        for depth in range(1, max((len(p) for p in self.paths), default=0) + 1):
-            layer = [p for p in self.paths if len(p) == depth and p[:-1] in node_of]
+        for depth, shape_layer in enumerate(self.layers, start=1):
+            layer = [p for p in shape_layer if p[:-1] in node_of]
             if not layer:
                 break
             parents = list(dict.fromkeys(node_of[p[:-1]] for p in layer))
@@ -295,10 +314,10 @@ def _path_logprobs(tree: DraftTree, nodes: Sequence[int], device: torch.device) 
     return to_device([tree.path_logprob[n] for n in nodes], torch.float64, device)
 
 
-def make_builder(cfg: TreeConfig) -> TreeBuilder | None:
-    """The builder for ``cfg.method`` (``None`` for plain autoregressive decoding)."""
+def make_builder(cfg: TreeConfig) -> TreeBuilder:
+    """The builder for ``cfg.method`` (a root-only tree for plain autoregressive decoding)."""
     if cfg.method == "ar":
-        return None
+        return RootOnlyBuilder()
     if cfg.method == "chain":
         return ChainBuilder(cfg.gamma)
     if cfg.method == "static":

@@ -1,6 +1,7 @@
 """The decoding loop: prefill, then per step build -> verify -> commit, one ``StepRecord`` per target
-forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with a root-only tree, so
-it shares the cache code and the timing."""
+forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with a root-only tree
+(``RootOnlyBuilder``), so it shares the cache code and the timing; the synchronous and asynchronous
+steps are one function each."""
 from __future__ import annotations
 
 import time
@@ -10,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..config import ConfigError, DecodeConfig, TreeConfig
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, NoDrafter
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
+from ..runtime.graphs import static_mode
 from ..trace import RunTrace, StepRecord
-from ..tree import NO_TOKEN, DraftTree
+from ..tree import NO_TOKEN, DraftTree, Verdict
 from .builders import BuildResult, make_builder
 from .sampling import PositionNoise
 from .speculation import speculate
@@ -65,7 +67,8 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
     tree_dict = {k: (list(map(list, v)) if k == "static_paths" and v else v) for k, v in vars(tree_cfg).items()}
     return RunTrace(prompt=prompt, prompt_ids=ids, tree_config=tree_dict, decode_config=dict(vars(decode_cfg)),
                     target=target.name, drafter=drafter.name if drafter and tree_cfg.method != "ar" else "",
-                    device=device_label(target))
+                    device=device_label(target), dtype=str(target.dtype).removeprefix("torch."),
+                    device_kind=target.device.type, static_forwards=static_mode(target.device) or "off")
 
 
 def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
@@ -109,7 +112,7 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
         decode_cfg: DecodeConfig, stop: Callable[[], bool] | None = None) -> Iterator[StepRecord]:
     """Decode ``trace.prompt_ids``; append one ``StepRecord`` per target forward to ``trace.steps``
     and yield it.  Ends at EOS, at ``max_new_tokens``, or when ``stop()`` returns True (checked
-    between steps); ``trace.stop_reason`` says which.
+    between steps); ``trace.stop_reason`` says which.  ``drafter`` may be None for ``ar``.
 
     Timing: each step's phases (draft, verify, bookkeeping) follow one another without gaps, so
     ``trace.seconds`` (prefill + every step's phases) is the wall clock of everything the loop does,
@@ -122,11 +125,12 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
 
     ``decode_cfg.execution == "async"`` drafts the next tree on a worker thread (its own CUDA stream on
     a GPU) while the target verifies the current one, from the guessed outcome (``likely_outcome``
-    and the drafter's best bonus token there).  A right guess makes that tree the next step's; a wrong
-    one is rolled back and the tree is drafted again.  Only verified tokens are ever committed, so the
-    output is the synchronous output (greedy, and sampled for the same seed); the trees can differ when
-    the drafter's state after a guess is not the one it would have had (a head's stand-in features, a
-    hybrid's weights before the step's acceptance counts).  ``ar`` always runs synchronously."""
+    and the drafter's best bonus token there).  A right guess makes that tree the next step's; after a
+    wrong one the next step drafts again (the drafter crops itself back to the committed sequence).
+    Only verified tokens are ever committed, so the output is the synchronous output (greedy, and
+    sampled for the same seed); the trees can differ when the drafter's state after a guess is not the
+    one it would have had (a head's stand-in features, a hybrid's weights before the step's acceptance
+    counts).  ``ar`` always runs synchronously."""
     loop = _Loop(trace, target, drafter, tree_cfg, decode_cfg)
     try:
         loop.prefill()
@@ -143,101 +147,113 @@ def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg:
 
 
 class _Loop:
-    """The state of one run between steps.  Each call runs in inference mode on its own, so the caller
+    """The state of one run between steps.  Plain decoding is the same loop with a root-only builder
+    (and a drafter that is never asked).  Each call runs in inference mode on its own, so the caller
     may resume the generator from another thread (a web server does)."""
 
     def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
                  decode_cfg: DecodeConfig) -> None:
         self.clock0 = time.perf_counter()  # a first run's static runners are captured on its clock
-        self.trace, self.target, self.drafter, self.decode_cfg = trace, target, drafter, decode_cfg
+        self.trace, self.target, self.decode_cfg = trace, target, decode_cfg
         self.builder = make_builder(tree_cfg)
+        self.drafter = drafter if drafter is not None and tree_cfg.method != "ar" else NoDrafter()
         self.eos = target.eos_token_ids
-        rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1
-        self.verifier = Verifier(target, drafter.feature_layers if self.builder is not None else (), rows)
-        if self.builder is not None:
-            drafter.plan_rows(rows)
+        self.rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1
+        self.verifier = Verifier(target, self.drafter.feature_layers, self.rows)
         self.noise = (PositionNoise(decode_cfg.seed, target.vocab_size, target.device)
                       if decode_cfg.temperature > 0 else None)
-        asynchronous = decode_cfg.execution == "async" and self.builder is not None
+        asynchronous = decode_cfg.execution == "async" and tree_cfg.method != "ar"
         trace.execution = "async" if asynchronous else "sync"
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
         self.side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
-        self.root = trace.prompt_ids[-1]
-        self.generated: list[int] = []
-        self.ready = None  # async: (BuildResult, drafter_info) drafted during the previous verification
+        self.committed = list(trace.prompt_ids)  # prompt + output so far; the last token is the next root
+        self.ready: tuple[BuildResult, dict] | None = None  # async: the next tree, drafted during a verification
 
     def close(self) -> None:
         if self.worker is not None:
             self.worker.shutdown(wait=True)
         self.verifier.close()
-        if self.builder is not None:
-            self.drafter.release()
+        self.drafter.release()
 
     @torch.inference_mode()
     def prefill(self) -> None:
         prompt_ids = self.trace.prompt_ids
-        prompt_hidden = self.verifier.prefill(prompt_ids)
-        if self.builder is not None:
-            self.drafter.reset(prompt_ids, prompt_hidden)
+        self.verifier.prefill(prompt_ids)
+        self.drafter.start(prompt_ids, self.verifier.features, self.rows)
         synchronize(self.target.device)
         self.trace.prefill_seconds = time.perf_counter() - self.clock0
 
-    @torch.inference_mode()
     def step(self) -> StepRecord:
         """Draft, verify, commit and record one step; appends it to the trace and sets its stop reason."""
-        trace, drafter, builder, verifier, clock0 = self.trace, self.drafter, self.builder, self.verifier, self.clock0
-        t0 = time.perf_counter()
-        if builder is None:
-            built, info = BuildResult(DraftTree.with_root(self.root), 0), {}
-        elif self.ready is not None:
-            (built, info), self.ready = self.ready, None
-        else:
-            built = builder.build(drafter, self.root)
-            info = drafter.step_info()
-        tree = built.tree
-        t1 = time.perf_counter()
-        pending = self.worker.submit(speculate, drafter, builder, built, self.side_stream, clock0) \
-            if self.worker else None
-        checked = verifier.verify(tree, self.decode_cfg.temperature, self.noise)
-        path_hidden = verifier.commit(checked.accepted_path)
-        t2 = time.perf_counter()
-        speculation = pending.result() if pending else None
-        t_wait = time.perf_counter()
+        return self._async_step() if self.worker is not None else self._sync_step()
 
-        new_ids, reason = cut_step(tree.path_tokens(checked.accepted_path[-1]) + [checked.bonus_token],
-                                   self.eos, self.decode_cfg.max_new_tokens - len(self.generated))
-        self.generated.extend(new_ids)
-        hit = None
-        if builder is not None:
-            drafter.observe(tree, checked.accepted_path)
-            if speculation is not None:
-                hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
-                if hit:
-                    drafter.confirm(speculation.checkpoint, path_hidden)
-                    self.ready = (speculation.built, speculation.drafter_info)
-                else:
-                    drafter.rollback(speculation.checkpoint)
-            if not reason and not hit:
-                drafter.commit(new_ids, path_hidden)
+    def _build(self) -> tuple[BuildResult, dict]:
+        built = self.builder.build(self.drafter, self.committed, self.verifier.features)
+        return built, self.drafter.step_info()
+
+    def _verify(self, tree: DraftTree) -> Verdict:
+        verdict = self.verifier.verify(tree, self.decode_cfg.temperature, self.noise)
+        self.verifier.commit(verdict.accepted_path)
+        return verdict
+
+    @torch.inference_mode()
+    def _sync_step(self) -> StepRecord:
+        t0 = time.perf_counter()
+        built, info = self._build()
+        t1 = time.perf_counter()
+        verdict = self._verify(built.tree)
+        t2 = time.perf_counter()
+        new_ids, reason = self._commit(built.tree, verdict)
+        return self._record(built, info, verdict, new_ids, reason, (t0, t1, t2))
+
+    @torch.inference_mode()
+    def _async_step(self) -> StepRecord:
+        """The tree drafted during the last verification if its guess was right (else drafted now);
+        while the target verifies it, the worker drafts the next tree from a guessed outcome."""
+        t0 = time.perf_counter()
+        (built, info), self.ready = self.ready or self._build(), None
+        t1 = time.perf_counter()
+        pending = self.worker.submit(speculate, self.drafter, self.builder, built, list(self.committed),
+                                     self.verifier.features, self.side_stream, self.clock0)
+        verdict = self._verify(built.tree)
+        t2 = time.perf_counter()
+        speculation = pending.result()
+        waited = time.perf_counter() - t2
+        new_ids, reason = self._commit(built.tree, verdict)
+        hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
+        if hit:
+            self.ready = (speculation.built, speculation.drafter_info)
+        return self._record(built, info, verdict, new_ids, reason, (t0, t1, t2),
+                            speculate_start=speculation.start, speculate_seconds=speculation.seconds,
+                            speculate_hit=hit, wait_seconds=waited)
+
+    def _commit(self, tree: DraftTree, verdict: Verdict) -> tuple[list[int], str]:
+        """The step's tokens that make it into the output (cut at EOS / max new tokens) and why the run
+        ends there; the drafter observes the verdict."""
+        new_ids, reason = cut_step(tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
+                                   self.eos, self.decode_cfg.max_new_tokens - (len(self.committed) - len(self.trace.prompt_ids)))
+        self.committed.extend(new_ids)
+        self.drafter.observe(tree, verdict)
         if self.noise is not None:
-            self.noise.forget_before(verifier.root_position)
-        verdict = verifier.verdict(checked)
+            self.noise.forget_before(self.verifier.root_position)
+        return new_ids, reason
+
+    def _record(self, built: BuildResult, info: dict, verdict: Verdict, new_ids: list[int], reason: str,
+                times: tuple[float, float, float], **speculation) -> StepRecord:
+        t0, t1, t2 = times
         root_top1 = (float(built.root_logprobs.max().exp()) if built.root_logprobs is not None
                      and torch.isfinite(built.root_logprobs).any() else None)
         if reason:
             synchronize(self.target.device)
         t3 = time.perf_counter()
+        clock0 = self.clock0
         step = StepRecord(
-            **vars(verdict), index=len(trace.steps), tree=tree, committed_ids=new_ids,
-            draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0,
-            verify_seconds=t2 - t1, bookkeeping_seconds=t3 - t2, drafter_forwards=built.drafter_forwards,
-            drafter_info=info, root_top1=root_top1,
-            speculate_start=speculation.start if speculation else None,
-            speculate_seconds=speculation.seconds if speculation else 0.0,
-            speculate_hit=hit, wait_seconds=t_wait - t2 if speculation else 0.0)
-        trace.steps.append(step)
-        trace.stop_reason = reason
-        self.root = checked.bonus_token
+            **vars(verdict), index=len(self.trace.steps), tree=built.tree, committed_ids=new_ids,
+            draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0, verify_seconds=t2 - t1,
+            bookkeeping_seconds=t3 - t2, drafter_forwards=built.drafter_forwards, drafter_info=info,
+            root_top1=root_top1, call_widths=built.call_widths, **speculation)
+        self.trace.steps.append(step)
+        self.trace.stop_reason = reason
         return step
 
 

@@ -46,7 +46,6 @@ class Speculation:
     """The next step's tree drafted while the target verified this one, from a guessed outcome."""
 
     guess: list[int]          # the committed tokens it assumed (path tokens, then the guessed bonus)
-    checkpoint: int           # drafter state before the guess (for rollback / confirm)
     built: BuildResult | None  # the next tree, None if no guess could be made
     start: float              # seconds since the run started
     seconds: float
@@ -63,33 +62,30 @@ def best_outside(logprobs: torch.Tensor | None, exclude: Sequence[int]) -> int |
     return int(logprobs.argmax()) if torch.isfinite(logprobs).any() else None
 
 
-def speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, stream: torch.cuda.Stream | None,
-               clock0: float) -> Speculation:
+def speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, committed: list[int],
+              target_features: torch.Tensor | None, stream: torch.cuda.Stream | None, clock0: float) -> Speculation:
     """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
-    then as bonus the drafter's best token there that the tree does not already hold), commit the
-    guess to the drafter and build the next tree from it.  One more drafter forward than a
-    synchronous step when the guess goes below the root.  ``stream``: the run's side CUDA stream
-    (``None`` on a CPU)."""
+    then as bonus the drafter's best token there that the tree does not already hold) and build the
+    next tree at ``committed`` + that guess.  ``committed``: the committed sequence the tree was built
+    at (its root last); ``target_features``: the target's states before that root (the drafter stands in
+    its own for the guessed positions).  One more drafter forward than a synchronous step when the guess
+    goes below the root.  ``stream``: the run's side CUDA stream (``None`` on a CPU)."""
     t0 = time.perf_counter()
     tree = built.tree
-    checkpoint = drafter.checkpoint()
     stop = likely_outcome(tree)[-1]
     path_tokens = tree.path_tokens(stop)
     children = [tree.token[c] for c in tree.children(stop)]
-    guess, next_built, info, forwards = [], None, {}, 0
+    guess, next_built, info = [], None, {}
     with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
         logprobs = built.root_logprobs
         if path_tokens:
-            drafter.commit(path_tokens)
-            logprobs = drafter.begin_step(DraftTree.with_root(path_tokens[-1])).logprobs[0]
-            forwards = 1
+            logprobs = drafter.begin_step(committed + path_tokens, target_features).logprobs[0]
         bonus = best_outside(logprobs, children)
         if bonus is not None:
-            drafter.commit([bonus])
             guess = path_tokens + [bonus]
-            next_built = builder.build(drafter, bonus)
-            next_built.drafter_forwards += forwards
+            next_built = builder.build(drafter, committed + guess, target_features)
+            next_built.drafter_forwards += 1 if path_tokens else 0
             info = drafter.step_info()
         if stream is not None:
             stream.synchronize()
-    return Speculation(guess, checkpoint, next_built, t0 - clock0, time.perf_counter() - t0, info)
+    return Speculation(guess, next_built, t0 - clock0, time.perf_counter() - t0, info)

@@ -11,14 +11,13 @@ but the last is one) and, when the walk ends at a leaf, that leaf.  ``greedy_acc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-
 import torch
 
 from ..models.device import to_device
 from ..models.loaded import LoadedModel
 from ..tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
-from .kv_cache import CachedLM
+from ..runtime.kv_cache import CachedLM
+from ..runtime.rows import GrowingRows
 from .sampling import PositionNoise
 
 
@@ -76,31 +75,18 @@ def sampling_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, n
     return Verdict(status, path, bonus, target_token, probs)
 
 
-@dataclass
-class Checked:
-    """A verified tree, before its details are worked out (``Verifier.verdict``)."""
-
-    tree: DraftTree
-    status: list[str]
-    accepted_path: list[int]
-    bonus_token: int
-    target_token: list[int]
-    internal: list[int]
-    internal_logits: torch.Tensor  # float32 [len(internal), vocab]
-    temperature: float
-
-
 class Verifier:
     """Runs the target over each step's tree on its own KV cache (prefix + accepted path only).
 
-    ``hidden_layers``: target hidden states to collect for a feature-level drafter (see
-    ``CachedLM``); ``prefill`` and ``commit`` return them for the positions they commit.  ``rows``:
-    the most rows the run holds, to verify on a static runner (CUDA graphs); ``close`` gives it back."""
+    ``hidden_layers``: target hidden states to collect for a feature-level drafter (see ``CachedLM``);
+    ``features`` is their log, one row per committed position.  ``rows``: the most rows the run holds,
+    to verify on a static runner (CUDA graphs); ``close`` gives it back."""
 
     def __init__(self, target: LoadedModel, hidden_layers: Sequence[int] = (), rows: int | None = None) -> None:
         self.target = target
         self.cached = CachedLM(target, hidden_layers, rows)
-        self._features: torch.Tensor | None = None
+        self._log: GrowingRows | None = None  # [positions, layers, H]
+        self._tree_features: torch.Tensor | None = None  # the last verified tree's, [nodes, layers, H]
 
     def close(self) -> None:
         """Give back the static runner, if any (the verifier must not be used afterwards)."""
@@ -111,25 +97,37 @@ class Verifier:
         """Position of the next tree's root (= committed tokens before it)."""
         return self.cached.committed_len
 
-    def prefill(self, prompt_ids: Sequence[int]) -> torch.Tensor | None:
-        """Feed every prompt token but the last, which becomes the first root (no logits: nothing is
-        predicted from the prompt's inside).  Returns the hidden states of the fed positions
-        ``[len(prompt_ids) - 1, layers, H]`` (None if none requested)."""
-        if len(prompt_ids) <= 1:
-            return None
-        return self.cached.extend_committed(prompt_ids[:-1], logit_rows=None).features
+    @property
+    def features(self) -> torch.Tensor | None:
+        """The target's states at every committed position before the root, ``[root_position, layers,
+        H]`` (a view of the log: later steps append past it), or None if none are collected."""
+        return self._log.view() if self._log is not None else None
 
-    def verify(self, tree: DraftTree, temperature: float, noise: PositionNoise | None = None) -> Checked:
+    def _record(self, features: torch.Tensor | None) -> None:
+        if features is None:
+            return
+        if self._log is None:
+            self._log = GrowingRows(tuple(features.shape[1:]), features.dtype, features.device)
+        self._log.append(features)
+
+    def prefill(self, prompt_ids: Sequence[int]) -> None:
+        """Feed every prompt token but the last, which becomes the first root (no logits: nothing is
+        predicted from the prompt's inside)."""
+        if len(prompt_ids) > 1:
+            self._record(self.cached.extend_committed(prompt_ids[:-1], logit_rows=None).features)
+
+    def verify(self, tree: DraftTree, temperature: float, noise: PositionNoise | None = None) -> Verdict:
         """One target forward over the whole tree (root included), the LM head on the internal rows,
-        the walk, and the leaf's row if the walk ends at one.  ``noise`` is needed at temperature > 0."""
+        the walk, and the leaf's row if the walk ends at one.  ``noise`` is needed at temperature > 0.
+        The tree's rows stay in the cache until ``commit`` (or ``drop_tree``)."""
         root_position = self.root_position
         out = self.cached.forward_nodes(tree, range(len(tree)), root_position, logit_rows=None)
-        self._features = out.features
+        self._tree_features = out.features
         kids = tree.children_lists()
         internal = [i for i in range(len(tree)) if kids[i]]
         index = {node: k for k, node in enumerate(internal)}
         rows = to_device(internal, torch.long, out.hidden.device)
-        internal_logits = self.cached.logits(out.hidden.index_select(0, rows)) if internal else out.hidden.new_zeros(0, 0)
+        internal_logits = self.cached.logits(out.hidden.index_select(0, rows)) if internal else None
 
         def scores(logits: torch.Tensor, nodes: list[int]) -> torch.Tensor:
             if temperature == 0:
@@ -145,24 +143,27 @@ class Verifier:
             return int(scores(leaf, [node]).argmax(dim=-1)[0])
 
         status, path, bonus, target_token = walk(tree, choice)
-        return Checked(tree, status, path, bonus, target_token, internal, internal_logits, temperature)
+        probs = [1.0] if internal_logits is None else node_token_probs(
+            tree, internal_logits[to_device([index[p] for p in tree.parent[1:]], torch.long, internal_logits.device)],
+            temperature)
+        return Verdict(status, path, bonus, target_token, probs)
 
-    def verdict(self, checked: Checked) -> Verdict:
-        """The ``Verdict`` with the target's probability of every node's token, from the internal rows
-        already computed (for the viz; not part of acceptance)."""
-        tree = checked.tree
-        if len(tree) == 1:
-            probs = [1.0]
-        else:
-            row = {node: k for k, node in enumerate(checked.internal)}
-            parents = torch.tensor([row[p] for p in tree.parent[1:]], device=checked.internal_logits.device)
-            probs = node_token_probs(tree, checked.internal_logits[parents], checked.temperature)
-        return Verdict(checked.status, checked.accepted_path, checked.bonus_token, checked.target_token, probs)
-
-    def commit(self, accepted_path: Sequence[int]) -> torch.Tensor | None:
-        """Keep the KV rows of the accepted path (root included); the bonus token is the next root.
-        Returns the path's hidden states ``[len(path), layers, H]`` (None if none requested)."""
+    def commit(self, accepted_path: Sequence[int]) -> None:
+        """Keep the KV rows of the accepted path (root included); the bonus token is the next root.  The
+        path's hidden states join ``features``."""
         self.cached.commit_nodes(accepted_path)
-        if self._features is None:
-            return None
-        return self._features[list(accepted_path)]
+        if self._tree_features is not None:
+            self._record(self._tree_features[list(accepted_path)])
+        self._tree_features = None
+
+    def drop_tree(self) -> None:
+        """Forget the last verified tree's rows (the tree lab verifies many trees at one context)."""
+        self.cached.drop_tree()
+        self._tree_features = None
+
+    def node_logits(self, tree: DraftTree) -> torch.Tensor:
+        """The target's next-token logits after every node of ``tree``, ``[len(tree), vocab]`` (one
+        forward at the current root; the tree's rows are dropped again)."""
+        out = self.cached.forward_nodes(tree, range(len(tree)), self.root_position, logit_rows="all")
+        self.drop_tree()
+        return out.logits

@@ -49,7 +49,7 @@ class LoadedModel:
         identity: what the weights are, for caches keyed by model: the resolved directory they were
             loaded from, or the Hub id; ``""`` for a model built in memory.  Two models with the same
             identity, device and dtype hold the same weights.
-        runners: idle static-forward runners for this model (``talon.engine.graphs``), lent to one
+        runners: idle static-forward runners for this model (``talon.runtime.graphs``), lent to one
             run at a time; the model itself stays read-only.
     """
 

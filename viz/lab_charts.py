@@ -1,4 +1,4 @@
-"""Figures and tables of the tree lab (``talon.engine.lab``): TALON's gate per layer, every method at
+"""Figures and tables of the tree lab (``talon.engine.frozen_step``): TALON's gate per layer, every method at
 the same step with its price, sweeps of N and mu at one step, the adaptation over a run, and the
 sampling re-rolls.  Pure functions of plain data (gate records, tables, counts); no torch."""
 from __future__ import annotations

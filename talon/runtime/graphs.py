@@ -38,7 +38,7 @@ GRAPHS_ENV = "TALON_CUDA_GRAPHS"
 
 
 class FixedBuffer(Protocol):
-    """What a runner needs of its KV buffer (``talon.engine.kv_cache.KVBuffer`` with ``fixed=True``)."""
+    """What a runner needs of its KV buffer (``talon.runtime.kv_cache.KVBuffer`` with ``fixed=True``)."""
 
     buffer: torch.Tensor                # [layers, 2, kv_heads, capacity, head_dim], zeroed, never regrown
     static_rows: torch.Tensor | None    # rows the next forward writes (set around each static call)
@@ -75,7 +75,7 @@ class StaticRunner:
     """Static inputs, outputs and (on a GPU) one CUDA graph per bucket, around one KV buffer.
 
     Args:
-        kv: the ``KVBuffer`` (``talon.engine.kv_cache``) the forwards write to; its capacity is fixed
+        kv: the ``KVBuffer`` (``talon.runtime.kv_cache``) the forwards write to; its capacity is fixed
             for the runner's life (it must never grow, graphs hold its address).
         extra: name -> ``(row shape, dtype)`` of each per-row input beyond ids and positions (a draft
             head's features, ``[H]``).

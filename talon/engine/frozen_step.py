@@ -2,13 +2,16 @@
 
 The context of step k is the prompt plus every token committed before step k.  ``FrozenStep`` prefills
 the target and each drafter at that context once; every ``explore`` then drafts the step's tree with
-the given method and settings (the drafter rewinds to the same state each time), verifies it with one
-target forward and throws the tree's rows away again.  It is the decoding loop's own step, so a greedy
+the given method and settings (each build hands the drafter the same context, so it crops back to it),
+verifies it with one target forward and throws the tree's rows away again.  It is the decoding loop's own step, so a greedy
 verdict here is the one a decode started at that context with those settings would reach first.
 
 At temperature > 0 the target's choice at each position comes from the run's position-keyed noise
 (``talon.engine.sampling``), so the lab shows the sample the run itself would draw there; ``reroll``
 repeats the verification of one tree with fresh seeds to show the distribution instead.
+
+Everything the lab shows comes from here (the UI does no tensor maths): a rebuilt tree is a
+``StepRecord`` like a run's steps, with TALON's gate record attached.
 """
 from __future__ import annotations
 
@@ -26,7 +29,6 @@ from ..drafters.factory import drafter_for
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
 from ..trace import RunTrace, StepRecord
-from ..tree import DraftTree, GateLayer, Verdict
 from .builders import make_builder
 from .decode import fill_token_texts
 from .sampling import PositionNoise, gumbel
@@ -44,46 +46,30 @@ def step_context(trace: RunTrace, index: int) -> list[int]:
 
 
 @dataclass
-class LabTree:
-    """One tree built and verified at the frozen step.
+class Reroll:
+    """A tree verified many times with fresh random draws.
 
     Attributes:
-        config: the settings it was built with.
-        tree / verdict: the tree and what the target made of it.
-        committed: the tokens the step would commit (accepted drafts, then the bonus token).
-        drafter_forwards: drafter calls made; ``call_widths``: nodes per call (for a cost model).
-        gate: TALON's per-layer gate record (None for other methods).
-        draft_seconds / verify_seconds: measured here (the lab's own clock).
+        temperature: the sampling temperature of the draws.
+        counts: how often each token came first (the first token each roll emitted).
+        target: the target's distribution of that first token, ``[vocab]`` (same temperature).
+        after: per node of the tree's accepted path, the target's distribution after it ``[vocab]``.
     """
 
-    config: TreeConfig
-    tree: DraftTree
-    verdict: Verdict
-    committed: list[int]
-    drafter_forwards: int
-    call_widths: list[int]
-    gate: list[GateLayer] | None
-    draft_seconds: float
-    verify_seconds: float
+    temperature: float
+    counts: Counter
+    target: list[float]
+    after: dict[int, list[float]]
 
     @property
-    def accepted(self) -> int:
-        return self.verdict.accepted_tokens
+    def rolls(self) -> int:
+        return sum(self.counts.values())
 
     @property
-    def widest_layer(self) -> int:
-        return self.tree.widest_layer
-
-
-def lab_record(lab: "LabTree", index: int, tokenizer) -> StepRecord:
-    """``lab`` as a ``StepRecord`` (step ``index`` of the frozen run, texts filled) so the views that
-    draw a run's steps draw it too."""
-    step = StepRecord(**vars(lab.verdict), index=index, tree=lab.tree, committed_ids=lab.committed,
-                      draft_start=0.0, draft_seconds=lab.draft_seconds, verify_start=lab.draft_seconds,
-                      verify_seconds=lab.verify_seconds, drafter_forwards=lab.drafter_forwards)
-    fill_token_texts([step], tokenizer)
-    step.committed_text = tokenizer.decode(lab.committed, skip_special_tokens=True)
-    return step
+    def total_variation(self) -> float:
+        """Between the first tokens' frequencies and ``target``."""
+        n = self.rolls
+        return 0.5 * sum(abs(self.counts.get(t, 0) / n - p) for t, p in enumerate(self.target))
 
 
 class FrozenStep:
@@ -111,50 +97,59 @@ class FrozenStep:
         self._lock = threading.Lock()  # one tree at a time in the shared caches (a user's events may overlap)
         with torch.inference_mode():
             self.verifier = Verifier(target, self._drafters["tree"].feature_layers)
-            self._features = self.verifier.prefill(self.context)
-            self._drafters["tree"].reset(self.context, self._features)
+            self.verifier.prefill(self.context)
+            self._drafters["tree"].start(self.context, self.verifier.features)
+
+    @classmethod
+    def of_run(cls, target: LoadedModel, registry: ModelRegistry, drafter_spec: str, trace: RunTrace,
+               index: int) -> "FrozenStep":
+        """Step ``index`` (from 0) of ``trace`` frozen with the run's temperature, seed and hybrid weight."""
+        context = step_context(trace, index)
+        return cls(target, registry, drafter_spec, context, float(trace.decode_config.get("temperature", 0.0)),
+                   int(trace.decode_config.get("seed", 0)), trace.steps[index].drafter_info.get("retrieval_weight"))
 
     @property
     def root(self) -> int:
         return self.context[-1]
 
-    @property
-    def root_position(self) -> int:
-        return len(self.context) - 1
-
     def _drafter(self, method: str) -> Drafter:
         """The prefilled drafter of ``method``: the run's drafter, or it merged with prompt lookup for
-        ``hybrid`` (made on first use)."""
+        ``hybrid`` (made on first use, holding the run's retrieval weight)."""
         if method != "hybrid":
             return self._drafters["tree"]
         if "hybrid" not in self._drafters:
-            drafter = drafter_for("hybrid", self.drafter_spec, self.target, self.registry)
-            drafter.fixed_weight = self.hybrid_weight
+            drafter = drafter_for("hybrid", self.drafter_spec, self.target, self.registry,
+                                  hybrid_weight=self.hybrid_weight)
             with torch.inference_mode():
-                drafter.reset(self.context, self._features)
+                drafter.start(self.context, self.verifier.features)
             self._drafters["hybrid"] = drafter
         return self._drafters["hybrid"]
 
-    def explore(self, cfg: TreeConfig) -> LabTree:
-        """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were)."""
+    def explore(self, cfg: TreeConfig, index: int = 0) -> StepRecord:
+        """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
+        Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``)."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
         with self._lock, torch.inference_mode():
             drafter = self._drafter(cfg.method)
             t0 = time.perf_counter()
-            built = builder.build(drafter, self.root, record_gate=cfg.method in ("talon", "hybrid"))
+            built = builder.build(drafter, self.context, self.verifier.features,
+                                  record_gate=cfg.method in ("talon", "hybrid"))
             t1 = time.perf_counter()
-            checked = self.verifier.verify(built.tree, self.temperature, self.noise)
+            verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
             t2 = time.perf_counter()
-            verdict = self.verifier.verdict(checked)
-            self.verifier.cached.drop_tree()
-            drafter.rewind_step()
+            self.verifier.drop_tree()
         committed = built.tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token]
-        return LabTree(cfg, built.tree, verdict, committed, built.drafter_forwards, built.call_widths, built.gate,
-                       t1 - t0, t2 - t1)
+        step = StepRecord(**vars(verdict), index=index, tree=built.tree, committed_ids=committed, draft_start=0.0,
+                          draft_seconds=t1 - t0, verify_start=t1 - t0, verify_seconds=t2 - t1,
+                          drafter_forwards=built.drafter_forwards, call_widths=built.call_widths, gate=built.gate)
+        tokenizer = self.target.tokenizer
+        fill_token_texts([step], tokenizer)
+        step.committed_text = tokenizer.decode(committed, skip_special_tokens=True)
+        return step
 
-    def every_method(self, cfg: TreeConfig) -> dict[str, LabTree]:
+    def every_method(self, cfg: TreeConfig) -> dict[str, StepRecord]:
         """The same step with each of ``LAB_METHODS`` at ``cfg``'s settings (same N); EAGLE-2 is left out
         when ``cfg.topk`` is 0 (a gated TALON root; EAGLE-2 needs K >= 1)."""
         return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS if m != "eagle2" or cfg.topk}
@@ -164,33 +159,25 @@ class FrozenStep:
         accepted drafts, depth reached, widest layer and drafter calls."""
         out = []
         for v in values:
-            lab = self.explore(replace(cfg, **{field: v}))
-            out.append({field: v, "accepted": lab.accepted, "depth": lab.tree.max_depth,
-                        "widest": lab.widest_layer, "drafter_calls": lab.drafter_forwards,
-                        "nodes": lab.tree.num_drafts})
+            step = self.explore(replace(cfg, **{field: v}))
+            out.append({field: v, "accepted": step.accepted_tokens, "depth": step.tree.max_depth,
+                        "widest": step.tree.widest_layer, "drafter_calls": step.drafter_forwards,
+                        "nodes": step.tree.num_drafts})
         return out
-
-    def node_logits(self, tree: DraftTree) -> torch.Tensor:
-        """The target's next-token logits after every node of ``tree``, ``[len(tree), vocab]`` (the lab's
-        views need rows the verifier does not compute)."""
-        with self._lock, torch.inference_mode():
-            out = self.verifier.cached.forward_nodes(tree, range(len(tree)), self.root_position, logit_rows="all")
-            self.verifier.cached.drop_tree()
-        return out.logits
 
     @property
     def sampling_temperature(self) -> float:
         """The run's temperature, or 1 for a greedy run (the re-rolls sample)."""
         return self.temperature or 1.0
 
-    def reroll(self, lab: LabTree, rolls: int, seed: int = 0) -> tuple[Counter, torch.Tensor]:
-        """Verify ``lab.tree`` ``rolls`` times with fresh noise (at ``sampling_temperature``) and count
-        the first token each roll emits.  Returns the counts and the target's distribution of that token
-        (``[vocab]``, the same temperature), to compare them."""
+    def reroll(self, step: StepRecord, rolls: int, seed: int = 0) -> Reroll:
+        """Verify ``step.tree`` ``rolls`` times with fresh noise (at ``sampling_temperature``) and count
+        the first token each roll emits, next to the target's distribution of that token; the target's
+        logits after every node are computed once (one forward)."""
         temperature = self.sampling_temperature
-        tree = lab.tree
-        logits = self.node_logits(tree)
-        with torch.inference_mode():
+        tree = step.tree
+        with self._lock, torch.inference_mode():
+            logits = self.verifier.node_logits(tree)
             g = torch.Generator(device=self.target.device).manual_seed(seed)
             counts: Counter = Counter()
             for _ in range(rolls):
@@ -198,5 +185,6 @@ class FrozenStep:
                 verdict = sampling_accept(tree, logits, temperature, noise)
                 path = verdict.accepted_path
                 counts[tree.token[path[1]] if len(path) > 1 else verdict.bonus_token] += 1
-            target = torch.softmax(logits[0] / temperature, dim=-1)
-        return counts, target
+            dists = torch.softmax(logits / temperature, dim=-1)
+            after = {u: dists[u].tolist() for u in step.accepted_path}
+        return Reroll(temperature, counts, dists[0].tolist(), after)

@@ -124,7 +124,7 @@ class KVBuffer(Cache):
     """A ``transformers`` cache over one tensor ``[layers, 2, kv_heads, capacity, head_dim]``.
 
     The owner (``TreeKVCache``) sets ``write_at`` before each forward; each layer's ``update`` writes
-    its new rows there in place.  A static forward (``talon.engine.graphs``) sets ``static_rows``
+    its new rows there in place.  A static forward (``talon.runtime.graphs``) sets ``static_rows``
     instead: the rows to write, as a device tensor, and attention then spans the whole buffer.
 
     ``capacity``: rows to start with; ``fixed`` buffers (a static runner's) start zeroed and never

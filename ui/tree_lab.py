@@ -1,6 +1,6 @@
 """The Tree lab tab: freeze a step of the run on show, then every change of method, N, K, mu, depth or
 gamma rebuilds that step's tree at the same context and verifies it with one target forward
-(``talon.engine.lab.FrozenStep``), without re-running the generation.
+(``talon.engine.frozen_step.FrozenStep``), without re-running the generation.
 
 The frozen step's caches live in the user's session (one frozen step at a time) and go with it."""
 from __future__ import annotations
@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 
 import gradio as gr
-import torch
 
 from talon.config import ConfigError, TreeConfig
-from talon.engine.lab import LAB_METHODS, FrozenStep, LabTree, lab_record, step_context
-from talon.trace import RunTrace
-from viz import lab as lab_viz
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep
+from talon.trace import RunTrace, StepRecord
+from viz import lab_charts
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 
 from .explore import plural
@@ -61,11 +60,8 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
                        "Target field to the run's model to explore its steps.", print_exception=False)
     index = number - 1
     drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
-    weight = trace.steps[index].drafter_info.get("retrieval_weight")
-    temperature = float(trace.decode_config.get("temperature", 0.0))
     try:
-        frozen = FrozenStep(target, REGISTRY, drafter_spec, step_context(trace, index), temperature,
-                            int(trace.decode_config.get("seed", 0)), weight)
+        frozen = FrozenStep.of_run(target, REGISTRY, drafter_spec, trace, index)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     session.lab = LabState(trace, index, frozen)
@@ -74,7 +70,8 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
     status = (f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
               f"“{root}”, drafter `{drafter_spec}`"
-              + (f", temperature {temperature:g}: verdicts use the run's own random draws" if temperature else "")
+              + (f", temperature {frozen.temperature:g}: verdicts use the run's own random draws"
+                 if frozen.temperature else "")
               + "). Move the settings below: each change rebuilds this step's tree and verifies it.")
     return (status, gr.update(value=method), gr.update(value=cfg.get("budget")), gr.update(value=cfg.get("topk")),
             gr.update(value=cfg.get("mu")), gr.update(value=cfg.get("depth")), gr.update(value=cfg.get("gamma")))
@@ -87,9 +84,9 @@ def _config(method, budget, topk, mu, depth, gamma) -> TreeConfig:
         raise gr.Error(str(err), print_exception=False) from None
 
 
-def _cost(result: LabTree) -> float | None:
+def _cost(step: StepRecord) -> float | None:
     model = cost_model()
-    return None if model is None else model.step(len(result.tree), result.call_widths)
+    return None if model is None else model.step(len(step.tree), step.call_widths)
 
 
 @model_work()
@@ -97,22 +94,21 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode)
     """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
     state = _lab(session)
     cfg = _config(method, budget, topk, mu, depth, gamma)
-    result = state.frozen.explore(cfg)
-    state.last = result
+    step = state.frozen.explore(cfg, state.index)
+    state.last = step
     tok = state.frozen.target.tokenizer
-    step = lab_record(result, state.index, tok)
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     fig = lab_viz_tree(step, mode, cfg)
-    cost = _cost(result)
+    cost = _cost(step)
     caption = (f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
-               f"{plural(result.tree.num_drafts, 'draft node')} in {plural(result.tree.max_depth, 'layer')} (widest "
-               f"{result.widest_layer}), {result.accepted} accepted + bonus → “{visible_text(step.committed_text, 40)}”; "
-               f"{plural(result.drafter_forwards, 'drafter call')}"
+               f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
+               f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
+               f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
                + (f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
-                  f"{(result.accepted + 1) / cost:.2f} tokens per AR-step of cost" if cost else "")
-               + f" (measured here: draft {result.draft_seconds * 1e3:.0f} ms, verify {result.verify_seconds * 1e3:.0f} ms).")
-    has_gate = any(layer.tokens for layer in result.gate or [])
-    gate = lab_viz.gate_figure(result.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
+                  f"{(step.accepted_tokens + 1) / cost:.2f} tokens per AR-step of cost" if cost else "")
+               + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms).")
+    has_gate = any(layer.tokens for layer in step.gate or [])
+    gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
     return fig, caption, gr.update(value=gate, visible=gate is not None)
 
 
@@ -130,13 +126,13 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
     results = state.frozen.every_method(cfg)
     rows = {}
     for method in LAB_METHODS:
-        result = results.get(method)
-        rows[SHORT_LABEL[method]] = ("needs root width K >= 1, not run at K=0" if result is None else
-                                     {"nodes": result.tree.num_drafts, "depth": result.tree.max_depth,
-                                      "accepted": result.accepted, "drafter_calls": result.drafter_forwards,
-                                      "cost": _cost(result), "draft_ms": result.draft_seconds * 1e3,
-                                      "verify_ms": result.verify_seconds * 1e3})
-    return lab_viz.methods_table(rows)
+        step = results.get(method)
+        rows[SHORT_LABEL[method]] = ("needs root width K >= 1, not run at K=0" if step is None else
+                                     {"nodes": step.tree.num_drafts, "depth": step.tree.max_depth,
+                                      "accepted": step.accepted_tokens, "drafter_calls": step.drafter_forwards,
+                                      "cost": _cost(step), "draft_ms": step.draft_seconds * 1e3,
+                                      "verify_ms": step.verify_seconds * 1e3})
+    return lab_charts.methods_table(rows)
 
 
 @model_work()
@@ -150,7 +146,7 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     cfg = _config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = state.frozen.sweep(cfg, field, values)
-    return lab_viz.sweep_figure(rows, field, getattr(cfg, field))
+    return lab_charts.sweep_figure(rows, field, getattr(cfg, field))
 
 
 @model_work()
@@ -160,18 +156,13 @@ def reroll(session: Session):
     state = _lab(session)
     if state.last is None:
         raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
-    frozen, result = state.frozen, state.last
+    frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
-    counts, target = frozen.reroll(result, REROLLS, seed=len(frozen.context))
-    temperature = frozen.sampling_temperature
-    logits = frozen.node_logits(result.tree)
-    step = lab_record(result, state.index, tok)
-    after = {u: torch.softmax(logits[u] / temperature, dim=-1).tolist() for u in step.accepted_path}
-    table = lab_viz.sampling_table(step, after, temperature, lambda t: tok.decode([t]))
-    fig = lab_viz.reroll_figure(counts, target.tolist(), lambda t: tok.decode([t]))
+    rolled = frozen.reroll(step, REROLLS, seed=len(frozen.context))
+    table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: tok.decode([t]))
+    fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: tok.decode([t]))
     note = ("" if frozen.temperature else "The run was greedy (temperature 0): these re-rolls sample at temperature "
             "1 to show what sampling verification would do with this tree. ")
-    tv = 0.5 * sum(abs(counts.get(t, 0) / REROLLS - p) for t, p in enumerate(target.tolist()))
     return fig, table, (f"{note}{REROLLS} re-rolls; total variation from the target's distribution "
-                        f"{tv:.3f} (sampling noise alone gives about {math.sqrt(8 / REROLLS):.2f} here).")
-
+                        f"{rolled.total_variation:.3f} (sampling noise alone gives about "
+                        f"{math.sqrt(8 / REROLLS):.2f} here).")
