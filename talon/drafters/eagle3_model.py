@@ -435,7 +435,8 @@ def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, ex
         raise ValueError(f"layout {layout!r} is not one of {LAYOUTS}")
     meta, state = eagle_layout(head, target, extra, dtype)
     if layout == "speculators":
-        architectures = list(getattr(target.model.config, "architectures", None) or [])
+        # a model built in memory has no architectures in its config; its class is the one
+        architectures = list(getattr(target.model.config, "architectures", None) or [type(target.model).__name__])
         meta, state = to_speculators(meta, state, verifier or target.identity or target.name, architectures,
                                      speculative_tokens)
     directory = Path(directory)
