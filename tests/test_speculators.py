@@ -20,6 +20,7 @@ from transformers import LlamaConfig
 
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.eagle3_model import Eagle3Head, load_eagle3, save_eagle3
+from talon.drafters.export_eagle3 import main as export_main
 from talon.drafters.factory import make_drafter
 from talon.drafters.head import HeadDrafter
 from talon.engine.builders import TalonBuilder
@@ -29,8 +30,8 @@ from talon.models.loaded import ModelLoadError
 from talon.models.presets import PRESETS
 from talon.models.registry import ModelRegistry
 from talon.tree import DraftTree
-from tests.test_eagle3 import (DRAFT_IDS, LAYERS, NEW_TOKENS, TALON, VOCAB, WIDTH, write_eagle_layout,
-                               write_specforge_layout)
+from tests.test_eagle3 import (DRAFT_IDS, LAYERS, NEW_TOKENS, TALON, VOCAB, WIDTH, eagle_reference_embedding,
+                               write_eagle_layout, write_specforge_layout)
 from tests.tiny import greedy_generate, prompt_ids, tiny_target
 
 WRITERS = {"eagle": write_eagle_layout, "specforge": write_specforge_layout}
@@ -206,6 +207,29 @@ def test_the_speculators_export_reads_in_vllm_as_the_head_and_drafts_the_same_tr
     assert talon_trees(spec, target) == talon_trees(twin, target)
     with pytest.raises(ModelLoadError, match="exported for"):           # the checksum travels in the talon block
         load_eagle3(tmp_path / "spec", tiny_target(seed=1, layers=LAYERS))
+
+
+def test_a_head_is_rewritten_for_the_other_engine_from_the_command_line(target, tmp_path):
+    """``python -m talon.drafters.export_eagle3``, with the target saved as a directory: an EAGLE
+    release-layout head rewritten in the speculators format, and that rewritten back in EAGLE's layout,
+    both compute exactly what the original computes; the EAGLE-layout result gives EAGLE's reference
+    loader the target's embedding (tests/test_eagle3.py, ``eagle_reference_embedding``)."""
+    target.model.save_pretrained(tmp_path / "target")
+    target.tokenizer.save_pretrained(tmp_path / "target")
+    write_eagle_layout(tmp_path / "release")
+    common = ["--target", str(tmp_path / "target"), "--dtype", "float32"]
+    export_main([str(tmp_path / "release"), str(tmp_path / "spec"), "--verifier", "someone/tiny-llama", *common])
+    export_main([str(tmp_path / "spec"), str(tmp_path / "back"), "--layout", "eagle", *common])
+    config = json.loads((tmp_path / "spec" / "config.json").read_text())
+    assert config["speculators_model_type"] == "eagle3"
+    assert config["speculators_config"]["verifier"]["name_or_path"] == "someone/tiny-llama"
+    assert config["talon"]["exported_from"] == str(tmp_path / "release")
+    assert eagle_reference_embedding(tmp_path / "back", target)[0] == "target"
+    ids = prompt_ids(6)
+    want = root_and_child(load_eagle3(tmp_path / "release", target, dtype=torch.float32), target, ids)
+    for name in ("spec", "back"):
+        got = root_and_child(load_eagle3(tmp_path / name, target, dtype=torch.float32), target, ids)
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), name
 
 
 def refused(directory, match: str, target) -> str:
