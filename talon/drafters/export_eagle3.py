@@ -40,7 +40,8 @@ def export_head(head: str, out: str | Path, target: str, layout: str = "speculat
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m talon.drafters.export_eagle3", description="Re-write an EAGLE-3 head in EAGLE's layout or vLLM's speculators format.")
+    p = argparse.ArgumentParser(prog="python -m talon.drafters.export_eagle3",
+                                description="Re-write an EAGLE-3 head in EAGLE's layout or vLLM's speculators format.")
     p.add_argument("head", help="the head: a directory or Hub id in any layout 'eagle3:' reads")
     p.add_argument("out", type=Path, help="the directory to write")
     p.add_argument("--target", required=True,
