@@ -23,6 +23,7 @@ from talon.drafters.eagle3_model import Eagle3Head, load_eagle3, save_eagle3
 from talon.drafters.export_eagle3 import main as export_main
 from talon.drafters.factory import make_drafter
 from talon.drafters.head import HeadDrafter
+from talon.drafters.speculators_format import from_speculators
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import run_to_end
 from talon.engine.verify import Verifier
@@ -230,6 +231,21 @@ def test_a_head_is_rewritten_for_the_other_engine_from_the_command_line(target, 
     for name in ("spec", "back"):
         got = root_and_child(load_eagle3(tmp_path / name, target, dtype=torch.float32), target, ids)
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), name
+
+
+def test_a_layer_config_written_as_a_diff_takes_llamas_defaults():
+    """speculators writes ``transformer_layer_config`` with ``to_diff_dict``: a Llama-3.1-8B head omits
+    ``hidden_size`` 4096 and ``num_attention_heads`` 32 (LlamaConfig's defaults), which the reader
+    fills in as speculators and vLLM do; an absent ``draft_vocab_size`` is the rows of ``lm_head``."""
+    layer = {"model_type": "llama", "num_hidden_layers": 1, "num_key_value_heads": 8, "intermediate_size": 14336,
+             "vocab_size": 128256, "rope_theta": 500000.0, "max_position_embeddings": 131072}
+    config = {"speculators_model_type": "eagle3", "transformer_layer_config": layer, "target_hidden_size": None}
+    view, weights = from_speculators(config, {"lm_head.weight": torch.zeros(32000, 1), "layers.0.x": torch.zeros(1),
+                                              "verifier_lm_head.weight": torch.zeros(1)}, "here")
+    assert (view["hidden_size"], view["num_attention_heads"], view["rms_norm_eps"]) == (4096, 32, 1e-6)
+    assert view["vocab_size"] == 128256 and view["draft_vocab_size"] == 32000 and "target_hidden_size" not in view
+    assert view["rope_parameters"]["rope_theta"] == 500000.0
+    assert sorted(weights) == ["lm_head.weight", "midlayer.x"]          # the training-only copy is dropped
 
 
 def refused(directory, match: str, target) -> str:

@@ -71,7 +71,10 @@ def from_speculators(meta: dict, state: dict[str, torch.Tensor], where: str) -> 
         raise ModelLoadError(f"{where}: its draft layer is a {layer_type!r} layer (e.g. Qwen3's adds q/k norms); only "
                              "EAGLE-3 heads with a Llama layer are read here.")
     # speculators and vLLM build the layer's config from this diff with the class defaults filled in
-    llama = LlamaConfig(**{k: v for k, v in layer.items() if k != "model_type"}).to_dict()
+    try:
+        llama = LlamaConfig(**{k: v for k, v in layer.items() if k != "model_type"}).to_dict()
+    except (TypeError, ValueError) as err:
+        raise ModelLoadError(f"{where}: its transformer_layer_config is not a Llama config ({err}).") from err
     extra_layers = [k for k in state if k.startswith("layers.") and not k.startswith(SPECULATORS_LAYER)]
     if llama["num_hidden_layers"] != 1 or extra_layers:
         raise ModelLoadError(f"{where}: a speculators head with {llama['num_hidden_layers']} decoder layers; only "
