@@ -292,15 +292,31 @@ def read_head_files(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
         raise unreadable(directory, f"no readable {EAGLE3_CONFIG} ({str(err).splitlines()[0]})") from err
     if not isinstance(meta, dict):
         raise unreadable(directory, f"its {EAGLE3_CONFIG} is not a JSON object")
+    if "hidden_size" not in meta and not is_speculators(meta):
+        raise unreadable(directory, f"its {EAGLE3_CONFIG} has no hidden_size and no speculators_model_type")
+    no_head = ("its weights have no fc.weight and decoder layer (midlayer.*, or layers.0.* in the speculators "
+               "format): EAGLE-3's feature fusion and its one layer")
+    if "fc.weight" not in safetensors_names(directory, "fc.weight"):  # a whole model is refused before it is read
+        raise unreadable(directory, no_head)
     state = read_state(directory)
     if is_speculators(meta):
         meta, state = from_speculators(meta, state, str(directory))
-    if "hidden_size" not in meta:
-        raise unreadable(directory, f"its {EAGLE3_CONFIG} has no hidden_size and no speculators_model_type")
     if "fc.weight" not in state or not any(k.startswith("midlayer.") for k in state):
-        raise unreadable(directory, "its weights have no fc.weight and decoder layer (midlayer.*, or layers.0.* in "
-                                    "the speculators format): EAGLE-3's feature fusion and its one layer")
+        raise unreadable(directory, no_head)
     return meta, state
+
+
+def safetensors_names(directory: Path, default: str) -> set[str]:
+    """The tensor names in ``directory``'s ``model.safetensors`` (from its header, without reading the
+    tensors; any ``model.`` prefix removed), or ``{default}`` when there is no such file to look into."""
+    path = directory / EAGLE3_WEIGHTS[0]
+    if not path.is_file():
+        return {default}
+    try:
+        with safe_open(path, "pt") as f:
+            return {k.removeprefix("model.") for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
+    except Exception:  # noqa: BLE001 - an unreadable file is reported by read_state
+        return {default}
 
 
 def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], target: LoadedModel,
