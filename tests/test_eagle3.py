@@ -3,7 +3,9 @@ in EAGLE's layout (``pytorch_model.bin``, float16, ``d2t`` / ``t2d``, the target
 SpecForge's (``model.safetensors`` with its own ``embed_tokens``, a narrower head, layer ids in
 ``eagle_config``); the loaded head's logits equal a reference forward written here from the format
 description; every tree method with such a head is greedy-lossless; a head trained and exported by
-``train_head --arch eagle3`` loads back and drafts the same trees; mismatched pairs are refused."""
+``train_head --arch eagle3`` loads back and drafts the same trees, and EAGLE's own reference loader
+would give it the target's embedding (its rule, from its source, encoded here); mismatched pairs are
+refused.  vLLM's speculators format: tests/test_speculators.py."""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,8 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
+from transformers import PretrainedConfig
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.eagle3_model import (EAGLE3_ARCHITECTURE, Eagle3Head, feature_layers_from_config, load_eagle3,
@@ -20,13 +23,12 @@ from talon.drafters.factory import make_drafter, parse_drafter_spec
 from talon.drafters.head import HeadDrafter
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import run_to_end
-from talon.engine.verify import Verifier
 from talon.models.cpu_linear import pack_for_device
 from talon.models.loaded import ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.training.train_head import _batch, head_loss
 from talon.tree import DraftTree
-from tests.tiny import VOCAB, greedy_generate, prompt_ids, tiny_target
+from tests.tiny import VOCAB, greedy_generate, prompt_ids, start_at, tiny_target
 
 LAYERS = 8          # target layers: EAGLE's default features are the states entering layers 2, 4 and 5
 WIDTH = 64          # the tiny target's width
@@ -150,10 +152,7 @@ def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down
     assert head.config.feature_layers == layers
     drafter = HeadDrafter(head, target)
     ids = prompt_ids(5, length=10)
-    verifier = Verifier(target, drafter.feature_layers)
-    verifier.prefill(ids)
-    target_states = verifier.features                                               # [9, 3, 64]: positions 0..8
-    drafter.start(ids, target_states)
+    target_states = start_at(drafter, target, ids)                                  # [9, 3, 64]: positions 0..8
     tree = DraftTree.with_root(ids[-1])
     got_root = drafter.begin_step(ids, target_states).logprobs[0]
     # Reference: head position p (token p, EAGLE position p - 1) reads the target's state at p - 1.
@@ -276,10 +275,8 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
         for h in (head, loaded):
             drafter = HeadDrafter(h, target)
             ids = prompt_ids(seed)
-            verifier = Verifier(target, drafter.feature_layers)
-            verifier.prefill(ids)
-            drafter.start(ids, verifier.features)
-            tree = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids, verifier.features).tree
+            features = start_at(drafter, target, ids)
+            tree = TalonBuilder(budget=12, topk=3, mu=0.1).build(drafter, ids, features).tree
             trees.append((tree.token, tree.parent))
         assert trees[0] == trees[1]
     with pytest.raises(ModelLoadError, match="exported for"):
@@ -336,3 +333,50 @@ def test_a_release_style_config_with_llama3_rope_scaling_loads_and_decodes(targe
     trace = run_to_end(target, HeadDrafter(head, target), TALON, DecodeConfig(max_new_tokens=NEW_TOKENS),
                        prompt_ids=prompt_ids(1))
     assert trace.output_ids == greedy[1]
+
+
+def eagle_reference_embedding(directory, target) -> tuple[str, torch.Tensor]:
+    """The token embedding SafeAILab/EAGLE's reference code drafts with for the EAGLE-3 head saved in
+    ``directory``, by its rule (``eagle/model/ea_model.py``, ``EaModel.__init__``, and
+    ``eagle/model/cnets.py``, ``Model.__init__``):
+
+    1. ``config.json`` is read as a transformers ``PretrainedConfig`` (``EConfig.from_pretrained``), so
+       each of its keys becomes an attribute, whatever its value;
+    2. ``Model`` creates a randomly initialised ``nn.Embedding(vocab_size, hidden_size)`` and copies the
+       target's ``model.embed_tokens.weight`` into it only ``if load_emb and not hasattr(config,
+       "target_hidden_size")`` (``EaModel`` always passes ``load_emb=True``);
+    3. ``EaModel`` then loads the head's weights with ``load_state_dict(..., strict=False)``: an
+       ``embed_tokens.weight`` among them replaces the table, and a missing one goes unreported.
+
+    Returns where the table comes from ("checkpoint", "target" or "random") and the table."""
+    config = PretrainedConfig.from_dict(json.loads((directory / "config.json").read_text()))
+    weights = load_file(directory / "model.safetensors")
+    if "embed_tokens.weight" in weights:
+        return "checkpoint", weights["embed_tokens.weight"].float()
+    if not hasattr(config, "target_hidden_size"):
+        return "target", target.model.get_input_embeddings().weight.detach()
+    return "random", torch.nn.Embedding(config.vocab_size, config.hidden_size).weight.detach()
+
+
+def test_an_exported_head_drafts_with_the_target_embedding_in_eagles_reference_loader(target, tmp_path):
+    """The export of a head that uses the target's embedding gets that embedding in EAGLE's loader (the
+    rule above), so there it drafts what it drafts here: the root distribution of the head with the
+    table EAGLE's loader would give it equals our loader's.  A config that names ``target_hidden_size``
+    (even equal to ``hidden_size``) without an ``embed_tokens.weight`` would leave EAGLE a random table."""
+    torch.manual_seed(0)
+    head = Eagle3Head.for_target(target)
+    head.restrict_vocab(DRAFT_IDS)
+    head.eval().requires_grad_(False)
+    save_eagle3(head, tmp_path / "export", target, dtype=torch.float32)
+    source, table = eagle_reference_embedding(tmp_path / "export", target)
+    assert source == "target"
+    ours = load_eagle3(tmp_path / "export", target, dtype=torch.float32)
+    as_eagle = load_eagle3(tmp_path / "export", target, dtype=torch.float32)
+    as_eagle.embed_tokens = torch.nn.Embedding.from_pretrained(table.clone())
+    ids = prompt_ids(3)
+    roots = []
+    for h in (ours, as_eagle):
+        drafter = HeadDrafter(h, target)
+        features = start_at(drafter, target, ids)
+        roots.append(drafter.begin_step(ids, features).logprobs[0])
+    assert torch.equal(roots[0], roots[1])

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from talon.drafters.head_model import DraftHead, HeadConfig
+from talon.engine.verify import Verifier
 from talon.models.loaded import LoadedModel
 
 VOCAB = 64
@@ -68,3 +69,12 @@ def random_head(target: LoadedModel, seed: int = 1) -> DraftHead:
 def greedy_references(target: LoadedModel, seeds, new_tokens: int) -> dict[int, list[int]]:
     """transformers' greedy output of ``new_tokens`` tokens per prompt seed (``prompt_ids(seed)``)."""
     return {s: greedy_generate(target, prompt_ids(s), new_tokens) for s in seeds}
+
+
+def start_at(drafter, target: LoadedModel, ids: list[int]) -> torch.Tensor | None:
+    """Start ``drafter`` at the context ``ids`` the way the decoding loop does (the target prefilled for
+    the features a head reads); returns those features (``None`` for a drafter that reads none)."""
+    verifier = Verifier(target, drafter.feature_layers)
+    verifier.prefill(ids)
+    drafter.start(ids, verifier.features)
+    return verifier.features

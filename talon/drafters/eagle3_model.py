@@ -1,5 +1,6 @@
-"""EAGLE-3 draft heads in the layout the public checkpoints use (EAGLE's releases, SpecForge exports)
-and the writer that exports a head to it (so SGLang / vLLM can load it).
+"""EAGLE-3 draft heads in the layouts the public checkpoints use (EAGLE's releases, SpecForge exports;
+vLLM's ``speculators`` format through ``speculators_format``) and the writer that exports a head to
+either (so EAGLE's own code, SGLang or vLLM can load it).
 
 The network (``Eagle3Head``), for a target of width ``Ht`` and a head of width ``H``:
 
@@ -29,6 +30,15 @@ state entering decoder layer i (0 = the embeddings, i = output of layer i - 1), 
   (SGLang captures entering ``id + 1``), so index = id + 1.
 
 ``save_eagle3`` writes both keys, each in its reader's convention, so neither engine has to guess.
+
+The token embedding of an exported head.  EAGLE's reference loader (SafeAILab/EAGLE,
+``eagle/model/cnets.py``, ``Model.__init__``) copies the target's embedding only when its config has
+no ``target_hidden_size`` attribute (every key of config.json becomes one), then loads the checkpoint
+non-strictly (``eagle/model/ea_model.py``), so a head whose config names ``target_hidden_size`` and
+carries no ``embed_tokens.weight`` drafts there with a random embedding.  ``save_eagle3`` therefore
+writes ``target_hidden_size`` only when it differs from ``hidden_size`` (EAGLE's own release configs
+never carry it; SGLang, vLLM and speculators' converter all read the absence as "the head's width"),
+and a head that needs it has an embedding of its own, which is written.
 """
 from __future__ import annotations
 
@@ -38,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
@@ -46,12 +57,21 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, L
 
 from ..models.cpu_linear import drafter_dtype, pack_for_device
 from ..models.loaded import LoadedModel, ModelLoadError
-from .head_model import HEAD_CONFIG, resolve_head_dir, scatter_draft_logits, target_checksum
+from .head_model import HEAD_CONFIG, HEAD_WEIGHTS, resolve_head_dir, scatter_draft_logits, target_checksum
+from .speculators_format import VARIANT_FLAGS, from_speculators, is_speculators, to_speculators
 
 EAGLE3_CONFIG = "config.json"
 EAGLE3_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 EAGLE3_FILES = [EAGLE3_CONFIG, *EAGLE3_WEIGHTS]
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
+LAYOUTS = ("eagle", "speculators")
+"""What ``save_eagle3`` writes: EAGLE's layout (EAGLE, SGLang, vLLM) or the ``speculators`` format (vLLM)."""
+FORMATS_READ = ("the EAGLE-3 layout (EAGLE's releases, SpecForge exports, this package's export: config.json with "
+                "hidden_size; fc.weight and midlayer.* in model.safetensors or pytorch_model.bin), vLLM's speculators "
+                "format (config.json with speculators_model_type 'eagle3' and a transformer_layer_config; fc.weight "
+                "and layers.0.* in model.safetensors), both as 'eagle3:DIR_OR_HUB_ID', and this package's own "
+                f"heads ({HEAD_CONFIG} + {HEAD_WEIGHTS}) as 'head:DIR_OR_HUB_ID'")
+"""The head formats this package reads, for messages about a directory in none of them."""
 
 
 def default_feature_layers(target_layers: int) -> tuple[int, int, int]:
@@ -154,7 +174,7 @@ class Eagle3Head(nn.Module):
         self.identity_vocab = bool(torch.equal(self.draft_ids.cpu(), torch.arange(self.config.vocab_size)))
 
     @classmethod
-    def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> "Eagle3Head":
+    def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> Eagle3Head:
         """A fresh head shaped like ``target`` (its width, attention shape and rope), drafting over the
         whole vocabulary with a frozen copy of the target's LM head; default features EAGLE's.  This is
         the head ``python -m talon.training.train_head --arch eagle3`` trains."""
@@ -176,7 +196,7 @@ class Eagle3Head(nn.Module):
         Only for a head that drafts over the whole vocabulary (``for_target``)."""
         if self.config.draft_vocab_size != self.config.vocab_size:
             raise ValueError("restrict_vocab needs a head over the whole vocabulary")
-        index = torch.as_tensor(sorted(set(int(i) for i in ids)), dtype=torch.long, device=self.d2t.device)
+        index = torch.as_tensor(sorted({int(i) for i in ids}), dtype=torch.long, device=self.d2t.device)
         rows = self.lm_head.weight.detach()[index]
         self.lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=rows.device, dtype=rows.dtype)
         self.lm_head.weight = nn.Parameter(rows, requires_grad=False)
@@ -218,14 +238,85 @@ class Eagle3Head(nn.Module):
 # ---- reading checkpoints -------------------------------------------------------------------------------
 def read_state(directory: Path) -> dict[str, torch.Tensor]:
     """The weights of a checkpoint directory (``model.safetensors`` or ``pytorch_model.bin``), with
-    any ``model.`` prefix removed."""
+    any ``model.`` prefix removed; ``unreadable`` when it holds neither."""
     for name in EAGLE3_WEIGHTS:
         path = directory / name
         if path.is_file():
             state = load_file(path) if name.endswith(".safetensors") else torch.load(path, map_location="cpu",
                                                                                       weights_only=True)
             return {k.removeprefix("model."): v for k, v in state.items()}
-    raise ModelLoadError(f"{directory} holds neither of {' nor '.join(EAGLE3_WEIGHTS)}: not an EAGLE-3 head.")
+    raise unreadable(directory, f"it holds neither {' nor '.join(EAGLE3_WEIGHTS)}")
+
+
+def describe_directory(directory: Path, limit: int = 8) -> str:
+    """What ``directory`` holds, for a message about a head that cannot be read: its files (the first
+    ``limit``), what its ``config.json`` says it is, and the first weight names of its safetensors file."""
+    names = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    if not names:
+        return "no files"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    parts = [f"the files {', '.join(names[:limit])}{more}"]
+    if (directory / EAGLE3_CONFIG).is_file():
+        try:
+            meta = json.loads((directory / EAGLE3_CONFIG).read_text())
+            said = [f"{k} {meta[k]!r}" for k in ("architectures", "model_type", "speculators_model_type") if k in meta]
+            parts.append(f"a {EAGLE3_CONFIG} with " + (", ".join(said) or f"the keys {sorted(meta)[:limit]}"))
+        except (OSError, ValueError, TypeError) as err:
+            parts.append(f"an unreadable {EAGLE3_CONFIG} ({err})")
+    if (directory / EAGLE3_WEIGHTS[0]).is_file():
+        try:
+            with safe_open(directory / EAGLE3_WEIGHTS[0], "pt") as f:
+                keys = sorted(f.keys())
+            parts.append(f"weights named {', '.join(keys[:limit])}{' ...' if len(keys) > limit else ''}")
+        except Exception as err:  # noqa: BLE001 - a broken file is described, not raised
+            parts.append(f"an unreadable {EAGLE3_WEIGHTS[0]} ({str(err).splitlines()[0]})")
+    return "; ".join(parts)
+
+
+def unreadable(directory: Path, why: str) -> ModelLoadError:
+    """The error for a directory with no head in a format read here: ``why``, the formats read here
+    (``FORMATS_READ``) and what the directory holds (``describe_directory``)."""
+    hint = " It holds one of this package's own heads: load it with 'head:DIR'." \
+        if (directory / HEAD_CONFIG).is_file() else ""
+    return ModelLoadError(f"{directory} is not an EAGLE-3 head in a format read here: {why}.{hint} Read here: "
+                          f"{FORMATS_READ}. {directory} holds {describe_directory(directory)}.")
+
+
+def read_head_files(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A head directory's ``config.json`` content and weights in the EAGLE layout, translated from the
+    speculators format when the config is one (``speculators_format``); ``unreadable`` when the
+    directory is in neither format."""
+    try:
+        meta = json.loads((directory / EAGLE3_CONFIG).read_text())
+    except (OSError, ValueError) as err:
+        raise unreadable(directory, f"no readable {EAGLE3_CONFIG} ({str(err).splitlines()[0]})") from err
+    if not isinstance(meta, dict):
+        raise unreadable(directory, f"its {EAGLE3_CONFIG} is not a JSON object")
+    if "hidden_size" not in meta and not is_speculators(meta):
+        raise unreadable(directory, f"its {EAGLE3_CONFIG} has no hidden_size and no speculators_model_type")
+    no_head = ("its weights have no fc.weight and decoder layer (midlayer.*, or layers.0.* in the speculators "
+               "format): EAGLE-3's feature fusion and its one layer")
+    if "fc.weight" not in safetensors_names(directory, "fc.weight"):  # a whole model is refused before it is read
+        raise unreadable(directory, no_head)
+    state = read_state(directory)
+    if is_speculators(meta):
+        meta, state = from_speculators(meta, state, str(directory))
+    if "fc.weight" not in state or not any(k.startswith("midlayer.") for k in state):
+        raise unreadable(directory, no_head)
+    return meta, state
+
+
+def safetensors_names(directory: Path, default: str) -> set[str]:
+    """The tensor names in ``directory``'s ``model.safetensors`` (from its header, without reading the
+    tensors; any ``model.`` prefix removed), or ``{default}`` when there is no such file to look into."""
+    path = directory / EAGLE3_WEIGHTS[0]
+    if not path.is_file():
+        return {default}
+    try:
+        with safe_open(path, "pt") as f:
+            return {k.removeprefix("model.") for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
+    except Exception:  # noqa: BLE001 - an unreadable file is reported by read_state
+        return {default}
 
 
 def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], target: LoadedModel,
@@ -256,46 +347,42 @@ def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], targ
                              f"sha256 {sha[:12]}...), not for {target.name}. Use the head of this target.")
 
 
-UNSUPPORTED_VARIANTS = ("norm_before_residual", "fc_norm", "norm_output")
-"""Config flags of EAGLE-3 variants whose layer computes something else (a normed residual, a norm
-after ``fc``): refused rather than drafted with the wrong network."""
-
-
 def eagle3_config(meta: dict, target: LoadedModel) -> Eagle3Config:
-    """``Eagle3Config`` from a checkpoint's ``config.json`` content, for ``target``; refuses the
-    ``UNSUPPORTED_VARIANTS``."""
-    variants = [k for k in UNSUPPORTED_VARIANTS if meta.get(k)]
+    """``Eagle3Config`` from a checkpoint's ``config.json`` content (EAGLE layout), for ``target``;
+    refuses the variants of ``speculators_format.VARIANT_FLAGS`` (a normed residual, norms around
+    ``fc``, normed outputs fed back): their layer computes something else, and is not guessed."""
+    variants = [k for k in VARIANT_FLAGS if meta.get(k)]
     if variants:
-        raise ModelLoadError(f"This EAGLE-3 head is a variant ({', '.join(f'{k}: true' for k in variants)}) whose layer "
-                             "differs from EAGLE-3's; only the original layout is supported.")
+        flags = ", ".join(f"{k}: true" for k in variants)
+        raise ModelLoadError(f"This EAGLE-3 head is a variant ({flags}) whose layer differs from EAGLE-3's; only the "
+                             "original layout is supported.")
     llama = LlamaConfig.from_dict({k: v for k, v in meta.items() if k not in ("architectures", "eagle_config")})
     llama.num_hidden_layers = 1
     llama._attn_implementation = "sdpa"
     layers = feature_layers_from_config(meta, target.model.config.num_hidden_layers)
     width = int(meta.get("target_hidden_size") or meta["hidden_size"])
-    return Eagle3Config(llama, layers, width, int(meta["vocab_size"]), int(meta.get("draft_vocab_size") or meta["vocab_size"]))
+    vocab = int(meta["vocab_size"])
+    return Eagle3Config(llama, layers, width, vocab, int(meta.get("draft_vocab_size") or vocab))
 
 
 def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None = None) -> Eagle3Head:
-    """Load the EAGLE-3 head at ``spec`` (a directory or a Hugging Face id) for ``target``; refuses a
-    mismatched pair (``check_pair``).  Runs in ``dtype`` (default ``drafter_dtype``: a drafter's rounding
+    """Load the EAGLE-3 head at ``spec`` (a directory or a Hugging Face id; EAGLE layout or speculators
+    format) for ``target``; refuses a mismatched pair (``check_pair``) and names the formats read here
+    for a directory in neither.  Runs in ``dtype`` (default ``drafter_dtype``: a drafter's rounding
     shapes the tree, never the output)."""
     directory = resolve_head_dir(str(spec), EAGLE3_FILES, "EAGLE-3 head")
-    try:
-        meta = json.loads((directory / EAGLE3_CONFIG).read_text())
-        meta["hidden_size"]
-    except (OSError, ValueError, KeyError) as err:
-        hint = " It holds one of this package's own heads: load it with 'head:DIR'." \
-            if (directory / HEAD_CONFIG).is_file() else ""
-        raise ModelLoadError(f"{directory} has no readable EAGLE-3 {EAGLE3_CONFIG} ({err}).{hint}") from err
-    state = read_state(directory)
+    meta, state = read_head_files(directory)
     config = eagle3_config(meta, target)
     check_pair(directory, meta, state, target, config.feature_layers)
     if "d2t" not in state and config.draft_vocab_size != config.vocab_size:
         raise ModelLoadError(f"{directory}: a draft vocabulary of {config.draft_vocab_size} tokens needs a 'd2t' map.")
     state.pop("t2d", None)  # derived from d2t
     head = Eagle3Head(config, own_embedding="embed_tokens.weight" in state)
-    missing, unexpected = head.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = head.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # a weight of another shape than its config says
+        why = str(err).splitlines()[-1].strip()
+        raise ModelLoadError(f"{directory}: its weights do not match its config ({why})") from err
     missing = [k for k in missing if not k.startswith("rotary.") and k != "d2t"]
     if missing or unexpected:
         raise ModelLoadError(f"{directory} does not hold an EAGLE-3 head (missing {missing}, unexpected {unexpected}).")
@@ -309,23 +396,25 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
 
 
 # ---- writing them ----------------------------------------------------------------------------------------
-def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, extra: dict | None = None,
-                dtype: torch.dtype = torch.bfloat16) -> Path:
-    """Write ``head`` as ``config.json`` + ``model.safetensors`` in EAGLE-3's layout (``dtype``), with its
-    feature layers explicit in both conventions (module docstring), ``tie_word_embeddings: false`` and
-    a ``talon`` block naming ``target`` (its checksum: our loader refuses another target).  ``extra``
-    goes into the ``talon`` block.  Returns the directory."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+def eagle_layout(head: Eagle3Head, target: LoadedModel, extra: dict | None = None,
+                 dtype: torch.dtype = torch.bfloat16) -> tuple[dict, dict[str, torch.Tensor]]:
+    """``head`` as EAGLE-layout ``config.json`` content and weights (``dtype``; ``d2t`` stays int64):
+    feature layers explicit in both conventions (module docstring), ``target_hidden_size`` only where
+    it differs from ``hidden_size`` (so EAGLE's loader gives the head the target's embedding), the
+    head's own embedding when it has one, ``tie_word_embeddings: false`` and a ``talon`` block naming
+    ``target`` (its checksum: our loader refuses another target) with ``extra`` in it."""
     layers = list(head.config.feature_layers)
     if min(layers) < 1:
         raise ValueError("SGLang cannot read the embeddings (index 0) as a feature layer")
+    width, own_width = head.config.target_hidden_size, head.config.hidden_size
+    if head.embed_tokens is None and width != own_width:
+        raise ValueError(f"a head of width {own_width} without its own embedding cannot use the target's "
+                         f"(width {width})")
     state = {k: v.detach().to("cpu").contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
     state = {k: (v if k == "d2t" else v.to(dtype)) for k, v in state.items()}
     t2d = torch.zeros(head.config.vocab_size, dtype=torch.bool)
     t2d[head.draft_ids.cpu()] = True
     state["t2d"] = t2d
-    save_file(state, directory / "model.safetensors")
     llama = head.config.llama.to_dict()
     keep = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
             "rms_norm_eps", "max_position_embeddings", "rope_parameters", "hidden_act", "attention_bias",
@@ -335,8 +424,7 @@ def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, ex
             **{k: llama[k] for k in keep if llama.get(k) is not None},
             "rope_theta": rope.get("rope_theta", 10000.0),
             "vocab_size": head.config.vocab_size, "draft_vocab_size": head.config.draft_vocab_size,
-            "target_hidden_size": head.config.target_hidden_size, "tie_word_embeddings": False,
-            "torch_dtype": str(dtype).removeprefix("torch."),
+            "tie_word_embeddings": False, "torch_dtype": str(dtype).removeprefix("torch."),
             "eagle_aux_hidden_state_layer_ids": layers,
             "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [i - 1 for i in layers]},
             "talon": {"feature_layers": layers,
@@ -344,7 +432,31 @@ def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, ex
                                                    "top-level ids: vLLM's convention (the same); eagle_config ids: "
                                                    "SGLang's (output of layer id, = index - 1)",
                       "target_name": target.name, "target_sha256": target_checksum(target), **(extra or {})}}
+    if width != own_width:  # EAGLE's loader takes the target's embedding only without this key
+        meta["target_hidden_size"] = width
     if rope.get("rope_type", "default") != "default":  # readers on older transformers take rope_scaling
         meta["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+    return meta, state
+
+
+def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, extra: dict | None = None,
+                dtype: torch.dtype = torch.bfloat16, layout: str = "eagle", verifier: str | None = None,
+                speculative_tokens: int = 3) -> Path:
+    """Write ``head`` as ``config.json`` + ``model.safetensors`` (``dtype``) in ``layout``: ``"eagle"``,
+    EAGLE-3's layout (``eagle_layout``), or ``"speculators"``, vLLM's format
+    (``speculators_format.to_speculators``; ``verifier``: the target's Hub id or path vLLM will serve,
+    default ``target.identity``; ``speculative_tokens``: vLLM's default draft length).  ``extra`` goes
+    into the config's ``talon`` block.  Returns the directory."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r} is not one of {LAYOUTS}")
+    meta, state = eagle_layout(head, target, extra, dtype)
+    if layout == "speculators":
+        # a model built in memory has no architectures in its config; its class is the one
+        architectures = list(getattr(target.model.config, "architectures", None) or [type(target.model).__name__])
+        meta, state = to_speculators(meta, state, verifier or target.identity or target.name, architectures,
+                                     speculative_tokens)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(state, directory / EAGLE3_WEIGHTS[0])
     (directory / EAGLE3_CONFIG).write_text(json.dumps(meta, indent=1))
     return directory

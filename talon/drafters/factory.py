@@ -20,9 +20,11 @@ from .model import ModelDrafter
 from .ngram import NgramDrafter
 
 DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
-                "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B), "
+                "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head in EAGLE's layout or vLLM's speculators format, e.g. "
+                "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B or RedHatAI/Qwen3-8B-speculator.eagle3), "
                 "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'lookup+SPEC' (SPEC merged "
-                "with prompt lookup; the hybrid method does this for its drafter), or a local directory / Hugging Face id of a small LM with the target's "
+                "with prompt lookup; the hybrid method does this for its drafter), or a local directory / "
+                "Hugging Face id of a small LM with the target's "
                 "tokenizer")
 KINDS = ("ngram", "head", "eagle3", "layers", "with_lookup", "model")
 LOOKUP_PREFIXES = ("lookup+", "hybrid:")
@@ -35,9 +37,10 @@ class DrafterSpec:
 
     Attributes:
         kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head); ``eagle3``
-            (``location`` = an EAGLE-3 head's directory or Hub id);
+            (``location`` = an EAGLE-3 head's directory or Hub id, EAGLE layout or speculators format);
             ``layers`` (``layers`` = K, the target's first K decoder layers); ``with_lookup`` (``inner``
-            is merged with prompt lookup: ``lookup+SPEC``); ``model`` (``location`` = a directory or Hub id of a causal LM).
+            is merged with prompt lookup: ``lookup+SPEC``); ``model`` (``location`` = a directory or Hub id
+            of a causal LM).
         location: a head's or model's directory / Hub id.
         layers: K of ``layers:K``.
         inner: the model side of ``lookup+SPEC``.

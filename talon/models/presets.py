@@ -21,6 +21,8 @@ class Preset:
         head: the EAGLE-3 head's Hub id (drafter spec ``eagle3:<head>``).
         target_params_b: the target's parameters, in billions (embeddings included).
         gated: whether the target's Hub page makes you accept a licence (a token with access needed).
+        head_format: the head's file format, ``"eagle"`` (EAGLE's layout: EAGLE releases, SpecForge,
+            AngelSlim) or ``"speculators"`` (vLLM's); ``eagle3:`` reads both.
     """
 
     name: str
@@ -28,6 +30,7 @@ class Preset:
     head: str
     target_params_b: float
     gated: bool = False
+    head_format: str = "eagle"
 
     @property
     def drafter(self) -> str:
@@ -45,6 +48,12 @@ PRESETS = (
     Preset("Qwen3-8B + Tengyunw EAGLE-3 head", "Qwen/Qwen3-8B", "Tengyunw/qwen3_8b_eagle3", 8.19),
     Preset("Llama-3.1-8B-Instruct + EAGLE-3 head (yuhuili)", "meta-llama/Llama-3.1-8B-Instruct",
            "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 8.03, gated=True),
+    # speculators-format heads (RedHatAI, listed by vLLM's speculators project and paired with these
+    # targets in vLLM's own integration test); not loaded here: no Hub access from this machine.
+    Preset("Qwen3-8B + RedHatAI EAGLE-3 head (speculators format)", "Qwen/Qwen3-8B",
+           "RedHatAI/Qwen3-8B-speculator.eagle3", 8.19, head_format="speculators"),
+    Preset("Llama-3.1-8B-Instruct + RedHatAI EAGLE-3 head (speculators format)", "meta-llama/Llama-3.1-8B-Instruct",
+           "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 8.03, gated=True, head_format="speculators"),
 )
 PRESET_BY_NAME = {p.name: p for p in PRESETS}
 
