@@ -14,7 +14,7 @@ from ui.async_tab import run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
 from ui.shared import (DEFAULT_DRAFTER, DEFAULT_NOTE, DEFAULT_TARGET, DEFAULT_TREE, DRAFTER_CHOICES, EXAMPLES,
-                       EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, ON_SPACES, REGISTRY, model_status,
+                       EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, ON_SPACES, REGISTRY, SETUP_PROBLEM, model_status,
                        preload_default_model)
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
@@ -36,7 +36,7 @@ ENTER_RELEASES_SLIDERS = """
 """Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing
 a value and pressing Enter redraws the Tree lab like letting go of the thumb does."""
 
-if ON_SPACES:  # ZeroGPU wants the models on CUDA at import time
+if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
     REGISTRY.get(DEFAULT_TARGET)
 
 with gr.Blocks(title="TALON Tree Explorer") as demo:
@@ -92,7 +92,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
     preset.change(apply_preset, [preset], [target, drafter, method, preset_note], queue=False)
     settings = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-                execution]
+                execution]  # ui.settings.SETTING_NAMES order: handlers take them as one RunSettings
 
     with gr.Tabs():
         # ---- Explore -----------------------------------------------------------------------------------
@@ -236,7 +236,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # ---- wiring: Explore ----------------------------------------------------------------------------------
     charts_out = [chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline, chart_adaptation]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
-    run_btn.click(explore.run_explore, [session, *settings, color_mode], view_out, concurrency_limit=4,
+    run_btn.click(explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4,
                   concurrency_id="decode")
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
     follow.change(explore.set_follow, [session, follow], None, queue=False)
@@ -267,16 +267,15 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
     compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation, step_a, step_b]
-    compare_btn.click(compare.run_compare, [session, prompt, target, drafter, method_a, method_b, budget, topk, mu,
-                                            depth, gamma, temperature, max_new, seed, execution, color_mode],
-                      compare_out, concurrency_limit=4, concurrency_id="decode")
+    compare_btn.click(compare.run_compare, [session, method_a, method_b, color_mode, *settings], compare_out,
+                      concurrency_limit=4, concurrency_id="decode")
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
     step_a.submit(compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out,
                   api_name="go_to_step_of_a")
     step_b.submit(compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out,
                   api_name="go_to_step_of_b")
 
-    async_btn.click(run_sync_async, settings[:-1], [async_plot, async_table, async_verdict], concurrency_limit=4,
+    async_btn.click(run_sync_async, settings, [async_plot, async_table, async_verdict], concurrency_limit=4,
                     concurrency_id="decode")
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")

@@ -19,14 +19,15 @@ pytestmark = pytest.mark.app
 
 PROMPT = "Repeat this list exactly: apples, pears, plums, apples, pears, plums."
 RUN_ARGS = dict(target_spec="embedded", drafter_spec="ngram", method="talon", budget=16, topk=6, mu=0.03, depth=5,
-                gamma=4, temperature=0.0, max_new=24, seed=0, execution="sync", color_mode="verdict")
+                gamma=4, temperature=0.0, max_new=24, seed=0, execution="sync")
+"""The settings panel after the prompt (``ui.settings.SETTING_NAMES`` order)."""
 VIEW = ("slider", "plot", "text", "table", "caption", "summary", "colour", "committed", "acceptance", "shape",
         "timing", "timeline", "adaptation")
 
 
-def _run(client: Client, prompt: str = PROMPT, **overrides) -> dict:
+def _run(client: Client, prompt: str = PROMPT, color_mode: str = "verdict", **overrides) -> dict:
     args = {**RUN_ARGS, **overrides}
-    return dict(zip(VIEW, client.predict(prompt, *args.values(), api_name="/run_explore")))
+    return dict(zip(VIEW, client.predict(color_mode, prompt, *args.values(), api_name="/run_explore")))
 
 
 def _figure(plot: dict) -> dict:
@@ -158,7 +159,7 @@ def test_a_users_run_does_not_wait_for_another_users_model_load(app_url):
 
 
 def test_stop_ends_the_run_through_the_engine_and_keeps_its_summary(client):
-    job = client.submit(PROMPT, *{**RUN_ARGS, "max_new": 400, "drafter_spec": "layers:4"}.values(),
+    job = client.submit("verdict", PROMPT, *{**RUN_ARGS, "max_new": 400, "drafter_spec": "layers:4"}.values(),
                         api_name="/run_explore")
     deadline = time.time() + 60
     while time.time() < deadline and len(job.outputs()) < 2:
@@ -194,7 +195,7 @@ def test_load_rejects_non_trace_json(client, tmp_path):
 
 def test_compare_aligns_the_two_runs_by_output_position(client):
     position, plot_a, plot_b, table, caption, adaptation, number_a, number_b = client.predict(
-        PROMPT, "embedded", "ngram", "static", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "sync", "verdict",
+        "static", "talon", "verdict", PROMPT, "embedded", "ngram", "talon", 16, 6, 0.03, 5, 4, 0.0, 16, 0, "sync",
         api_name="/run_compare")
     assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree", "B: TALON"]
     speedups = [row[table["headers"].index("speedup")] for row in table["data"]]
@@ -215,13 +216,13 @@ def test_compare_aligns_the_two_runs_by_output_position(client):
 
 def test_compare_checks_both_methods_before_decoding(client):
     with pytest.raises(Exception, match="Method B: EAGLE-2 needs root width K >= 1"):
-        client.predict(PROMPT, "embedded", "ngram", "talon", "eagle2", 16, 0, 0.03, 5, 4, 0.0, 16, 0, "sync",
-                       "verdict", api_name="/run_compare")
+        client.predict("talon", "eagle2", "verdict", PROMPT, "embedded", "ngram", "talon", 16, 0, 0.03, 5, 4, 0.0, 16,
+                       0, "sync", api_name="/run_compare")
 
 
 def test_async_run_matches_sync_and_draws_both_timelines(client):
     plot, table, verdict = client.predict(PROMPT, "embedded", "layers:4", "talon", 8, 4, 0.03, 5, 4, 0.0, 12, 0,
-                                          api_name="/run_sync_async")
+                                          "sync", api_name="/run_sync_async")
     assert "Outputs are identical" in verdict
     assert [row[0] for row in table["data"]][:2] == ["sync", "async"]
     lanes = {y for t in _figure(plot)["data"] for y in t.get("y", [])}

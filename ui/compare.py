@@ -9,14 +9,13 @@ from itertools import accumulate
 import gradio as gr
 
 from talon.config import ConfigError
-from talon.engine.decode import fill_texts, run
 from talon.trace import RunTrace
 from viz import lab_charts
 from viz import summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .session import Session
-from .settings import configs, prepare
+from .settings import SETTING_NAMES, RunSettings, prepare
 from .compute import model_work
 from .shared import SHORT_LABEL, gpu_seconds
 
@@ -86,35 +85,27 @@ def go_to_step(session: Session, which: str, number, color_mode):
     return compare_view(session, first_position(trace, index), color_mode)
 
 
-COMPARE_ARGS = ("session", "prompt", "target_spec", "drafter_spec", "method_a", "method_b", "budget", "topk", "mu",
-                "depth", "gamma", "temperature", "max_new")
-
-
-def _compare_seconds(*args) -> int:
-    return gpu_seconds(dict(zip(COMPARE_ARGS, args)).get("max_new", 64), "talon", runs=3)
+def _compare_seconds(session, method_a, method_b, color_mode, *panel) -> int:
+    return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES):]).max_new, "talon", runs=3)
 
 
 @model_work(duration=_compare_seconds)
-def run_compare(session: Session, prompt, target_spec, drafter_spec, method_a, method_b, budget, topk, mu, depth, gamma,
-                temperature, max_new, seed, execution, color_mode, progress=gr.Progress()):
-    """Decode autoregressively (for the speedup), then with method A, then with method B; both methods'
-    settings are checked before anything runs."""
+def run_compare(session: Session, method_a, method_b, color_mode, progress=gr.Progress(), *panel):
+    """Decode the settings ``panel`` (``SETTING_NAMES``; its method is replaced) autoregressively (for the
+    speedup), then with method A, then with method B; both methods' settings are checked before
+    anything runs."""
+    settings = RunSettings.of(panel)
     for label, method in (("A", method_a), ("B", method_b)):
         try:
-            configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed, execution)
+            settings.but(method=method).configs()
         except ConfigError as err:
             raise gr.Error(f"Method {label}: {err}", print_exception=False) from None
     session.compare = {}
     for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
-        prepared = prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature,
-                           max_new, seed, execution, progress)
+        prepared = prepare(settings.but(method=method), progress)
         progress(0.0, desc=f"Running {'autoregressive decoding' if label == 'ar' else 'method ' + label}...")
-        for _ in run(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg):
-            pass
-        fill_texts(prepared.trace, prepared.target.tokenizer)
-        session.compare[label] = prepared.trace
+        session.compare[label] = prepared.run_to_end()
         if label != "ar":
             yield compare_view(session, 1, color_mode)
     a = session.compare["A"]
     yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
-

@@ -21,7 +21,7 @@ from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_fig
 
 from . import text_view
 from .session import LiveRun, Session
-from .settings import SETTING_NAMES, prepare, settings_of
+from .settings import SETTING_NAMES, RunSettings, prepare, settings_of
 from .compute import model_work
 from .shared import gpu_seconds
 
@@ -112,20 +112,19 @@ def running_line(steps: int, tokens: int, last: StepRecord) -> str:
 
 
 # ---- run, stop, follow ------------------------------------------------------------------------------------
-def _explore_seconds(*args) -> int:
-    values = dict(zip(("session", *SETTING_NAMES), args))
-    return gpu_seconds(values.get("max_new"), values.get("method"))
+def _explore_seconds(session, color_mode, *panel) -> int:
+    settings = RunSettings.of(panel[-len(SETTING_NAMES):])
+    return gpu_seconds(settings.max_new, settings.method)
 
 
 @model_work(duration=_explore_seconds)
-def run_explore(session: Session, prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma,
-                temperature, max_new, seed, execution, color_mode, progress=gr.Progress()):
-    """Start the decode on its own thread and stream its newest step to the page, at most
-    ``UPDATE_HZ`` updates a second; when it ends (or Stop ends it) draw the summary and charts."""
+def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
+    """Start the decode of the settings ``panel`` (``SETTING_NAMES``) on its own thread and stream its
+    newest step to the page, at most ``UPDATE_HZ`` updates a second; when it ends (or Stop ends it) draw
+    the summary and charts."""
     session.stop()
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
-    prepared = prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature,
-                       max_new, seed, execution, progress)
+    prepared = prepare(RunSettings.of(panel), progress)
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg)
     session.trace, session.live, session.lab = prepared.trace, live, None
     trace = live.trace

@@ -1,22 +1,20 @@
-"""The settings panel's values turned into what a run needs, the same way for every tab: configs,
-the target, a fresh drafter and an empty trace, or a ``gr.Error`` that says which field to fix."""
+"""The settings panel's values turned into what a run needs, the same way for every tab: one
+``RunSettings`` object, its configs, the target, a fresh drafter and an empty trace, or a ``gr.Error``
+that says which field to fix."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import gradio as gr
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
-from talon.engine.decode import new_trace
+from talon.engine.decode import complete, new_trace
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
 
 from .shared import load_target, make_drafter
-
-SETTING_NAMES = ("prompt", "target_spec", "drafter_spec", "method", "budget", "topk", "mu", "depth", "gamma",
-                 "temperature", "max_new", "seed", "execution")
-"""The settings panel's fields, in the order the run events take them."""
 
 
 def _number(value, name: str, kind=float):
@@ -26,13 +24,55 @@ def _number(value, name: str, kind=float):
         raise ConfigError(f"{name} must be a number (got {value!r}).") from None
 
 
-def configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-            execution="sync") -> tuple[TreeConfig, DecodeConfig]:
-    """``TreeConfig`` and ``DecodeConfig`` from widget values (``ConfigError`` names the bad field)."""
-    tree = TreeConfig(method=method, budget=_number(budget, "Budget N", int), topk=_number(topk, "Root width K", int),
-                      mu=_number(mu, "mu"), depth=_number(depth, "Depth", int), gamma=_number(gamma, "Chain length", int))
-    return tree, DecodeConfig(temperature=_number(temperature, "Temperature"), seed=_number(seed, "Seed", int),
-                              max_new_tokens=_number(max_new, "Max new tokens", int), execution=execution or "sync")
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings panel as the user left it (widget values, not validated yet): every tab's runs are
+    made from one of these (``configs``, ``prepare``)."""
+
+    prompt: str = ""
+    target_spec: str = ""
+    drafter_spec: str = ""
+    method: str = "talon"
+    budget: float = 24
+    topk: float = 6
+    mu: float = 0.1
+    depth: float = 5
+    gamma: float = 4
+    temperature: float = 0.0
+    max_new: float = 64
+    seed: float = 0
+    execution: str = "sync"
+
+    @classmethod
+    def of(cls, values: Sequence) -> "RunSettings":
+        """From the panel's components' values, in ``SETTING_NAMES`` order."""
+        return cls(*values)
+
+    def but(self, **changes) -> "RunSettings":
+        """A copy with some fields changed (e.g. another method for a comparison)."""
+        return replace(self, **changes)
+
+    def configs(self) -> tuple[TreeConfig, DecodeConfig]:
+        """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field)."""
+        tree = TreeConfig(method=self.method, budget=_number(self.budget, "Budget N", int),
+                          topk=_number(self.topk, "Root width K", int), mu=_number(self.mu, "mu"),
+                          depth=_number(self.depth, "Depth", int), gamma=_number(self.gamma, "Chain length", int))
+        return tree, DecodeConfig(temperature=_number(self.temperature, "Temperature"),
+                                  seed=_number(self.seed, "Seed", int),
+                                  max_new_tokens=_number(self.max_new, "Max new tokens", int),
+                                  execution=self.execution or "sync")
+
+
+SETTING_NAMES = tuple(f.name for f in fields(RunSettings))
+"""The settings panel's fields, in the order the run events take them."""
+
+
+def tree_config(method, budget, topk, mu, depth, gamma) -> TreeConfig:
+    """A ``TreeConfig`` from the tree sliders alone (the Tree lab's); ``gr.Error`` names the bad field."""
+    try:
+        return RunSettings(method=method, budget=budget, topk=topk, mu=mu, depth=depth, gamma=gamma).configs()[0]
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
 
 
 @dataclass
@@ -45,18 +85,21 @@ class Prepared:
     decode_cfg: DecodeConfig
     trace: RunTrace
 
+    def run_to_end(self) -> RunTrace:
+        """Decode the whole run (text filled in) and return its trace."""
+        return complete(self.trace, self.target, self.drafter, self.tree_cfg, self.decode_cfg)
 
-def prepare(prompt, target_spec, drafter_spec, method, budget, topk, mu, depth, gamma, temperature, max_new,
-            seed, execution="sync", progress: gr.Progress | None = None) -> Prepared:
+
+def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
     """Validate the settings, load the models, make a fresh drafter and an empty trace."""
     try:
-        tree_cfg, decode_cfg = configs(method, budget, topk, mu, depth, gamma, temperature, max_new, seed, execution)
+        tree_cfg, decode_cfg = settings.configs()
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
-    target = load_target(target_spec, progress)
-    drafter = make_drafter(method, drafter_spec, target)
+    target = load_target(settings.target_spec, progress)
+    drafter = make_drafter(settings.method, settings.drafter_spec, target)
     try:
-        trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt)
+        trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     return Prepared(target, drafter, tree_cfg, decode_cfg, trace)

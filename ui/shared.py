@@ -16,21 +16,45 @@ from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
 from talon.drafters.head_model import SHIPPED_HEAD
-from talon.models.device import pick_device
+from talon.models.cpu_linear import cpu_linear_mode
+from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
 from talon.models.loaded import LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
+from talon.runtime.graphs import graphs_setting
 
 from .compute import spaces
 
+def setup_problem() -> str:
+    """What is wrong with this machine's settings (environment variables), in a sentence that says how
+    to fix it, or ``""``.  Read once at start-up; the page shows it instead of failing to import."""
+    try:
+        pick_device()
+        cpu_linear_mode()
+        graphs_setting()
+    except (ConfigError, ModelLoadError) as err:
+        return f"{err} Fix the environment variable and restart the app."
+    return ""
+
+
+def read_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
+    """The example prompts (``{"category", "prompt"}`` per line); an unreadable file gives none."""
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("prompt"), str)]
+
+
 ON_SPACES = spaces is not None
 REGISTRY = ModelRegistry()  # read-only models shared by all users; one lock per model
-ON_GPU = pick_device()[0].type == "cuda"
+SETUP_PROBLEM = setup_problem()
+ON_GPU = gpu_available()
 DEVICE_KIND = "cuda" if ON_GPU else "cpu"
 DEFAULT_TARGET = default_target_spec()
 DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
-EXAMPLES = [json.loads(line) for line in (ASSETS / "prompts.jsonl").read_text().splitlines() if line]
+EXAMPLES = read_examples()
 METHOD_CHOICES = [("Autoregressive (no drafts)", "ar"), ("Chain (classic speculative decoding)", "chain"),
                   ("Static tree (fixed shape)", "static"), ("EAGLE-2 dynamic tree", "eagle2"),
                   ("TALON adaptive tree", "talon"),
@@ -63,7 +87,10 @@ DRAFTER_ADVICE = f"Type {DRAFTER_HELP}."
 
 
 def load_target(spec: str | None, progress: gr.Progress | None = None) -> LoadedModel:
-    """The target model of ``spec`` (default: the app's); ``gr.Error`` naming the Target field."""
+    """The target model of ``spec`` (default: the app's); ``gr.Error`` naming the Target field (or the
+    environment variable to fix)."""
+    if SETUP_PROBLEM:
+        raise gr.Error(SETUP_PROBLEM, print_exception=False)
     spec = (spec or DEFAULT_TARGET).strip()
     if progress is not None and spec not in REGISTRY.loaded():
         progress(0.0, desc=f"Loading {spec} (the first start converts the embedded model, about 30 s)...")
@@ -85,6 +112,8 @@ def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter 
 def model_status() -> tuple[str, dict]:
     """The default model's state for the banner (never waits for a load); the polling timer stops
     once it is settled."""
+    if SETUP_PROBLEM:
+        return f"**This machine's settings need fixing.** {SETUP_PROBLEM}", gr.Timer(active=False)
     if DEFAULT_TARGET in REGISTRY.loaded():
         return f"Model ready: {DEFAULT_TARGET} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
     error = REGISTRY.error(DEFAULT_TARGET)

@@ -43,8 +43,8 @@ def _client(port: int, timeout: float = 300.0) -> Client:
 def _app_run(client: Client, prompt: str, tree: TreeConfig, max_new: int) -> tuple[int, float]:
     """Tokens generated and client-side wall seconds of one Explore run."""
     t0 = time.perf_counter()
-    job = client.submit(prompt, EMBEDDED, DEFAULT_DRAFTER, tree.method, tree.budget, tree.topk, tree.mu, tree.depth,
-                        tree.gamma, 0.0, max_new, 0, "sync", "verdict", api_name="/run_explore")
+    job = client.submit("verdict", prompt, EMBEDDED, DEFAULT_DRAFTER, tree.method, tree.budget, tree.topk, tree.mu,
+                        tree.depth, tree.gamma, 0.0, max_new, 0, "sync", api_name="/run_explore")
     out = job.result()
     seconds = time.perf_counter() - t0
     tokens = int(re.search(r"Tokens generated \| (\d+)", out[5]).group(1))

@@ -17,7 +17,7 @@ from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 
 from .explore import plural
 from .session import LabState, Session
-from .settings import configs
+from .settings import tree_config
 from .compute import model_work
 from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target
 
@@ -77,13 +77,6 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
             gr.update(value=cfg.get("mu")), gr.update(value=cfg.get("depth")), gr.update(value=cfg.get("gamma")))
 
 
-def _config(method, budget, topk, mu, depth, gamma) -> TreeConfig:
-    try:
-        return configs(method, budget, topk, mu, depth, gamma, 0.0, 1, 0)[0]
-    except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
-
-
 def _cost(step: StepRecord) -> float | None:
     model = cost_model()
     return None if model is None else model.step(len(step.tree), step.call_widths)
@@ -93,7 +86,7 @@ def _cost(step: StepRecord) -> float | None:
 def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode):
     """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
     state = _lab(session)
-    cfg = _config(method, budget, topk, mu, depth, gamma)
+    cfg = tree_config(method, budget, topk, mu, depth, gamma)
     step = state.frozen.explore(cfg, state.index)
     state.last = step
     tok = state.frozen.target.tokenizer
@@ -122,7 +115,7 @@ def lab_viz_tree(step, mode: str, cfg: TreeConfig):
 def every_method(session: Session, budget, topk, mu, depth, gamma):
     """TALON, EAGLE-2, static and chain trees at the same N at the frozen step, with their prices."""
     state = _lab(session)
-    cfg = _config("talon", budget, topk, mu, depth, gamma)
+    cfg = tree_config("talon", budget, topk, mu, depth, gamma)
     results = state.frozen.every_method(cfg)
     rows = {}
     for method in LAB_METHODS:
@@ -143,7 +136,7 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     method = method if method != "chain" else "talon"
     if field == "topk" and method == "eagle2":  # K is swept: a K=0 on the slider must not stop the sweep
         topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
-    cfg = _config(method, budget, topk, mu, depth, gamma)
+    cfg = tree_config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = state.frozen.sweep(cfg, field, values)
     return lab_charts.sweep_figure(rows, field, getattr(cfg, field))

@@ -242,6 +242,75 @@ def default_title(step: StepRecord) -> str:
             f"+ bonus → {len(step.committed_ids)} committed (“{text}”)")
 
 
+# ---- the draft nodes, one function per colour mode -------------------------------------------------------
+def _verdict_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
+    """Nodes grouped by verdict (accepted / rejected / not reached), then the bonus token and its edge."""
+    last, bonus_id = step.accepted_path[-1], len(step.tree)
+    bx, by = _edge_xy([(last, bonus_id)], lay)
+    traces = [_scatter(x=bx, y=by, mode="lines", line={"color": VERDICT_COLORS[BONUS], "width": 3, "dash": "dot"},
+                       hoverinfo="skip", showlegend=False, meta="bonus-edge")]
+    groups: dict[str, list[int]] = {}
+    for i in range(1, len(step.tree)):
+        groups.setdefault(step.status[i], []).append(i)
+    order = [ACCEPTED, REJECTED, NOT_REACHED] + sorted(set(groups) - {ACCEPTED, REJECTED, NOT_REACHED})
+    for status in (s for s in order if groups.get(s)):
+        traces.append(_node_trace(step, groups[status], lay, st, status, {
+            "color": VERDICT_COLORS.get(status, OTHER_COLOR), "size": st.marker, "symbol": "circle",
+            "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1}}))
+    label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
+    traces.append(_scatter(
+        x=[lay.x[bonus_id]], y=[lay.y[bonus_id]], mode="markers+text", name="bonus token",
+        meta="bonus", customdata=[bonus_id], text=[f"<b>{label}</b>"],
+        textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
+        textfont={"size": st.label_font, "color": "#8A5A00"},
+        hovertext=[_bonus_hover(step)], hovertemplate="%{hovertext}<extra></extra>",
+        marker={"color": VERDICT_COLORS[BONUS], "symbol": "star", "size": st.marker + 9,
+                "line": {"color": "#6D4C00", "width": 1}}, cliponaxis=False))
+    return traces
+
+
+def _confidence_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
+    """Drafts coloured by their draft probability given the parent, on a fixed 0..1 scale."""
+    drafts = list(range(1, len(step.tree)))
+    if not drafts:
+        return []
+    probs = [_prob(step.tree.draft_logprob[i]) for i in drafts]
+    return [_node_trace(step, drafts, lay, st, "drafts", {
+        "color": probs, "cmin": 0.0, "cmax": 1.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
+        "size": st.marker, "line": _outline(step, drafts),
+        "colorbar": _colorbar("draft prob<br>(given parent)", st, [0, 0.25, 0.5, 0.75, 1.0])}, showlegend=False)]
+
+
+def _relative_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
+    """Drafts coloured by path probability over the layer's best (TALON's gate quantity), log scale."""
+    drafts = list(range(1, len(step.tree)))
+    if not drafts:
+        return []
+    ratios = relative_path_probs(step)
+    floor = math.log10(RELATIVE_FLOOR)
+    return [_node_trace(step, drafts, lay, st, "drafts", {
+        "color": [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts],
+        "cmin": floor, "cmax": 0.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
+        "size": st.marker, "line": _outline(step, drafts),
+        "colorbar": {**_colorbar("path prob ÷<br>layer's best", st, [floor, -2, -1, 0]),
+                     "ticktext": [f"≤{RELATIVE_FLOOR:g}", "0.01", "0.1", "1"]}}, showlegend=False)]
+
+
+def _source_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
+    """Drafts grouped by where they came from (model / retrieval)."""
+    groups: dict[str, list[int]] = {}
+    for i in range(1, len(step.tree)):
+        groups.setdefault(step.tree.source[i], []).append(i)
+    return [_node_trace(step, groups[src], lay, st, src, {"color": SOURCE_COLORS.get(src, OTHER_COLOR),
+                                                         "size": st.marker, "line": _outline(step, groups[src])})
+            for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s))]
+
+
+NODE_TRACES = {"verdict": _verdict_nodes, "confidence": _confidence_nodes, "relative": _relative_nodes,
+               "source": _source_nodes}
+"""Colour mode -> the function drawing the draft nodes (and, for verdicts, the bonus token)."""
+
+
 def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | None = None,
                 max_depth: int | None = None, max_width: float | None = None) -> go.Figure:
     """Draw one step's draft tree.
@@ -268,9 +337,7 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
         raise ValueError(f"color_mode must be one of {COLOR_MODES}, not {color_mode!r}")
     tree = step.tree
     n = len(tree)
-    last = step.accepted_path[-1]
-    lay = tree_layout(tree, bonus_parent=last)
-    bonus_id = n
+    lay = tree_layout(tree, bonus_parent=step.accepted_path[-1])
     # columns 0..depth_span: the tree (with the bonus slot); with max_depth, that depth + the bonus
     depth_span = max(lay.depth, (max_depth + 1) if max_depth is not None else 0)
     rows = max(lay.width, max_width or 0.0)
@@ -290,67 +357,8 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
 
     root_marker = {"color": VERDICT_COLORS[ROOT], "symbol": "diamond", "size": st.marker + 5,
                    "line": {"color": "#FFFFFF", "width": 1}}
-    drafts = list(range(1, n))
-
-    if color_mode == "verdict":
-        bx, by = _edge_xy([(last, bonus_id)], lay)
-        traces.append(_scatter(x=bx, y=by, mode="lines", line={"color": VERDICT_COLORS[BONUS],
-                               "width": 3, "dash": "dot"}, hoverinfo="skip", showlegend=False,
-                               meta="bonus-edge"))
-        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
-        groups: dict[str, list[int]] = {}
-        for i in drafts:
-            groups.setdefault(step.status[i], []).append(i)
-        order = [ACCEPTED, REJECTED, NOT_REACHED] + sorted(set(groups) - {ACCEPTED, REJECTED,
-                                                                          NOT_REACHED})
-        for status in order:
-            ids = groups.get(status)
-            if not ids:
-                continue
-            color = VERDICT_COLORS.get(status, OTHER_COLOR)
-            traces.append(_node_trace(step, ids, lay, st, status, {
-                "color": color, "size": st.marker, "symbol": "circle",
-                "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1}}))
-        label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
-        traces.append(_scatter(
-            x=[lay.x[bonus_id]], y=[lay.y[bonus_id]], mode="markers+text", name="bonus token",
-            meta="bonus", customdata=[bonus_id], text=[f"<b>{label}</b>"],
-            textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
-            textfont={"size": st.label_font, "color": "#8A5A00"},
-            hovertext=[_bonus_hover(step)], hovertemplate="%{hovertext}<extra></extra>",
-            marker={"color": VERDICT_COLORS[BONUS], "symbol": "star", "size": st.marker + 9,
-                    "line": {"color": "#6D4C00", "width": 1}}, cliponaxis=False))
-    elif color_mode == "confidence":
-        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
-        if drafts:
-            probs = [_prob(tree.draft_logprob[i]) for i in drafts]
-            traces.append(_node_trace(step, drafts, lay, st, "drafts", {
-                "color": probs, "cmin": 0.0, "cmax": 1.0, "colorscale": CONFIDENCE_SCALE,
-                "showscale": True, "size": st.marker, "line": _outline(step, drafts),
-                "colorbar": _colorbar("draft prob<br>(given parent)", st, [0, 0.25, 0.5, 0.75, 1.0]),
-            }, showlegend=False))
-    elif color_mode == "relative":
-        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
-        if drafts:
-            ratios = relative_path_probs(step)
-            floor = math.log10(RELATIVE_FLOOR)
-            traces.append(_node_trace(step, drafts, lay, st, "drafts", {
-                "color": [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts],
-                "cmin": floor, "cmax": 0.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
-                "size": st.marker, "line": _outline(step, drafts),
-                "colorbar": {**_colorbar("path prob ÷<br>layer's best", st, [floor, -2, -1, 0]),
-                             "ticktext": [f"≤{RELATIVE_FLOOR:g}", "0.01", "0.1", "1"]},
-            }, showlegend=False))
-    else:  # source
-        traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
-        groups = {}
-        for i in drafts:
-            groups.setdefault(tree.source[i], []).append(i)
-        for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s)):
-            ids = groups[src]
-            traces.append(_node_trace(step, ids, lay, st, src, {
-                "color": SOURCE_COLORS.get(src, OTHER_COLOR), "size": st.marker,
-                "line": _outline(step, ids)}))
+    traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+    traces += NODE_TRACES[color_mode](step, lay, st)
 
     x_hi = depth_span + 0.9
     y_hi = rows - 0.5

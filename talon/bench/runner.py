@@ -17,7 +17,7 @@ import transformers
 from .. import metrics
 from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
 from ..drafters.factory import drafter_for
-from ..engine.decode import encode_prompt, fill_texts, new_trace, run
+from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models.cpu_linear import cpu_linear_mode
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel, ModelLoadError
@@ -69,8 +69,7 @@ def timed_generation(target: LoadedModel, drafter, tree_cfg: TreeConfig, decode_
     trace = new_trace(target, drafter, tree_cfg, decode_cfg, "", prompt_ids)
     synchronize(target.device)
     t0 = time.perf_counter()
-    for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
-        pass
+    complete(trace, target, drafter, tree_cfg, decode_cfg, texts=False)
     synchronize(target.device)
     seconds = time.perf_counter() - t0
     fill_texts(trace, target.tokenizer)

@@ -257,13 +257,19 @@ class _Loop:
         return step
 
 
-def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
-               prompt: str = "", prompt_ids: Sequence[int] | None = None, texts: bool = True) -> RunTrace:
-    """Run a whole generation and return its trace, its text filled in unless ``texts`` is False (a
-    benchmark decodes text after the clock, as it does for transformers' peers)."""
-    trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
+def complete(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
+             decode_cfg: DecodeConfig, texts: bool = True) -> RunTrace:
+    """Run ``trace`` (made by ``new_trace``) to its end and return it, its text filled in unless ``texts``
+    is False (a benchmark decodes text after the clock, as it does for transformers' peers)."""
     for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
         pass
     if texts:
         fill_texts(trace, target.tokenizer)
     return trace
+
+
+def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
+               prompt: str = "", prompt_ids: Sequence[int] | None = None, texts: bool = True) -> RunTrace:
+    """A whole generation of ``prompt`` (or ``prompt_ids``): ``new_trace`` then ``complete``."""
+    trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
+    return complete(trace, target, drafter, tree_cfg, decode_cfg, texts)

@@ -24,6 +24,11 @@ def pick_device() -> tuple[torch.device, torch.dtype]:
     return device, DTYPES[name]
 
 
+def gpu_available() -> bool:
+    """Whether a CUDA device is present (no setting is read, so this never fails)."""
+    return torch.cuda.is_available()
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA); a no-op on a CPU.  Call before reading a clock."""
     if device.type == "cuda":

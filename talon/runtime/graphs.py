@@ -30,6 +30,8 @@ from typing import Protocol
 
 import torch
 
+from ..config import ConfigError
+
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 """Padded query sizes (rows fed in one forward).  A forward of more rows runs eagerly."""
 CAPACITIES = (1024, 2048, 4096, 8192)
@@ -52,14 +54,30 @@ StaticForward = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
 ``(hidden [Q, H], features [Q, ...] or None)``, writing K/V through the buffer's ``static_rows``."""
 
 
-def static_mode(device: torch.device) -> str | None:
-    """``"graph"`` (capture and replay), ``"eager"`` (static shapes, no capture) or ``None`` (off)."""
+GRAPHS_OFF = ("0", "off", "false", "no")
+GRAPHS_ON = ("1", "on", "true", "yes", "")
+
+
+def graphs_setting() -> str:
+    """``$TALON_CUDA_GRAPHS`` as ``"on"``, ``"off"`` or ``"eager"``; an unknown value raises
+    ``ConfigError`` naming the choices."""
     value = os.environ.get(GRAPHS_ENV, "1").strip().lower()
     if value == "eager":
         return "eager"
-    if value in ("0", "off", "false", "no"):
-        return None
-    return "graph" if device.type == "cuda" else None
+    if value in GRAPHS_OFF:
+        return "off"
+    if value not in GRAPHS_ON:
+        raise ConfigError(f"${GRAPHS_ENV}={value!r}: use 1 (CUDA graphs on a GPU, the default), 0 (off) or eager.")
+    return "on"
+
+
+def static_mode(device: torch.device) -> str | None:
+    """``"graph"`` (capture and replay), ``"eager"`` (static shapes, no capture) or ``None`` (off) on
+    ``device``, from ``graphs_setting``."""
+    setting = graphs_setting()
+    if setting == "eager":
+        return "eager"
+    return "graph" if setting == "on" and device.type == "cuda" else None
 
 
 def capacity_for(rows: int) -> int | None:

@@ -1,0 +1,52 @@
+"""A bad environment variable never breaks ``import app``: the page says what to fix (fast tier)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from talon.config import ConfigError
+from talon.runtime.graphs import graphs_setting
+from ui.shared import read_examples, setup_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("TALON_DTYPE", "fp8", "choose one of float32"),
+    ("TALON_CPU_LINEAR", "mkl", "choose one of onednn, plain"),
+    ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
+])
+def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, words):
+    monkeypatch.setenv(name, value)
+    problem = setup_problem()
+    assert name in problem and words in problem and "restart" in problem
+
+
+def test_good_settings_give_no_problem(monkeypatch):
+    for name in ("TALON_DTYPE", "TALON_CPU_LINEAR", "TALON_CUDA_GRAPHS"):
+        monkeypatch.delenv(name, raising=False)
+    assert setup_problem() == ""
+    monkeypatch.setenv("TALON_CUDA_GRAPHS", "eager")
+    assert graphs_setting() == "eager" and setup_problem() == ""
+    monkeypatch.setenv("TALON_CUDA_GRAPHS", "nope")
+    with pytest.raises(ConfigError):
+        graphs_setting()
+
+
+def test_import_app_with_a_bad_dtype_shows_the_problem_on_the_page():
+    env = {**os.environ, "TALON_DTYPE": "fp8"}
+    out = subprocess.run([sys.executable, "-c", "import app\nfrom ui.shared import model_status\n"
+                          "print(model_status()[0])"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "settings need fixing" in out.stdout and "TALON_DTYPE" in out.stdout
+
+
+def test_unreadable_examples_give_none(tmp_path):
+    bad = tmp_path / "prompts.jsonl"
+    bad.write_text("{not json\n")
+    assert read_examples(bad) == [] and read_examples(tmp_path / "missing.jsonl") == []
+    assert read_examples()  # the shipped file
