@@ -5,6 +5,7 @@ Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``tree_lab``,
 one read-only registry (``ui.shared``); everything a user's runs produce lives in that user's
 ``ui.session.Session`` (a ``gr.State``), so users never share run state and nobody waits for anybody.
 """
+
 from __future__ import annotations
 
 import gradio as gr
@@ -13,9 +14,22 @@ from ui import bench_tab, compare, explore, tree_lab
 from ui.async_tab import run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
-from ui.shared import (DEFAULT_DRAFTER, DEFAULT_NOTE, DEFAULT_TARGET, DEFAULT_TREE, DRAFTER_CHOICES, EXAMPLES,
-                       EXECUTION_CHOICES, MAX_NEW_TOKENS, METHOD_CHOICES, ON_SPACES, REGISTRY, SETUP_PROBLEM, model_status,
-                       preload_default_model)
+from ui.shared import (
+    DEFAULT_DRAFTER,
+    DEFAULT_NOTE,
+    DEFAULT_TARGET,
+    DEFAULT_TREE,
+    DRAFTER_CHOICES,
+    EXAMPLES,
+    EXECUTION_CHOICES,
+    MAX_NEW_TOKENS,
+    METHOD_CHOICES,
+    ON_SPACES,
+    REGISTRY,
+    SETUP_PROBLEM,
+    model_status,
+    preload_default_model,
+)
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
 from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES
@@ -41,9 +55,11 @@ if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at impor
 
 with gr.Blocks(title="TALON Tree Explorer") as demo:
     session = gr.State(new_session, delete_callback=close_session, time_to_live=4 * 3600)
-    gr.Markdown("# TALON Tree Explorer\nWatch tree speculative decoding on a real model: each step a drafter "
-                "proposes a tree of guesses, the target model checks the whole tree in one forward pass, and "
-                "keeps the longest path it agrees with.")
+    gr.Markdown(
+        "# TALON Tree Explorer\nWatch tree speculative decoding on a real model: each step a drafter "
+        "proposes a tree of guesses, the target model checks the whole tree in one forward pass, and "
+        "keeps the longest path it agrees with."
+    )
     status = gr.Markdown("Checking the model...", elem_id="model-status")
 
     # ---- settings, shared by every tab ----------------------------------------------------------------
@@ -51,48 +67,119 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         with gr.Row():
             with gr.Column(scale=3):
                 prompt = gr.Textbox(label="Prompt", lines=3, value=EXAMPLES[0]["prompt"], elem_id="prompt")
-                gr.Examples([[e["prompt"]] for e in EXAMPLES], inputs=[prompt],
-                            example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
-                            label="Examples by category", examples_per_page=len(EXAMPLES))
+                gr.Examples(
+                    [[e["prompt"]] for e in EXAMPLES],
+                    inputs=[prompt],
+                    example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
+                    label="Examples by category",
+                    examples_per_page=len(EXAMPLES),
+                )
             with gr.Column(scale=2, min_width=300):
-                preset = gr.Dropdown(PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)",
-                                     info=PRESET_INFO, elem_id="preset")
+                preset = gr.Dropdown(
+                    PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)", info=PRESET_INFO, elem_id="preset"
+                )
                 preset_note = gr.Markdown(elem_id="preset-note")
                 method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
-                drafter = gr.Dropdown(DRAFTER_CHOICES, value=DEFAULT_DRAFTER, allow_custom_value=True,
-                                      label="Drafter", elem_id="drafter", info="Or type a local model directory / Hugging Face id that "
-                                      "shares the target's tokenizer, head:DIR for another trained head, or "
-                                      "eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.")
-                target = gr.Dropdown([("SmolLM2-135M-Instruct", DEFAULT_TARGET)], value=DEFAULT_TARGET,
-                                     allow_custom_value=True, label="Target model", elem_id="target-model",
-                                     info="'embedded', a local directory, or a Hugging Face id.")
-                execution = gr.Radio(EXECUTION_CHOICES, value="sync", label="Execution",
-                                     info="Async drafts the next tree from a guessed outcome while the target "
-                                          "verifies; the output is the same (greedy, and sampled with the same "
-                                          "seed), only timing changes.")
+                drafter = gr.Dropdown(
+                    DRAFTER_CHOICES,
+                    value=DEFAULT_DRAFTER,
+                    allow_custom_value=True,
+                    label="Drafter",
+                    elem_id="drafter",
+                    info="Or type a local model directory / Hugging Face id that "
+                    "shares the target's tokenizer, head:DIR for another trained head, or "
+                    "eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.",
+                )
+                target = gr.Dropdown(
+                    [("SmolLM2-135M-Instruct", DEFAULT_TARGET)],
+                    value=DEFAULT_TARGET,
+                    allow_custom_value=True,
+                    label="Target model",
+                    elem_id="target-model",
+                    info="'embedded', a local directory, or a Hugging Face id.",
+                )
+                execution = gr.Radio(
+                    EXECUTION_CHOICES,
+                    value="sync",
+                    label="Execution",
+                    info="Async drafts the next tree from a guessed outcome while the target "
+                    "verifies; the output is the same (greedy, and sampled with the same "
+                    "seed), only timing changes.",
+                )
         gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
         with gr.Row():
-            budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes, root not counted)",
-                               info="TALON, EAGLE-2 and static trees use at most N draft nodes per step.")
-            topk = gr.Slider(0, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (children of the root)",
-                             info="TALON: the root's K best children; 0 lets the gate pick them too (the paper's "
-                                  "pure gating). EAGLE-2: top-k per expanded node and frontier width (K ≥ 1).")
-            mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ (0 < μ ≤ 1)",
-                           info="TALON admits a candidate when its path probability ≥ μ × the layer's best.")
+            budget = gr.Slider(
+                1,
+                120,
+                value=DEFAULT_TREE.budget,
+                step=1,
+                label="Budget N (draft nodes, root not counted)",
+                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step.",
+            )
+            topk = gr.Slider(
+                0,
+                20,
+                value=DEFAULT_TREE.topk,
+                step=1,
+                label="Root width K (children of the root)",
+                info="TALON: the root's K best children; 0 lets the gate pick them too (the paper's "
+                "pure gating). EAGLE-2: top-k per expanded node and frontier width (K ≥ 1).",
+            )
+            mu = gr.Slider(
+                0.001,
+                1.0,
+                value=DEFAULT_TREE.mu,
+                step=0.001,
+                label="Confidence gate μ (0 < μ ≤ 1)",
+                info="TALON admits a candidate when its path probability ≥ μ × the layer's best.",
+            )
         with gr.Row():
-            depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Depth (draft layers below the root)",
-                              info="EAGLE-2 and static trees only.")
-            gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Chain length γ (draft tokens)",
-                              info="Chain method only.")
-            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)",
-                                    info="Above 0 every method samples the target's distribution; with the same "
-                                         "seed they all draw the same sample.")
+            depth = gr.Slider(
+                1,
+                12,
+                value=DEFAULT_TREE.depth,
+                step=1,
+                label="Depth (draft layers below the root)",
+                info="EAGLE-2 and static trees only.",
+            )
+            gamma = gr.Slider(
+                1,
+                16,
+                value=DEFAULT_TREE.gamma,
+                step=1,
+                label="Chain length γ (draft tokens)",
+                info="Chain method only.",
+            )
+            temperature = gr.Slider(
+                0.0,
+                2.0,
+                value=0.0,
+                step=0.05,
+                label="Temperature (0 = greedy)",
+                info="Above 0 every method samples the target's distribution; with the same "
+                "seed they all draw the same sample.",
+            )
         with gr.Row():
-            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)")
+            max_new = gr.Slider(
+                1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)"
+            )
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
     preset.change(apply_preset, [preset], [target, drafter, method, preset_note], queue=False)
-    settings = [prompt, target, drafter, method, budget, topk, mu, depth, gamma, temperature, max_new, seed,
-                execution]  # ui.settings.SETTING_NAMES order: handlers take them as one RunSettings
+    settings = [
+        prompt,
+        target,
+        drafter,
+        method,
+        budget,
+        topk,
+        mu,
+        depth,
+        gamma,
+        temperature,
+        max_new,
+        seed,
+        execution,
+    ]  # ui.settings.SETTING_NAMES order: handlers take them as one RunSettings
 
     with gr.Tabs():
         # ---- Explore -----------------------------------------------------------------------------------
@@ -100,19 +187,37 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Row():
                 run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
                 stop_btn = gr.Button("Stop", elem_id="stop", scale=1)
-                follow = gr.Checkbox(True, label="Follow the run", scale=1, elem_id="follow",
-                                     info="Off: the step slider stays where you put it while steps arrive.")
-            color_mode = gr.Radio(COLOR_CHOICES, value="verdict", label="Colour nodes by", info=COLOR_INFO,
-                                  elem_id="color-mode")
+                follow = gr.Checkbox(
+                    True,
+                    label="Follow the run",
+                    scale=1,
+                    elem_id="follow",
+                    info="Off: the step slider stays where you put it while steps arrive.",
+                )
+            color_mode = gr.Radio(
+                COLOR_CHOICES, value="verdict", label="Colour nodes by", info=COLOR_INFO, elem_id="color-mode"
+            )
             caption = gr.Markdown(explore.NO_RUN, elem_id="step-caption")
             tree_plot = gr.Plot(label="Draft tree of this step", elem_id="tree-plot")
             with gr.Row():
-                step_slider = gr.Slider(1, 2, value=1, step=1, label="Step (one target forward each; from 1)",
-                                        interactive=False, elem_id="step-slider")
+                step_slider = gr.Slider(
+                    1,
+                    2,
+                    value=1,
+                    step=1,
+                    label="Step (one target forward each; from 1)",
+                    interactive=False,
+                    elem_id="step-slider",
+                )
                 play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
                 pause_btn = gr.Button("⏸ Pause", scale=0)
-            text_html = gr.HTML(EMPTY, html_template=TEMPLATE, js_on_load=SCRIPT, elem_id="run-text",
-                                label="Generated text (tinted by the step that committed it)")
+            text_html = gr.HTML(
+                EMPTY,
+                html_template=TEMPLATE,
+                js_on_load=SCRIPT,
+                elem_id="run-text",
+                label="Generated text (tinted by the step that committed it)",
+            )
             metrics_md = gr.Markdown(elem_id="run-summary")
             stop_note = gr.Markdown()
             with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
@@ -120,35 +225,52 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Tree lab ----------------------------------------------------------------------------------
         with gr.Tab("Tree lab", id="lab"):
-            gr.Markdown("Freeze one step of the run on show: its context (the prompt and every token committed "
-                        "before it) stays fixed, and each change below rebuilds that step's tree from the drafter "
-                        "and verifies it with one target forward, without re-running the generation.")
+            gr.Markdown(
+                "Freeze one step of the run on show: its context (the prompt and every token committed "
+                "before it) stays fixed, and each change below rebuilds that step's tree from the drafter "
+                "and verifies it with one target forward, without re-running the generation."
+            )
             with gr.Row():
                 lab_step = gr.Number(1, precision=0, label="Step to freeze (from 1)", minimum=1, elem_id="lab-step")
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
             lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
             with gr.Row():
-                lab_method = gr.Dropdown(tree_lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method")
+                lab_method = gr.Dropdown(
+                    tree_lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method"
+                )
                 lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
             with gr.Row():
-                lab_budget = gr.Slider(1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)",
-                                       elem_id="lab-budget")
-                lab_topk = gr.Slider(0, 20, value=DEFAULT_TREE.topk, step=1, label="Root width K (0: gate the root too)",
-                                     elem_id="lab-topk")
-                lab_mu = gr.Slider(0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ",
-                                   elem_id="lab-mu")
+                lab_budget = gr.Slider(
+                    1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)", elem_id="lab-budget"
+                )
+                lab_topk = gr.Slider(
+                    0,
+                    20,
+                    value=DEFAULT_TREE.topk,
+                    step=1,
+                    label="Root width K (0: gate the root too)",
+                    elem_id="lab-topk",
+                )
+                lab_mu = gr.Slider(
+                    0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ", elem_id="lab-mu"
+                )
             with gr.Row():
                 lab_depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Depth (EAGLE-2, static)")
                 lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Chain length γ")
             lab_caption = gr.Markdown(elem_id="lab-caption")
             lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
             gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
-            gr.Markdown("**Same context, every method** (same N; cost from this machine's cost suite, in "
-                        "autoregressive steps): which tree would have won at this step, and at what price.")
+            gr.Markdown(
+                "**Same context, every method** (same N; cost from this machine's cost suite, in "
+                "autoregressive steps): which tree would have won at this step, and at what price."
+            )
             lab_methods = gr.Dataframe(interactive=False, elem_id="lab-methods")
             with gr.Row():
-                sweep_field = gr.Radio([("budget N", "budget"), ("gate μ", "mu"), ("root width K", "topk")], value="budget",
-                                       label="Sweep at this step")
+                sweep_field = gr.Radio(
+                    [("budget N", "budget"), ("gate μ", "mu"), ("root width K", "topk")],
+                    value="budget",
+                    label="Sweep at this step",
+                )
                 sweep_btn = gr.Button("Draw the sweep")
             sweep_plot = gr.Plot(label="Sweep at this step")
             reroll_btn = gr.Button(f"Re-roll the verification {tree_lab.REROLLS} times (sampling)")
@@ -159,8 +281,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Compare -----------------------------------------------------------------------------------
         with gr.Tab("Compare", id="compare"):
-            gr.Markdown("Same prompt and settings, two methods, and an autoregressive run for the speedup. The trees "
-                        "are shown at the same output token: the step of each run that committed it.")
+            gr.Markdown(
+                "Same prompt and settings, two methods, and an autoregressive run for the speedup. The trees "
+                "are shown at the same output token: the step of each run that committed it."
+            )
             with gr.Row():
                 method_a = gr.Dropdown(METHOD_CHOICES, value="static", label="Method A")
                 method_b = gr.Dropdown(METHOD_CHOICES, value="talon", label="Method B")
@@ -168,8 +292,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             compare_table = gr.Dataframe(interactive=False, label="Side by side (autoregressive first)")
             compare_caption = gr.Markdown(compare.NO_COMPARE)
             with gr.Row():
-                position = gr.Slider(1, 2, value=1, step=1, label="Output token (position from 1)", interactive=False,
-                                     scale=3)
+                position = gr.Slider(
+                    1, 2, value=1, step=1, label="Output token (position from 1)", interactive=False, scale=3
+                )
                 step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1)
                 step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
             plot_a = gr.Plot(label="Method A", elem_id="compare-a")
@@ -178,8 +303,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Charts ------------------------------------------------------------------------------------
         with gr.Tab("Charts", id="charts"):
-            gr.Markdown("Charts of the current run (the one started with **Run** on the Explore tab, or a loaded "
-                        "trace), drawn when it ends. The Compare tab has its own adaptation chart.")
+            gr.Markdown(
+                "Charts of the current run (the one started with **Run** on the Explore tab, or a loaded "
+                "trace), drawn when it ends. The Compare tab has its own adaptation chart."
+            )
             chart_committed = gr.Plot(label="Tokens committed per step")
             chart_acceptance = gr.Plot(label="Acceptance by depth")
             chart_shape = gr.Plot(label="Tree shape")
@@ -189,8 +316,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Sync vs async -----------------------------------------------------------------------------
         with gr.Tab("Sync vs async", id="async"):
-            gr.Markdown("Runs the chosen method twice on the prompt: drafting then verifying (sync), and drafting the "
-                        "next tree while the target verifies (async). The lanes show when each side works and waits.")
+            gr.Markdown(
+                "Runs the chosen method twice on the prompt: drafting then verifying (sync), and drafting the "
+                "next tree while the target verifies (async). The lanes show when each side works and waits."
+            )
             async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run")
             async_verdict = gr.Markdown()
             async_table = gr.Dataframe(interactive=False, label="Sync vs async")
@@ -198,10 +327,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Benchmark ---------------------------------------------------------------------------------
         with gr.Tab("Benchmark", id="benchmark"):
-            gr.Markdown("Measured results of the benchmark suites (`python -m talon.bench --suite ...`): every method "
-                        "and transformers' own generate / prompt lookup / assisted generation on the same prompts, "
-                        "speedups against autoregressive decoding in the same run, and the cost of a step's pieces "
-                        "on this kind of machine. Nothing is run here.")
+            gr.Markdown(
+                "Measured results of the benchmark suites (`python -m talon.bench --suite ...`): every method "
+                "and transformers' own generate / prompt lookup / assisted generation on the same prompts, "
+                "speedups against autoregressive decoding in the same run, and the cost of a step's pieces "
+                "on this kind of machine. Nothing is run here."
+            )
             bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
             bench_views = {
@@ -236,13 +367,19 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # ---- wiring: Explore ----------------------------------------------------------------------------------
     charts_out = [chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline, chart_adaptation]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
-    run_btn.click(explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4,
-                  concurrency_id="decode")
+    run_btn.click(
+        explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
+    )
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
     follow.change(explore.set_follow, [session, follow], None, queue=False)
     step_out = [tree_plot, text_html, nodes_df, caption]
-    step_slider.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden",
-                      trigger_mode="always_last")
+    step_slider.input(
+        explore.show_step,
+        [session, step_slider, color_mode],
+        step_out,
+        show_progress="hidden",
+        trigger_mode="always_last",
+    )
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]
@@ -253,13 +390,21 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_out = [lab_plot, lab_caption, gate_plot]
-    (freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
-     .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
-     .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods))
+    (
+        freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
+        .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
+        .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
+    )
     for control in (lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma):
-        (control.release(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, trigger_mode="always_last",
-                         show_progress="minimal")
-         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last"))
+        (
+            control.release(
+                tree_lab.redraw,
+                [session, *lab_settings, lab_color],
+                lab_out,
+                trigger_mode="always_last",
+                show_progress="minimal",
+            ).success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
+        )
     for control in (lab_method, lab_color):
         control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
     sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
@@ -267,16 +412,24 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
     compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation, step_a, step_b]
-    compare_btn.click(compare.run_compare, [session, method_a, method_b, color_mode, *settings], compare_out,
-                      concurrency_limit=4, concurrency_id="decode")
+    compare_btn.click(
+        compare.run_compare,
+        [session, method_a, method_b, color_mode, *settings],
+        compare_out,
+        concurrency_limit=4,
+        concurrency_id="decode",
+    )
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
-    step_a.submit(compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out,
-                  api_name="go_to_step_of_a")
-    step_b.submit(compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out,
-                  api_name="go_to_step_of_b")
+    step_a.submit(
+        compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out, api_name="go_to_step_of_a"
+    )
+    step_b.submit(
+        compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
+    )
 
-    async_btn.click(run_sync_async, settings, [async_plot, async_table, async_verdict], concurrency_limit=4,
-                    concurrency_id="decode")
+    async_btn.click(
+        run_sync_async, settings, [async_plot, async_table, async_verdict], concurrency_limit=4, concurrency_id="decode"
+    )
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")
     demo.load(bench_tab.bench_load, None, [bench_dir, *bench_outputs], api_name="bench_load", show_progress="hidden")
@@ -293,4 +446,6 @@ demo.queue(max_size=64, default_concurrency_limit=8)
 
 if __name__ == "__main__":
     preload_default_model()
-    demo.launch(css=CSS, js=ENTER_RELEASES_SLIDERS)  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)
+    demo.launch(
+        css=CSS, js=ENTER_RELEASES_SLIDERS
+    )  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)

@@ -1,5 +1,6 @@
 """Run configuration: what tree to grow, how to decode, which models.  Validated on construction so a
 bad value fails with a sentence a user can act on, not a traceback from deep inside a forward."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -141,16 +142,20 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 
     On a GPU (an H100, CUDA graphs) verifying a tree of 64 nodes costs 1.35 autoregressive steps and a
     draft-head call 0.12-0.15 of one, so the paper's N=60, K=10, mu=0.03 are the default (the N sweep
-    there, 16 to 96, stays within the run-to-run noise of each other).  On the 2-core CPU the cost suite (docs/benchmarks.md) prices
-    verifying 25 nodes at about 1.7 autoregressive steps and 33 at 2, so the default is the smallest
-    tree that still adapts: N=24 with K=6 root children (18 of the 24 nodes left to the gated layers)
-    and mu=0.1, which was the fastest of the N=24 settings in our CPU sweep."""
+    there, 16 to 96, stays within the run-to-run noise of each other).  On the 2-core CPU the cost suite
+    (docs/benchmarks.md) prices verifying 25 nodes at about 1.7 autoregressive steps and 33 at 2, so the
+    default is the smallest tree that still adapts: N=24 with K=6 root children (18 of the 24 nodes left
+    to the gated layers) and mu=0.1, which was the fastest of the N=24 settings in our CPU sweep."""
     if on_gpu:
-        return (TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
-                "GPU: the paper's defaults (N=60, K=10, mu=0.03); on an H100 verifying 61 nodes costs about 1.35 "
-                "plain decoding steps (see the Benchmark tab's cost chart).")
-    return (TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
-            "CPU: N=24, K=6, mu=0.1. On this CPU verifying a tree costs more the more nodes it has "
-            "(25 nodes cost about 1.7 plain decoding steps, 65 about 3: see the Benchmark tab's cost chart), "
-            "so the budget is the smallest that still leaves room for the gate to shape the tree. Raise N "
-            "to see bigger trees; they run slower here.")
+        return (
+            TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
+            "GPU: the paper's defaults (N=60, K=10, mu=0.03); on an H100 verifying 61 nodes costs about 1.35 "
+            "plain decoding steps (see the Benchmark tab's cost chart).",
+        )
+    return (
+        TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
+        "CPU: N=24, K=6, mu=0.1. On this CPU verifying a tree costs more the more nodes it has "
+        "(25 nodes cost about 1.7 plain decoding steps, 65 about 3: see the Benchmark tab's cost chart), "
+        "so the budget is the smallest that still leaves room for the gate to shape the tree. Raise N "
+        "to see bigger trees; they run slower here.",
+    )

@@ -1,4 +1,5 @@
 """The one definition of every metric (design section 4).  Pure functions of traces; torch-free."""
+
 from __future__ import annotations
 
 import json
@@ -81,16 +82,27 @@ def pooled(rows: Sequence[dict]) -> dict:
         return sum(r.get(key, 0.0) * r["target_forwards"] for r in rows) / forwards if forwards else 0.0
 
     deepest = max((len(r.get("mean_layer_widths") or []) for r in rows), default=0)
-    widths = [sum((r["mean_layer_widths"][d] if d < len(r.get("mean_layer_widths") or []) else 0.0)
-                  * r["target_forwards"] for r in rows) / forwards if forwards else 0.0
-              for d in range(deepest)]
+    widths = [
+        sum(
+            (r["mean_layer_widths"][d] if d < len(r.get("mean_layer_widths") or []) else 0.0) * r["target_forwards"]
+            for r in rows
+        )
+        / forwards
+        if forwards
+        else 0.0
+        for d in range(deepest)
+    ]
     return {
-        "prompts": len(rows), "new_tokens": tokens, "target_forwards": forwards, "seconds": seconds,
+        "prompts": len(rows),
+        "new_tokens": tokens,
+        "target_forwards": forwards,
+        "seconds": seconds,
         "MAT": tokens / forwards if forwards else 0.0,
         "delta": sum(r["draft_forwards"] for r in rows) / forwards if forwards else 0.0,
         "tokens_per_s": tokens / seconds if seconds else 0.0,
         "draft_share": sum(r["draft_seconds"] for r in rows) / step_total if step_total else 0.0,
-        "mean_depth": per_step("mean_depth"), "mean_tree_nodes": per_step("mean_tree_nodes"),
+        "mean_depth": per_step("mean_depth"),
+        "mean_tree_nodes": per_step("mean_tree_nodes"),
         "mean_layer_widths": widths,
     }
 

@@ -1,6 +1,7 @@
 """What a run leaves behind: one ``StepRecord`` per target forward and the ``RunTrace`` holding them.
 Torch-free and JSON round-trippable (``RunTrace.from_json(t.to_json()) == t``); the app's export is
 this JSON and ``viz`` draws from it."""
+
 from __future__ import annotations
 
 import json
@@ -100,7 +101,7 @@ class StepRecord(Verdict):
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "StepRecord":
+    def from_dict(cls, d: dict) -> StepRecord:
         kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d)}
         kwargs["tree"] = DraftTree.from_dict(d["tree"])
         if kwargs.get("gate") is not None:
@@ -168,14 +169,14 @@ class RunTrace:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunTrace":
+    def from_dict(cls, d: dict) -> RunTrace:
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"Not a TALON trace of format {TRACE_FORMAT} (format={d.get('format')!r}).")
         kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d) if f.name != "steps"}
         return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
 
     @classmethod
-    def from_json(cls, text: str) -> "RunTrace":
+    def from_json(cls, text: str) -> RunTrace:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

@@ -8,6 +8,7 @@ Torch-free on purpose (``viz`` reads trees without torch).  Conventions:
 * ``draft_logprob[i]`` is the drafter's log-probability of ``token[i]`` given the path to its parent
   (0.0 for the root) and ``path_logprob[i]`` is the sum along the path from the root.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -49,7 +50,7 @@ class DraftTree:
     source: list[str] = field(default_factory=list)
 
     @classmethod
-    def with_root(cls, root_token: int) -> "DraftTree":
+    def with_root(cls, root_token: int) -> DraftTree:
         """A tree holding only the root (the pending committed token)."""
         return cls([int(root_token)], [-1], [0], [0.0], [0.0], [SOURCE_MODEL])
 
@@ -110,7 +111,7 @@ class DraftTree:
         """The most draft nodes at one depth (root excluded; 0 for a root-only tree)."""
         return max(self.layer_widths()[1:], default=0)
 
-    def subset(self, keep: list[int]) -> "DraftTree":
+    def subset(self, keep: list[int]) -> DraftTree:
         """The tree restricted to ``keep`` (must contain 0 and be closed under parents), renumbered
         in ``keep``'s order, which must put parents before children."""
         if not keep or keep[0] != 0:
@@ -127,8 +128,14 @@ class DraftTree:
                 raise ValueError("kept order must put parents before children")
             parent.append(-1 if p == -1 else index[p])
         pick = lambda arr: [arr[i] for i in keep]  # noqa: E731
-        return DraftTree(pick(self.token), parent, pick(self.depth), pick(self.draft_logprob),
-                         pick(self.path_logprob), pick(self.source))
+        return DraftTree(
+            pick(self.token),
+            parent,
+            pick(self.depth),
+            pick(self.draft_logprob),
+            pick(self.path_logprob),
+            pick(self.source),
+        )
 
     def validate(self) -> None:
         """Raise ``ValueError`` if the arrays break the contract in the module docstring."""
@@ -163,15 +170,26 @@ class DraftTree:
         return prefix_len + np.asarray(self.depth, dtype=np.int64)
 
     def to_dict(self) -> dict:
-        return {"token": self.token, "parent": self.parent, "depth": self.depth,
-                "draft_logprob": self.draft_logprob, "path_logprob": self.path_logprob,
-                "source": self.source}
+        return {
+            "token": self.token,
+            "parent": self.parent,
+            "depth": self.depth,
+            "draft_logprob": self.draft_logprob,
+            "path_logprob": self.path_logprob,
+            "source": self.source,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DraftTree":
+    def from_dict(cls, d: dict) -> DraftTree:
         """The tree of ``to_dict``; ``ValueError`` if the arrays break the contract (a hand-edited file)."""
-        tree = cls(list(d["token"]), list(d["parent"]), list(d["depth"]), list(d["draft_logprob"]),
-                   list(d["path_logprob"]), list(d["source"]))
+        tree = cls(
+            list(d["token"]),
+            list(d["parent"]),
+            list(d["depth"]),
+            list(d["draft_logprob"]),
+            list(d["path_logprob"]),
+            list(d["source"]),
+        )
         tree.validate()
         return tree
 
@@ -234,5 +252,5 @@ class GateLayer:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GateLayer":
+    def from_dict(cls, d: dict) -> GateLayer:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})

@@ -1,4 +1,5 @@
 """Launch the Gradio app in this process on a free local port, for the app-tier tests."""
+
 from __future__ import annotations
 
 import socket
@@ -18,6 +19,12 @@ def launch_app():
 
     call_on_fresh_thread(REGISTRY.get, DEFAULT_TARGET)  # as app.py does: model work off long-lived threads
     port = free_port()
-    app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, css=app.CSS,
-                    js=app.ENTER_RELEASES_SLIDERS)
+    app.demo.launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        css=app.CSS,
+        js=app.ENTER_RELEASES_SLIDERS,
+    )
     return app.demo, f"http://127.0.0.1:{port}/"

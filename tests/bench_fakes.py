@@ -1,5 +1,6 @@
 """Synthetic benchmark-suite rows (no model): every experiment kind, two temperatures, peers, so the
 results schema, the aggregation, the charts and the app's Benchmark tab can be tested in milliseconds."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,28 +12,57 @@ CATEGORIES = ("MT-Bench", "HumanEval", "GSM-style")
 TREE = {"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}
 
 
-def _run(experiment: str, kind: str, method: str, prompt: int, category: str, temperature: float,
-         tree: dict | None, setting: str = "", mat: float = 1.0) -> dict:
+def _run(
+    experiment: str,
+    kind: str,
+    method: str,
+    prompt: int,
+    category: str,
+    temperature: float,
+    tree: dict | None,
+    setting: str = "",
+    mat: float = 1.0,
+) -> dict:
     """One fake run: 24 tokens, ``24 / mat`` target forwards, AR at 1 s."""
     forwards = round(24 / mat)
     peer = method.startswith("hf_")
     is_tree = tree is not None
     seconds = 1.0 if method == "ar" else 1.0 / mat * (1.3 if is_tree else 1.1)
     return {
-        "suite": "fake", "experiment": experiment, "kind": kind, "sweep": SWEEPS.get(kind, ""),
-        "setting": setting, "temperature": temperature, "seed": 0, "prompt_id": f"p{prompt}",
-        "category": category, "source": "assets", "method": method, "drafter": "fake" if is_tree else "",
-        **({k: tree[k] for k in TREE} if is_tree else dict.fromkeys(TREE)), "max_new_tokens": 24,
-        "prompt_tokens": 50, "new_tokens": 24, "target_forwards": forwards,
-        "draft_forwards": 3 * forwards if is_tree else 0, "seconds": seconds, "step_seconds": seconds * 0.9,
-        "draft_seconds": seconds * 0.2 if is_tree else 0.0, "ar_seconds": 1.0, "MAT": 24 / forwards,
-        "delta": 3.0 if is_tree else 0.0, "tokens_per_s": 24 / seconds, "speedup": 1.0 / seconds,
+        "suite": "fake",
+        "experiment": experiment,
+        "kind": kind,
+        "sweep": SWEEPS.get(kind, ""),
+        "setting": setting,
+        "temperature": temperature,
+        "seed": 0,
+        "prompt_id": f"p{prompt}",
+        "category": category,
+        "source": "assets",
+        "method": method,
+        "drafter": "fake" if is_tree else "",
+        **({k: tree[k] for k in TREE} if is_tree else dict.fromkeys(TREE)),
+        "max_new_tokens": 24,
+        "prompt_tokens": 50,
+        "new_tokens": 24,
+        "target_forwards": forwards,
+        "draft_forwards": 3 * forwards if is_tree else 0,
+        "seconds": seconds,
+        "step_seconds": seconds * 0.9,
+        "draft_seconds": seconds * 0.2 if is_tree else 0.0,
+        "ar_seconds": 1.0,
+        "MAT": 24 / forwards,
+        "delta": 3.0 if is_tree else 0.0,
+        "tokens_per_s": 24 / seconds,
+        "speedup": 1.0 / seconds,
         "draft_share": 0.22 if is_tree else 0.0,
         "mean_depth": None if peer else (3.0 if is_tree else 0.0),
         "mean_tree_nodes": None if peer else (6.0 if is_tree else 0.0),
         "mean_layer_widths": None if peer else ([3.0, 2.0, 1.0] if is_tree else []),
         "matches_ar": (prompt != 1 or method != "hf_assisted") if temperature == 0 else None,
-        "stop_reason": "max_new_tokens", "text": "fake text, with a comma", "token_ids": [1, 2, 3],
+        "stop_reason": "max_new_tokens",
+        "text": "fake text, with a comma",
+        "token_ids": [1, 2, 3],
     }
 
 
@@ -47,14 +77,17 @@ def fake_runs() -> list[dict]:
         rows.append(_run("sweep", "budget_sweep", "ar", p, cat, 0.0, None))
         for n in (8, 16, 32):
             for m in ("eagle2", "talon"):
-                rows.append(_run("sweep", "budget_sweep", m, p, cat, 0.0, {**TREE, "budget": n}, f"N={n}",
-                                 mat=1.5 + n / 32))
+                rows.append(
+                    _run("sweep", "budget_sweep", m, p, cat, 0.0, {**TREE, "budget": n}, f"N={n}", mat=1.5 + n / 32)
+                )
         rows.append(_run("mu", "mu_sweep", "ar", p, cat, 0.0, None))
         for mu in (0.01, 0.1):
             rows.append(_run("mu", "mu_sweep", "talon", p, cat, 0.0, {**TREE, "mu": mu}, f"mu={mu}", mat=2 + mu))
         rows.append(_run("root", "topk_sweep", "ar", p, cat, 0.0, None))
         for k in (0, 6):
-            rows.append(_run("root", "topk_sweep", "talon", p, cat, 0.0, {**TREE, "topk": k}, f"K={k}", mat=2.2 + k / 60))
+            rows.append(
+                _run("root", "topk_sweep", "talon", p, cat, 0.0, {**TREE, "topk": k}, f"K={k}", mat=2.2 + k / 60)
+            )
         for m in ("ar", "hf_generate", "hf_prompt_lookup", "hf_assisted"):
             rows.append(_run("peers", "methods", m, p, cat, 0.0, None, mat=1.0 if m != "hf_prompt_lookup" else 1.6))
         rows.append(_run("peers", "methods", "talon", p, cat, 0.0, TREE, mat=2.5))
@@ -64,14 +97,24 @@ def fake_runs() -> list[dict]:
     return rows
 
 
-def write_fake_results(directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu",
-                       kinds: tuple[str, ...] | None = None) -> Path:
+def write_fake_results(
+    directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu", kinds: tuple[str, ...] | None = None
+) -> Path:
     """A complete fake results directory (tables and meta.json, no plots) measured on ``device``;
     ``kinds``: the experiment kinds meta.json lists (None: no list)."""
     runs = fake_runs()
     bench_results.write_tables(directory, runs, bench_results.summarize(runs))
-    meta = {"suite": "fake", "date": date, "description": "synthetic rows", "device": device, "cpu": "test CPU",
-            "cpu_count": 2, "model": "fake model", "command": "python -m talon.bench --suite fake", "notes": ["a note"]}
+    meta = {
+        "suite": "fake",
+        "date": date,
+        "description": "synthetic rows",
+        "device": device,
+        "cpu": "test CPU",
+        "cpu_count": 2,
+        "model": "fake model",
+        "command": "python -m talon.bench --suite fake",
+        "notes": ["a note"],
+    }
     if kinds is not None:
         meta["experiments"] = [{"name": kind, "kind": kind} for kind in kinds]
     bench_results.write_meta(directory, meta)

@@ -1,5 +1,6 @@
 """Test tiers: plain tests are fast unit tests (no model); ``engine`` tests load the real embedded
 model; ``app`` tests launch the Gradio app.  Fast tier: ``pytest -m "not engine and not app"``."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Benchmark suites without a model: suite definitions and prompt sets, the tree-shape metrics, the run /
 summary schemas and aggregation, the results files, the peers' generate arguments, the CLI's argument
 checks, and every ``viz.bench_charts`` table and figure on synthetic results."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,12 @@ import pandas as pd
 import pytest
 
 from talon import metrics
-from talon.bench import results as bench_results
 from talon.bench import prompts, suites
+from talon.bench import results as bench_results
 from talon.bench.cli import parse_args
 from talon.bench.cost import CostModel
-from talon.config import ConfigError, TreeConfig
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
+from talon.config import ConfigError, TreeConfig
 from talon.engine.stopping import cut_at_eos
 from talon.training.prompt_pool import is_disjoint_from_benchmarks
 from tests.bench_fakes import CATEGORIES, fake_runs, write_fake_results
@@ -38,8 +39,17 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
     quick = suites.get_suite("quick")
     (exp,) = quick.experiments
     assert quick.drafter == "head" and exp.max_new_tokens == 48 and exp.temperatures == (0.0,)
-    assert set(exp.methods) == {"ar", "hf_generate", "hf_prompt_lookup", "hf_assisted",
-                                "chain", "static", "eagle2", "talon", "hybrid"}
+    assert set(exp.methods) == {
+        "ar",
+        "hf_generate",
+        "hf_prompt_lookup",
+        "hf_assisted",
+        "chain",
+        "static",
+        "eagle2",
+        "talon",
+        "hybrid",
+    }
     assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}]
     prompts, notes = suites.load_prompts(exp)
     assert len(prompts) == 7 and not notes
@@ -73,8 +83,13 @@ def test_sources_experiment_compares_hybrid_with_each_source_by_category():
 
 def test_head_suite_measures_the_bar_at_n60():
     (exp,) = suites.get_suite("head").experiments
-    assert exp.settings(CPU_DEFAULT)[0] | {"depth": 0, "gamma": 0} == {"budget": 60, "topk": 10, "mu": 0.03,
-                                                                      "depth": 0, "gamma": 0}
+    assert exp.settings(CPU_DEFAULT)[0] | {"depth": 0, "gamma": 0} == {
+        "budget": 60,
+        "topk": 10,
+        "mu": 0.03,
+        "depth": 0,
+        "gamma": 0,
+    }
     assert exp.methods == ("ar", "talon") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
 
@@ -102,8 +117,9 @@ def test_every_suite_experiment_has_prompts():
 
 
 def test_prompt_sets_filter_cap_and_relabel():
-    rows, note = prompts.load_prompt_set(prompts.PromptSet("assets", categories=("extraction", "qa"),
-                                                         per_category=1, label="extraction/QA"))
+    rows, note = prompts.load_prompt_set(
+        prompts.PromptSet("assets", categories=("extraction", "qa"), per_category=1, label="extraction/QA")
+    )
     assert [r["category"] for r in rows] == ["extraction/QA"] * 2 and not note
     rows, _ = prompts.load_prompt_set(prompts.PromptSet("style", categories=("gsm-style",)), limit=3)
     assert len(rows) == 3 and all(r["category"] == "gsm-style" for r in rows)
@@ -161,8 +177,9 @@ def test_experiment_validation():
 
 def test_overrides():
     paper = suites.get_suite("paper")
-    only = suites.with_overrides(paper, methods=("talon",), drafter="ngram", max_new_tokens=10, seed=3,
-                                 tree={"budget": 8})
+    only = suites.with_overrides(
+        paper, methods=("talon",), drafter="ngram", max_new_tokens=10, seed=3, tree={"budget": 8}
+    )
     assert only.drafter == "ngram" and only.seed == 3
     assert all(e.methods[0] == "ar" and set(e.methods) <= {"ar", "talon"} for e in only.experiments)
     assert all(e.max_new_tokens == 10 and e.tree.budget == 8 for e in only.experiments)
@@ -195,10 +212,28 @@ def test_tree_shape_metrics():
 
 
 def test_pooled_is_ratio_of_sums():
-    a = {"new_tokens": 30, "target_forwards": 10, "draft_forwards": 20, "seconds": 2.0, "draft_seconds": 0.5,
-         "step_seconds": 1.5, "mean_depth": 4.0, "mean_tree_nodes": 8.0, "mean_layer_widths": [4.0, 4.0]}
-    b = {"new_tokens": 10, "target_forwards": 10, "draft_forwards": 10, "seconds": 2.0, "draft_seconds": 0.5,
-         "step_seconds": 2.5, "mean_depth": 2.0, "mean_tree_nodes": 2.0, "mean_layer_widths": [2.0]}
+    a = {
+        "new_tokens": 30,
+        "target_forwards": 10,
+        "draft_forwards": 20,
+        "seconds": 2.0,
+        "draft_seconds": 0.5,
+        "step_seconds": 1.5,
+        "mean_depth": 4.0,
+        "mean_tree_nodes": 8.0,
+        "mean_layer_widths": [4.0, 4.0],
+    }
+    b = {
+        "new_tokens": 10,
+        "target_forwards": 10,
+        "draft_forwards": 10,
+        "seconds": 2.0,
+        "draft_seconds": 0.5,
+        "step_seconds": 2.5,
+        "mean_depth": 2.0,
+        "mean_tree_nodes": 2.0,
+        "mean_layer_widths": [2.0],
+    }
     p = metrics.pooled([a, b])
     assert p["MAT"] == pytest.approx(40 / 20) and p["delta"] == pytest.approx(30 / 20)
     assert p["tokens_per_s"] == pytest.approx(10.0) and p["draft_share"] == pytest.approx(1.0 / 4.0)
@@ -209,8 +244,9 @@ def test_summary_groups_categories_and_speedup():
     runs = fake_runs()
     summary = bench_results.summarize(runs)
     assert all(list(r) == list(bench_results.SUMMARY_COLUMNS) for r in summary)
-    talon_t0 = [r for r in summary if r["experiment"] == "categories" and r["method"] == "talon"
-                and r["temperature"] == 0.0]
+    talon_t0 = [
+        r for r in summary if r["experiment"] == "categories" and r["method"] == "talon" and r["temperature"] == 0.0
+    ]
     assert [r["category"] for r in talon_t0] == ["all", *CATEGORIES]
     every = talon_t0[0]
     members = [r for r in runs if r["experiment"] == "categories" and r["method"] == "talon" and r["temperature"] == 0]
@@ -290,8 +326,9 @@ def test_category_table_has_the_papers_layout(frames):
     _, summary = frames
     table = bench_charts.category_table(summary)
     assert list(table["category"]) == [*CATEGORIES, "all"]
-    assert list(table.columns[1:]) == [f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2", "TALON")
-                                       for v in ("MAT", "speedup")]
+    assert list(table.columns[1:]) == [
+        f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2", "TALON") for v in ("MAT", "speedup")
+    ]
     row = table[table["category"] == "HumanEval"].iloc[0]
     assert row["TALON MAT (T=0)"] == pytest.approx(24 / round(24 / 2.5), abs=0.01)
     assert row["EAGLE-2 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)
@@ -311,8 +348,9 @@ def test_tables(frames):
     assert assisted["same tokens as AR"] == 2 and assisted["differing prompts"] == "p1"
     sources = tables["sources"]
     assert list(sources["category"]) == [*CATEGORIES, "all"]
-    assert list(sources.columns[1:]) == [f"{m} {v} (T=0)" for m in ("TALON (head)", "TALON (prompt lookup)",
-                                                                     "hybrid (head)") for v in ("MAT", "speedup")]
+    assert list(sources.columns[1:]) == [
+        f"{m} {v} (T=0)" for m in ("TALON (head)", "TALON (prompt lookup)", "hybrid (head)") for v in ("MAT", "speedup")
+    ]
     assert sources["hybrid (head) MAT (T=0)"].iloc[-1] == pytest.approx(3.0)
 
 
@@ -341,8 +379,11 @@ def test_charts_on_results_without_some_experiments(frames):
     peers_only = summary[summary["kind"] == "methods"]
     figs = bench_charts.figures(peers_only, include_empty=False)
     assert set(figs) == {"peers", "tree_shape"}  # a quick run: its per-category rows stand in for the table
-    assert bench_charts.category_table(peers_only).columns.tolist() == ["category", "TALON MAT (T=0)",
-                                                                        "TALON speedup (T=0)"]
+    assert bench_charts.category_table(peers_only).columns.tolist() == [
+        "category",
+        "TALON MAT (T=0)",
+        "TALON speedup (T=0)",
+    ]
     empty = summary.iloc[0:0]
     for name, fig in bench_charts.figures(empty).items():
         assert not fig.data and fig.layout.annotations, name  # a note, not an error
@@ -363,11 +404,17 @@ def test_settings_resolve_device_defaults():
     assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4}]
 
 
-COST_ROWS = [{"component": "ar", "size": 1, "lm_head_rows": 1, "seconds": 0.03},
-             *({"component": "target", "size": n, "lm_head_rows": max(1, n // 3), "seconds": 0.03 * (1 + n / 40)}
-               for n in (1, 2, 4, 8, 16, 32, 64, 128)),
-             *({"component": "head", "size": w, "lm_head_rows": w, "seconds": 0.003 * (1 + w / 16)}
-               for w in (1, 2, 4, 8, 16, 32, 64))]
+COST_ROWS = [
+    {"component": "ar", "size": 1, "lm_head_rows": 1, "seconds": 0.03},
+    *(
+        {"component": "target", "size": n, "lm_head_rows": max(1, n // 3), "seconds": 0.03 * (1 + n / 40)}
+        for n in (1, 2, 4, 8, 16, 32, 64, 128)
+    ),
+    *(
+        {"component": "head", "size": w, "lm_head_rows": w, "seconds": 0.003 * (1 + w / 16)}
+        for w in (1, 2, 4, 8, 16, 32, 64)
+    ),
+]
 
 
 def test_cost_results_round_trip_and_draw(tmp_path):
@@ -387,6 +434,6 @@ def test_cost_model_interpolates_and_prices_a_step():
     model = CostModel.from_rows(rows)
     assert model.verify(1) == pytest.approx(1 + 1 / 40)
     assert model.verify(24) == pytest.approx((model.verify(16) + model.verify(32)) / 2)
-    assert model.verify(256) > model.verify(128)                       # extrapolated past the largest
+    assert model.verify(256) > model.verify(128)  # extrapolated past the largest
     assert model.step(17, [4, 6, 6]) == pytest.approx(model.verify(17) + sum(model.draft([w]) for w in (4, 6, 6)))
     assert model.ar_seconds == 0.03

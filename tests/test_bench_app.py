@@ -1,4 +1,5 @@
 """App tier: the Benchmark tab loads the newest results directory (no model run) and switches to another."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,20 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
     client = Client(app_url, verbose=False)
     dropdown, meta, *views = client.predict(api_name="/bench_load")
-    methods, categories, shape, lossless, peers, budget, mu, topk, tree_shape, sources, cost, cost_table = map(_value, views)
+    methods, categories, shape, lossless, peers, budget, mu, topk, tree_shape, sources, cost, cost_table = map(
+        _value, views
+    )
     assert dropdown["value"] == str(tmp_path / "newer")
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
     assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
     assert str(tmp_path) not in meta  # paths are shown relative, never this machine's absolute path
-    assert [row[1] for row in methods["data"]] == ["autoregressive", "HF generate", "HF prompt lookup",
-                                                   "HF assisted", "TALON"]
+    assert [row[1] for row in methods["data"]] == [
+        "autoregressive",
+        "HF generate",
+        "HF prompt lookup",
+        "HF assisted",
+        "TALON",
+    ]
     assert categories["headers"][:3] == ["category", "EAGLE-2 MAT (T=0)", "EAGLE-2 speedup (T=0)"]
     assert [row[0] for row in categories["data"]] == [*CATEGORIES, "all"]
     assert shape["data"] and lossless["data"]

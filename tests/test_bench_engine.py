@@ -1,5 +1,6 @@
 """Engine tier for the benchmark suites: transformers' peers on the real embedded model emit our
 autoregressive tokens (float32, CPU), and a tiny suite runs through the CLI into a results directory."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,17 @@ import torch
 
 from talon.bench import results as bench_results
 from talon.bench.cli import main
-from viz.bench_plots import main as plots_main
+from talon.bench.peers import assistant_for, run_peer
 from talon.config import DecodeConfig, TreeConfig
 from talon.engine.decode import encode_prompt, run_to_end
-from talon.bench.peers import assistant_for, run_peer
+from viz.bench_plots import main as plots_main
 
 pytestmark = pytest.mark.engine
 
-EXAMPLES = {json.loads(line)["id"]: json.loads(line)["prompt"]
-            for line in (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()}
+EXAMPLES = {
+    json.loads(line)["id"]: json.loads(line)["prompt"]
+    for line in (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()
+}
 PROMPTS = [EXAMPLES["extr-1"], EXAMPLES["code-1"]]
 NEW_TOKENS = 16
 
@@ -60,8 +63,24 @@ def test_prompt_lookup_saves_forwards_on_extraction(target):
 
 def test_tiny_suite_through_the_cli(tmp_path):
     out = tmp_path / "smoke"
-    rc = main(["--suite", "smoke", "--limit", "1", "--max-new-tokens", "10", "--drafter", "ngram",
-               "--assistant", "layers:4", "--out-dir", str(out), "--threads", "1"])
+    rc = main(
+        [
+            "--suite",
+            "smoke",
+            "--limit",
+            "1",
+            "--max-new-tokens",
+            "10",
+            "--drafter",
+            "ngram",
+            "--assistant",
+            "layers:4",
+            "--out-dir",
+            str(out),
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0
     assert plots_main([str(out), "--no-png"]) == 0
     for name in ("runs.csv", "summary.csv", "meta.json", "peers.html", "tree_shape.html"):

@@ -1,5 +1,6 @@
 """App tier, in a real browser: Debian's Chromium driven by Playwright against the launched app, at the
 1024-px width of a classroom laptop."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 DOCS_SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "app.png"
 REFRESH_ENV = "TALON_REFRESH_SCREENSHOT"
-TABS = ("Explore", "Tree lab", "Compare", "Charts", "Sync vs async", "Benchmark", "Export / load",
-        "How to read this")
+TABS = ("Explore", "Tree lab", "Compare", "Charts", "Sync vs async", "Benchmark", "Export / load", "How to read this")
 COUNT_NODES_JS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
   if (!gd || !gd.data) return -1;
@@ -73,8 +73,9 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         assert page.get_by_role("tab", name=name).is_visible(), name
 
     page.get_by_text(re.compile(r"^extraction: Extract every")).first.click()
-    page.wait_for_function("() => document.querySelector('#prompt textarea').value.includes('Amara Okafor')",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('#prompt textarea').value.includes('Amara Okafor')", timeout=30_000
+    )
     page.locator("#run").click()
     page.get_by_text("Stopped by").wait_for(timeout=240_000)  # the summary shows how the run ended at the end
     caption = page.locator("#step-caption").inner_text()
@@ -97,23 +98,28 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     nodes_before = _nodes(page, "lab-plot")
     shape_before = re.search(r"in (\d+) layers? \(widest (\d+)\)", first_caption).groups()
     _drag_slider(page, "lab-mu", 0.95)  # a strict gate: far fewer nodes pass it
-    page.wait_for_function("(before) => document.querySelector('#lab-caption').innerText !== before",
-                           arg=first_caption, timeout=60_000)
+    page.wait_for_function(
+        "(before) => document.querySelector('#lab-caption').innerText !== before", arg=first_caption, timeout=60_000
+    )
     mu = float(page.locator("#lab-mu input[type=number]").input_value())
     assert mu > 0.8
     # Plotly may still be drawing the new tree when its title is in: wait until title and nodes both are.
     # TALON spends the whole budget at any μ: the gate changes the tree's shape, not its size.
-    page.wait_for_function(f"() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
-                           f"?.includes('μ={mu:g}') && ({COUNT_NODES_JS})('lab-plot') === {nodes_before}",
-                           timeout=60_000)
+    page.wait_for_function(
+        f"() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
+        f"?.includes('μ={mu:g}') && ({COUNT_NODES_JS})('lab-plot') === {nodes_before}",
+        timeout=60_000,
+    )
     shape_after = re.search(r"in (\d+) layers? \(widest (\d+)\)", page.locator("#lab-caption").inner_text()).groups()
     assert shape_after != shape_before, (shape_before, shape_after)
     # Typing a value and pressing Enter redraws too: K=0, the gate picks the root's children as well.
     box = page.locator("#lab-topk input[type=number]")
     box.fill("0")
     box.press("Enter")
-    page.wait_for_function("() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text"
-                           "?.includes('K=0')", timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes('K=0')",
+        timeout=60_000,
+    )
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
     page.close()
 

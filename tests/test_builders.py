@@ -1,5 +1,6 @@
 """Tree builders driven by model-free table drafters: budgets, shapes, the TALON gate, EAGLE-2's re-rank,
 and full-vocabulary reference implementations that share no code with ``talon.engine.builders``."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,12 +11,30 @@ import numpy as np
 import pytest
 import torch
 
-from talon.engine.builders import (DEFAULT_STATIC_RANK_PRIOR, ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder,
-                            TalonBuilder, TreeBuilder, default_static_paths, make_builder)
 from talon.config import ConfigError, TreeConfig
+from talon.engine.builders import (
+    DEFAULT_STATIC_RANK_PRIOR,
+    ChainBuilder,
+    Eagle2Builder,
+    RootOnlyBuilder,
+    StaticBuilder,
+    TalonBuilder,
+    TreeBuilder,
+    default_static_paths,
+    make_builder,
+)
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, SOURCE_MODEL, DraftTree
-from tests.toy import (Context, LogprobFn, TableDrafter, node_path, node_tokens, one_hot_fn, random_fn,
-                       sparse_random_fn, uniform_fn)
+from tests.toy import (
+    Context,
+    LogprobFn,
+    TableDrafter,
+    node_path,
+    node_tokens,
+    one_hot_fn,
+    random_fn,
+    sparse_random_fn,
+    uniform_fn,
+)
 
 TOL = 1e-5
 """Float tolerance for gate / ranking comparisons: the builder scores in float32 (about 2e-6 absolute
@@ -37,9 +56,9 @@ def row(fn: LogprobFn, context: Context) -> np.ndarray:
 
 def check_common(tree: DraftTree, fn: LogprobFn, forwards: int, drafter: TableDrafter, root: int = ROOT) -> None:
     """Properties every builder's tree must have."""
-    tree.validate()                                    # parents before children, depths consistent
+    tree.validate()  # parents before children, depths consistent
     assert tree.token[0] == root
-    assert forwards == len(drafter.calls)              # one propose call = one counted forward
+    assert forwards == len(drafter.calls)  # one propose call = one counted forward
     for node in range(1, len(tree)):
         assert math.isfinite(tree.draft_logprob[node]), "a -inf token was admitted"
         ctx = node_tokens(tree, tree.parent[node])
@@ -61,10 +80,10 @@ def reference_talon(fn: LogprobFn, vocab: int, root: int, budget: int, k: int, m
     tree = DraftTree.with_root(root)
     r = row(fn, (root,))
     order = sorted((t for t in range(vocab) if np.isfinite(r[t])), key=lambda t: (-r[t], t))
-    layer = [tree.add(0, t, float(np.float32(r[t]))) for t in order[:min(k, budget)]] if k else [0]
+    layer = [tree.add(0, t, float(np.float32(r[t]))) for t in order[: min(k, budget)]] if k else [0]
     while layer and tree.num_drafts < budget:
-        rows = np.stack([row(fn, node_tokens(tree, p)) for p in layer])            # [parents, vocab]
-        scores = np.array([tree.path_logprob[p] for p in layer])[:, None] + rows    # full pool S
+        rows = np.stack([row(fn, node_tokens(tree, p)) for p in layer])  # [parents, vocab]
+        scores = np.array([tree.path_logprob[p] for p in layer])[:, None] + rows  # full pool S
         finite = np.isfinite(scores)
         if not finite.any():
             break
@@ -80,6 +99,7 @@ def reference_eagle2(fn: LogprobFn, vocab: int, root: int, budget: int, k: int, 
     """EAGLE-2 (``cnets.py::topK_genrate``) over the full vocabulary: root top-k; ``depth - 1`` times expand
     the frontier (top-k children each), record every candidate, next frontier = global top-k; finally the
     top-``budget`` recorded candidates.  Returns {token path below the root: path log-prob}."""
+
     def top(ctx: Context) -> list[tuple[int, float]]:
         r = row(fn, ctx)
         ts = sorted((t for t in range(vocab) if np.isfinite(r[t])), key=lambda t: (-r[t], t))[:k]
@@ -117,13 +137,17 @@ def check_talon_gate(tree: DraftTree, fn: LogprobFn, vocab: int, budget: int, k:
     for d in range(2, len(widths)):
         parents = [i for i in range(len(tree)) if tree.depth[i] == d - 1]
         layer = [i for i in range(len(tree)) if tree.depth[i] == d]
-        pool = {(p, t): tree.path_logprob[p] + lp
-                for p in parents for t, lp in enumerate(row(fn, node_tokens(tree, p))) if np.isfinite(lp)}
+        pool = {
+            (p, t): tree.path_logprob[p] + lp
+            for p in parents
+            for t, lp in enumerate(row(fn, node_tokens(tree, p)))
+            if np.isfinite(lp)
+        }
         m = max(pool.values())
         threshold = math.log(mu) + m
         chosen = {(tree.parent[i], tree.token[i]) for i in layer}
         assert chosen <= set(pool)
-        for i in layer:   # every admitted node passes the gate p >= mu * m_d
+        for i in layer:  # every admitted node passes the gate p >= mu * m_d
             assert tree.path_logprob[i] >= threshold - TOL, f"node {i} at depth {d} is below the gate"
         worst_in = min(pool[c] for c in chosen)
         above = [s for c, s in pool.items() if c not in chosen and s >= threshold + TOL]
@@ -137,9 +161,18 @@ def check_talon_gate(tree: DraftTree, fn: LogprobFn, vocab: int, budget: int, k:
 
 
 TALON_CASES = [  # (vocab, budget, K, mu, tag)
-    (50, 60, 10, 0.03, 0), (50, 60, 10, 0.03, 1), (200, 60, 10, 0.03, 2), (120, 32, 10, 0.01, 3),
-    (80, 96, 10, 0.03, 4), (60, 20, 4, 0.1, 5), (60, 40, 1, 0.3, 6), (30, 60, 10, 0.001, 7),
-    (100, 60, 10, 0.5, 8), (150, 48, 6, 0.05, 9), (10, 30, 3, 0.02, 10), (200, 64, 16, 0.2, 11),
+    (50, 60, 10, 0.03, 0),
+    (50, 60, 10, 0.03, 1),
+    (200, 60, 10, 0.03, 2),
+    (120, 32, 10, 0.01, 3),
+    (80, 96, 10, 0.03, 4),
+    (60, 20, 4, 0.1, 5),
+    (60, 40, 1, 0.3, 6),
+    (30, 60, 10, 0.001, 7),
+    (100, 60, 10, 0.5, 8),
+    (150, 48, 6, 0.05, 9),
+    (10, 30, 3, 0.02, 10),
+    (200, 64, 16, 0.2, 11),
 ]
 
 
@@ -204,7 +237,7 @@ def test_talon_near_one_hot_gives_root_layer_then_chain() -> None:
     assert tree.max_depth == budget - k + 1 == forwards
     chain = list(range(k + 1, budget + 1))
     assert tree.children(0) == list(range(1, k + 1))
-    assert tree.token[1] == (ROOT + 1) % vocab                  # the best root child comes first
+    assert tree.token[1] == (ROOT + 1) % vocab  # the best root child comes first
     assert tree.parent[chain[0]] == 1
     for prev, node in zip(chain, chain[1:]):
         assert tree.parent[node] == prev
@@ -307,9 +340,15 @@ def test_talon_gated_root_records_the_root_gate() -> None:
     assert all((lp >= root.threshold) == (st != BELOW_GATE) for lp, st in zip(root.path_logprobs, root.status))
 
 
-@pytest.mark.parametrize("budget,k,widths,forwards", [
-    (1, 10, [1, 1], 1), (3, 10, [1, 3], 1), (10, 10, [1, 10], 1), (11, 10, [1, 10, 1], 2),
-])
+@pytest.mark.parametrize(
+    "budget,k,widths,forwards",
+    [
+        (1, 10, [1, 1], 1),
+        (3, 10, [1, 3], 1),
+        (10, 10, [1, 10], 1),
+        (11, 10, [1, 10, 1], 2),
+    ],
+)
 def test_talon_small_budgets(budget: int, k: int, widths: list[int], forwards: int) -> None:
     """N <= K: the root layer alone (min(K, N) children, one forward); N = K + 1: one more node."""
     fn = random_fn(40, 5)
@@ -350,10 +389,15 @@ def test_dead_end_drafter_gives_smaller_trees() -> None:
     assert forwards == sum(any(len(p) == d and p[:-1] in alive | {()} for p in paths) for d in range(1, 7))
 
 
-@pytest.mark.parametrize("make", [
-    lambda: TalonBuilder(30, 10, 0.03), lambda: ChainBuilder(4), lambda: Eagle2Builder(30, 5, 4),
-    lambda: StaticBuilder(default_static_paths(10, 4)),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TalonBuilder(30, 10, 0.03),
+        lambda: ChainBuilder(4),
+        lambda: Eagle2Builder(30, 5, 4),
+        lambda: StaticBuilder(default_static_paths(10, 4)),
+    ],
+)
 def test_all_minus_inf_root_gives_root_only_tree(make: Callable[[], TreeBuilder]) -> None:
     fn = lambda ctx: torch.full((12,), -math.inf)  # noqa: E731
     tree, forwards, drafter = build(make(), fn, 12)
@@ -362,10 +406,15 @@ def test_all_minus_inf_root_gives_root_only_tree(make: Callable[[], TreeBuilder]
 
 
 @pytest.mark.parametrize("finite", [1, 2, 3])
-@pytest.mark.parametrize("make", [
-    lambda: TalonBuilder(40, 10, 0.03), lambda: ChainBuilder(6), lambda: Eagle2Builder(40, 8, 5),
-    lambda: StaticBuilder(default_static_paths(40, 6)),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: TalonBuilder(40, 10, 0.03),
+        lambda: ChainBuilder(6),
+        lambda: Eagle2Builder(40, 8, 5),
+        lambda: StaticBuilder(default_static_paths(40, 6)),
+    ],
+)
 def test_sparse_drafters_never_admit_minus_inf(finite: int, make: Callable[[], TreeBuilder]) -> None:
     fn = sparse_random_fn(50, finite, tag=finite)
     tree, forwards, drafter = build(make(), fn, 50)
@@ -376,7 +425,7 @@ def test_sparse_drafters_never_admit_minus_inf(finite: int, make: Callable[[], T
 
 # ---- generic properties for every builder -------------------------------------------------------------
 BUILDERS = {
-    "chain": (lambda: ChainBuilder(5), 5, 5),                       # (factory, drafts, forwards)
+    "chain": (lambda: ChainBuilder(5), 5, 5),  # (factory, drafts, forwards)
     "static": (lambda: StaticBuilder(default_static_paths(20, 5)), 20, None),
     "eagle2": (lambda: Eagle2Builder(20, 4, 4), 20, 4),
     "talon": (lambda: TalonBuilder(20, 4, 0.03), 20, None),
@@ -444,9 +493,9 @@ def test_default_static_paths(budget: int, max_depth: int) -> None:
 
 def test_default_static_paths_too_deep_raises() -> None:
     with pytest.raises(ValueError):
-        default_static_paths(4, 1)      # at most 3 nodes in one layer
+        default_static_paths(4, 1)  # at most 3 nodes in one layer
     with pytest.raises(ValueError):
-        default_static_paths(40, 3)     # at most 3 + 9 + 27 = 39
+        default_static_paths(40, 3)  # at most 3 + 9 + 27 = 39
 
 
 def test_default_static_paths_zero_depth_raises() -> None:
@@ -456,11 +505,14 @@ def test_default_static_paths_zero_depth_raises() -> None:
         default_static_paths(2, 0)
 
 
-@pytest.mark.parametrize("paths", [
-    default_static_paths(20, 5),
-    ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0)),
-    ((1,), (0,), (1, 3), (0, 0), (1, 3, 0)),          # not breadth-first, skips ranks
-])
+@pytest.mark.parametrize(
+    "paths",
+    [
+        default_static_paths(20, 5),
+        ((0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 1), (0, 1, 0)),
+        ((1,), (0,), (1, 3), (0, 0), (1, 3, 0)),  # not breadth-first, skips ranks
+    ],
+)
 def test_static_builder_fills_ranks(paths: tuple[tuple[int, ...], ...]) -> None:
     """Every path becomes one node whose token is the path's last rank among its parent's drafter
     tokens (ranked over the full vocabulary); one forward per depth."""
@@ -480,10 +532,17 @@ def test_static_builder_fills_ranks(paths: tuple[tuple[int, ...], ...]) -> None:
 
 
 # ---- EAGLE-2 -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("vocab,budget,k,depth,tag", [
-    (30, 25, 4, 5, 0), (60, 60, 10, 7, 1), (100, 60, 10, 3, 2), (50, 10, 3, 6, 3), (40, 200, 5, 4, 4),
-    (80, 20, 1, 8, 5),
-])
+@pytest.mark.parametrize(
+    "vocab,budget,k,depth,tag",
+    [
+        (30, 25, 4, 5, 0),
+        (60, 60, 10, 7, 1),
+        (100, 60, 10, 3, 2),
+        (50, 10, 3, 6, 3),
+        (40, 200, 5, 4, 4),
+        (80, 20, 1, 8, 5),
+    ],
+)
 def test_eagle2(vocab: int, budget: int, k: int, depth: int, tag: int) -> None:
     """Root top-k, frontier of width k per layer (the best k of the previous layer's candidates), depth
     forwards, every candidate recorded, final tree = top-N of all recorded (connected), and equal to the
@@ -494,7 +553,7 @@ def test_eagle2(vocab: int, budget: int, k: int, depth: int, tag: int) -> None:
     assert forwards == depth
     calls = drafter.calls
     assert calls[0].frontier == [0]
-    full = calls[-1].tree                # the builder's tree before the re-rank, every candidate in it
+    full = calls[-1].tree  # the builder's tree before the re-rank, every candidate in it
     assert calls[0].size == 1 and all(c.tree is full for c in calls[1:])
     sizes = [c.size for c in calls] + [len(full)]
     # Layer 1 = the root's top-k over the full vocabulary.
@@ -515,7 +574,7 @@ def test_eagle2(vocab: int, budget: int, k: int, depth: int, tag: int) -> None:
     # Final tree: the best N recorded candidates.
     scores = sorted((full.path_logprob[i] for i in range(1, len(full))), reverse=True)
     assert tree.num_drafts == min(budget, len(full) - 1)
-    assert sorted(tree.path_logprob[1:], reverse=True) == scores[:tree.num_drafts]
+    assert sorted(tree.path_logprob[1:], reverse=True) == scores[: tree.num_drafts]
     ref = reference_eagle2(fn, vocab, ROOT, budget, k, depth)
     got = paths_below_root(tree)
     assert set(got) == set(ref)
@@ -540,7 +599,7 @@ def test_make_builder_maps_config() -> None:
     drafter = TableDrafter(5, lambda ctx: torch.zeros(5))
     result = plain.build(drafter, [1, 2, 3])
     assert len(result.tree) == 1 and result.tree.token == [3] and result.drafter_forwards == 0
-    assert drafter.calls == [] and result.call_widths == []   # the drafter is never asked
+    assert drafter.calls == [] and result.call_widths == []  # the drafter is never asked
     b = make_builder(TreeConfig(method="chain", gamma=7))
     assert isinstance(b, ChainBuilder) and b.gamma == 7
     b = make_builder(TreeConfig(method="eagle2", budget=33, topk=6, depth=5))

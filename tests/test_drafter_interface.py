@@ -4,6 +4,7 @@ drafted again at the same context) leaves it exactly where a drafter fed the tru
 
 For the draft head this covers its stand-in features: a guessed position reads the head's own state
 until the target's features arrive, and then the cache rows built on the stand-ins are recomputed."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,7 @@ from talon.engine.builders import TalonBuilder
 from talon.engine.speculation import speculate
 from talon.engine.verify import Verifier
 from talon.models.registry import ModelRegistry
-from tests.tiny import VOCAB, prompt_ids, random_head, tiny_target
+from tests.tiny import prompt_ids, random_head, tiny_target
 
 TALON = TalonBuilder(budget=10, topk=3, mu=0.1)
 
@@ -66,10 +67,10 @@ def test_a_detour_through_a_guess_leaves_the_drafter_where_a_direct_one_is(targe
     spec = speculate(detour, TALON, built, prompt, start, None, 0.0)
     assert spec.guess and spec.built is not None
     if guess_right:
-        true = prompt + spec.guess       # a hit: the next tree is spec.built; the worker guesses on from it
+        true = prompt + spec.guess  # a hit: the next tree is spec.built; the worker guesses on from it
         spec = speculate(detour, TALON, spec.built, true, features_of(target, detour, true), None, 0.0)
         true = true + spec.guess
-    else:                                # a miss at the guess's last token (the guessed bonus), then more
+    else:  # a miss at the guess's last token (the guessed bonus), then more
         wrong = 2 if spec.guess[-1] != 2 else 3
         true = prompt + spec.guess[:-1] + [wrong, 5]
     full = features_of(target, detour, true)
@@ -97,7 +98,7 @@ def test_the_head_refuses_a_position_it_has_no_feature_for(target):
     features = features_of(target, drafter, prompt)
     drafter.start(prompt, features)
     with pytest.raises(RuntimeError, match="no target features for position"):
-        drafter.begin_step(prompt + [5, 6, 7], features)   # tokens it never drafted, no states for them
+        drafter.begin_step(prompt + [5, 6, 7], features)  # tokens it never drafted, no states for them
 
 
 def test_stand_ins_are_replaced_by_the_targets_features(target):
@@ -109,12 +110,21 @@ def test_stand_ins_are_replaced_by_the_targets_features(target):
     drafter.start(prompt, start)
     spec = speculate(drafter, TALON, TALON.build(drafter, prompt, start), prompt, start, None, 0.0)
     true = prompt + spec.guess
-    on_standins = drafter.begin_step(true, start).logprobs   # the target's states for the guess not given
+    on_standins = drafter.begin_step(true, start).logprobs  # the target's states for the guess not given
     replaced = drafter.begin_step(true, features_of(target, drafter, true)).logprobs
     assert not torch.allclose(on_standins, replaced, atol=1e-3)
 
 
-@pytest.mark.parametrize("a, b, n", [([], [1], 0), ([1, 2, 3], [1, 2, 3], 3), ([1, 2, 3], [1, 2], 2),
-                                     ([1, 2, 3], [1, 5, 3], 1), ((4, 5), [4, 5, 6], 2), ([7], [8], 0)])
+@pytest.mark.parametrize(
+    "a, b, n",
+    [
+        ([], [1], 0),
+        ([1, 2, 3], [1, 2, 3], 3),
+        ([1, 2, 3], [1, 2], 2),
+        ([1, 2, 3], [1, 5, 3], 1),
+        ((4, 5), [4, 5, 6], 2),
+        ([7], [8], 0),
+    ],
+)
 def test_common_prefix(a, b, n):
     assert common_prefix(a, b) == n

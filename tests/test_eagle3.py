@@ -6,6 +6,7 @@ description; every tree method with such a head is greedy-lossless; a head train
 ``train_head --arch eagle3`` loads back and drafts the same trees, and EAGLE's own reference loader
 would give it the target's embedding (its rule, from its source, encoded here); mismatched pairs are
 refused.  vLLM's speculators format: tests/test_speculators.py."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,13 @@ from safetensors.torch import load_file, save_file
 from transformers import PretrainedConfig
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.drafters.eagle3_model import (EAGLE3_ARCHITECTURE, Eagle3Head, feature_layers_from_config, load_eagle3,
-                                         save_eagle3)
+from talon.drafters.eagle3_model import (
+    EAGLE3_ARCHITECTURE,
+    Eagle3Head,
+    feature_layers_from_config,
+    load_eagle3,
+    save_eagle3,
+)
 from talon.drafters.factory import make_drafter, parse_drafter_spec
 from talon.drafters.head import HeadDrafter
 from talon.engine.builders import TalonBuilder
@@ -30,9 +36,9 @@ from talon.training.train_head import _batch, head_loss
 from talon.tree import DraftTree
 from tests.tiny import VOCAB, greedy_generate, prompt_ids, start_at, tiny_target
 
-LAYERS = 8          # target layers: EAGLE's default features are the states entering layers 2, 4 and 5
-WIDTH = 64          # the tiny target's width
-DRAFT_IDS = sorted({0, *range(2, VOCAB, 2), 7, 9, 11})   # a reduced draft vocabulary (EOS included)
+LAYERS = 8  # target layers: EAGLE's default features are the states entering layers 2, 4 and 5
+WIDTH = 64  # the tiny target's width
+DRAFT_IDS = sorted({0, *range(2, VOCAB, 2), 7, 9, 11})  # a reduced draft vocabulary (EOS included)
 NEW_TOKENS = 20
 
 
@@ -47,34 +53,52 @@ def greedy(target):
     return {seed: greedy_generate(target, prompt_ids(seed), NEW_TOKENS) for seed in (1, 2)}
 
 
-def head_tensors(seed: int, hidden: int, heads: int, kv_heads: int, head_dim: int, inter: int,
-                 n_features: int = 3) -> dict[str, torch.Tensor]:
+def head_tensors(
+    seed: int, hidden: int, heads: int, kv_heads: int, head_dim: int, inter: int, n_features: int = 3
+) -> dict[str, torch.Tensor]:
     """Random EAGLE-3 weights with the key names of the public checkpoints (spread wide enough that the
     head's distributions are not flat)."""
     g = torch.Generator().manual_seed(seed)
     r = lambda *shape, s=0.3: torch.randn(*shape, generator=g) * s
     d = len(DRAFT_IDS)
-    return {"fc.weight": r(hidden, n_features * WIDTH, s=0.1),
-            "midlayer.self_attn.q_proj.weight": r(heads * head_dim, 2 * hidden),
-            "midlayer.self_attn.k_proj.weight": r(kv_heads * head_dim, 2 * hidden),
-            "midlayer.self_attn.v_proj.weight": r(kv_heads * head_dim, 2 * hidden),
-            "midlayer.self_attn.o_proj.weight": r(hidden, heads * head_dim),
-            "midlayer.mlp.gate_proj.weight": r(inter, hidden), "midlayer.mlp.up_proj.weight": r(inter, hidden),
-            "midlayer.mlp.down_proj.weight": r(hidden, inter),
-            "midlayer.input_layernorm.weight": 1 + r(hidden, s=0.1),
-            "midlayer.hidden_norm.weight": 1 + r(hidden, s=0.1),
-            "midlayer.post_attention_layernorm.weight": 1 + r(hidden, s=0.1),
-            "norm.weight": 1 + r(hidden, s=0.1), "lm_head.weight": r(d, hidden, s=1.0),
-            "d2t": torch.tensor(DRAFT_IDS) - torch.arange(d),
-            "t2d": torch.isin(torch.arange(VOCAB), torch.tensor(DRAFT_IDS))}
+    return {
+        "fc.weight": r(hidden, n_features * WIDTH, s=0.1),
+        "midlayer.self_attn.q_proj.weight": r(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": r(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": r(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": r(hidden, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": r(inter, hidden),
+        "midlayer.mlp.up_proj.weight": r(inter, hidden),
+        "midlayer.mlp.down_proj.weight": r(hidden, inter),
+        "midlayer.input_layernorm.weight": 1 + r(hidden, s=0.1),
+        "midlayer.hidden_norm.weight": 1 + r(hidden, s=0.1),
+        "midlayer.post_attention_layernorm.weight": 1 + r(hidden, s=0.1),
+        "norm.weight": 1 + r(hidden, s=0.1),
+        "lm_head.weight": r(d, hidden, s=1.0),
+        "d2t": torch.tensor(DRAFT_IDS) - torch.arange(d),
+        "t2d": torch.isin(torch.arange(VOCAB), torch.tensor(DRAFT_IDS)),
+    }
 
 
 def llama_json(hidden: int, heads: int, kv_heads: int, head_dim: int, inter: int, **extra) -> dict:
-    return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": hidden,
-            "intermediate_size": inter, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-            "head_dim": head_dim, "num_hidden_layers": 1, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-            "max_position_embeddings": 512, "vocab_size": VOCAB, "draft_vocab_size": len(DRAFT_IDS),
-            "hidden_act": "silu", "tie_word_embeddings": False, **extra}
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 512,
+        "vocab_size": VOCAB,
+        "draft_vocab_size": len(DRAFT_IDS),
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        **extra,
+    }
 
 
 def write_eagle_layout(directory, seed=3) -> dict:
@@ -94,8 +118,15 @@ def write_specforge_layout(directory, seed=4) -> dict:
     state = head_tensors(seed, 48, 3, 1, 16, 96)
     state["embed_tokens.weight"] = torch.randn(VOCAB, 48, generator=torch.Generator().manual_seed(seed + 10))
     save_file(state, directory / "model.safetensors")
-    meta = llama_json(48, 3, 1, 16, 96, target_hidden_size=WIDTH,
-                      eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 6], "use_aux_hidden_state": True})
+    meta = llama_json(
+        48,
+        3,
+        1,
+        16,
+        96,
+        target_hidden_size=WIDTH,
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 6], "use_aux_hidden_state": True},
+    )
     (directory / "config.json").write_text(json.dumps(meta))
     return state
 
@@ -110,7 +141,7 @@ def rope(x, positions, theta=10000.0):
     d = x.shape[-1]
     angles = positions.double()[:, None] / theta ** (torch.arange(0, d, 2).double() / d)[None, :]
     cos, sin = torch.cat([angles, angles], -1).cos().float(), torch.cat([angles, angles], -1).sin().float()
-    half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1)
+    half = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
     return x * cos + half * sin
 
 
@@ -118,7 +149,9 @@ def reference_forward(w: dict, states, embeds, positions, heads, kv_heads, head_
     """EAGLE-3's layer over a causal sequence: ``states`` / ``embeds`` ``[T, H]`` (fused features or fed
     back head states), EAGLE positions ``[T]``.  Returns (output states ``[T, H]``, draft logits
     ``[T, Vd]``)."""
-    x = torch.cat([rms(embeds, w["midlayer.input_layernorm.weight"]), rms(states, w["midlayer.hidden_norm.weight"])], -1)
+    x = torch.cat(
+        [rms(embeds, w["midlayer.input_layernorm.weight"]), rms(states, w["midlayer.hidden_norm.weight"])], -1
+    )
     t = x.shape[0]
     q = (x @ w["midlayer.self_attn.q_proj.weight"].T).view(t, heads, head_dim).transpose(0, 1)
     k = (x @ w["midlayer.self_attn.k_proj.weight"].T).view(t, kv_heads, head_dim).transpose(0, 1)
@@ -145,19 +178,21 @@ def to_vocab(draft_logits: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("layout", ["eagle", "specforge"])
 def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down(target, tmp_path, layout):
     if layout == "eagle":
-        w, shape, layers = write_eagle_layout(tmp_path), (4, 2, 16), (2, 4, 5)        # 2, L//2, L-3
+        w, shape, layers = write_eagle_layout(tmp_path), (4, 2, 16), (2, 4, 5)  # 2, L//2, L-3
     else:
-        w, shape, layers = write_specforge_layout(tmp_path), (3, 1, 16), (1, 4, 7)    # output ids + 1
+        w, shape, layers = write_specforge_layout(tmp_path), (3, 1, 16), (1, 4, 7)  # output ids + 1
     head = load_eagle3(tmp_path, target, dtype=torch.float32)
     assert head.config.feature_layers == layers
     drafter = HeadDrafter(head, target)
     ids = prompt_ids(5, length=10)
-    target_states = start_at(drafter, target, ids)                                  # [9, 3, 64]: positions 0..8
+    target_states = start_at(drafter, target, ids)  # [9, 3, 64]: positions 0..8
     tree = DraftTree.with_root(ids[-1])
     got_root = drafter.begin_step(ids, target_states).logprobs[0]
     # Reference: head position p (token p, EAGLE position p - 1) reads the target's state at p - 1.
-    fused = target_states.flatten(-2) @ w["fc.weight"].T                            # [9, H]
-    embeds = (w["embed_tokens.weight"] if "embed_tokens.weight" in w else target.model.get_input_embeddings().weight)[ids[1:]]
+    fused = target_states.flatten(-2) @ w["fc.weight"].T  # [9, H]
+    embeds = (w["embed_tokens.weight"] if "embed_tokens.weight" in w else target.model.get_input_embeddings().weight)[
+        ids[1:]
+    ]
     states, logits = reference_forward(w, fused, embeds, torch.arange(9), *shape)
     assert torch.allclose(got_root, to_vocab(logits[-1]), atol=2e-4)
     assert torch.isneginf(got_root[[t for t in range(VOCAB) if t not in DRAFT_IDS]]).all()
@@ -166,27 +201,42 @@ def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down
     child = tree.add(0, child_token, float(got_root[child_token]))
     got_child = drafter.propose(tree, [child]).logprobs[0]
     table = w["embed_tokens.weight"] if "embed_tokens.weight" in w else target.model.get_input_embeddings().weight
-    _, logits2 = reference_forward(w, torch.cat([fused, states[-1:]]), torch.cat([embeds, table[[child_token]]]),
-                                   torch.arange(10), *shape)
+    _, logits2 = reference_forward(
+        w, torch.cat([fused, states[-1:]]), torch.cat([embeds, table[[child_token]]]), torch.arange(10), *shape
+    )
     assert torch.allclose(got_child, to_vocab(logits2[-1]), atol=2e-4)
 
 
 def test_feature_layer_conventions():
-    assert feature_layers_from_config({}, 32) == (2, 16, 29)                                    # EAGLE's default
-    assert feature_layers_from_config({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}, 32) \
-        == (2, 16, 29)                                                                          # SGLang: outputs
-    assert feature_layers_from_config({"eagle_aux_hidden_state_layer_ids": [2, 16, 29],          # vLLM: read first
-                                       "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 0, 0]}}, 32) == (2, 16, 29)
+    assert feature_layers_from_config({}, 32) == (2, 16, 29)  # EAGLE's default
+    assert feature_layers_from_config({"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}, 32) == (
+        2,
+        16,
+        29,
+    )  # SGLang: outputs
+    assert feature_layers_from_config(
+        {
+            "eagle_aux_hidden_state_layer_ids": [2, 16, 29],  # vLLM: read first
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 0, 0]},
+        },
+        32,
+    ) == (2, 16, 29)
 
 
 TALON = TreeConfig(method="talon", budget=10, topk=3, mu=0.05)
 
 
-@pytest.mark.parametrize(("method", "layout"), [(TALON, "eagle"), (TALON, "specforge"),
-                                                (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "eagle"),
-                                                (TreeConfig(method="static", budget=10, depth=4), "specforge"),
-                                                (TreeConfig(method="chain", gamma=4), "eagle")],
-                         ids=["talon-eagle", "talon-specforge", "eagle2-eagle", "static-specforge", "chain-eagle"])
+@pytest.mark.parametrize(
+    ("method", "layout"),
+    [
+        (TALON, "eagle"),
+        (TALON, "specforge"),
+        (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "eagle"),
+        (TreeConfig(method="static", budget=10, depth=4), "specforge"),
+        (TreeConfig(method="chain", gamma=4), "eagle"),
+    ],
+    ids=["talon-eagle", "talon-specforge", "eagle2-eagle", "static-specforge", "chain-eagle"],
+)
 def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, greedy, tmp_path, method, layout):
     """Sync on one prompt, async (the drafter drafts ahead from a guessed outcome) on another; every
     method over one of the two layouts (both compute the reference forward: test above), TALON over
@@ -195,16 +245,26 @@ def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, greedy
     registry = ModelRegistry()
     for seed, execution in ((1, "sync"), (2, "async")):
         drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
-        trace = run_to_end(target, drafter, method, DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            target,
+            drafter,
+            method,
+            DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == greedy[seed], f"{seed} {execution}"
 
 
 def test_hybrid_spec_merges_an_eagle3_head_with_prompt_lookup(target, greedy, tmp_path):
     write_eagle_layout(tmp_path / "h")
     assert parse_drafter_spec(f"hybrid:eagle3:{tmp_path / 'h'}").inner.kind == "eagle3"
-    trace = run_to_end(target, make_drafter(f"hybrid:eagle3:{tmp_path / 'h'}", target),
-                       TALON, DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(1))
+    trace = run_to_end(
+        target,
+        make_drafter(f"hybrid:eagle3:{tmp_path / 'h'}", target),
+        TALON,
+        DecodeConfig(max_new_tokens=NEW_TOKENS),
+        prompt_ids=prompt_ids(1),
+    )
     assert trace.output_ids == greedy[1]
     with pytest.raises(ConfigError, match="directory or Hugging Face id"):
         parse_drafter_spec("eagle3:")
@@ -222,8 +282,8 @@ def test_mismatched_pairs_are_refused(target, tmp_path):
     refused({"vocab_size": 128256}, "vocabulary of 128256")
     refused({"target_hidden_size": 4096}, "width 4096")
     refused({"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}, "has 8 layers")
-    refused({}, "has 2 layers", on=tiny_target(layers=2))                     # EAGLE's default needs L >= 3
-    refused({"norm_before_residual": True}, "variant")                          # another layer: not guessed
+    refused({}, "has 2 layers", on=tiny_target(layers=2))  # EAGLE's default needs L >= 3
+    refused({"norm_before_residual": True}, "variant")  # another layer: not guessed
     (tmp_path / "h" / "config.json").write_text(json.dumps(meta))
     assert load_eagle3(tmp_path / "h", target).config.feature_layers == (2, 4, 5)
     with pytest.raises(ModelLoadError, match="not a local directory"):
@@ -248,9 +308,17 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
             ids = prompt_ids(seed, length=12) + greedy_generate(target, prompt_ids(seed, length=12), 16)
             out = target.model(torch.tensor([ids]), output_hidden_states=layers)
             logp, top = torch.log_softmax(out.logits[0].float(), -1).topk(20, -1)
-            items.append({"tokens": torch.tensor(ids, dtype=torch.int32), "category": "t", "split": "train",
-                          "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
-                          "top_ids": top.int(), "top_logp": logp.half(), "prompt_len": 12})
+            items.append(
+                {
+                    "tokens": torch.tensor(ids, dtype=torch.int32),
+                    "category": "t",
+                    "split": "train",
+                    "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
+                    "top_ids": top.int(),
+                    "top_logp": logp.half(),
+                    "prompt_len": 12,
+                }
+            )
     opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=3e-3)
     losses = []
     for _ in range(15):
@@ -269,7 +337,7 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
     assert meta["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
     assert meta["draft_vocab_size"] == len(DRAFT_IDS) and meta["num_hidden_layers"] == 1
     loaded = load_eagle3(tmp_path / "export", target, dtype=torch.float32)
-    pack_for_device(head)                            # the same CPU kernels as the loaded head
+    pack_for_device(head)  # the same CPU kernels as the loaded head
     for seed in (1, 2, 3):
         trees = []
         for h in (head, loaded):
@@ -306,14 +374,27 @@ def test_sampling_with_an_eagle3_head_gives_the_autoregressive_sample(target, tm
     write_specforge_layout(tmp_path / "h")
     config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
     ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
-    assert ar != run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(temperature=0.9, seed=6,
-                            max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(2)).output_ids
+    assert (
+        ar
+        != run_to_end(
+            target,
+            None,
+            TreeConfig(method="ar"),
+            DecodeConfig(temperature=0.9, seed=6, max_new_tokens=NEW_TOKENS),
+            prompt_ids=prompt_ids(2),
+        ).output_ids
+    )
     registry = ModelRegistry()
     for method in (TALON, TreeConfig(method="chain", gamma=4)):
         for execution in ("sync", "async"):
             drafter = make_drafter(f"eagle3:{tmp_path / 'h'}", target, registry)
-            trace = run_to_end(target, drafter, method, DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS,
-                                                                     execution=execution), prompt_ids=prompt_ids(2))
+            trace = run_to_end(
+                target,
+                drafter,
+                method,
+                DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS, execution=execution),
+                prompt_ids=prompt_ids(2),
+            )
             assert trace.output_ids == ar, f"{method.method}/{execution}"
 
 
@@ -322,16 +403,30 @@ def test_a_release_style_config_with_llama3_rope_scaling_loads_and_decodes(targe
     max_position_embeddings and bookkeeping keys; the head takes its rope from there."""
     write_eagle_layout(tmp_path / "h")
     meta = json.loads((tmp_path / "h" / "config.json").read_text())
-    meta.update(rope_theta=500000.0, max_position_embeddings=2048, bos_token_id=128000, eos_token_id=128001,
-                pad_token_id=0, transformers_version="4.28.1", use_cache=True, initializer_range=0.02,
-                rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                              "original_max_position_embeddings": 8192})
+    meta.update(
+        rope_theta=500000.0,
+        max_position_embeddings=2048,
+        bos_token_id=128000,
+        eos_token_id=128001,
+        pad_token_id=0,
+        transformers_version="4.28.1",
+        use_cache=True,
+        initializer_range=0.02,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    )
     (tmp_path / "h" / "config.json").write_text(json.dumps(meta))
     head = load_eagle3(tmp_path / "h", target)
     assert head.llama_config.rope_parameters["rope_type"] == "llama3"
     assert head.llama_config.rope_parameters["rope_theta"] == 500000.0
-    trace = run_to_end(target, HeadDrafter(head, target), TALON, DecodeConfig(max_new_tokens=NEW_TOKENS),
-                       prompt_ids=prompt_ids(1))
+    trace = run_to_end(
+        target, HeadDrafter(head, target), TALON, DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(1)
+    )
     assert trace.output_ids == greedy[1]
 
 

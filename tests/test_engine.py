@@ -1,5 +1,6 @@
 """Engine tier: every method on the real embedded model must emit exactly what plain greedy
 ``model.generate`` emits (float32, CPU)."""
+
 from __future__ import annotations
 
 import json
@@ -9,14 +10,15 @@ import pytest
 import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.engine.decode import encode_prompt, new_trace, run, run_to_end
 from talon.drafters.factory import make_drafter
+from talon.engine.decode import encode_prompt, new_trace, run, run_to_end
 from talon.models.loaded import ModelLoadError
 
 pytestmark = pytest.mark.engine
 
-EXAMPLES = [json.loads(line) for line in
-            (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()]
+EXAMPLES = [
+    json.loads(line) for line in (Path(__file__).parent.parent / "assets" / "prompts.jsonl").read_text().splitlines()
+]
 PROMPTS = [e["prompt"] for e in EXAMPLES]
 EXTRACTION = next(e["prompt"] for e in EXAMPLES if e["category"] == "extraction")
 # Eight prompts covering all six categories (chat, code, math, summarisation, extraction, QA).
@@ -37,9 +39,13 @@ def greedy_reference(target):
     out = {}
     for prompt in GREEDY_PROMPTS:
         ids = encode_prompt(target, prompt)
-        gen = target.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                    do_sample=False, max_new_tokens=NEW_TOKENS)
-        out[prompt] = gen[0, len(ids):].tolist()
+        gen = target.model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+        )
+        out[prompt] = gen[0, len(ids) :].tolist()
     return out
 
 
@@ -54,8 +60,13 @@ def test_prompt_set_is_varied():
 def test_greedy_is_lossless(target, greedy_reference, method, drafter_spec):
     mats = []
     for prompt in GREEDY_PROMPTS:
-        trace = run_to_end(target, make_drafter(drafter_spec, target), METHOD_CONFIGS[method],
-                           DecodeConfig(max_new_tokens=NEW_TOKENS), prompt)
+        trace = run_to_end(
+            target,
+            make_drafter(drafter_spec, target),
+            METHOD_CONFIGS[method],
+            DecodeConfig(max_new_tokens=NEW_TOKENS),
+            prompt,
+        )
         assert trace.output_ids == greedy_reference[prompt], f"{method}/{drafter_spec} diverged on {prompt!r}"
         assert all(s.tree.num_drafts <= max(12, METHOD_CONFIGS[method].gamma) for s in trace.steps)
         mats.append(len(trace.output_ids) / len(trace.steps))
@@ -71,8 +82,13 @@ def test_autoregressive_matches_generate(target, greedy_reference):
 
 
 def test_step_records_are_consistent(target):
-    trace = run_to_end(target, make_drafter("ngram", target), TreeConfig(method="talon", budget=16),
-                       DecodeConfig(max_new_tokens=32), EXTRACTION)
+    trace = run_to_end(
+        target,
+        make_drafter("ngram", target),
+        TreeConfig(method="talon", budget=16),
+        DecodeConfig(max_new_tokens=32),
+        EXTRACTION,
+    )
     for step in trace.steps:
         tree = step.tree
         assert len(step.status) == len(tree) == len(step.node_text) == len(step.target_prob)
@@ -98,8 +114,16 @@ def test_sampling_is_seeded_and_runs_every_method(target):
 
 def test_stop_between_steps(target):
     trace = new_trace(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=40), PROMPTS[0])
-    steps = list(run(trace, target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=40),
-                     stop=lambda: len(trace.steps) >= 3))
+    steps = list(
+        run(
+            trace,
+            target,
+            None,
+            TreeConfig(method="ar"),
+            DecodeConfig(max_new_tokens=40),
+            stop=lambda: len(trace.steps) >= 3,
+        )
+    )
     assert len(steps) == 3 and trace.stop_reason == "stopped"
 
 
@@ -120,8 +144,15 @@ def test_tree_method_without_drafter_is_refused(target):
         new_trace(target, None, TreeConfig(method="talon"), DecodeConfig(), "hello")
 
 
-@pytest.mark.parametrize("spec, match", [("layers:x", "whole number"), ("layers:99", "layers:K"),
-                                         ("", "No drafter"), ("/no/such/model/dir", "no directory")])
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("layers:x", "whole number"),
+        ("layers:99", "layers:K"),
+        ("", "No drafter"),
+        ("/no/such/model/dir", "no directory"),
+    ],
+)
 def test_bad_drafter_specs_are_refused(target, spec, match):
     with pytest.raises((ConfigError, ModelLoadError), match=match):
         make_drafter(spec, target)

@@ -2,6 +2,7 @@
 CPU (``TALON_CUDA_GRAPHS=eager``): padded queries, whole-buffer attention, index writes.  What a graph
 replays is exactly this computation, so these tests check its logic; the capture itself needs a GPU
 (docs/benchmarks.md has the CUDA runs)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,8 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
-from talon.runtime import graphs
 from talon.engine.decode import run_to_end
+from talon.runtime import graphs
 from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
 from talon.runtime.kv_cache import CachedLM
 from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, random_tree
@@ -73,8 +74,10 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
     root = prefix[-1]
     for step in range(3):
         tree = random_tree(step, root, size=13)
-        outs = [cache.forward_nodes(tree, range(len(tree)), cache.committed_len, logit_rows="all")
-                for cache in (eager, padded)]
+        outs = [
+            cache.forward_nodes(tree, range(len(tree)), cache.committed_len, logit_rows="all")
+            for cache in (eager, padded)
+        ]
         torch.testing.assert_close(outs[1].hidden, outs[0].hidden, atol=2e-5, rtol=1e-5)
         assert torch.equal(outs[1].logits.argmax(-1), outs[0].logits.argmax(-1))
         path = tree.path_to(len(tree) - 1)
@@ -84,24 +87,44 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
     assert static == [(16, 11)] + [(16, 14)] * 3  # the prompt (11 rows), then the trees
 
 
-@pytest.mark.parametrize(("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")])
+@pytest.mark.parametrize(
+    ("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")]
+)
 def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
     for seed in PROMPT_SEEDS[:2]:  # the eager path's tests (test_tiny_engine.py) take all three
         drafter = HeadDrafter(head, target)
         if method == "hybrid":
             drafter = hybrid_with_lookup(drafter, target.vocab_size)
-        trace = run_to_end(target, drafter, METHODS[method], DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            target,
+            drafter,
+            METHODS[method],
+            DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == reference[seed], f"{method}/{execution} diverged on prompt {seed}"
     assert static, "the static path was not taken"
 
 
 def test_autoregressive_and_a_model_drafter_on_static_runners(target, reference, static):
     for seed in PROMPT_SEEDS:
-        assert run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS),
-                          prompt_ids=prompt_ids(seed)).output_ids == reference[seed]
-        trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=NEW_TOKENS),
-                           prompt_ids=prompt_ids(seed))
+        assert (
+            run_to_end(
+                target,
+                None,
+                TreeConfig(method="ar"),
+                DecodeConfig(max_new_tokens=NEW_TOKENS),
+                prompt_ids=prompt_ids(seed),
+            ).output_ids
+            == reference[seed]
+        )
+        trace = run_to_end(
+            target,
+            ModelDrafter(target),
+            METHODS["chain"],
+            DecodeConfig(max_new_tokens=NEW_TOKENS),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == reference[seed]
     assert {size for size, _ in static} >= {1, 8}
 
@@ -110,9 +133,13 @@ def test_sampling_on_static_runners_equals_the_autoregressive_sample(target, hea
     config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
     ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
     for execution in ("sync", "async"):
-        trace = run_to_end(target, HeadDrafter(head, target), METHODS["talon"],
-                           DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(2))
+        trace = run_to_end(
+            target,
+            HeadDrafter(head, target),
+            METHODS["talon"],
+            DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(2),
+        )
         assert trace.output_ids == ar
 
 
@@ -123,8 +150,9 @@ def test_runs_reuse_runners_and_never_see_the_last_runs_rows(head, static):
     outputs, runners = [], []
     for seed in (1, 2, 1):
         drafter = HeadDrafter(head, fresh)
-        trace = run_to_end(fresh, drafter, METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            fresh, drafter, METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(seed)
+        )
         outputs.append(trace.output_ids)
         runners.append({key: list(idle) for key, idle in fresh.runners._idle.items()})
     assert outputs[0] == outputs[2] == greedy_generate(fresh, prompt_ids(1), NEW_TOKENS)
@@ -134,6 +162,7 @@ def test_runs_reuse_runners_and_never_see_the_last_runs_rows(head, static):
 
 def test_a_run_longer_than_every_runner_stays_eager(target, monkeypatch, static):
     monkeypatch.setattr(graphs, "CAPACITIES", (64,))
-    trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=8),
-                       prompt_ids=prompt_ids(1))
+    trace = run_to_end(
+        target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=8), prompt_ids=prompt_ids(1)
+    )
     assert trace.output_ids == greedy_generate(target, prompt_ids(1), 8) and static == []

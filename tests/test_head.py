@@ -1,5 +1,6 @@
 """The EAGLE-style draft head: files and checksums, tree drafting == path-by-path drafting, the
 training-time-test masks, and a tiny end-to-end training run whose loss goes down."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,15 +9,35 @@ import json
 import pytest
 import torch
 
+from talon.drafters.head import HeadDrafter
+from talon.drafters.head_model import (
+    DRAFT_VOCAB,
+    HEAD_CONFIG,
+    HEAD_WEIGHTS,
+    SHIPPED_HEAD,
+    DraftHead,
+    HeadConfig,
+    load_head,
+)
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import encode_prompt
 from talon.engine.verify import Verifier
-from talon.drafters.head import HeadDrafter
-from talon.drafters.head_model import DRAFT_VOCAB, HEAD_CONFIG, HEAD_WEIGHTS, SHIPPED_HEAD, DraftHead, HeadConfig, load_head
 from talon.models.loaded import ModelLoadError
-from talon.training.train_head import (TOP_K, TrainArgs, _batch, answer_plan, draft_vocab, generate_sequences,
-                                       generation_batches, head_loss, main, parse_args, read_sequences,
-                                       save_atomic, ttt_mask)
+from talon.training.train_head import (
+    TOP_K,
+    TrainArgs,
+    _batch,
+    answer_plan,
+    draft_vocab,
+    generate_sequences,
+    generation_batches,
+    head_loss,
+    main,
+    parse_args,
+    read_sequences,
+    save_atomic,
+    ttt_mask,
+)
 from talon.tree import DraftTree
 
 
@@ -26,26 +47,28 @@ def test_ttt_mask_step1_is_causal():
 
 
 def test_ttt_mask_step3_sees_root_prefix_and_own_ancestors():
-    m = ttt_mask(6, 3)            # [6, 18]: blocks for steps 1, 2, 3
-    j = 5                          # a depth-2 draft whose root is at j - 2 = 3
-    assert m[j, :6].tolist() == [True, True, True, True, False, False]   # committed up to the root
+    m = ttt_mask(6, 3)  # [6, 18]: blocks for steps 1, 2, 3
+    j = 5  # a depth-2 draft whose root is at j - 2 = 3
+    assert m[j, :6].tolist() == [True, True, True, True, False, False]  # committed up to the root
     assert m[j, 6:12].tolist() == [False, False, False, False, True, False]  # depth-1 ancestor at j-1
-    assert m[j, 12:].tolist() == [False] * 5 + [True]                        # itself
+    assert m[j, 12:].tolist() == [False] * 5 + [True]  # itself
 
 
 def test_draft_vocab_takes_answers_then_prompts_then_low_ids():
-    rows = [{"split": "train", "response_ids": [9, 9, 9, 7, 7, 5], "prompt_ids": [8, 8, 6]},
-            {"split": "heldout", "response_ids": [4, 4, 4, 4], "prompt_ids": [3]}]  # held-out rows never count
-    assert draft_vocab(rows, 2, 20) == [7, 9]                  # the two most frequent answer tokens
-    assert draft_vocab(rows, 3, 20, always=[2]) == [2, 7, 9]   # EOS first
-    assert draft_vocab(rows, 5, 20) == [5, 6, 7, 8, 9]         # answers, then prompt tokens by count
-    assert draft_vocab(rows, 7, 20) == [0, 1, 5, 6, 7, 8, 9]   # then the lowest ids
-    assert draft_vocab(rows, 50, 20) == list(range(20))        # never more than the vocabulary
+    rows = [
+        {"split": "train", "response_ids": [9, 9, 9, 7, 7, 5], "prompt_ids": [8, 8, 6]},
+        {"split": "heldout", "response_ids": [4, 4, 4, 4], "prompt_ids": [3]},
+    ]  # held-out rows never count
+    assert draft_vocab(rows, 2, 20) == [7, 9]  # the two most frequent answer tokens
+    assert draft_vocab(rows, 3, 20, always=[2]) == [2, 7, 9]  # EOS first
+    assert draft_vocab(rows, 5, 20) == [5, 6, 7, 8, 9]  # answers, then prompt tokens by count
+    assert draft_vocab(rows, 7, 20) == [0, 1, 5, 6, 7, 8, 9]  # then the lowest ids
+    assert draft_vocab(rows, 50, 20) == list(range(20))  # never more than the vocabulary
 
 
 def test_answer_plan_gives_train_prompts_one_answer_per_temperature_and_held_out_one_greedy():
     assert answer_plan("train", (0.0, 0.8, 1.0)) == [(0, 0.0), (1, 0.8), (2, 1.0)]
-    assert answer_plan("heldout", (0.8, 1.0)) == [(0, 0.0)]       # held-out answers are what decoding sees
+    assert answer_plan("heldout", (0.8, 1.0)) == [(0, 0.0)]  # held-out answers are what decoding sees
     assert parse_args(["--out", "x"]).answers == (0.0,)
     assert parse_args(["--out", "x", "--answers", "0, 0.7"]).answers == (0.0, 0.7)
     for bad in ("-1", "hot", ","):
@@ -66,9 +89,9 @@ def test_a_row_cut_short_by_a_stopped_run_is_dropped_and_repaired(tmp_path):
     assert read_sequences(path) == []
     path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "resp')
     assert [r["id"] for r in read_sequences(path)] == ["a", "b"]
-    assert path.read_text().endswith('"resp')                      # reading alone leaves the file
+    assert path.read_text().endswith('"resp')  # reading alone leaves the file
     assert [r["id"] for r in read_sequences(path, repair=True)] == ["a", "b"]
-    assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'      # a resumed run appends after whole rows
+    assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'  # a resumed run appends after whole rows
 
 
 def test_atomic_save_leaves_no_partial_file(tmp_path):
@@ -155,9 +178,17 @@ def test_tiny_training_run_lowers_the_loss(target, head_config):
             ids = target.tokenizer(text)["input_ids"]
             out = target.model(torch.tensor([ids]), output_hidden_states=layers)
             logp, top = torch.log_softmax(out.logits[0].float(), -1).topk(TOP_K, -1)
-            items.append({"tokens": torch.tensor(ids, dtype=torch.int32), "category": "t", "split": "train",
-                          "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
-                          "top_ids": top.int(), "top_logp": logp.half(), "prompt_len": 2})
+            items.append(
+                {
+                    "tokens": torch.tensor(ids, dtype=torch.int32),
+                    "category": "t",
+                    "split": "train",
+                    "hidden": torch.stack([out.hidden_states[i][0] for i in layers], 1).half(),
+                    "top_ids": top.int(),
+                    "top_logp": logp.half(),
+                    "prompt_len": 2,
+                }
+            )
     head = DraftHead(head_config)
     opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
     batch = _batch(items, target.device)
@@ -203,7 +234,7 @@ def test_draft_vocab_restricts_the_heads_logits_to_its_tokens(target, random_hea
     outside = torch.ones(a.shape[-1], dtype=torch.bool)
     outside[ids] = False
     assert torch.isneginf(a[..., outside]).all()
-    (tmp_path / DRAFT_VOCAB).write_text(json.dumps({"ids": [0, 10 ** 6]}))
+    (tmp_path / DRAFT_VOCAB).write_text(json.dumps({"ids": [0, 10**6]}))
     with pytest.raises(ModelLoadError, match="outside"):
         load_head(tmp_path, target)
 
@@ -222,8 +253,23 @@ def test_eval_only_scores_a_head_on_held_out_prompts(target, random_head, tmp_pa
     random_head.save(tmp_path / "head")
     (tmp_path / "head" / DRAFT_VOCAB).write_text(json.dumps({"ids": list(range(1000))}))
     torch.manual_seed(0)
-    assert main(["--out", str(tmp_path / "eval"), "--prompts", "20", "--heldout", "0.3", "--max-new-tokens", "6",
-                 "--eval-only", str(tmp_path / "head")]) == 0
+    assert (
+        main(
+            [
+                "--out",
+                str(tmp_path / "eval"),
+                "--prompts",
+                "20",
+                "--heldout",
+                "0.3",
+                "--max-new-tokens",
+                "6",
+                "--eval-only",
+                str(tmp_path / "head"),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (tmp_path / "eval" / "sequences.jsonl").read_text().splitlines()]
     assert rows and all(r["split"] == "heldout" for r in rows)
     report = json.loads((tmp_path / "eval" / "eval_only.json").read_text())
@@ -238,6 +284,7 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
     """``--answers 1,0``: train prompts get a sampled and a greedy answer, held-out prompts one greedy
     (their answer index 0 is a train prompt's sampled one: batches must not mix the two); the same seed
     samples the same answers, and a second call (a resumed run) adds nothing."""
+
     def rows(out):
         args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=8, answers=(1.0, 0.0))
         out.mkdir()
@@ -254,7 +301,7 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
     assert all(r["temperature"] == (1.0, 0.0)[r["answer"]] for r in first if r["split"] == "train")
     greedy = {r["id"]: r["response_ids"] for r in first if r["temperature"] == 0.0}
     sampled = {r["id"]: r["response_ids"] for r in first if r["temperature"] == 1.0}
-    assert any(sampled[i] != greedy[i] for i in sampled)     # temperature 1 departs from greedy somewhere
+    assert any(sampled[i] != greedy[i] for i in sampled)  # temperature 1 departs from greedy somewhere
 
 
 @pytest.mark.engine
@@ -263,11 +310,16 @@ def test_shipped_head_agrees_with_the_target_on_an_example(target):
     (this prompt gives MAT 1.52 with the shipped head h7, 1.33 with the head before it; an untrained head
     stays at ~1.0)."""
     from talon.config import DecodeConfig, TreeConfig
-    from talon.engine.decode import run_to_end
     from talon.drafters.factory import make_drafter
+    from talon.engine.decode import run_to_end
 
-    trace = run_to_end(target, make_drafter("head", target), TreeConfig(method="talon", budget=16, topk=6),
-                       DecodeConfig(max_new_tokens=32), "Explain in two sentences why the sky is blue.")
+    trace = run_to_end(
+        target,
+        make_drafter("head", target),
+        TreeConfig(method="talon", budget=16, topk=6),
+        DecodeConfig(max_new_tokens=32),
+        "Explain in two sentences why the sky is blue.",
+    )
     assert len(trace.output_ids) / len(trace.steps) > 1.4
 
 
@@ -281,8 +333,29 @@ def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(ta
     from talon.engine.decode import run_to_end
 
     torch.manual_seed(0)
-    assert main(["--out", str(tmp_path), "--prompts", "12", "--heldout", "0.2", "--max-new-tokens", "8",
-                 "--epochs", "1", "--batch-size", "4", "--draft-vocab", "2000", "--arch", "eagle3"]) == 0
+    assert (
+        main(
+            [
+                "--out",
+                str(tmp_path),
+                "--prompts",
+                "12",
+                "--heldout",
+                "0.2",
+                "--max-new-tokens",
+                "8",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "4",
+                "--draft-vocab",
+                "2000",
+                "--arch",
+                "eagle3",
+            ]
+        )
+        == 0
+    )
     meta = json.loads((tmp_path / "head" / "config.json").read_text())
     assert meta["draft_vocab_size"] == 2000 and meta["eagle_aux_hidden_state_layer_ids"] == [2, 15, 27]
     assert meta["talon"]["training"]["arch"] == "eagle3" and "top1" in meta["talon"]["heldout_eval"]

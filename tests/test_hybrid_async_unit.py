@@ -1,4 +1,5 @@
 """Fast tier for hybrid drafting and async execution: model-free drafters, toy trees, synthetic traces."""
+
 from __future__ import annotations
 
 import copy
@@ -8,10 +9,10 @@ import pytest
 import torch
 
 from talon import metrics
-from talon.engine.builders import TalonBuilder
-from talon.engine.speculation import best_outside, likely_outcome
 from talon.drafters.hybrid import HybridDrafter
 from talon.drafters.ngram import NgramDrafter
+from talon.engine.builders import TalonBuilder
+from talon.engine.speculation import best_outside, likely_outcome
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
 from tests.toy import TableDrafter
@@ -31,21 +32,21 @@ def test_ngram_crops_its_index_back_to_the_common_prefix_exactly():
     d = NgramDrafter(VOCAB, max_ngram=3)
     d.start([1, 2, 3, 1, 2])
     before = (list(d._seq), copy.deepcopy(dict(d._index)))
-    d.begin_step([1, 2, 3, 1, 2, 4, 1, 2, 4])            # a guess drafted ahead
+    d.begin_step([1, 2, 3, 1, 2, 4, 1, 2, 4])  # a guess drafted ahead
     assert d.continuations([1, 2]) != before[1].get((1, 2))
-    d.begin_step([1, 2, 3, 1, 2])                        # the guess was wrong: back to what was committed
+    d.begin_step([1, 2, 3, 1, 2])  # the guess was wrong: back to what was committed
     assert (d._seq, dict(d._index)) == before
     fresh = NgramDrafter(VOCAB, max_ngram=3)
     fresh.start([1, 2, 3, 7, 7])
-    d.begin_step([1, 2, 3, 7, 7])                        # diverges inside the old sequence
+    d.begin_step([1, 2, 3, 7, 7])  # diverges inside the old sequence
     assert (d._seq, dict(d._index)) == (fresh._seq, dict(fresh._index))
 
 
 def test_ngram_datastore_is_used_after_the_sequence_itself():
     d = NgramDrafter.with_datastore(VOCAB, [[5, 6, 7, 8], [5, 6, 9]], max_ngram=2)
     d.start([1, 2, 1, 3])
-    assert d.continuations([0, 5, 6]) == {7: 1, 9: 1}      # only the datastore has (5, 6)
-    assert d.continuations([0, 1]) == {2: 1, 3: 1}         # the sequence's own match wins
+    assert d.continuations([0, 5, 6]) == {7: 1, 9: 1}  # only the datastore has (5, 6)
+    assert d.continuations([0, 1]) == {2: 1, 3: 1}  # the sequence's own match wins
     row = d.begin_step([1, 2, 1, 3, 5, 6]).logprobs[0]
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
 
@@ -53,8 +54,13 @@ def test_ngram_datastore_is_used_after_the_sequence_itself():
 # ---- hybrid drafter --------------------------------------------------------------------------------------
 def _verdict(tree: DraftTree, path: list[int]) -> Verdict:
     """A verdict accepting ``path`` (only what ``observe`` reads is filled in)."""
-    return Verdict(["root"] + ["accepted" if n in path else "rejected" for n in range(1, len(tree))], path, 0,
-                   [0] * len(tree), [1.0] * len(tree))
+    return Verdict(
+        ["root"] + ["accepted" if n in path else "rejected" for n in range(1, len(tree))],
+        path,
+        0,
+        [0] * len(tree),
+        [1.0] * len(tree),
+    )
 
 
 def _hybrid(model_token: int, sequence: list[int]) -> HybridDrafter:
@@ -65,7 +71,7 @@ def _hybrid(model_token: int, sequence: list[int]) -> HybridDrafter:
 
 
 def test_hybrid_mixes_the_sources_and_labels_each_node():
-    h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])   # lookup after (1, 2) proposes 3
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])  # lookup after (1, 2) proposes 3
     proposal = h.begin_step([1, 2, 3, 1, 2])
     row = proposal.logprobs[0].exp()
     w = h.retrieval_weight
@@ -77,7 +83,7 @@ def test_hybrid_mixes_the_sources_and_labels_each_node():
 
 
 def test_hybrid_without_a_lookup_match_is_the_model():
-    h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])      # nothing ever followed 9: no lookup match
+    h = _hybrid(model_token=7, sequence=[1, 2, 3, 9])  # nothing ever followed 9: no lookup match
     assert torch.allclose(h.begin_step([1, 2, 3, 9]).logprobs[0], _one_hot(7))
 
 
@@ -91,7 +97,7 @@ def test_hybrid_budget_applies_to_the_merged_tree_and_sources_are_recorded():
 
 def test_hybrid_weight_follows_running_acceptance():
     h = _hybrid(model_token=7, sequence=[1, 2, 3, 1, 2])
-    for _ in range(5):                                       # retrieval's node accepted, model's refused
+    for _ in range(5):  # retrieval's node accepted, model's refused
         tree = DraftTree.with_root(2)
         r = tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
         tree.add(0, 7, -1.0, SOURCE_MODEL)
@@ -99,7 +105,7 @@ def test_hybrid_weight_follows_running_acceptance():
     assert h.retrieval_weight > 0.8
     info = h.step_info()
     assert info["retrieval_acceptance"] > info["model_acceptance"]
-    for _ in range(20):                                      # then the other way round
+    for _ in range(20):  # then the other way round
         tree = DraftTree.with_root(2)
         tree.add(0, 3, 0.0, SOURCE_RETRIEVAL)
         m = tree.add(0, 7, -1.0, SOURCE_MODEL)
@@ -129,11 +135,11 @@ def test_likely_outcome_is_the_drafters_most_likely_path_and_bonus():
     tree = DraftTree.with_root(0)
     a = tree.add(0, 1, math.log(0.9))
     b = tree.add(a, 2, math.log(0.95))
-    tree.add(b, 3, math.log(0.2))        # b: .855 * min(.2, .8) = .171 beats the leaf: .171 * mean(.9, .95, .2)
+    tree.add(b, 3, math.log(0.2))  # b: .855 * min(.2, .8) = .171 beats the leaf: .171 * mean(.9, .95, .2)
     assert likely_outcome(tree) == [0, a, b]
     unsure = DraftTree.with_root(0)
     unsure.add(0, 1, math.log(0.2))
-    unsure.add(0, 2, math.log(0.1))      # root: min(.1, .7) = .1 beats the leaves: .2 * .2 and .1 * .2
+    unsure.add(0, 2, math.log(0.1))  # root: min(.1, .7) = .1 beats the leaves: .2 * .2 and .1 * .2
     assert likely_outcome(unsure) == [0]
 
 
@@ -144,7 +150,7 @@ def test_likely_outcome_prefers_a_confident_leaf_to_a_wide_root():
     a = tree.add(0, 1, math.log(0.4))
     for t in range(2, 11):
         tree.add(0, t, math.log(0.3 / 9))
-    b = tree.add(a, 20, math.log(0.7))   # P(stop at b) = .28 < P(stop at root) = .3, but
+    b = tree.add(a, 20, math.log(0.7))  # P(stop at b) = .28 < P(stop at root) = .3, but
     assert likely_outcome(tree) == [0, a, b]  # b: .28 * mean(.4, .7) = .154 > a: .4 * .3 > root: .3 / 9
 
 
@@ -159,17 +165,43 @@ def test_guessed_bonus_skips_tokens_the_tree_already_holds():
 def _step(index: int, draft: float, verify: float, start: float, hit=None, spec=None, wait=0.0) -> StepRecord:
     tree = DraftTree.with_root(1)
     tree.add(0, 2, -0.1)
-    return StepRecord(index=index, tree=tree, status=["root", "accepted"], accepted_path=[0, 1], bonus_token=3,
-                      target_token=[2, 3], target_prob=[1.0, 0.9], committed_ids=[2, 3], committed_text="ab",
-                      node_text=["x", "y"], target_text=["y", "z"], draft_start=start, draft_seconds=draft,
-                      verify_start=start + draft, verify_seconds=verify, drafter_forwards=1,
-                      speculate_start=None if spec is None else start + draft, speculate_seconds=spec or 0.0,
-                      speculate_hit=hit, wait_seconds=wait)
+    return StepRecord(
+        index=index,
+        tree=tree,
+        status=["root", "accepted"],
+        accepted_path=[0, 1],
+        bonus_token=3,
+        target_token=[2, 3],
+        target_prob=[1.0, 0.9],
+        committed_ids=[2, 3],
+        committed_text="ab",
+        node_text=["x", "y"],
+        target_text=["y", "z"],
+        draft_start=start,
+        draft_seconds=draft,
+        verify_start=start + draft,
+        verify_seconds=verify,
+        drafter_forwards=1,
+        speculate_start=None if spec is None else start + draft,
+        speculate_seconds=spec or 0.0,
+        speculate_hit=hit,
+        wait_seconds=wait,
+    )
 
 
 def _trace(steps, execution="sync") -> RunTrace:
-    return RunTrace(prompt="p", prompt_ids=[1], tree_config={"method": "talon"}, decode_config={}, target="t",
-                    drafter="d", device="cpu", prefill_seconds=0.5, steps=steps, execution=execution)
+    return RunTrace(
+        prompt="p",
+        prompt_ids=[1],
+        tree_config={"method": "talon"},
+        decode_config={},
+        target="t",
+        drafter="d",
+        device="cpu",
+        prefill_seconds=0.5,
+        steps=steps,
+        execution=execution,
+    )
 
 
 def test_projection_hides_drafts_behind_verification():
@@ -202,20 +234,30 @@ def test_old_traces_without_the_new_fields_still_load():
 
 def test_timeline_has_a_drafter_and_a_target_lane_per_run_and_marks_discarded_drafts():
     sync = _trace([_step(k, 0.2, 0.5, k * 0.7) for k in range(3)])
-    asyn = _trace([_step(0, 0.2, 0.5, 0.0, hit=True, spec=0.4),
-                   _step(1, 0.0, 0.5, 0.7, hit=False, spec=0.6, wait=0.1),
-                   _step(2, 0.2, 0.5, 1.3)], "async")
+    asyn = _trace(
+        [
+            _step(0, 0.2, 0.5, 0.0, hit=True, spec=0.4),
+            _step(1, 0.0, 0.5, 0.7, hit=False, spec=0.6, wait=0.1),
+            _step(2, 0.2, 0.5, 1.3),
+        ],
+        "async",
+    )
     fig = charts.timeline_chart({"sync": sync, "async": asyn})
     lanes = {y for t in fig.data for y in t.y}
     assert lanes == {"sync · drafter", "sync · target", "async · drafter", "async · target"}
     by_name = {t.name: t for t in fig.data if t.name}
     names = {t.name for t in fig.data}
-    assert {"draft", "verify", "speculative draft, kept", "speculative draft, discarded",
-            "target waits for drafter"} <= names
+    assert {
+        "draft",
+        "verify",
+        "speculative draft, kept",
+        "speculative draft, discarded",
+        "target waits for drafter",
+    } <= names
     drafted_async = [b for t in fig.data if t.name == "draft" for b, y in zip(t.base, t.y) if y == "async · drafter"]
-    assert drafted_async == [0.0, 1.3]                        # step 1's tree came from the kept speculation
+    assert drafted_async == [0.0, 1.3]  # step 1's tree came from the kept speculation
     assert by_name["verify"].orientation == "h"
-    assert charts.timeline_chart({}).layout.annotations      # empty -> a note, no error
+    assert charts.timeline_chart({}).layout.annotations  # empty -> a note, no error
 
 
 def test_async_table_and_verdict_are_plain():

@@ -12,6 +12,7 @@
 
 The checkers are plain functions so the negative controls at the bottom can show that each rule
 fails on code that breaks it."""
+
 from __future__ import annotations
 
 import ast
@@ -21,12 +22,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 UI_MODULES = ("gradio", "plotly", "spaces", "viz", "ui", "app")
-VIZ_ALLOWED_TALON = ("talon.config", "talon.tree", "talon.trace", "talon.metrics", "talon.bench.prompts",
-                     "talon.bench.suites", "talon.bench.results")
+VIZ_ALLOWED_TALON = (
+    "talon.config",
+    "talon.tree",
+    "talon.trace",
+    "talon.metrics",
+    "talon.bench.prompts",
+    "talon.bench.suites",
+    "talon.bench.results",
+)
 VIZ_FORBIDDEN = ("torch", "transformers", "gradio", "spaces", "ui", "app")
 UI_FORBIDDEN = ("torch", "transformers")
-FLOORS = {"talon.runtime": ("talon.engine", "talon.drafters"), "talon.drafters": ("talon.engine",),
-          "talon.models": ("talon.engine", "talon.drafters", "talon.runtime")}
+FLOORS = {
+    "talon.runtime": ("talon.engine", "talon.drafters"),
+    "talon.drafters": ("talon.engine",),
+    "talon.models": ("talon.engine", "talon.drafters", "talon.runtime"),
+}
 """Package -> the packages of ``talon`` it may not import (each sits above it)."""
 
 
@@ -116,7 +127,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -190,30 +201,54 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("files, needle", [
-    ({"talon/__init__.py": "", "talon/x.py": "import gradio\n"}, "talon/x.py:1 imports gradio"),
-    ({"talon/__init__.py": "", "talon/x.py": "def f():\n    from viz import charts\n"}, "imports viz"),
-    ({"viz/__init__.py": "", "viz/c.py": "import torch\n"}, "viz/c.py:1 imports torch"),
-    ({"viz/__init__.py": "", "viz/c.py": "from talon.engine.decode import run\n"}, "imports talon.engine"),
-    ({"ui/__init__.py": "", "ui/t.py": "import torch\n"}, "ui/t.py:1 imports torch"),
-    ({"talon/__init__.py": "", "talon/drafters/__init__.py": "", "talon/drafters/d.py": "from ..engine import kv_cache\n"},
-     "talon/drafters/d.py:1 imports talon.engine"),
-    ({"talon/__init__.py": "", "talon/runtime/__init__.py": "", "talon/runtime/r.py": "from ..drafters.base import Drafter\n"},
-     "talon/runtime/r.py:1 imports talon.drafters"),
-])
+@pytest.mark.parametrize(
+    "files, needle",
+    [
+        ({"talon/__init__.py": "", "talon/x.py": "import gradio\n"}, "talon/x.py:1 imports gradio"),
+        ({"talon/__init__.py": "", "talon/x.py": "def f():\n    from viz import charts\n"}, "imports viz"),
+        ({"viz/__init__.py": "", "viz/c.py": "import torch\n"}, "viz/c.py:1 imports torch"),
+        ({"viz/__init__.py": "", "viz/c.py": "from talon.engine.decode import run\n"}, "imports talon.engine"),
+        ({"ui/__init__.py": "", "ui/t.py": "import torch\n"}, "ui/t.py:1 imports torch"),
+        (
+            {
+                "talon/__init__.py": "",
+                "talon/drafters/__init__.py": "",
+                "talon/drafters/d.py": "from ..engine import kv_cache\n",
+            },
+            "talon/drafters/d.py:1 imports talon.engine",
+        ),
+        (
+            {
+                "talon/__init__.py": "",
+                "talon/runtime/__init__.py": "",
+                "talon/runtime/r.py": "from ..drafters.base import Drafter\n",
+            },
+            "talon/runtime/r.py:1 imports talon.drafters",
+        ),
+    ],
+)
 def test_rule_checker_catches_a_broken_rule(tmp_path, files, needle):
     assert any(needle in v for v in rule_violations(_write(tmp_path, files)))
 
 
 def test_cycle_finder_catches_a_cycle_through_a_relative_import(tmp_path):
-    root = _write(tmp_path, {"talon/__init__.py": "", "talon/a.py": "from .b import x\n",
-                             "talon/sub/__init__.py": "", "talon/b.py": "def f():\n    from .sub import c\n",
-                             "talon/sub/c.py": "from .. import a\n"})
+    root = _write(
+        tmp_path,
+        {
+            "talon/__init__.py": "",
+            "talon/a.py": "from .b import x\n",
+            "talon/sub/__init__.py": "",
+            "talon/b.py": "def f():\n    from .sub import c\n",
+            "talon/sub/c.py": "from .. import a\n",
+        },
+    )
     assert find_cycle(import_graph(root)) == ["talon.a", "talon.b", "talon.sub.c", "talon.a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
 def test_late_import_is_found(tmp_path):
     path = tmp_path / "m.py"
-    path.write_text('"""doc"""\nimport os\ntry:\n    import spaces\nexcept ImportError:\n    pass\nX = 1\nimport json\n')
+    path.write_text(
+        '"""doc"""\nimport os\ntry:\n    import spaces\nexcept ImportError:\n    pass\nX = 1\nimport json\n'
+    )
     assert late_imports(path) == [8]

@@ -1,5 +1,6 @@
 """Fast tier: the tree lab on the tiny random Llama: a frozen step rebuilt with other settings gives the
 tree and verdict a decode started at that context with those settings gives; the gate record; re-rolls."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,11 +17,16 @@ from talon.models.registry import ModelRegistry
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
 from tests.tiny import prompt_ids, random_head, tiny_target
 
-CONFIGS = [TreeConfig(method="talon", budget=12, topk=3, mu=0.05), TreeConfig(method="talon", budget=20, topk=2, mu=0.3),
-           TreeConfig(method="talon", budget=6, topk=4, mu=0.01), TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
-           TreeConfig(method="static", budget=9, depth=4), TreeConfig(method="chain", gamma=5),
-           TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05),
-           TreeConfig(method="talon", budget=12, topk=0, mu=0.1)]
+CONFIGS = [
+    TreeConfig(method="talon", budget=12, topk=3, mu=0.05),
+    TreeConfig(method="talon", budget=20, topk=2, mu=0.3),
+    TreeConfig(method="talon", budget=6, topk=4, mu=0.01),
+    TreeConfig(method="eagle2", budget=10, topk=3, depth=4),
+    TreeConfig(method="static", budget=9, depth=4),
+    TreeConfig(method="chain", gamma=5),
+    TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05),
+    TreeConfig(method="talon", budget=12, topk=0, mu=0.1),
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,13 @@ def run(target, registry):
 
 def first_step(target, registry, spec: str, cfg: TreeConfig, context: list[int], decode: DecodeConfig):
     """The first step of a decode started at ``context`` (as its prompt) with ``cfg``."""
-    trace = run_to_end(target, drafter_for(cfg.method, spec, target, registry), cfg,
-                       dataclasses.replace(decode, max_new_tokens=2), prompt_ids=context)
+    trace = run_to_end(
+        target,
+        drafter_for(cfg.method, spec, target, registry),
+        cfg,
+        dataclasses.replace(decode, max_new_tokens=2),
+        prompt_ids=context,
+    )
     return trace.steps[0]
 
 
@@ -70,8 +81,11 @@ def test_a_frozen_step_gives_what_a_fresh_decode_gives_for_every_setting(target,
         got = lab.explore(cfg)
         want = first_step(target, registry, spec, cfg, context, DecodeConfig())
         assert (got.tree.token, got.tree.parent) == (want.tree.token, want.tree.parent), cfg
-        assert (got.status, got.accepted_path, got.bonus_token) == \
-            (want.status, want.accepted_path, want.bonus_token), cfg
+        assert (got.status, got.accepted_path, got.bonus_token) == (
+            want.status,
+            want.accepted_path,
+            want.bonus_token,
+        ), cfg
         assert got.drafter_forwards == want.drafter_forwards == len(got.call_widths)
 
 
@@ -79,8 +93,11 @@ def test_the_run_itself_is_reproduced_at_its_own_settings(target, registry, run)
     for k in (0, 3, len(run.steps) - 1):
         got = FrozenStep(target, registry, "layers:1", step_context(run, k)).explore(CONFIGS[0])
         step = run.steps[k]
-        assert (got.tree.token, got.accepted_tokens, got.bonus_token) == \
-            (step.tree.token, step.accepted_tokens, step.bonus_token)
+        assert (got.tree.token, got.accepted_tokens, got.bonus_token) == (
+            step.tree.token,
+            step.accepted_tokens,
+            step.bonus_token,
+        )
 
 
 def test_the_head_drafter_in_the_lab(target, registry):
@@ -118,10 +135,10 @@ def test_every_method_and_the_sweeps(target, registry, run):
     assert [r["nodes"] for r in budget] == [4, 8, 16, 24]
     roots = lab.sweep(CONFIGS[0], "topk", [0, 1, 6])
     assert [r["nodes"] for r in roots] == [12, 12, 12] and roots[2]["widest"] >= 6
-    for k in (1, 6):   # a Top-K root: exactly K children, no gate line at the root
+    for k in (1, 6):  # a Top-K root: exactly K children, no gate line at the root
         tree = lab.explore(dataclasses.replace(CONFIGS[0], topk=k))
         assert len(tree.tree.children(0)) == k and tree.gate[0].threshold is None
-    gated = lab.explore(dataclasses.replace(CONFIGS[0], topk=0))   # K=0: the gate's verdicts make the root layer
+    gated = lab.explore(dataclasses.replace(CONFIGS[0], topk=0))  # K=0: the gate's verdicts make the root layer
     admitted = [t for t, s in zip(gated.gate[0].tokens, gated.gate[0].status) if s == ADMITTED]
     assert gated.gate[0].threshold is not None
     assert sorted(admitted) == sorted(gated.tree.token[c] for c in gated.tree.children(0))
@@ -196,7 +213,8 @@ def test_overlapping_changes_at_one_frozen_step_each_get_their_own_tree(target, 
 
 def test_confident_depth_counts_drafts_until_the_cumulative_probability_drops():
     from ui.lab_speed import confident_depth
-    assert confident_depth([0.9, 0.9, 0.5, 0.9], 0.5) == 3   # 0.9, 0.81 pass; 0.405 < 0.5
+
+    assert confident_depth([0.9, 0.9, 0.5, 0.9], 0.5) == 3  # 0.9, 0.81 pass; 0.405 < 0.5
     assert confident_depth([0.4], 0.5) == 1
     assert confident_depth([1.0] * 5, 0.5) == 6
     assert confident_depth([], 0.1) == 1

@@ -1,5 +1,6 @@
 """Model loading: the safetensors cache (detect and rebuild a bad one), loading from a local
 directory, the offline Hub error, tokenizer checks, the truncated self-drafter."""
+
 from __future__ import annotations
 
 import copy
@@ -25,7 +26,7 @@ def tiny_cache(tmp_path):
 
 def test_float32_is_the_default_dtype_everywhere(monkeypatch):
     monkeypatch.delenv("TALON_DTYPE", raising=False)
-    assert pick_device()[1] == torch.float32   # also on a GPU: exact greedy equality needs it
+    assert pick_device()[1] == torch.float32  # also on a GPU: exact greedy equality needs it
     monkeypatch.setenv("TALON_DTYPE", "bfloat16")
     assert pick_device()[1] == torch.bfloat16
     monkeypatch.setenv("TALON_DTYPE", "fp8")

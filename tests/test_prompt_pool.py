@@ -1,5 +1,6 @@
 """talon.training.prompt_pool: determinism, size, category shares, uniqueness, limits, and the benchmark guard
 (which must pass on the pool and fail once a benchmark prompt is slipped in). Fast: no model."""
+
 from __future__ import annotations
 
 import json
@@ -80,11 +81,20 @@ def test_guard_fails_on_an_inserted_assets_prompt(pool, benchmarks):
         pp.is_disjoint_from_benchmarks(pool[:700] + [bad] + pool[700:], benchmarks=benchmarks)
     assert err.value.item is bad
     # Embedded in a longer prompt and re-cased, it is still caught (by a shared 10-gram).
-    long_asset = max((json.loads(line)["prompt"] for line in
-                      pp.ASSETS_PROMPTS.read_text(encoding="utf-8").splitlines() if line.strip()), key=len)
+    long_asset = max(
+        (
+            json.loads(line)["prompt"]
+            for line in pp.ASSETS_PROMPTS.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ),
+        key=len,
+    )
     words = long_asset.split()
-    hidden = {"id": "planted-2", "category": "summarise",
-              "prompt": "Please help.\n\n" + " ".join(words[5:17]).upper() + " and so on."}
+    hidden = {
+        "id": "planted-2",
+        "category": "summarise",
+        "prompt": "Please help.\n\n" + " ".join(words[5:17]).upper() + " and so on.",
+    }
     with pytest.raises(pp.BenchmarkOverlapError):
         pp.is_disjoint_from_benchmarks(pool[:10] + [hidden], benchmarks=benchmarks)
 

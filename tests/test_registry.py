@@ -1,5 +1,6 @@
 """Fast tier: the model registry (one lock per entry) and heads cached by the target's weights, on tiny
 models saved to temporary directories."""
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """A bad environment variable never breaks ``import app``: the page says what to fix (fast tier)."""
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,14 @@ from ui.shared import read_examples, setup_problem
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("name, value, words", [
-    ("TALON_DTYPE", "fp8", "choose one of float32"),
-    ("TALON_CPU_LINEAR", "mkl", "choose one of onednn, plain"),
-    ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
-])
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("TALON_DTYPE", "fp8", "choose one of float32"),
+        ("TALON_CPU_LINEAR", "mkl", "choose one of onednn, plain"),
+        ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
+    ],
+)
 def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, words):
     monkeypatch.setenv(name, value)
     problem = setup_problem()
@@ -39,8 +43,14 @@ def test_good_settings_give_no_problem(monkeypatch):
 
 def test_import_app_with_a_bad_dtype_shows_the_problem_on_the_page():
     env = {**os.environ, "TALON_DTYPE": "fp8"}
-    out = subprocess.run([sys.executable, "-c", "import app\nfrom ui.shared import model_status\n"
-                          "print(model_status()[0])"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "import app\nfrom ui.shared import model_status\nprint(model_status()[0])"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "settings need fixing" in out.stdout and "TALON_DTYPE" in out.stdout
 

@@ -9,6 +9,7 @@ A twin computes exactly what the EAGLE-layout head computes and drafts the same 
 method with one is greedy-lossless; the exporter's speculators output reads, by vLLM's rules, as the
 head it is; directories in other formats are refused with a message that says what is read here.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,17 @@ from talon.models.loaded import ModelLoadError
 from talon.models.presets import PRESETS
 from talon.models.registry import ModelRegistry
 from talon.tree import DraftTree
-from tests.test_eagle3 import (DRAFT_IDS, LAYERS, NEW_TOKENS, TALON, VOCAB, WIDTH, eagle_reference_embedding,
-                               write_eagle_layout, write_specforge_layout)
+from tests.test_eagle3 import (
+    DRAFT_IDS,
+    LAYERS,
+    NEW_TOKENS,
+    TALON,
+    VOCAB,
+    WIDTH,
+    eagle_reference_embedding,
+    write_eagle_layout,
+    write_specforge_layout,
+)
 from tests.tiny import greedy_generate, prompt_ids, start_at, tiny_target
 
 WRITERS = {"eagle": write_eagle_layout, "specforge": write_specforge_layout}
@@ -63,16 +73,29 @@ def speculators_config(eagle_meta: dict, layer_ids: list[int] | None, **top) -> 
     own = ("architectures", "draft_vocab_size", "target_hidden_size", "eagle_config", "torch_dtype")
     defaults = LlamaConfig().to_dict()
     layer = {k: v for k, v in eagle_meta.items() if k not in own and (k == "model_type" or defaults.get(k) != v)}
-    return {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
-            "transformer_layer_config": layer, "draft_vocab_size": eagle_meta["draft_vocab_size"],
-            "target_hidden_size": eagle_meta.get("target_hidden_size"), "eagle_aux_hidden_state_layer_ids": layer_ids,
-            "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False,
-            "embed_requires_grad": False,
-            "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
-                                   "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3,
-                                                         "verifier_accept_k": 1, "accept_tolerance": 0.0}],
-                                   "verifier": {"name_or_path": "tiny-llama", "architectures": ["LlamaForCausalLM"]}},
-            **top}
+    return {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "speculators_version": "0.9.0",
+        "transformer_layer_config": layer,
+        "draft_vocab_size": eagle_meta["draft_vocab_size"],
+        "target_hidden_size": eagle_meta.get("target_hidden_size"),
+        "eagle_aux_hidden_state_layer_ids": layer_ids,
+        "norm_before_residual": False,
+        "norm_before_fc": False,
+        "fc_norm": False,
+        "norm_output": False,
+        "embed_requires_grad": False,
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "default_proposal_method": "greedy",
+            "proposal_methods": [
+                {"proposal_type": "greedy", "speculative_tokens": 3, "verifier_accept_k": 1, "accept_tolerance": 0.0}
+            ],
+            "verifier": {"name_or_path": "tiny-llama", "architectures": ["LlamaForCausalLM"]},
+        },
+        **top,
+    }
 
 
 def write_speculators_twin(eagle_dir, directory, **top) -> None:
@@ -82,8 +105,10 @@ def write_speculators_twin(eagle_dir, directory, **top) -> None:
     overrides top-level config keys."""
     directory.mkdir(parents=True, exist_ok=True)
     meta = json.loads((eagle_dir / "config.json").read_text())
-    weights = {("layers.0." + k.removeprefix("midlayer.") if k.startswith("midlayer.") else k): v.contiguous()
-               for k, v in eagle_weights(eagle_dir).items()}
+    weights = {
+        ("layers.0." + k.removeprefix("midlayer.") if k.startswith("midlayer.") else k): v.contiguous()
+        for k, v in eagle_weights(eagle_dir).items()
+    }
     nested = (meta.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     config = speculators_config(meta, [i + 1 for i in nested] if nested else None, **top)
     save_file(weights, directory / "model.safetensors")
@@ -131,11 +156,17 @@ def test_a_speculators_head_computes_what_its_eagle_layout_twin_computes(target,
     assert talon_trees(head, target) == talon_trees(twin, target)
 
 
-@pytest.mark.parametrize(("method", "layout"), [(TALON, "eagle"), (TALON, "specforge"),
-                                                (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "specforge"),
-                                                (TreeConfig(method="static", budget=10, depth=4), "eagle"),
-                                                (TreeConfig(method="chain", gamma=4), "specforge")],
-                         ids=["talon-eagle", "talon-specforge", "eagle2-specforge", "static-eagle", "chain-specforge"])
+@pytest.mark.parametrize(
+    ("method", "layout"),
+    [
+        (TALON, "eagle"),
+        (TALON, "specforge"),
+        (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "specforge"),
+        (TreeConfig(method="static", budget=10, depth=4), "eagle"),
+        (TreeConfig(method="chain", gamma=4), "specforge"),
+    ],
+    ids=["talon-eagle", "talon-specforge", "eagle2-specforge", "static-eagle", "chain-specforge"],
+)
 def test_every_tree_method_with_a_speculators_head_is_greedy_lossless(target, greedy, tmp_path, method, layout):
     """Through the factory's ``eagle3:DIR`` spec, sync on one prompt and async on another."""
     WRITERS[layout](tmp_path / "eagle")
@@ -143,8 +174,13 @@ def test_every_tree_method_with_a_speculators_head_is_greedy_lossless(target, gr
     registry = ModelRegistry()
     for seed, execution in ((1, "sync"), (2, "async")):
         drafter = make_drafter(f"eagle3:{tmp_path / 'spec'}", target, registry)
-        trace = run_to_end(target, drafter, method, DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            target,
+            drafter,
+            method,
+            DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == greedy[seed], f"{seed} {execution}"
 
 
@@ -182,14 +218,23 @@ def test_the_speculators_export_reads_in_vllm_as_the_head_and_drafts_the_same_tr
     head.restrict_vocab(DRAFT_IDS)
     head.eval().requires_grad_(False)
     save_eagle3(head, tmp_path / "eagle", target, dtype=torch.float32)
-    save_eagle3(head, tmp_path / "spec", target, dtype=torch.float32, layout="speculators",
-                verifier="someone/tiny-llama", speculative_tokens=5)
+    save_eagle3(
+        head,
+        tmp_path / "spec",
+        target,
+        dtype=torch.float32,
+        layout="speculators",
+        verifier="someone/tiny-llama",
+        speculative_tokens=5,
+    )
     config = json.loads((tmp_path / "spec" / "config.json").read_text())
     weights = load_file(tmp_path / "spec" / "model.safetensors")
     view = vllm_view(config)
     assert not any(view[f] for f in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"))
-    assert config["speculators_config"]["verifier"] == {"name_or_path": "someone/tiny-llama",
-                                                        "architectures": ["LlamaForCausalLM"]}
+    assert config["speculators_config"]["verifier"] == {
+        "name_or_path": "someone/tiny-llama",
+        "architectures": ["LlamaForCausalLM"],
+    }
     assert view["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
     assert weights["fc.weight"].shape == (view["hidden_size"], 3 * view.get("target_hidden_size", view["hidden_size"]))
     assert view["vocab_size"] == VOCAB and view["num_hidden_layers"] == 1 and view["hidden_size"] == WIDTH
@@ -197,15 +242,16 @@ def test_the_speculators_export_reads_in_vllm_as_the_head_and_drafts_the_same_tr
     assert weights["d2t"].shape == (len(DRAFT_IDS),) and int(weights["t2d"].sum()) == len(DRAFT_IDS)
     assert "embed_tokens.weight" not in weights and not any(k.startswith("midlayer.") for k in weights)
     eagle_layer = [k for k in load_file(tmp_path / "eagle" / "model.safetensors") if k.startswith("midlayer.")]
-    assert {k for k in weights if k.startswith("layers.")} == {"layers.0." + k.removeprefix("midlayer.")
-                                                               for k in eagle_layer}
+    assert {k for k in weights if k.startswith("layers.")} == {
+        "layers.0." + k.removeprefix("midlayer.") for k in eagle_layer
+    }
     spec = load_eagle3(tmp_path / "spec", target, dtype=torch.float32)
     twin = load_eagle3(tmp_path / "eagle", target, dtype=torch.float32)
     ids = prompt_ids(4)
     for got, want in zip(root_and_child(spec, target, ids), root_and_child(twin, target, ids), strict=True):
         assert torch.equal(got, want)
     assert talon_trees(spec, target) == talon_trees(twin, target)
-    with pytest.raises(ModelLoadError, match="exported for"):           # the checksum travels in the talon block
+    with pytest.raises(ModelLoadError, match="exported for"):  # the checksum travels in the talon block
         load_eagle3(tmp_path / "spec", tiny_target(seed=1, layers=LAYERS))
 
 
@@ -236,15 +282,29 @@ def test_a_layer_config_written_as_a_diff_takes_llamas_defaults():
     """speculators writes ``transformer_layer_config`` with ``to_diff_dict``: a Llama-3.1-8B head omits
     ``hidden_size`` 4096 and ``num_attention_heads`` 32 (LlamaConfig's defaults), which the reader
     fills in as speculators and vLLM do; an absent ``draft_vocab_size`` is the rows of ``lm_head``."""
-    layer = {"model_type": "llama", "num_hidden_layers": 1, "num_key_value_heads": 8, "intermediate_size": 14336,
-             "vocab_size": 128256, "rope_theta": 500000.0, "max_position_embeddings": 131072}
+    layer = {
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "rope_theta": 500000.0,
+        "max_position_embeddings": 131072,
+    }
     config = {"speculators_model_type": "eagle3", "transformer_layer_config": layer, "target_hidden_size": None}
-    view, weights = from_speculators(config, {"lm_head.weight": torch.zeros(32000, 1), "layers.0.x": torch.zeros(1),
-                                              "verifier_lm_head.weight": torch.zeros(1)}, "here")
+    view, weights = from_speculators(
+        config,
+        {
+            "lm_head.weight": torch.zeros(32000, 1),
+            "layers.0.x": torch.zeros(1),
+            "verifier_lm_head.weight": torch.zeros(1),
+        },
+        "here",
+    )
     assert (view["hidden_size"], view["num_attention_heads"], view["rms_norm_eps"]) == (4096, 32, 1e-6)
     assert view["vocab_size"] == 128256 and view["draft_vocab_size"] == 32000 and "target_hidden_size" not in view
     assert view["rope_parameters"]["rope_theta"] == 500000.0
-    assert sorted(weights) == ["lm_head.weight", "midlayer.x"]          # the training-only copy is dropped
+    assert sorted(weights) == ["lm_head.weight", "midlayer.x"]  # the training-only copy is dropped
 
 
 def refused(directory, match: str, target) -> str:
@@ -258,9 +318,11 @@ def test_speculators_heads_of_another_network_are_refused(target, tmp_path):
     """Other speculators algorithms, Qwen3 layers (q/k norms), several layers and the variant flags
     are named, not drafted with the wrong network."""
     write_eagle_layout(tmp_path / "eagle")
-    cases = {"dflash": ({"speculators_model_type": "dflash"}, "speculators 'dflash' model"),
-             "residual": ({"norm_before_residual": True}, "norm_before_residual: true"),
-             "fc": ({"norm_before_fc": True}, "norm_before_fc: true")}
+    cases = {
+        "dflash": ({"speculators_model_type": "dflash"}, "speculators 'dflash' model"),
+        "residual": ({"norm_before_residual": True}, "norm_before_residual: true"),
+        "fc": ({"norm_before_fc": True}, "norm_before_fc: true"),
+    }
     for name, (top, match) in cases.items():
         write_speculators_twin(tmp_path / "eagle", tmp_path / name, **top)
         refused(tmp_path / name, match, target)
@@ -280,14 +342,23 @@ def test_a_directory_in_no_format_read_here_says_which_formats_are_read_and_what
     holds (its files, what its config says it is, its first weight names)."""
     target.model.save_pretrained(tmp_path / "llama")
     message = refused(tmp_path / "llama", "no fc.weight", target)
-    for said in ("Read here:", "speculators_model_type 'eagle3'", "head:DIR_OR_HUB_ID",
-                 "architectures ['LlamaForCausalLM']", "model_type 'llama'", "lm_head.weight"):
+    for said in (
+        "Read here:",
+        "speculators_model_type 'eagle3'",
+        "head:DIR_OR_HUB_ID",
+        "architectures ['LlamaForCausalLM']",
+        "model_type 'llama'",
+        "lm_head.weight",
+    ):
         assert said in message, said
     sharded = tmp_path / "sharded"
     sharded.mkdir()
     (sharded / "config.json").write_text((tmp_path / "llama" / "config.json").read_text())
-    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                 "model.safetensors.index.json"):
+    for name in (
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+    ):
         (sharded / name).write_text("{}")
     message = refused(sharded, "neither model.safetensors nor pytorch_model.bin", target)
     assert "model.safetensors.index.json" in message and "Read here:" in message
@@ -300,6 +371,8 @@ def test_presets_offer_the_public_speculators_heads_of_listed_targets():
     """RedHatAI publishes speculators-format EAGLE-3 heads for two of the listed targets (vLLM's own
     integration test pairs them so); their presets name that format."""
     speculators = {p.target: p.head for p in PRESETS if p.head_format == "speculators"}
-    assert speculators == {"Qwen/Qwen3-8B": "RedHatAI/Qwen3-8B-speculator.eagle3",
-                           "meta-llama/Llama-3.1-8B-Instruct": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"}
+    assert speculators == {
+        "Qwen/Qwen3-8B": "RedHatAI/Qwen3-8B-speculator.eagle3",
+        "meta-llama/Llama-3.1-8B-Instruct": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
+    }
     assert {p.target for p in PRESETS} >= set(speculators)

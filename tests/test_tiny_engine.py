@@ -1,6 +1,7 @@
 """Fast tier: the engine on a tiny random Llama (``tests/tiny.py``, built in memory): the tree KV cache,
 the tree attention mask (through the logits it produces), the verifier, and the sync and async decoding
 loops with every method and drafter, against transformers' own ``generate``."""
+
 from __future__ import annotations
 
 import copy
@@ -16,10 +17,10 @@ from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import fill_texts, run_to_end
-from talon.runtime.kv_cache import CachedLM, check_full_attention, tree_rows_mask
 from talon.engine.verify import Verifier, greedy_accept
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
+from talon.runtime.kv_cache import CachedLM, check_full_attention, tree_rows_mask
 from talon.tree import DraftTree
 from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
 
@@ -152,8 +153,12 @@ def test_verifier_greedy_verdict_matches_path_by_path_logits(target):
         verifier.prefill(ids)
         verdict = verifier.verify(tree, 0.0)
         expected = greedy_accept(tree, path_logits(target, ids[:-1], tree))
-    assert (verdict.status, verdict.accepted_path, verdict.bonus_token, verdict.target_token) == \
-        (expected.status, expected.accepted_path, expected.bonus_token, expected.target_token)
+    assert (verdict.status, verdict.accepted_path, verdict.bonus_token, verdict.target_token) == (
+        expected.status,
+        expected.accepted_path,
+        expected.bonus_token,
+        expected.target_token,
+    )
     assert verdict.target_prob == pytest.approx(expected.target_prob, rel=1e-4, abs=1e-6)
 
 
@@ -167,8 +172,13 @@ def test_greedy_output_equals_generate(target, registry, head, reference, method
     accepted = 0
     for seed in PROMPT_SEEDS:
         drafter = drafter_of(drafter_kind, method, target, registry, head)
-        trace = run_to_end(target, drafter, METHODS[method], DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            target,
+            drafter,
+            METHODS[method],
+            DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == reference[seed], f"{method}/{drafter_kind}/{execution} diverged on prompt {seed}"
         assert trace.execution == execution
         accepted += sum(s.accepted_tokens for s in trace.steps)
@@ -178,8 +188,9 @@ def test_greedy_output_equals_generate(target, registry, head, reference, method
 
 def test_autoregressive_equals_generate(target, reference):
     for seed in PROMPT_SEEDS:
-        trace = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(seed)
+        )
         assert trace.output_ids == reference[seed]
         assert all(len(s.tree) == 1 for s in trace.steps)
 
@@ -187,8 +198,13 @@ def test_autoregressive_equals_generate(target, reference):
 def test_self_drafting_accepts_whole_chains(target, reference):
     """The target as its own drafter: every chain draft is the target's greedy token, so each step
     commits gamma drafts + the bonus (until the end)."""
-    trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=NEW_TOKENS),
-                       prompt_ids=prompt_ids(1))
+    trace = run_to_end(
+        target,
+        ModelDrafter(target),
+        METHODS["chain"],
+        DecodeConfig(max_new_tokens=NEW_TOKENS),
+        prompt_ids=prompt_ids(1),
+    )
     assert trace.output_ids == reference[1]
     assert all(s.accepted_tokens == 4 for s in trace.steps[:-1])
 
@@ -206,14 +222,20 @@ def test_eos_ends_the_run_like_generate(target):
     assert eos in stopping.eos_token_ids and len(expected) <= 10
     for method in ("ar", "talon", "chain"):
         drafter = None if method == "ar" else ModelDrafter(stopping)
-        trace = run_to_end(stopping, drafter, TreeConfig(method=method, budget=8, topk=2, gamma=3),
-                           DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(1))
+        trace = run_to_end(
+            stopping,
+            drafter,
+            TreeConfig(method=method, budget=8, topk=2, gamma=3),
+            DecodeConfig(max_new_tokens=NEW_TOKENS),
+            prompt_ids=prompt_ids(1),
+        )
         assert trace.output_ids == expected and trace.stop_reason == "eos"
 
 
 def test_max_new_tokens_cuts_the_last_step(target, reference):
-    trace = run_to_end(target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=7),
-                       prompt_ids=prompt_ids(1))
+    trace = run_to_end(
+        target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=7), prompt_ids=prompt_ids(1)
+    )
     assert trace.output_ids == reference[1][:7] and trace.stop_reason == "max_new_tokens"
 
 
@@ -222,9 +244,13 @@ def test_sampling_async_equals_sync_for_a_model_drafter(target, registry):
     sampler's random numbers are used the same way: async gives the synchronous sample."""
     outs = []
     for execution in ("sync", "async"):
-        trace = run_to_end(target, make_drafter("layers:1", target, registry), METHODS["talon"],
-                           DecodeConfig(temperature=1.0, seed=3, max_new_tokens=NEW_TOKENS, execution=execution),
-                           prompt_ids=prompt_ids(2))
+        trace = run_to_end(
+            target,
+            make_drafter("layers:1", target, registry),
+            METHODS["talon"],
+            DecodeConfig(temperature=1.0, seed=3, max_new_tokens=NEW_TOKENS, execution=execution),
+            prompt_ids=prompt_ids(2),
+        )
         outs.append(trace.output_ids)
     assert outs[0] == outs[1]
 
@@ -293,7 +319,7 @@ def test_the_cache_is_written_in_place_and_commit_moves_only_the_path(target):
         start = cached.committed_len
         cached.commit_nodes(path)
     assert torch.equal(buffer[:, :, :, :start], committed)
-    assert torch.equal(buffer[:, :, :, start:start + len(path)], moved)
+    assert torch.equal(buffer[:, :, :, start : start + len(path)], moved)
     assert cached.committed_len == cached.cache_len == start + len(path)
 
 
@@ -326,8 +352,13 @@ def test_prefill_computes_no_logits(target):
     assert rows == []
 
 
-@pytest.mark.parametrize("config, word", [({"sliding_window": 16, "use_sliding_window": True}, "sliding window"),
-                                          ({"layer_types": ["full_attention", "linear_attention"]}, "linear_attention")])
+@pytest.mark.parametrize(
+    "config, word",
+    [
+        ({"sliding_window": 16, "use_sliding_window": True}, "sliding window"),
+        ({"layer_types": ["full_attention", "linear_attention"]}, "linear_attention"),
+    ],
+)
 def test_targets_without_full_attention_are_refused(config, word):
     cfg = tiny_config()
     for k, v in config.items():
@@ -344,26 +375,39 @@ def test_sampling_gives_the_autoregressive_sample_for_every_method(target, regis
     method, sync or async, emits exactly what autoregressive sampling with the same seed emits."""
     config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
     ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
-    other = run_to_end(target, None, TreeConfig(method="ar"), dataclasses.replace(config, seed=6),
-                       prompt_ids=prompt_ids(2)).output_ids
+    other = run_to_end(
+        target, None, TreeConfig(method="ar"), dataclasses.replace(config, seed=6), prompt_ids=prompt_ids(2)
+    ).output_ids
     greedy = greedy_generate(target, prompt_ids(2), NEW_TOKENS)
     assert ar != other and ar != greedy
     for method in METHODS:
         if method == "hybrid" and drafter_kind == "ngram":
             continue
         for execution in ("sync", "async"):
-            trace = run_to_end(target, drafter_of(drafter_kind, method, target, registry, head), METHODS[method],
-                               dataclasses.replace(config, execution=execution), prompt_ids=prompt_ids(2))
+            trace = run_to_end(
+                target,
+                drafter_of(drafter_kind, method, target, registry, head),
+                METHODS[method],
+                dataclasses.replace(config, execution=execution),
+                prompt_ids=prompt_ids(2),
+            )
             assert trace.output_ids == ar, f"{method}/{drafter_kind}/{execution}"
 
 
 def test_phases_add_up_to_the_runs_wall_clock(target, head):
     t0 = time.perf_counter()
-    trace = run_to_end(target, HeadDrafter(head, target), METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
-                       prompt_ids=prompt_ids(3), texts=False)
+    trace = run_to_end(
+        target,
+        HeadDrafter(head, target),
+        METHODS["talon"],
+        DecodeConfig(max_new_tokens=NEW_TOKENS),
+        prompt_ids=prompt_ids(3),
+        texts=False,
+    )
     wall = time.perf_counter() - t0
-    phases = trace.prefill_seconds + sum(s.draft_seconds + s.verify_seconds + s.bookkeeping_seconds
-                                         for s in trace.steps)
+    phases = trace.prefill_seconds + sum(
+        s.draft_seconds + s.verify_seconds + s.bookkeeping_seconds for s in trace.steps
+    )
     assert trace.seconds == pytest.approx(phases)
     assert wall - 0.05 < trace.seconds <= wall
     assert all(s.bookkeeping_seconds > 0 and s.root_top1 is not None for s in trace.steps)
@@ -377,12 +421,17 @@ def test_packed_cpu_linears_keep_greedy_output_equal_to_generate():
     """The oneDNN-packed linear layers (the CPU default for loaded models) on a copy of the tiny target:
     the decoding loop and ``generate()`` both run the packed model, and agree."""
     packed = tiny_target()
-    assert pack_linears(packed.model) == 2 * 7 + 1          # q, k, v, o, gate, up, down per layer + LM head
+    assert pack_linears(packed.model) == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer + LM head
     assert isinstance(packed.model.get_output_embeddings(), PackedLinear)
     for seed in PROMPT_SEEDS:
         expected = greedy_generate(packed, prompt_ids(seed), NEW_TOKENS)
-        trace = run_to_end(packed, ModelDrafter(packed), METHODS["talon"], DecodeConfig(max_new_tokens=NEW_TOKENS),
-                           prompt_ids=prompt_ids(seed))
+        trace = run_to_end(
+            packed,
+            ModelDrafter(packed),
+            METHODS["talon"],
+            DecodeConfig(max_new_tokens=NEW_TOKENS),
+            prompt_ids=prompt_ids(seed),
+        )
         assert trace.output_ids == expected
 
 

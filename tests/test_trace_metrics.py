@@ -1,4 +1,5 @@
 """Traces (JSON round trip, built by hand: no model), metric definitions, and configuration validation."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,21 @@ import math
 import pytest
 import torch
 
-from talon.engine.builders import TalonBuilder
 from talon.config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
-from talon.metrics import (acceptance_by_depth, delta, draft_share, mat, speedup, summarize, trace_json,
-                           tokens_per_second)
-from talon.trace import TRACE_FORMAT, RunTrace, StepRecord
-from talon.tree import DraftTree
+from talon.engine.builders import TalonBuilder
 from talon.engine.verify import greedy_accept
-from talon.tree import NO_TOKEN
+from talon.metrics import (
+    acceptance_by_depth,
+    delta,
+    draft_share,
+    mat,
+    speedup,
+    summarize,
+    tokens_per_second,
+    trace_json,
+)
+from talon.trace import TRACE_FORMAT, RunTrace, StepRecord
+from talon.tree import NO_TOKEN, DraftTree
 from tests.toy import TableDrafter, random_fn
 
 
@@ -25,8 +33,16 @@ def logits_with_argmax(argmax: list[int], vocab: int = 12) -> torch.Tensor:
     return logits
 
 
-def make_step(index: int, tree: DraftTree, argmax: list[int], forwards: int, start: float,
-              draft_s: float, verify_s: float, cut: int | None = None) -> StepRecord:
+def make_step(
+    index: int,
+    tree: DraftTree,
+    argmax: list[int],
+    forwards: int,
+    start: float,
+    draft_s: float,
+    verify_s: float,
+    cut: int | None = None,
+) -> StepRecord:
     """A StepRecord as the decode loop would write it, from a greedy verdict on fake target logits.
     ``cut`` truncates the committed tokens (as EOS / max-new-tokens do)."""
     v = greedy_accept(tree, logits_with_argmax(argmax))
@@ -35,12 +51,23 @@ def make_step(index: int, tree: DraftTree, argmax: list[int], forwards: int, sta
         committed = committed[:cut]
     words = {t: w for t, w in enumerate(["the", " é", " 日本", "\n", " ✓", " a", " b", " c", " d", " e", " f", " g"])}
     return StepRecord(
-        index=index, tree=tree, status=v.status, accepted_path=v.accepted_path, bonus_token=v.bonus_token,
-        target_token=v.target_token, target_prob=v.target_prob, committed_ids=committed,
-        committed_text="".join(words[t] for t in committed), node_text=[words[t] for t in tree.token],
+        index=index,
+        tree=tree,
+        status=v.status,
+        accepted_path=v.accepted_path,
+        bonus_token=v.bonus_token,
+        target_token=v.target_token,
+        target_prob=v.target_prob,
+        committed_ids=committed,
+        committed_text="".join(words[t] for t in committed),
+        node_text=[words[t] for t in tree.token],
         target_text=[words[t] if t != NO_TOKEN else "" for t in v.target_token],
-        draft_start=start, draft_seconds=draft_s, verify_start=start + draft_s, verify_seconds=verify_s,
-        drafter_forwards=forwards)
+        draft_start=start,
+        draft_seconds=draft_s,
+        verify_start=start + draft_s,
+        verify_seconds=verify_s,
+        drafter_forwards=forwards,
+    )
 
 
 def chain(root: int, tokens: list[int]) -> DraftTree:
@@ -68,10 +95,18 @@ def hand_steps() -> list[StepRecord]:
 
 def hand_trace(steps: list[StepRecord] | None = None) -> RunTrace:
     cfg = TreeConfig(method="talon", budget=8, topk=2, mu=0.1)
-    return RunTrace(prompt="Hi ✓ — 日本", prompt_ids=[11, 4, 0], tree_config=dict(vars(cfg)),
-                    decode_config=dict(vars(DecodeConfig(temperature=0.0, seed=3, max_new_tokens=20))),
-                    target="toy-target", drafter="table", device="cpu", prefill_seconds=0.5,
-                    steps=hand_steps() if steps is None else steps, stop_reason="max_new_tokens")
+    return RunTrace(
+        prompt="Hi ✓ — 日本",
+        prompt_ids=[11, 4, 0],
+        tree_config=dict(vars(cfg)),
+        decode_config=dict(vars(DecodeConfig(temperature=0.0, seed=3, max_new_tokens=20))),
+        target="toy-target",
+        drafter="table",
+        device="cpu",
+        prefill_seconds=0.5,
+        steps=hand_steps() if steps is None else steps,
+        stop_reason="max_new_tokens",
+    )
 
 
 # ---- trace round trip -----------------------------------------------------------------------------------
@@ -96,7 +131,7 @@ def test_trace_json_round_trip_with_builder_tree() -> None:
         back = RunTrace.from_json(text)
         assert back == trace
         assert back.steps[3].tree == tree
-        assert back.output_text == trace.output_text and "日本" in text   # ensure_ascii=False
+        assert back.output_text == trace.output_text and "日本" in text  # ensure_ascii=False
     d = json.loads(trace.to_json())
     assert d["format"] == TRACE_FORMAT
     assert d["output_text"] == trace.output_text
@@ -119,16 +154,19 @@ def test_step_round_trip_ignores_derived_fields() -> None:
     step = hand_steps()[2]
     d = step.to_dict()
     assert d["layer_widths"] == [1, 2, 1]
-    d["layer_widths"] = [99]            # derived: ignored on load
+    d["layer_widths"] = [99]  # derived: ignored on load
     assert StepRecord.from_dict(json.loads(json.dumps(d))) == step
 
 
-@pytest.mark.parametrize("text,match", [
-    ("{not json", "Not valid JSON"),
-    ("[1, 2, 3]", "JSON object"),
-    (json.dumps({"format": 999}), "format"),
-    (json.dumps({"prompt": "x"}), "format"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("{not json", "Not valid JSON"),
+        ("[1, 2, 3]", "JSON object"),
+        (json.dumps({"format": 999}), "format"),
+        (json.dumps({"prompt": "x"}), "format"),
+    ],
+)
 def test_from_json_rejects_bad_input(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         RunTrace.from_json(text)
@@ -203,28 +241,31 @@ def test_summarize() -> None:
 
 
 # ---- configuration validation ---------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,match", [
-    ({"budget": 0}, r"Budget N .*>= 1 \(got 0\)"),
-    ({"budget": -5}, r"Budget N"),
-    ({"budget": 2.5}, r"Budget N"),
-    ({"topk": 0, "method": "eagle2"}, r"EAGLE-2 needs root width K >= 1"),
-    ({"topk": -1}, r"Root width K .*>= 0"),
-    ({"mu": 0.0}, r"mu must be in \(0, 1\] \(got 0.0\)"),
-    ({"mu": -0.1}, r"mu"),
-    ({"mu": 1.0001}, r"mu"),
-    ({"mu": float("nan")}, r"mu"),
-    ({"mu": "0.03"}, r"mu"),
-    ({"method": "beam"}, r"Unknown method 'beam'.*talon"),
-    ({"method": "TALON"}, r"Unknown method"),
-    ({"depth": 0}, r"Depth"),
-    ({"gamma": 0}, r"gamma"),
-    ({"static_paths": ((),)}, r"non-empty"),
-    ({"static_paths": ((0,), (0, -1))}, r"ranks >= 0"),
-    ({"static_paths": ((0,), (0, 1.0))}, r"ranks >= 0"),
-    ({"static_paths": ((0, 1),)}, r"parent path"),
-    ({"static_paths": ((1, 0), (1,))}, r"parent path"),
-    ({"static_paths": ((0,), (1,), (0,))}, r"listed twice"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"budget": 0}, r"Budget N .*>= 1 \(got 0\)"),
+        ({"budget": -5}, r"Budget N"),
+        ({"budget": 2.5}, r"Budget N"),
+        ({"topk": 0, "method": "eagle2"}, r"EAGLE-2 needs root width K >= 1"),
+        ({"topk": -1}, r"Root width K .*>= 0"),
+        ({"mu": 0.0}, r"mu must be in \(0, 1\] \(got 0.0\)"),
+        ({"mu": -0.1}, r"mu"),
+        ({"mu": 1.0001}, r"mu"),
+        ({"mu": float("nan")}, r"mu"),
+        ({"mu": "0.03"}, r"mu"),
+        ({"method": "beam"}, r"Unknown method 'beam'.*talon"),
+        ({"method": "TALON"}, r"Unknown method"),
+        ({"depth": 0}, r"Depth"),
+        ({"gamma": 0}, r"gamma"),
+        ({"static_paths": ((),)}, r"non-empty"),
+        ({"static_paths": ((0,), (0, -1))}, r"ranks >= 0"),
+        ({"static_paths": ((0,), (0, 1.0))}, r"ranks >= 0"),
+        ({"static_paths": ((0, 1),)}, r"parent path"),
+        ({"static_paths": ((1, 0), (1,))}, r"parent path"),
+        ({"static_paths": ((0,), (1,), (0,))}, r"listed twice"),
+    ],
+)
 def test_tree_config_errors(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         TreeConfig(**kwargs)
@@ -236,14 +277,17 @@ def test_tree_config_rejects_booleans(field: str) -> None:
         TreeConfig(**{field: True})
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"temperature": -0.5}, r"Temperature must be between 0 and 5 \(got -0.5\)"),
-    ({"temperature": 5.5}, r"Temperature"),
-    ({"temperature": float("nan")}, r"Temperature"),
-    ({"temperature": "1"}, r"Temperature"),
-    ({"max_new_tokens": 0}, r"Max new tokens"),
-    ({"seed": 1.5}, r"Seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"temperature": -0.5}, r"Temperature must be between 0 and 5 \(got -0.5\)"),
+        ({"temperature": 5.5}, r"Temperature"),
+        ({"temperature": float("nan")}, r"Temperature"),
+        ({"temperature": "1"}, r"Temperature"),
+        ({"max_new_tokens": 0}, r"Max new tokens"),
+        ({"seed": 1.5}, r"Seed"),
+    ],
+)
 def test_decode_config_errors(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DecodeConfig(**kwargs)

@@ -1,4 +1,5 @@
 """DraftTree: derived arrays against an independent ancestor-walk reference, validation, subset, dicts."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ def random_tree(rng: random.Random, n: int, vocab: int = 50) -> DraftTree:
     for i in range(1, n):
         # Bias towards recent parents so deep trees occur as well as bushy ones.
         parent = rng.randrange(i) if rng.random() < 0.5 else max(0, i - 1 - rng.randrange(3))
-        tree.add(parent, rng.randrange(vocab), -rng.random() * 5,
-                 SOURCE_RETRIEVAL if rng.random() < 0.2 else SOURCE_MODEL)
+        tree.add(
+            parent, rng.randrange(vocab), -rng.random() * 5, SOURCE_RETRIEVAL if rng.random() < 0.2 else SOURCE_MODEL
+        )
     return tree
 
 
@@ -29,8 +31,9 @@ def ancestors(parent: list[int], i: int) -> list[int]:
     return out
 
 
-RANDOM_TREES = [random_tree(random.Random(seed), n) for seed, n in
-                [(s, n) for s in range(6) for n in (1, 2, 3, 7, 20, 61)]]
+RANDOM_TREES = [
+    random_tree(random.Random(seed), n) for seed, n in [(s, n) for s in range(6) for n in (1, 2, 3, 7, 20, 61)]
+]
 
 
 @pytest.mark.parametrize("tree", RANDOM_TREES)
@@ -43,7 +46,7 @@ def test_ancestor_mask_matches_walk(tree: DraftTree) -> None:
     mask = tree.ancestor_mask()
     assert mask.dtype == bool and mask.shape == (n, n)
     np.testing.assert_array_equal(mask, expected)
-    assert mask[:, 0].all()           # everyone sees the root
+    assert mask[:, 0].all()  # everyone sees the root
     assert (mask.sum(1) - 1 == np.asarray(tree.depth)).all()
 
 
@@ -75,11 +78,11 @@ def test_root_only_tree() -> None:
 def test_hand_built_tree_derived_values() -> None:
     """A small tree written out by hand, every derived value spelled out."""
     tree = DraftTree.with_root(100)
-    a = tree.add(0, 1, -0.5)      # 1
-    b = tree.add(0, 2, -1.0)      # 2
-    c = tree.add(a, 3, -0.25)     # 3
-    d = tree.add(c, 4, -2.0)      # 4
-    e = tree.add(a, 5, -3.0)      # 5
+    a = tree.add(0, 1, -0.5)  # 1
+    b = tree.add(0, 2, -1.0)  # 2
+    c = tree.add(a, 3, -0.25)  # 3
+    d = tree.add(c, 4, -2.0)  # 4
+    e = tree.add(a, 5, -3.0)  # 5
     assert (a, b, c, d, e) == (1, 2, 3, 4, 5)
     assert tree.depth == [0, 1, 1, 2, 3, 2]
     assert tree.path_logprob == pytest.approx([0.0, -0.5, -1.0, -0.75, -2.75, -3.5])
@@ -113,14 +116,24 @@ def test_validate_accepts_built_trees(tree: DraftTree) -> None:
 
 
 def _base() -> DraftTree:
-    return DraftTree([9, 1, 2, 3], [-1, 0, 0, 1], [0, 1, 1, 2], [0.0, -1.0, -2.0, -0.5],
-                     [0.0, -1.0, -2.0, -1.5], ["model"] * 4)
+    return DraftTree(
+        [9, 1, 2, 3], [-1, 0, 0, 1], [0, 1, 1, 2], [0.0, -1.0, -2.0, -0.5], [0.0, -1.0, -2.0, -1.5], ["model"] * 4
+    )
 
 
-@pytest.mark.parametrize("breakage", [
-    "short_source", "short_depth", "root_parent", "root_depth", "parent_after_child",
-    "self_parent", "depth_off_by_one", "parent_out_of_range",
-])
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        "short_source",
+        "short_depth",
+        "root_parent",
+        "root_depth",
+        "parent_after_child",
+        "self_parent",
+        "depth_off_by_one",
+        "parent_out_of_range",
+    ],
+)
 def test_validate_rejects_broken_trees(breakage: str) -> None:
     tree = _base()
     tree.validate()  # the unbroken base is fine
@@ -158,8 +171,9 @@ def test_subset_keeps_paths_and_renumbers(seed: int) -> None:
     sub.validate()
     assert len(sub) == len(keep)
     for new, old in enumerate(keep):
-        assert [tree.token[i] for i in ancestors(tree.parent, old)] == \
-               [sub.token[i] for i in ancestors(sub.parent, new)]
+        assert [tree.token[i] for i in ancestors(tree.parent, old)] == [
+            sub.token[i] for i in ancestors(sub.parent, new)
+        ]
         assert sub.depth[new] == tree.depth[old]
         assert sub.draft_logprob[new] == tree.draft_logprob[old]
         assert sub.path_logprob[new] == tree.path_logprob[old]
@@ -172,15 +186,15 @@ def test_subset_keeps_paths_and_renumbers(seed: int) -> None:
 
 
 def test_subset_errors() -> None:
-    tree = _base()       # 0 -> {1, 2}, 1 -> 3
+    tree = _base()  # 0 -> {1, 2}, 1 -> 3
     assert tree.subset([0, 2]).token == [9, 2]
-    assert tree.subset([0, 2, 1, 3]).parent == [-1, 0, 0, 2]   # any parents-first order is allowed
+    assert tree.subset([0, 2, 1, 3]).parent == [-1, 0, 0, 2]  # any parents-first order is allowed
     with pytest.raises(ValueError):
-        tree.subset([0, 3])          # 3 without its parent 1
+        tree.subset([0, 3])  # 3 without its parent 1
     with pytest.raises(ValueError):
-        tree.subset([1, 0])          # root not first
+        tree.subset([1, 0])  # root not first
     with pytest.raises(ValueError):
-        tree.subset([0, 3, 1])       # child before parent
+        tree.subset([0, 3, 1])  # child before parent
 
 
 # ---- dict / JSON round trip --------------------------------------------------------------------------

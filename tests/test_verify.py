@@ -1,6 +1,7 @@
 """Acceptance rules: greedy on hand-built trees, the sampling rule (greedy on Gumbel-perturbed scores) and
 its one-step law, and a statistical test that tree sampling with the run's position-keyed noise
 reproduces the target's joint distribution exactly (with negative controls showing the test can fail)."""
+
 from __future__ import annotations
 
 import math
@@ -11,23 +12,21 @@ import pytest
 import torch
 
 from talon.engine.builders import ChainBuilder, Eagle2Builder, StaticBuilder, TalonBuilder, TreeBuilder
-from talon.tree import DraftTree
 from talon.engine.sampling import PositionNoise, gumbel
 from talon.engine.verify import greedy_accept, sampling_accept
-from talon.tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, Verdict
-from tests.toy import (Context, LogprobFn, MarkovTarget, TableDrafter, one_hot_fn, random_fn, table_fn,
-                       toy_target_table)
+from talon.tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
+from tests.toy import Context, LogprobFn, MarkovTarget, TableDrafter, one_hot_fn, random_fn, table_fn, toy_target_table
 
 
 # ---- greedy ------------------------------------------------------------------------------------------
 def hand_tree() -> DraftTree:
     """root(9) -> a(1) [-> c(3) -> e(5), d(4)], b(2)."""
     t = DraftTree.with_root(9)
-    a = t.add(0, 1, -0.1)   # 1
-    t.add(0, 2, -2.0)       # 2
-    c = t.add(a, 3, -0.5)   # 3
-    t.add(a, 4, -1.0)       # 4
-    t.add(c, 5, -0.2)       # 5
+    a = t.add(0, 1, -0.1)  # 1
+    t.add(0, 2, -2.0)  # 2
+    c = t.add(a, 3, -0.5)  # 3
+    t.add(a, 4, -1.0)  # 4
+    t.add(c, 5, -0.2)  # 5
     return t
 
 
@@ -76,7 +75,7 @@ def test_greedy_root_only_and_duplicate_siblings() -> None:
     assert (v.accepted_path, v.bonus_token, v.status, v.target_prob) == ([0], 2, [ROOT], [1.0])
     t = DraftTree.with_root(0)
     t.add(0, 3, -1.0)
-    t.add(0, 3, -1.0)     # a duplicate sibling: only the first can be accepted
+    t.add(0, 3, -1.0)  # a duplicate sibling: only the first can be accepted
     v = greedy_accept(t, logits_with_argmax([3, 1, 2]))
     assert v.accepted_path == [0, 1] and v.bonus_token == 1
     assert v.status == [ROOT, ACCEPTED, REJECTED]
@@ -123,13 +122,17 @@ def test_sampling_walk_is_the_greedy_walk_on_perturbed_scores() -> None:
     tree = hand_tree()
     g = torch.Generator().manual_seed(3)
     logits = torch.randn(len(tree), 10, generator=g)
-    for k in range(20):
+    for _ in range(20):
         noise = noise_rows(g, tree.max_depth, 10)
         v = sampling_accept(tree, logits, 0.7, noise)
         perturbed = logits / 0.7 + noise[torch.tensor(tree.depth)]
         w = greedy_accept(tree, perturbed)
-        assert (v.status, v.accepted_path, v.bonus_token, v.target_token) == \
-            (w.status, w.accepted_path, w.bonus_token, w.target_token)
+        assert (v.status, v.accepted_path, v.bonus_token, v.target_token) == (
+            w.status,
+            w.accepted_path,
+            w.bonus_token,
+            w.target_token,
+        )
         tempered = torch.softmax(logits / 0.7, -1)
         expected = [1.0] + [float(tempered[tree.parent[i], tree.token[i]]) for i in range(1, len(tree))]
         assert v.target_prob == pytest.approx(expected, rel=1e-5)
@@ -170,11 +173,11 @@ def test_sampling_one_step_distribution() -> None:
 
 def test_position_noise_is_keyed_by_seed_and_position() -> None:
     a, b = PositionNoise(1, 50, torch.device("cpu")), PositionNoise(1, 50, torch.device("cpu"))
-    assert torch.equal(a.rows([7, 3]), b.rows([7, 3]))                      # same seed, same rows
-    assert not torch.equal(a.row(7), a.row(8))                              # positions differ
+    assert torch.equal(a.rows([7, 3]), b.rows([7, 3]))  # same seed, same rows
+    assert not torch.equal(a.row(7), a.row(8))  # positions differ
     assert not torch.equal(a.row(7), PositionNoise(2, 50, torch.device("cpu")).row(7))  # seeds differ
     a.forget_before(8)
-    assert torch.equal(a.row(7), b.row(7))                                  # drawn again, the same
+    assert torch.equal(a.row(7), b.row(7))  # drawn again, the same
 
 
 # ---- sampling correctness: empirical joint vs the exact target joint -----------------------------------
@@ -217,12 +220,14 @@ def chi_square_pvalue(counts: torch.Tensor, exact: torch.Tensor) -> float:
     expected = exact[mask] * n
     stat = float(((counts[mask] - expected) ** 2 / expected).sum())
     df = int(mask.sum()) - 1
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64))
+    )
 
 
-def sample_joint(builder: TreeBuilder, drafter_fn: LogprobFn, n: int, seed: int,
-                 accept: Accept | None = None) -> torch.Tensor:
+def sample_joint(
+    builder: TreeBuilder, drafter_fn: LogprobFn, n: int, seed: int, accept: Accept | None = None
+) -> torch.Tensor:
     """``n`` generations of ``LENGTH`` tokens after ``PROMPT`` by tree speculative sampling: per step build
     the tree from the drafter on the current context, take the target's per-node distributions, accept,
     commit the accepted path + bonus.  Returns counts of the first ``LENGTH`` tokens.  Without
@@ -271,10 +276,10 @@ def distribution_check(counts: torch.Tensor) -> tuple[bool, float, float, float]
 # Drafters over the toy vocabulary (each a deterministic function of the context).
 P2 = TARGET.P.float()
 DRAFTERS: dict[str, LogprobFn] = {
-    "identical": table_fn(P2),                                   # q == p exactly
+    "identical": table_fn(P2),  # q == p exactly
     "adversarial": table_fn((1 - P2) ** 6 / ((1 - P2) ** 6).sum(-1, keepdim=True)),  # likes what p dislikes
     "one-hot-wrong": one_hot_fn(VOCAB, 0.0, pick=lambda c: int(TARGET.next_probs(c).argmin())),
-    "mismatched": random_fn(VOCAB, 7, scale=(1.0, 3.0)),         # unrelated, higher-order
+    "mismatched": random_fn(VOCAB, 7, scale=(1.0, 3.0)),  # unrelated, higher-order
 }
 BUILDERS: dict[str, Callable[[], TreeBuilder]] = {
     "talon": lambda: TalonBuilder(8, 2, 0.1),
@@ -325,7 +330,7 @@ def accept_without_renormalising(tree: DraftTree, probs: torch.Tensor, generator
                 break
             p[tree.token[child]] = 0.0
         if nxt is None:
-            if p.sum() == 0:                       # every token refused: fall back to the row itself
+            if p.sum() == 0:  # every token refused: fall back to the row itself
                 p = probs[path[-1]].double()
             return Verdict([], path, int(torch.multinomial(p, 1, generator=generator)), [], [])
         path.append(nxt)
@@ -367,8 +372,11 @@ def test_negative_control_wrong_rules_fail_the_check(wrong: Accept) -> None:
 def test_sampling_preserves_target_joint_large(builder: str, drafter: str) -> None:
     """The same check with 1.2e5 generations per case (tighter TV bound), a fourth drafter and two more
     builders."""
-    make = {**BUILDERS, "eagle2": lambda: Eagle2Builder(8, 3, 3),
-            "static": lambda: StaticBuilder(((0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)))}[builder]
+    make = {
+        **BUILDERS,
+        "eagle2": lambda: Eagle2Builder(8, 3, 3),
+        "static": lambda: StaticBuilder(((0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0))),
+    }[builder]
     counts = sample_joint(make(), DRAFTERS[drafter], SLOW_N, seed=7)
     ok, tv, bound, p = distribution_check(counts)
     assert ok, f"TV {tv:.4f} (bound {bound:.4f}), chi-square p = {p:.2e}"

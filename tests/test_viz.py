@@ -1,4 +1,5 @@
 """Fast tests of ``viz`` (no model): layout, tree figure, node table, HTML export, run charts."""
+
 from __future__ import annotations
 
 import html
@@ -13,12 +14,28 @@ import pytest
 
 from talon.metrics import acceptance_by_depth, mat
 from talon.trace import RunTrace, StepRecord
-from viz.charts import (acceptance_by_depth_chart, committed_tokens_chart, run_charts,
-                        timing_chart, step_span, tree_shape_heatmap)
+from viz.charts import (
+    acceptance_by_depth_chart,
+    committed_tokens_chart,
+    run_charts,
+    step_span,
+    timing_chart,
+    tree_shape_heatmap,
+)
 from viz.layout import TreeLayout, tidy_layout, tree_layout
-from viz.tree_figure import (COLOR_MODE_LABELS, COLOR_MODES, RELATIVE_FLOOR, SOURCE_COLORS, VERDICT_COLORS,
-                             node_table, relative_path_probs, shared_extent, tree_figure, tree_html,
-                             visible_text)
+from viz.tree_figure import (
+    COLOR_MODE_LABELS,
+    COLOR_MODES,
+    RELATIVE_FLOOR,
+    SOURCE_COLORS,
+    VERDICT_COLORS,
+    node_table,
+    relative_path_probs,
+    shared_extent,
+    tree_figure,
+    tree_html,
+    visible_text,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from viz_fakes import random_parents, random_step, random_trace  # noqa: E402
@@ -40,8 +57,7 @@ def rich_step(trace: RunTrace) -> StepRecord:
 
 
 def random_steps() -> list[StepRecord]:
-    return [random_step(n, seed, wide=wide) for n in (60, 120) for seed in range(3)
-            for wide in (0.15, 0.6)]
+    return [random_step(n, seed, wide=wide) for n in (60, 120) for seed in range(3) for wide in (0.15, 0.6)]
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -92,15 +108,16 @@ def assert_tidy(parent: list[int], lay: TreeLayout) -> None:
 def test_viz_imports_no_torch_gradio_or_engine():
     """At run time too (``tests/test_imports.py`` reads the source): importing every ``viz`` module
     loads neither torch nor gradio, and of ``talon`` only its data, definitions and benchmark descriptions."""
-    code = ("import sys, viz, viz.layout, viz.tree_figure, viz.charts, viz.summary, viz.bench_charts, "
-            "viz.bench_plots\n"
-            "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]\n"
-            "bad += [m for m in sys.modules if m.startswith('talon.') and m not in "
-            "('talon.config', 'talon.tree', 'talon.trace', 'talon.metrics', 'talon.bench', "
-            "'talon.bench.prompts', 'talon.bench.suites', 'talon.bench.results')]\n"
-            "print(','.join(bad))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True,
-                         text=True, check=True)
+    code = (
+        "import sys, viz, viz.layout, viz.tree_figure, viz.charts, viz.summary, viz.bench_charts, "
+        "viz.bench_plots\n"
+        "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]\n"
+        "bad += [m for m in sys.modules if m.startswith('talon.') and m not in "
+        "('talon.config', 'talon.tree', 'talon.trace', 'talon.metrics', 'talon.bench', "
+        "'talon.bench.prompts', 'talon.bench.suites', 'talon.bench.results')]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT_DIR, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
 
@@ -137,6 +154,7 @@ def test_layout_sample_trace(trace: RunTrace):
 @pytest.mark.parametrize("wide", [0.1, 0.5, 0.9])
 def test_layout_random_trees(n: int, wide: float):
     import random
+
     for seed in range(15):
         parent = random_parents(n, random.Random(seed), wide)
         lay = tidy_layout(parent)
@@ -203,7 +221,7 @@ def test_confidence_mode_fixed_scale(trace: RunTrace):
 def test_source_mode_colours():
     s = random_step(60, 11)
     fig = tree_figure(s, "source")
-    for i, (t, k) in points_by_id(fig).items():
+    for i, (t, _) in points_by_id(fig).items():
         if i == 0:
             assert t.name == "root"
         else:
@@ -225,8 +243,7 @@ def test_hover_text_every_node(trace: RunTrace):
                 if s.status[i] == "rejected":
                     wanted = s.target_text[s.tree.parent[i]]
                     assert wanted  # the parent was visited, so the target chose something there
-                    assert ("target wanted: <b>" + html.escape(visible_text(wanted, 40),
-                                                               quote=False)) in hover
+                    assert ("target wanted: <b>" + html.escape(visible_text(wanted, 40), quote=False)) in hover
                     rejections += mode == "verdict"
     assert rejections > 10
 
@@ -288,8 +305,19 @@ def test_node_table(trace: RunTrace):
     for s in list(trace.steps) + random_steps():
         df = node_table(s)
         assert len(df) == len(s.tree)
-        assert list(df.columns) == ["id", "parent", "depth", "token", "source", "draft prob",
-                                    "path prob", "÷ layer's best", "target prob", "verdict", "target wanted"]
+        assert list(df.columns) == [
+            "id",
+            "parent",
+            "depth",
+            "token",
+            "source",
+            "draft prob",
+            "path prob",
+            "÷ layer's best",
+            "target prob",
+            "verdict",
+            "target wanted",
+        ]
         assert list(df["verdict"]) == s.status
         assert df["draft prob"].between(0, 1).all()
         best = {}
@@ -297,7 +325,8 @@ def test_node_table(trace: RunTrace):
             best[d] = max(best.get(d, -math.inf), lp)
         for i in range(len(s.tree)):
             assert df.loc[i, "÷ layer's best"] == pytest.approx(
-                round(math.exp(s.tree.path_logprob[i] - best[s.tree.depth[i]]), 4), abs=1e-4)
+                round(math.exp(s.tree.path_logprob[i] - best[s.tree.depth[i]]), 4), abs=1e-4
+            )
         assert (df.groupby("depth")["÷ layer's best"].max() == 1.0).all()
         for i in range(len(s.tree)):
             if s.status[i] == "rejected":
@@ -375,7 +404,7 @@ class _Spans(HTMLParser):
 def test_tinted_text(trace: RunTrace, which: str):
     t = trace if which == "sample" else random_trace(8, 40, seed=3)
     if which == "random":
-        t.steps[0].committed_text = "<b>x & y</b>\n\t\"q\""
+        t.steps[0].committed_text = '<b>x & y</b>\n\t"q"'
     page = "<div>" + "".join(step_span(s, s.index == t.steps[1].index) for s in t.steps) + "</div>"
     parser = _Spans()
     parser.feed(page)
@@ -405,4 +434,6 @@ def test_tree_figure_is_valid_plotly_though_built_unvalidated(mode):
     import plotly.graph_objects as go
 
     for seed in range(5):
-        go.Figure(tree_figure(random_step(seed=seed, n=30), mode).to_dict())  # raises ValueError on any invalid property
+        go.Figure(
+            tree_figure(random_step(seed=seed, n=30), mode).to_dict()
+        )  # raises ValueError on any invalid property

@@ -7,6 +7,7 @@ The weights are drawn with a wider spread than a real model's initialisation (``
 greedy text repeats itself (prompt lookup finds matches).  Token 0 is the end-of-sequence token; its
 LM-head row is zero, so it is rare but possible.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,10 +31,21 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def tiny_config(layers: int = 2) -> LlamaConfig:
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                       eos_token_id=EOS, pad_token_id=1, bos_token_id=None, tie_word_embeddings=False,
-                       initializer_range=0.2, attn_implementation="sdpa")
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=EOS,
+        pad_token_id=1,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        attn_implementation="sdpa",
+    )
 
 
 def tiny_target(seed: int = 0, layers: int = 2, name: str = "tiny-llama") -> LoadedModel:
@@ -54,9 +66,15 @@ def prompt_ids(seed: int, length: int = 12) -> list[int]:
 def greedy_generate(target: LoadedModel, ids: list[int], new_tokens: int) -> list[int]:
     """transformers' own greedy ``generate``, cut after the first EOS like our loop."""
     x = torch.tensor([ids])
-    out = target.model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=new_tokens,
-                                eos_token_id=EOS, pad_token_id=1)
-    new = out[0, len(ids):].tolist()
+    out = target.model.generate(
+        x,
+        attention_mask=torch.ones_like(x),
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        eos_token_id=EOS,
+        pad_token_id=1,
+    )
+    new = out[0, len(ids) :].tolist()
     return new[: new.index(EOS) + 1] if EOS in new else new
 
 

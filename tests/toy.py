@@ -4,6 +4,7 @@ families of such functions, and a toy second-order Markov "target" given as a co
 Contexts are token tuples.  For a tree node, the drafter's context is the committed prefix (everything
 before the root), then the root token, then the draft tokens along the path down to the node.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,9 @@ class TableDrafter(Drafter):
         self._seq: list[int] = []
         self.calls: list[ProposeCall] = []
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self._seq = [int(t) for t in prompt_ids]
         self.calls = []
 

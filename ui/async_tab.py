@@ -1,5 +1,6 @@
 """The Sync vs async tab: one method drafted-then-verified, and with drafting overlapped with
 verification, as two timelines, with the guesses' hit rate and a plain verdict on this machine."""
+
 from __future__ import annotations
 
 import gradio as gr
@@ -7,9 +8,10 @@ import gradio as gr
 from talon.trace import RunTrace
 from viz import charts, summary
 
-from .settings import RunSettings, prepare
 from .compute import model_work
+from .settings import RunSettings, prepare
 from .shared import gpu_seconds
+
 
 def _async_seconds(*panel) -> int:
     settings = RunSettings.of(panel)
@@ -22,8 +24,7 @@ def run_sync_async(progress=gr.Progress(), *panel):
     timelines."""
     settings = RunSettings.of(panel)
     if settings.method == "ar":
-        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.",
-                       print_exception=False)
+        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.", print_exception=False)
     traces: dict[str, RunTrace] = {}
     for execution in ("sync", "async"):
         traces[execution] = prepare(settings.but(execution=execution), progress).run_to_end()

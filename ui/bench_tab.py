@@ -1,6 +1,7 @@
 """The Benchmark tab: published results of ``python -m talon.bench --suite`` (no model needed).  It
 opens on the newest results measured on the kind of device the app runs on, shows paths relative to the
 project, and hides the charts and tables a results directory has no data for."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,25 @@ from viz import bench_charts
 from .shared import DEVICE_KIND, ROOT
 
 BENCH_DIR_ENV = "TALON_BENCH_DIR"
-NO_BENCH = ("No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
-            "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
-            "under `docs/bench/` (or under `$TALON_BENCH_DIR`).")
-VIEWS = ("methods", "categories", "shape", "lossless", "peers", "budget_sweep", "mu_sweep", "topk_sweep", "tree_shape",
-         "sources", "cost", "cost_table")
+NO_BENCH = (
+    "No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
+    "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
+    "under `docs/bench/` (or under `$TALON_BENCH_DIR`)."
+)
+VIEWS = (
+    "methods",
+    "categories",
+    "shape",
+    "lossless",
+    "peers",
+    "budget_sweep",
+    "mu_sweep",
+    "topk_sweep",
+    "tree_shape",
+    "sources",
+    "cost",
+    "cost_table",
+)
 """The tab's outputs after the Markdown, in order."""
 
 
@@ -69,8 +84,10 @@ def bench_show(directory):
     cost = results.read_cost(directory)
     tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary, cost=cost)
     has_fig = bench_charts.figures(summary, include_empty=False, cost=cost).keys()
-    views = {**{name: _shown(t, not t.empty) for name, t in tables.items()},
-             **{name: _shown(f, name in has_fig) for name, f in figs.items()}}
+    views = {
+        **{name: _shown(t, not t.empty) for name, t in tables.items()},
+        **{name: _shown(f, name in has_fig) for name, f in figs.items()},
+    }
     cost_table = bench_charts.cost_table(cost)
     views["cost_table"] = _shown(cost_table, not cost_table.empty)
     return (bench_charts.meta_markdown(meta, shown_path(directory)), *(views[name] for name in VIEWS))
@@ -89,7 +106,8 @@ def bench_load():
     value = str(shown) if shown else None
     meta, *views = bench_show(value)
     if dirs and not local:
-        meta = (f"*No results measured on a {DEVICE_KIND.upper()} yet: showing the newest from another device. "
-                "Timings and speedups depend on the device.*\n\n" + meta)
+        meta = (
+            f"*No results measured on a {DEVICE_KIND.upper()} yet: showing the newest from another device. "
+            "Timings and speedups depend on the device.*\n\n" + meta
+        )
     return gr.update(choices=choices, value=value), meta, *views
-

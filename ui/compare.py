@@ -1,6 +1,7 @@
 """The Compare tab: the same prompt and settings decoded autoregressively, with method A and with
 method B; the two trees are shown at the same *output position* (the step of A and the step of B that
 committed that token), one above the other, with the three runs side by side in a table."""
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -10,13 +11,12 @@ import gradio as gr
 
 from talon.config import ConfigError
 from talon.trace import RunTrace
-from viz import lab_charts
-from viz import summary
+from viz import lab_charts, summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
+from .compute import model_work
 from .session import Session
 from .settings import SETTING_NAMES, RunSettings, prepare
-from .compute import model_work
 from .shared import SHORT_LABEL, gpu_seconds
 
 NO_COMPARE = "Press **Run comparison** to decode the prompt with both methods."
@@ -56,8 +56,10 @@ def compare_view(session: Session, position, color_mode):
         step = trace.steps[step_at(trace, position)]
         numbers.append(step.index + 1)
         start = first_position(trace, step.index)
-        title = (f"{label}: {SHORT_LABEL.get(trace.tree_config['method'])} · step {step.index + 1} of "
-                 f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}")
+        title = (
+            f"{label}: {SHORT_LABEL.get(trace.tree_config['method'])} · step {step.index + 1} of "
+            f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}"
+        )
         figs.append(tree_figure(step, mode, title=title, max_depth=depth, max_width=width))
     token = runs[0].output_text and _token_text(runs[0], position)
     caption = f"Output token {position} of {length} (“{token}”): the step of each run that committed it."
@@ -65,7 +67,8 @@ def compare_view(session: Session, position, color_mode):
     labelled = {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if t.steps}
     table = summary.comparison_table(labelled, traces["ar"].seconds if "ar" in traces else None)
     adaptation = lab_charts.adaptation_figure(
-        {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"})
+        {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"}
+    )
     return slider, figs[0], figs[1], table, caption, adaptation, *numbers
 
 
@@ -86,7 +89,7 @@ def go_to_step(session: Session, which: str, number, color_mode):
 
 
 def _compare_seconds(session, method_a, method_b, color_mode, *panel) -> int:
-    return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES):]).max_new, "talon", runs=3)
+    return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES) :]).max_new, "talon", runs=3)
 
 
 @model_work(duration=_compare_seconds)

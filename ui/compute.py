@@ -8,6 +8,7 @@ small operations pays a wake-up: on the 2-core machine a decode ran ~30% slower 
 pooled handler threads (which live for the whole process) had touched a model.  A thread that ends
 frees its team, so handlers that compute on their own thread leave the decoder alone.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -47,6 +48,7 @@ def call_on_fresh_thread(fn: Callable[..., Any], *args, **kwargs) -> Any:
 def on_fresh_threads(fn: Callable) -> Callable:
     """Run ``fn`` (a function, or a generator function: each of its steps) on short-lived threads."""
     if inspect.isgeneratorfunction(fn):
+
         @functools.wraps(fn)
         def stream(*args, **kwargs):
             steps = fn(*args, **kwargs)
@@ -56,20 +58,24 @@ def on_fresh_threads(fn: Callable) -> Callable:
                 except StopIteration:
                     return
                 yield value
+
         return stream
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         return call_on_fresh_thread(fn, *args, **kwargs)
+
     return call
 
 
 def model_work(duration: Callable[..., float] | None = None) -> Callable:
     """Decorator of a handler that calls a model: its body runs on short-lived threads, and on Hugging
     Face Spaces with a GPU attached for ``duration(*args)`` seconds (or Spaces' default)."""
+
     def wrap(fn: Callable) -> Callable:
         threaded = on_fresh_threads(fn)
         if spaces is None:
             return threaded
         return spaces.GPU(duration=duration)(threaded) if duration is not None else spaces.GPU(threaded)
+
     return wrap

@@ -5,6 +5,7 @@ The decode runs on its own thread (``ui.session.LiveRun``); the page polls it at
 times a second and draws the newest step, so drawing never slows the decoder down beyond sharing the
 cores, and one update costs the same whatever the run's length (the text is appended to).
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -20,9 +21,9 @@ from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_figure, tree_html
 
 from . import text_view
+from .compute import model_work
 from .session import LiveRun, Session
 from .settings import SETTING_NAMES, RunSettings, prepare, settings_of
-from .compute import model_work
 from .shared import gpu_seconds
 
 UPDATE_HZ = 2
@@ -30,8 +31,11 @@ UPDATE_HZ = 2
 ``python -m ui.speed`` on the 2-core CPU: app / benchmark tokens/s 0.82-0.85 at 5 a second, 0.84-0.86
 at 3, 0.86-0.89 at 2; every step stays on the slider for afterwards."""
 NO_RUN = "No run yet: type a prompt and press Run, or load a saved trace."
-END_NOTES = {"eos": "the model emitted its end-of-sequence token", "max_new_tokens": "the max new tokens limit was reached",
-             "stopped": "you pressed Stop"}
+END_NOTES = {
+    "eos": "the model emitted its end-of-sequence token",
+    "max_new_tokens": "the max new tokens limit was reached",
+    "stopped": "you pressed Stop",
+}
 
 
 # ---- one step's view ----------------------------------------------------------------------------------
@@ -43,13 +47,16 @@ def caption(trace: RunTrace, step: StepRecord) -> str:
     """``Step k of n: ...`` (numbered from 1, like the slider and the figure), and at the last step of a
     finished run why it ended there."""
     n = len(trace.steps)
-    text = (f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')}, "
-            f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed")
+    text = (
+        f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')}, "
+        f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
+    )
     text += summary.step_note(step)
     if step.index == n - 1 and trace.stop_reason:
         cut = len(step.accepted_path) > len(step.committed_ids)
-        text += f". The run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + \
-            (" (the step's last tokens were cut there)." if cut else ".")
+        text += f". The run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + (
+            " (the step's last tokens were cut there)." if cut else "."
+        )
     return text
 
 
@@ -81,8 +88,11 @@ def colour_choices(trace: RunTrace | None, current: str) -> dict:
     modes = [m for m in COLOR_MODES if m != "source" or len(sources) > 1]
     info = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in modes)
     if "source" not in modes:
-        info += ". (Source colours need a hybrid run: every node here came from " + \
-            ("the model" if sources <= {SOURCE_MODEL} else "one source") + ".)"
+        info += (
+            ". (Source colours need a hybrid run: every node here came from "
+            + ("the model" if sources <= {SOURCE_MODEL} else "one source")
+            + ".)"
+        )
     return gr.update(choices=modes, value=current if current in modes else "verdict", info=info)
 
 
@@ -91,8 +101,14 @@ def charts_of(trace: RunTrace | None) -> tuple:
     if trace is None:
         return (None,) * 6
     figs = charts.run_charts(trace)
-    return (figs["committed"], figs["acceptance"], figs["shape"], figs["timing"],
-            charts.timeline_chart({"run": trace}), lab_charts.adaptation_figure({trace.tree_config.get("method", "run"): trace}))
+    return (
+        figs["committed"],
+        figs["acceptance"],
+        figs["shape"],
+        figs["timing"],
+        charts.timeline_chart({"run": trace}),
+        lab_charts.adaptation_figure({trace.tree_config.get("method", "run"): trace}),
+    )
 
 
 def _streaming_rest(follow: bool, caption_value, status: str) -> tuple:
@@ -107,13 +123,15 @@ def _streaming_rest(follow: bool, caption_value, status: str) -> tuple:
 def running_line(steps: int, tokens: int, last: StepRecord) -> str:
     """A one-line status while the run streams (from running counts: its cost does not grow with the run)."""
     elapsed = last.verify_start + last.verify_seconds + last.bookkeeping_seconds
-    return (f"Running: {plural(steps, 'step')}, {plural(tokens, 'token')} so far, "
-            f"{tokens / elapsed if elapsed > 0 else 0:.1f} tokens/s (prefill included)...")
+    return (
+        f"Running: {plural(steps, 'step')}, {plural(tokens, 'token')} so far, "
+        f"{tokens / elapsed if elapsed > 0 else 0:.1f} tokens/s (prefill included)..."
+    )
 
 
 # ---- run, stop, follow ------------------------------------------------------------------------------------
 def _explore_seconds(session, color_mode, *panel) -> int:
-    settings = RunSettings.of(panel[-len(SETTING_NAMES):])
+    settings = RunSettings.of(panel[-len(SETTING_NAMES) :])
     return gpu_seconds(settings.max_new, settings.method)
 
 
@@ -129,8 +147,16 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     session.trace, session.live, session.lab = prepared.trace, live, None
     trace = live.trace
     shown, tokens, last_update = 0, 0, 0.0
-    yield (slider_update(trace), None, text_view.pieces(live.id, []), None, "Starting...",
-           "Running...", colour_choices(None, color_mode), *charts_of(None))
+    yield (
+        slider_update(trace),
+        None,
+        text_view.pieces(live.id, []),
+        None,
+        "Starting...",
+        "Running...",
+        colour_choices(None, color_mode),
+        *charts_of(None),
+    )
     while not live.done:
         live.wait(1.0 / UPDATE_HZ)
         pause = 1.0 / UPDATE_HZ - (time.perf_counter() - last_update)
@@ -146,25 +172,48 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
         last_update = time.perf_counter()
         if session.follow:
             fig, cap = tree_figure(trace.steps[n - 1], color_mode), caption(trace, trace.steps[n - 1])
-            yield (slider_update(trace, n), fig, text_view.pieces(live.id, new_steps, n), *_streaming_rest(True, cap, status))
+            yield (
+                slider_update(trace, n),
+                fig,
+                text_view.pieces(live.id, new_steps, n),
+                *_streaming_rest(True, cap, status),
+            )
         else:
-            yield (slider_update(trace, follow=False), gr.update(), text_view.pieces(live.id, new_steps),
-                   *_streaming_rest(False, gr.update(), status))
+            yield (
+                slider_update(trace, follow=False),
+                gr.update(),
+                text_view.pieces(live.id, new_steps),
+                *_streaming_rest(False, gr.update(), status),
+            )
     live.join()
     if live.error is not None:
         raise gr.Error(f"The run failed: {live.error}", print_exception=False)
     live.fill_texts()
     n = len(trace.steps)
     if not n:
-        yield (slider_update(trace), None, text_view.EMPTY, None, "Stopped before the first step.",
-               summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace))
+        yield (
+            slider_update(trace),
+            None,
+            text_view.EMPTY,
+            None,
+            "Stopped before the first step.",
+            summary.summary_markdown(trace),
+            colour_choices(trace, color_mode),
+            *charts_of(trace),
+        )
         return
     number = n if session.follow else None
     fig, _, table, cap = step_view(trace, number or n, color_mode, live.id)
-    yield (slider_update(trace, number, session.follow), fig if session.follow else gr.update(),
-           text_view.pieces(live.id, trace.steps, n if session.follow else None),
-           table if session.follow else gr.update(), cap if session.follow else gr.update(),
-           summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace))
+    yield (
+        slider_update(trace, number, session.follow),
+        fig if session.follow else gr.update(),
+        text_view.pieces(live.id, trace.steps, n if session.follow else None),
+        table if session.follow else gr.update(),
+        cap if session.follow else gr.update(),
+        summary.summary_markdown(trace),
+        colour_choices(trace, color_mode),
+        *charts_of(trace),
+    )
 
 
 def stop_run(session: Session) -> str:
@@ -244,11 +293,23 @@ def load_trace(session: Session, file, color_mode):
     run_id = -int(time.time() * 1000)  # a new text run
     fig, _, table, cap = step_view(trace, 1, color_mode, run_id)
     settings = settings_of(trace)
-    loaded = (f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "
-              f"({len(trace.output_ids)} tokens) made with {trace.target}"
-              + (f" and {trace.drafter}" if trace.drafter else "") + f" on {trace.device}; its prompt and settings "
-              "are back in the panel (the model fields keep what you typed: a trace names models, not paths).")
-    restored = [settings[name] if settings.get(name) is not None else gr.update()
-                for name in SETTING_NAMES]
-    return (*restored, slider_update(trace, 1), fig, text_view.pieces(run_id, trace.steps, 1), table, cap,
-            summary.summary_markdown(trace), colour_choices(trace, color_mode), *charts_of(trace), loaded)
+    loaded = (
+        f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "
+        f"({len(trace.output_ids)} tokens) made with {trace.target}"
+        + (f" and {trace.drafter}" if trace.drafter else "")
+        + f" on {trace.device}; its prompt and settings "
+        "are back in the panel (the model fields keep what you typed: a trace names models, not paths)."
+    )
+    restored = [settings[name] if settings.get(name) is not None else gr.update() for name in SETTING_NAMES]
+    return (
+        *restored,
+        slider_update(trace, 1),
+        fig,
+        text_view.pieces(run_id, trace.steps, 1),
+        table,
+        cap,
+        summary.summary_markdown(trace),
+        colour_choices(trace, color_mode),
+        *charts_of(trace),
+        loaded,
+    )

@@ -14,6 +14,7 @@
    the gate and the caption) for several N (draft nodes, root not counted) and mu; prints p50 and p90
    per N.  The browser's own drawing is not included.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def confidence_bound(target, drafter_spec: str, max_new_tokens: int) -> None:
         trace = call_on_fresh_thread(run_to_end, target, drafter, chain, decode, example["prompt"])
         for step in trace.steps:
             probs[example["category"]].append([math.exp(lp) for lp in step.tree.draft_logprob[1:]])
-    print(f"Chains of {BOUND_CHAIN} drafts by {drafter_spec}, {max_new_tokens} new tokens, greedy: "
-          "predictable / chat mean confident depth")
+    print(
+        f"Chains of {BOUND_CHAIN} drafts by {drafter_spec}, {max_new_tokens} new tokens, greedy: "
+        "predictable / chat mean confident depth"
+    )
     print("| tau | ratio | chat | predictable |\n| --- | --- | --- | --- |")
     for tau in BOUND_TAUS:
         chat = statistics.mean(confident_depth(p, tau) for p in probs["chat"])
@@ -90,8 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.bound:
         confidence_bound(target, args.bound, args.max_new_tokens)
         return
-    tree = TreeConfig(method="talon", budget=args.budget, topk=args.topk, mu=args.mu, depth=DEFAULT_TREE.depth,
-                      gamma=DEFAULT_TREE.gamma)
+    tree = TreeConfig(
+        method="talon",
+        budget=args.budget,
+        topk=args.topk,
+        mu=args.mu,
+        depth=DEFAULT_TREE.depth,
+        gamma=DEFAULT_TREE.gamma,
+    )
     decode = DecodeConfig(max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)
 
     depth, widest, traces = defaultdict(list), defaultdict(list), []
@@ -102,12 +111,16 @@ def main(argv: list[str] | None = None) -> None:
         for step in trace.steps:
             depth[example["category"]].append(step.tree.max_depth)
             widest[example["category"]].append(step.tree.widest_layer)
-    print(f"TALON N={tree.budget} K={tree.topk} mu={tree.mu:g}, drafter {DEFAULT_DRAFTER}, "
-          f"{args.max_new_tokens} new tokens, greedy")
+    print(
+        f"TALON N={tree.budget} K={tree.topk} mu={tree.mu:g}, drafter {DEFAULT_DRAFTER}, "
+        f"{args.max_new_tokens} new tokens, greedy"
+    )
     print("| category | steps | mean depth | mean widest layer |\n| --- | --- | --- | --- |")
     for category in depth:
-        print(f"| {category} | {len(depth[category])} | {statistics.mean(depth[category]):.2f} | "
-              f"{statistics.mean(widest[category]):.2f} |")
+        print(
+            f"| {category} | {len(depth[category])} | {statistics.mean(depth[category]):.2f} | "
+            f"{statistics.mean(widest[category]):.2f} |"
+        )
     predictable = [d for c in PREDICTABLE for d in depth.get(c, [])]
     if predictable and depth.get("chat"):
         ratio = statistics.mean(predictable) / statistics.mean(depth["chat"])
@@ -120,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds: dict[int, list[float]] = defaultdict(list)
     for trace in traces:
         n = len(trace.steps)
-        for index in sorted({0, n // 2, n - 1})[:args.steps_per_run]:
+        for index in sorted({0, n // 2, n - 1})[: args.steps_per_run]:
             session = new_session()
             session.trace = trace
             tree_lab.freeze(session, index + 1, EMBEDDED, DEFAULT_DRAFTER, progress=lambda *a, **k: None)
@@ -132,8 +145,10 @@ def main(argv: list[str] | None = None) -> None:
                     seconds[budget].append(time.perf_counter() - t0)
     print("\n| N | lab changes | p50 (s) | p90 (s) |\n| --- | --- | --- | --- |")
     for budget in budgets:
-        print(f"| {budget} | {len(seconds[budget])} | {_percentile(seconds[budget], 0.5):.3f} | "
-              f"{_percentile(seconds[budget], 0.9):.3f} |")
+        print(
+            f"| {budget} | {len(seconds[budget])} | {_percentile(seconds[budget], 0.5):.3f} | "
+            f"{_percentile(seconds[budget], 0.9):.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The model-pair preset picker: fills the target and drafter fields with a Hub pair
 (``talon.models.presets``) when this machine can run it, and otherwise says why not, before anything
 loads."""
+
 from __future__ import annotations
 
 import gradio as gr
@@ -9,8 +10,10 @@ from talon.models.presets import PRESET_BY_NAME, problems_here
 
 NO_PRESET = "None (use the target and drafter fields)"
 PRESET_CHOICES = [NO_PRESET, *PRESET_BY_NAME]
-PRESET_INFO = ("Targets with the EAGLE-3 draft heads trained for them, from the Hugging Face Hub: the TALON "
-               "paper's setting. They need a GPU.")
+PRESET_INFO = (
+    "Targets with the EAGLE-3 draft heads trained for them, from the Hugging Face Hub: the TALON "
+    "paper's setting. They need a GPU."
+)
 
 
 def apply_preset(name: str | None):
@@ -23,6 +26,8 @@ def apply_preset(name: str | None):
     if problems:
         reasons = " ".join(f"({k}) {p}" for k, p in enumerate(problems, 1))
         return gr.update(), gr.update(), gr.update(), f"**{preset.name} cannot run here:** {reasons}"
-    note = (f"Target `{preset.target}` ({preset.target_params_b:g} B parameters) with drafter `{preset.drafter}`; "
-            "both download from the Hub at the first run (minutes).")
+    note = (
+        f"Target `{preset.target}` ({preset.target_params_b:g} B parameters) with drafter `{preset.drafter}`; "
+        "both download from the Hub at the first run (minutes)."
+    )
     return gr.update(value=preset.target), gr.update(value=preset.drafter), gr.update(value="talon"), note

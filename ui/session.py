@@ -3,6 +3,7 @@
 A ``Session`` lives in that user's ``gr.State`` (created per browser session, never shared) and is
 released when Gradio drops the session (``close``: a run in flight is stopped, the lab's caches go).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -24,16 +25,23 @@ class LiveRun:
     through the engine's stop hook (``stop``), so a stopped run ends cleanly with ``stop_reason``
     "stopped" and keeps every step it made."""
 
-    def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
-                 decode_cfg: DecodeConfig) -> None:
+    def __init__(
+        self,
+        trace: RunTrace,
+        target: LoadedModel,
+        drafter: Drafter | None,
+        tree_cfg: TreeConfig,
+        decode_cfg: DecodeConfig,
+    ) -> None:
         self.trace, self.target = trace, target
         self.id = next(_RUN_IDS)
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._done = threading.Event()
         self._news = threading.Event()
-        self._thread = threading.Thread(target=self._work, args=(drafter, tree_cfg, decode_cfg), daemon=True,
-                                        name=f"talon-run-{self.id}")
+        self._thread = threading.Thread(
+            target=self._work, args=(drafter, tree_cfg, decode_cfg), daemon=True, name=f"talon-run-{self.id}"
+        )
         self._thread.start()
 
     def _work(self, drafter, tree_cfg, decode_cfg) -> None:

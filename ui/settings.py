@@ -1,6 +1,7 @@
 """The settings panel's values turned into what a run needs, the same way for every tab: one
 ``RunSettings`` object, its configs, the target, a fresh drafter and an empty trace, or a ``gr.Error``
 that says which field to fix."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -44,23 +45,30 @@ class RunSettings:
     execution: str = "sync"
 
     @classmethod
-    def of(cls, values: Sequence) -> "RunSettings":
+    def of(cls, values: Sequence) -> RunSettings:
         """From the panel's components' values, in ``SETTING_NAMES`` order."""
         return cls(*values)
 
-    def but(self, **changes) -> "RunSettings":
+    def but(self, **changes) -> RunSettings:
         """A copy with some fields changed (e.g. another method for a comparison)."""
         return replace(self, **changes)
 
     def configs(self) -> tuple[TreeConfig, DecodeConfig]:
         """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field)."""
-        tree = TreeConfig(method=self.method, budget=_number(self.budget, "Budget N", int),
-                          topk=_number(self.topk, "Root width K", int), mu=_number(self.mu, "mu"),
-                          depth=_number(self.depth, "Depth", int), gamma=_number(self.gamma, "Chain length", int))
-        return tree, DecodeConfig(temperature=_number(self.temperature, "Temperature"),
-                                  seed=_number(self.seed, "Seed", int),
-                                  max_new_tokens=_number(self.max_new, "Max new tokens", int),
-                                  execution=self.execution or "sync")
+        tree = TreeConfig(
+            method=self.method,
+            budget=_number(self.budget, "Budget N", int),
+            topk=_number(self.topk, "Root width K", int),
+            mu=_number(self.mu, "mu"),
+            depth=_number(self.depth, "Depth", int),
+            gamma=_number(self.gamma, "Chain length", int),
+        )
+        return tree, DecodeConfig(
+            temperature=_number(self.temperature, "Temperature"),
+            seed=_number(self.seed, "Seed", int),
+            max_new_tokens=_number(self.max_new, "Max new tokens", int),
+            execution=self.execution or "sync",
+        )
 
 
 SETTING_NAMES = tuple(f.name for f in fields(RunSettings))
@@ -109,7 +117,16 @@ def settings_of(trace: RunTrace) -> dict:
     """The settings a trace was made with, by ``SETTING_NAMES`` (target and drafter are display names
     in a trace, so they are not restored)."""
     tree, dec = trace.tree_config, trace.decode_config
-    return {"prompt": trace.prompt, "method": tree.get("method"), "budget": tree.get("budget"),
-            "topk": tree.get("topk"), "mu": tree.get("mu"), "depth": tree.get("depth"), "gamma": tree.get("gamma"),
-            "temperature": dec.get("temperature"), "max_new": dec.get("max_new_tokens"), "seed": dec.get("seed"),
-            "execution": dec.get("execution", "sync")}
+    return {
+        "prompt": trace.prompt,
+        "method": tree.get("method"),
+        "budget": tree.get("budget"),
+        "topk": tree.get("topk"),
+        "mu": tree.get("mu"),
+        "depth": tree.get("depth"),
+        "gamma": tree.get("gamma"),
+        "temperature": dec.get("temperature"),
+        "max_new": dec.get("max_new_tokens"),
+        "seed": dec.get("seed"),
+        "execution": dec.get("execution", "sync"),
+    }

@@ -1,6 +1,7 @@
 """What every user of the app shares: the read-only model registry, the machine's defaults, the
 choices offered, the step cost model, and the loading of models and drafters with errors that name the
 field to fix.  Nothing here holds per-run state: that lives in each user's ``ui.session.Session``."""
+
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ from talon.models.registry import ModelRegistry
 from talon.runtime.graphs import graphs_setting
 
 from .compute import spaces
+
 
 def setup_problem() -> str:
     """What is wrong with this machine's settings (environment variables), in a sentence that says how
@@ -55,19 +57,33 @@ DEFAULT_TARGET = default_target_spec()
 DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
 EXAMPLES = read_examples()
-METHOD_CHOICES = [("Autoregressive (no drafts)", "ar"), ("Chain (classic speculative decoding)", "chain"),
-                  ("Static tree (fixed shape)", "static"), ("EAGLE-2 dynamic tree", "eagle2"),
-                  ("TALON adaptive tree", "talon"),
-                  ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid")]
+METHOD_CHOICES = [
+    ("Autoregressive (no drafts)", "ar"),
+    ("Chain (classic speculative decoding)", "chain"),
+    ("Static tree (fixed shape)", "static"),
+    ("EAGLE-2 dynamic tree", "eagle2"),
+    ("TALON adaptive tree", "talon"),
+    ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid"),
+]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
-SHORT_LABEL = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
-               "talon": "TALON", "hybrid": "hybrid"}
-DRAFTER_CHOICES = [("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
-                   ("n-gram prompt lookup (free, copies from the context)", "ngram"),
-                   ("Target's first 6 layers (self-draft)", "layers:6"),
-                   ("Target's first 12 layers (self-draft)", "layers:12")]
-EXECUTION_CHOICES = [("Synchronous: draft, then verify", "sync"),
-                     ("Asynchronous: draft the next tree while the target verifies", "async")]
+SHORT_LABEL = {
+    "ar": "autoregressive",
+    "chain": "chain",
+    "static": "static tree",
+    "eagle2": "EAGLE-2",
+    "talon": "TALON",
+    "hybrid": "hybrid",
+}
+DRAFTER_CHOICES = [
+    ("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
+    ("n-gram prompt lookup (free, copies from the context)", "ngram"),
+    ("Target's first 6 layers (self-draft)", "layers:6"),
+    ("Target's first 12 layers (self-draft)", "layers:12"),
+]
+EXECUTION_CHOICES = [
+    ("Synchronous: draft, then verify", "sync"),
+    ("Asynchronous: draft the next tree while the target verifies", "async"),
+]
 MAX_NEW_TOKENS = 512
 GPU_SECONDS_PER_TOKEN = 0.06
 """A generous per-token time for the GPU request on Spaces (a 135M target takes ~0.02 s per step)."""
@@ -126,6 +142,7 @@ def model_status() -> tuple[str, dict]:
 def preload_default_model() -> threading.Thread:
     """Start loading the default model in the background so the first Run does not wait for it
     (a failure is kept by the registry and shown in the status banner)."""
+
     def load():
         try:
             REGISTRY.get(DEFAULT_TARGET)

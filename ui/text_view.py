@@ -5,6 +5,7 @@ The component is a ``gr.HTML`` whose value is a small update, not the text: ``{"
 ones, so the page's update for one decoding step costs the same at step 5 as at step 500; a new run id
 starts over.  The pieces are ``viz.charts.step_span``: each step's text tinted by step.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

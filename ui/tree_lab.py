@@ -3,6 +3,7 @@ gamma rebuilds that step's tree at the same context and verifies it with one tar
 (``talon.engine.frozen_step.FrozenStep``), without re-running the generation.
 
 The frozen step's caches live in the user's session (one frozen step at a time) and go with it."""
+
 from __future__ import annotations
 
 import math
@@ -15,19 +16,26 @@ from talon.trace import RunTrace, StepRecord
 from viz import lab_charts
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 
+from .compute import model_work
 from .explore import plural
 from .session import LabState, Session
 from .settings import tree_config
-from .compute import model_work
 from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target
 
-LAB_METHOD_CHOICES = [("TALON", "talon"), ("EAGLE-2", "eagle2"), ("static tree", "static"), ("chain", "chain"),
-                      ("hybrid (TALON over model + prompt lookup)", "hybrid")]
-NOT_FROZEN = ("No step frozen yet: run (or load) a trace in Explore, pick a step here and press "
-              "**Freeze this step**.")
+LAB_METHOD_CHOICES = [
+    ("TALON", "talon"),
+    ("EAGLE-2", "eagle2"),
+    ("static tree", "static"),
+    ("chain", "chain"),
+    ("hybrid (TALON over model + prompt lookup)", "hybrid"),
+]
+NOT_FROZEN = "No step frozen yet: run (or load) a trace in Explore, pick a step here and press **Freeze this step**."
 REROLLS = 200
-SWEEP_VALUES = {"budget": (4, 8, 12, 16, 24, 32, 48, 64), "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
-          "topk": (0, 1, 2, 4, 6, 8, 10, 16)}
+SWEEP_VALUES = {
+    "budget": (4, 8, 12, 16, 24, 32, 48, 64),
+    "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+    "topk": (0, 1, 2, 4, 6, 8, 10, 16),
+}
 """The values each "Sweep at this step" field takes (``topk`` 0: the gate picks the root's children)."""
 
 
@@ -40,11 +48,13 @@ def _lab(session: Session) -> LabState:
 def _trace_for_lab(session: Session) -> RunTrace:
     trace = session.trace
     if trace is None or not trace.steps:
-        raise gr.Error("No run to freeze a step of: run or load a trace in the Explore tab first.",
-                       print_exception=False)
+        raise gr.Error(
+            "No run to freeze a step of: run or load a trace in the Explore tab first.", print_exception=False
+        )
     if session.live is not None and not session.live.done:
-        raise gr.Error("The run is still going: freeze a step when it has ended (or press Stop).",
-                       print_exception=False)
+        raise gr.Error(
+            "The run is still going: freeze a step when it has ended (or press Stop).", print_exception=False
+        )
     return trace
 
 
@@ -56,8 +66,11 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     number = max(1, min(int(number or 1), len(trace.steps)))
     target = load_target(target_spec, progress)
     if target.name != trace.target:
-        raise gr.Error(f"This run was made with {trace.target}, but the Target field loads {target.name}: set the "
-                       "Target field to the run's model to explore its steps.", print_exception=False)
+        raise gr.Error(
+            f"This run was made with {trace.target}, but the Target field loads {target.name}: set the "
+            "Target field to the run's model to explore its steps.",
+            print_exception=False,
+        )
     index = number - 1
     drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
     try:
@@ -68,13 +81,25 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     root = visible_text(target.tokenizer.decode([frozen.root]), 30)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    status = (f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
-              f"“{root}”, drafter `{drafter_spec}`"
-              + (f", temperature {frozen.temperature:g}: verdicts use the run's own random draws"
-                 if frozen.temperature else "")
-              + "). Move the settings below: each change rebuilds this step's tree and verifies it.")
-    return (status, gr.update(value=method), gr.update(value=cfg.get("budget")), gr.update(value=cfg.get("topk")),
-            gr.update(value=cfg.get("mu")), gr.update(value=cfg.get("depth")), gr.update(value=cfg.get("gamma")))
+    status = (
+        f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
+        f"“{root}”, drafter `{drafter_spec}`"
+        + (
+            f", temperature {frozen.temperature:g}: verdicts use the run's own random draws"
+            if frozen.temperature
+            else ""
+        )
+        + "). Move the settings below: each change rebuilds this step's tree and verifies it."
+    )
+    return (
+        status,
+        gr.update(value=method),
+        gr.update(value=cfg.get("budget")),
+        gr.update(value=cfg.get("topk")),
+        gr.update(value=cfg.get("mu")),
+        gr.update(value=cfg.get("depth")),
+        gr.update(value=cfg.get("gamma")),
+    )
 
 
 def _cost(step: StepRecord) -> float | None:
@@ -93,13 +118,19 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode)
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     fig = lab_viz_tree(step, mode, cfg)
     cost = _cost(step)
-    caption = (f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
-               f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
-               f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
-               f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
-               + (f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
-                  f"{(step.accepted_tokens + 1) / cost:.2f} tokens per AR-step of cost" if cost else "")
-               + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms).")
+    caption = (
+        f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
+        f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
+        f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
+        f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
+        + (
+            f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
+            f"{(step.accepted_tokens + 1) / cost:.2f} tokens per AR-step of cost"
+            if cost
+            else ""
+        )
+        + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms)."
+    )
     has_gate = any(layer.tokens for layer in step.gate or [])
     gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
     return fig, caption, gr.update(value=gate, visible=gate is not None)
@@ -107,8 +138,12 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode)
 
 def lab_viz_tree(step, mode: str, cfg: TreeConfig):
     """The rebuilt tree, titled with the settings it was built with."""
-    return tree_figure(step, mode, title=f"Step {step.index + 1}, rebuilt: {SHORT_LABEL.get(cfg.method)} "
-                                         f"N={cfg.budget}, K={cfg.topk}, μ={cfg.mu:g}")
+    return tree_figure(
+        step,
+        mode,
+        title=f"Step {step.index + 1}, rebuilt: {SHORT_LABEL.get(cfg.method)} "
+        f"N={cfg.budget}, K={cfg.topk}, μ={cfg.mu:g}",
+    )
 
 
 @model_work()
@@ -120,11 +155,19 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
     rows = {}
     for method in LAB_METHODS:
         step = results.get(method)
-        rows[SHORT_LABEL[method]] = ("needs root width K >= 1, not run at K=0" if step is None else
-                                     {"nodes": step.tree.num_drafts, "depth": step.tree.max_depth,
-                                      "accepted": step.accepted_tokens, "drafter_calls": step.drafter_forwards,
-                                      "cost": _cost(step), "draft_ms": step.draft_seconds * 1e3,
-                                      "verify_ms": step.verify_seconds * 1e3})
+        rows[SHORT_LABEL[method]] = (
+            "needs root width K >= 1, not run at K=0"
+            if step is None
+            else {
+                "nodes": step.tree.num_drafts,
+                "depth": step.tree.max_depth,
+                "accepted": step.accepted_tokens,
+                "drafter_calls": step.drafter_forwards,
+                "cost": _cost(step),
+                "draft_ms": step.draft_seconds * 1e3,
+                "verify_ms": step.verify_seconds * 1e3,
+            }
+        )
     return lab_charts.methods_table(rows)
 
 
@@ -154,8 +197,18 @@ def reroll(session: Session):
     rolled = frozen.reroll(step, REROLLS, seed=len(frozen.context))
     table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: tok.decode([t]))
     fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: tok.decode([t]))
-    note = ("" if frozen.temperature else "The run was greedy (temperature 0): these re-rolls sample at temperature "
-            "1 to show what sampling verification would do with this tree. ")
-    return fig, table, (f"{note}{REROLLS} re-rolls; total variation from the target's distribution "
-                        f"{rolled.total_variation:.3f} (sampling noise alone gives about "
-                        f"{math.sqrt(8 / REROLLS):.2f} here).")
+    note = (
+        ""
+        if frozen.temperature
+        else "The run was greedy (temperature 0): these re-rolls sample at temperature "
+        "1 to show what sampling verification would do with this tree. "
+    )
+    return (
+        fig,
+        table,
+        (
+            f"{note}{REROLLS} re-rolls; total variation from the target's distribution "
+            f"{rolled.total_variation:.3f} (sampling noise alone gives about "
+            f"{math.sqrt(8 / REROLLS):.2f} here)."
+        ),
+    )

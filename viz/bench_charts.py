@@ -5,6 +5,7 @@ Pure pandas / Plotly: no torch.  Every function takes the DataFrames (schemas in
 ``talon.bench.results``) and returns a table or a figure; data a function needs but the results do not
 hold (e.g. no N sweep in a ``quick`` run) gives an empty table or a figure with a note, never an error.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,16 +19,35 @@ from talon.bench.suites import TREE_METHODS, split_method
 from .style import TEMPLATE, new_figure
 
 ALL = "all"
-METHOD_LABELS = {"ar": "autoregressive", "chain": "chain", "static": "static tree", "eagle2": "EAGLE-2",
-                 "talon": "TALON", "hybrid": "hybrid", "hf_generate": "HF generate",
-                 "hf_prompt_lookup": "HF prompt lookup", "hf_assisted": "HF assisted"}
-METHOD_COLORS = {"ar": "#9E9E9E", "chain": "#72B7B2", "static": "#B279A2", "eagle2": "#4C78A8",
-                 "talon": "#F58518", "hybrid": "#54A24B", "hf_generate": "#BDBDBD",
-                 "hf_prompt_lookup": "#E45756", "hf_assisted": "#8C6D31", "talon@ngram": "#FF9DA6"}
+METHOD_LABELS = {
+    "ar": "autoregressive",
+    "chain": "chain",
+    "static": "static tree",
+    "eagle2": "EAGLE-2",
+    "talon": "TALON",
+    "hybrid": "hybrid",
+    "hf_generate": "HF generate",
+    "hf_prompt_lookup": "HF prompt lookup",
+    "hf_assisted": "HF assisted",
+}
+METHOD_COLORS = {
+    "ar": "#9E9E9E",
+    "chain": "#72B7B2",
+    "static": "#B279A2",
+    "eagle2": "#4C78A8",
+    "talon": "#F58518",
+    "hybrid": "#54A24B",
+    "hf_generate": "#BDBDBD",
+    "hf_prompt_lookup": "#E45756",
+    "hf_assisted": "#8C6D31",
+    "talon@ngram": "#FF9DA6",
+}
 DRAFTER_LABELS = {"head": "head", "ngram": "prompt lookup"}
-SWEEP_AXES = {"budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
-              "mu_sweep": ("mu", "confidence gate μ (log scale)", True),
-              "topk_sweep": ("topk", "root width K (0 = the gate picks the root's children)", False)}
+SWEEP_AXES = {
+    "budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
+    "mu_sweep": ("mu", "confidence gate μ (log scale)", True),
+    "topk_sweep": ("topk", "root width K (0 = the gate picks the root's children)", False),
+}
 SWEEP_TITLES = {"budget": "Budget N sweep", "mu": "Confidence gate μ sweep", "topk": "Root width K sweep"}
 HEIGHT = 340
 
@@ -45,19 +65,37 @@ def color(method: str) -> str | None:
 
 
 def _empty(title: str, note: str) -> go.Figure:
-    return go.Figure(layout={
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}}, "template": TEMPLATE,
-        "height": HEIGHT, "xaxis": {"visible": False}, "yaxis": {"visible": False},
-        "annotations": [{"text": note, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-                         "font": {"size": 13, "color": "#888"}}]})
+    return go.Figure(
+        layout={
+            "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+            "template": TEMPLATE,
+            "height": HEIGHT,
+            "xaxis": {"visible": False},
+            "yaxis": {"visible": False},
+            "annotations": [
+                {
+                    "text": note,
+                    "showarrow": False,
+                    "xref": "paper",
+                    "yref": "paper",
+                    "x": 0.5,
+                    "y": 0.5,
+                    "font": {"size": 13, "color": "#888"},
+                }
+            ],
+        }
+    )
 
 
 def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-                      height=HEIGHT + 40, margin={"l": 50, "r": 10, "t": 70, "b": 40},
-                      legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"},
-                      **extra)
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        height=HEIGHT + 40,
+        margin={"l": 50, "r": 10, "t": 70, "b": 40},
+        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"},
+        **extra,
+    )
     return fig
 
 
@@ -89,15 +127,24 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         return f"No meta.json in {directory or 'this directory'}."
     threads = f", {meta['torch_threads']} torch threads" if meta.get("torch_threads") else ""
     load = meta.get("load_average_1min")
-    lines = [f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
-             *(["- **Partial results**: the run stopped before the suite's end; the tables hold the prompts "
-                "measured so far."] if meta.get("complete") is False else []),
-             f"- Machine: {meta.get('device', '?')} ({meta.get('cpu', '?')}, {meta.get('cpu_count', '?')} CPUs{threads}"
-             + (f", load average {load} at the start" if load is not None else "") + ")"
-             + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
-             f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}); "
-             f"drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
-             f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s)"]
+    lines = [
+        f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
+        *(
+            [
+                "- **Partial results**: the run stopped before the suite's end; the tables hold the prompts "
+                "measured so far."
+            ]
+            if meta.get("complete") is False
+            else []
+        ),
+        f"- Machine: {meta.get('device', '?')} ({meta.get('cpu', '?')}, {meta.get('cpu_count', '?')} CPUs{threads}"
+        + (f", load average {load} at the start" if load is not None else "")
+        + ")"
+        + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
+        f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}); "
+        f"drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
+        f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s)",
+    ]
     lines += [f"- Note: {n}" for n in meta.get("notes", [])]
     lines += [f"- Skipped {m}: {why}" for m, why in (meta.get("skipped") or {}).items()]
     if directory:
@@ -110,18 +157,47 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Every method of the method-comparison experiments (kind ``methods``) pooled over all prompts:
     MAT, delta, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape."""
     rows = _rows(summary, ("methods",))
-    out = [{"experiment": r.experiment, "method": label(r.method), "T": _num(r.temperature, 2),
-            "prompts": int(r.prompts), "MAT": _num(r.MAT), "delta": _num(r.delta),
-            "tokens/s": _num(r.tokens_per_s, 1), "speedup": _num(r.speedup),
-            "draft share": _num(r.draft_share), "same tokens as AR": _num(r.matches_ar),
-            "mean depth": _num(r.mean_depth), "mean nodes": _num(r.mean_tree_nodes, 1)}
-           for r in rows.itertuples()]
-    return pd.DataFrame(out, columns=["experiment", "method", "T", "prompts", "MAT", "delta", "tokens/s", "speedup",
-                                      "draft share", "same tokens as AR", "mean depth", "mean nodes"])
+    out = [
+        {
+            "experiment": r.experiment,
+            "method": label(r.method),
+            "T": _num(r.temperature, 2),
+            "prompts": int(r.prompts),
+            "MAT": _num(r.MAT),
+            "delta": _num(r.delta),
+            "tokens/s": _num(r.tokens_per_s, 1),
+            "speedup": _num(r.speedup),
+            "draft share": _num(r.draft_share),
+            "same tokens as AR": _num(r.matches_ar),
+            "mean depth": _num(r.mean_depth),
+            "mean nodes": _num(r.mean_tree_nodes, 1),
+        }
+        for r in rows.itertuples()
+    ]
+    return pd.DataFrame(
+        out,
+        columns=[
+            "experiment",
+            "method",
+            "T",
+            "prompts",
+            "MAT",
+            "delta",
+            "tokens/s",
+            "speedup",
+            "draft share",
+            "same tokens as AR",
+            "mean depth",
+            "mean nodes",
+        ],
+    )
 
 
-def category_table(summary: pd.DataFrame, methods: tuple[str, ...] | None = ("eagle2", "talon"),
-                   kinds: tuple[str, ...] = ("categories", "methods")) -> pd.DataFrame:
+def category_table(
+    summary: pd.DataFrame,
+    methods: tuple[str, ...] | None = ("eagle2", "talon"),
+    kinds: tuple[str, ...] = ("categories", "methods"),
+) -> pd.DataFrame:
     """The paper's Table 1 / Table 3 at our scale: rows = categories (then ``all``), columns = MAT and
     speedup of each method in ``methods`` (None: every method but ``ar``, in run order) at each
     temperature.  From the first of ``kinds`` with rows: by default the ``categories`` experiment, or
@@ -155,10 +231,17 @@ def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
     if not rows.empty:
         rows = rows[rows["method"].isin(TREE_METHODS) & (rows["temperature"] == rows["temperature"].min())]
         rows = pd.concat([rows[rows["category"] != ALL], rows[rows["category"] == ALL]])
-    out = [{"category": r.category, "method": label(r.method), "mean depth": _num(r.mean_depth),
-            "mean nodes": _num(r.mean_tree_nodes, 1), "delta": _num(r.delta),
-            "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or []))}
-           for r in rows.itertuples()]
+    out = [
+        {
+            "category": r.category,
+            "method": label(r.method),
+            "mean depth": _num(r.mean_depth),
+            "mean nodes": _num(r.mean_tree_nodes, 1),
+            "delta": _num(r.delta),
+            "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or [])),
+        }
+        for r in rows.itertuples()
+    ]
     return pd.DataFrame(out, columns=["category", "method", "mean depth", "mean nodes", "delta", "nodes per layer"])
 
 
@@ -173,8 +256,15 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     for (exp, method), g in greedy.groupby(["experiment", "method"], sort=False):
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
-        out.append({"experiment": exp, "method": label(method), "greedy runs": len(g),
-                    "same tokens as AR": int(same.sum()), "differing prompts": ", ".join(dict.fromkeys(diff))})
+        out.append(
+            {
+                "experiment": exp,
+                "method": label(method),
+                "greedy runs": len(g),
+                "same tokens as AR": int(same.sum()),
+                "differing prompts": ", ".join(dict.fromkeys(diff)),
+            }
+        )
     return pd.DataFrame(out, columns=cols)
 
 
@@ -186,8 +276,13 @@ def sources_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def tables(runs: pd.DataFrame, summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Every table by name: ``methods``, ``categories``, ``shape``, ``lossless``, ``sources``."""
-    return {"methods": methods_table(summary), "categories": category_table(summary),
-            "shape": shape_table(summary), "lossless": lossless_table(runs), "sources": sources_table(summary)}
+    return {
+        "methods": methods_table(summary),
+        "categories": category_table(summary),
+        "shape": shape_table(summary),
+        "lossless": lossless_table(runs),
+        "sources": sources_table(summary),
+    }
 
 
 # ---- figures ----------------------------------------------------------------------------------------
@@ -201,11 +296,17 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     last = rows["experiment"].iloc[-1]
     rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
     x = [label(m) for m in rows["method"]]
-    bars = go.Bar(x=x, y=rows["speedup"], marker_color=[color(m) or "#4C78A8" for m in rows["method"]],
-                  text=[f"MAT {v:.2f}" for v in rows["MAT"]], textposition="outside", cliponaxis=False,
-                  customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
-                  hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
-                                "%{customdata[2]:.1f} tokens/s<extra></extra>")
+    bars = go.Bar(
+        x=x,
+        y=rows["speedup"],
+        marker_color=[color(m) or "#4C78A8" for m in rows["method"]],
+        text=[f"MAT {v:.2f}" for v in rows["MAT"]],
+        textposition="outside",
+        cliponaxis=False,
+        customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
+        hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
+        "%{customdata[2]:.1f} tokens/s<extra></extra>",
+    )
     fig = new_figure().add_trace(bars)
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"})
     top = max([1.0] + [v for v in rows["speedup"] if isinstance(v, (int, float)) and not math.isnan(v)])
@@ -221,16 +322,24 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
     rows = rows[rows["method"] != "ar"] if not rows.empty else rows
     if rows.empty:
         return _empty(title, f"no {param} sweep in these results (run the 'paper' suite)")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=("speedup vs AR", "MAT", "draft share"),
-                        horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("speedup vs AR", "MAT", "draft share"), horizontal_spacing=0.08)
     for method in dict.fromkeys(rows["method"]):
         m = rows[rows["method"] == method].sort_values(param)
         for col, y in enumerate(("speedup", "MAT", "draft_share"), 1):
-            fig.add_trace(go.Scatter(x=m[param], y=m[y], mode="lines+markers", name=label(method),
-                                     legendgroup=method, showlegend=col == 1,
-                                     line={"color": color(method)},
-                                     hovertemplate=f"{label(method)} {param}=%{{x}}: {y} %{{y:.3f}}<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=m[param],
+                    y=m[y],
+                    mode="lines+markers",
+                    name=label(method),
+                    legendgroup=method,
+                    showlegend=col == 1,
+                    line={"color": color(method)},
+                    hovertemplate=f"{label(method)} {param}=%{{x}}: {y} %{{y:.3f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(type="log" if log_x else "linear")
     fig.update_xaxes(title_text=x_title, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
@@ -245,8 +354,11 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
     title = "Tree shape by category: mean nodes per layer"
     rows = _rows(summary, ("categories", "methods"), category=None)
     if not rows.empty:
-        rows = rows[rows["method"].isin(TREE_METHODS) & (rows["category"] != ALL)
-                    & (rows["temperature"] == rows["temperature"].min())]
+        rows = rows[
+            rows["method"].isin(TREE_METHODS)
+            & (rows["category"] != ALL)
+            & (rows["temperature"] == rows["temperature"].min())
+        ]
         rows = rows[rows["mean_layer_widths"].map(lambda w: isinstance(w, list) and len(w) > 0)]
     if rows.empty:
         return _empty(title, "no tree runs by category in these results")
@@ -260,11 +372,20 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
             if hit.empty:
                 continue
             widths = hit.iloc[0]["mean_layer_widths"]
-            fig.add_trace(go.Scatter(x=list(range(1, len(widths) + 1)), y=widths, mode="lines+markers", name=cat,
-                                     legendgroup=cat, showlegend=col == 1,
-                                     line={"color": palette[k % len(palette)]},
-                                     hovertemplate=f"{cat}: depth %{{x}}, %{{y:.2f}} nodes<extra></extra>"),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(widths) + 1)),
+                    y=widths,
+                    mode="lines+markers",
+                    name=cat,
+                    legendgroup=cat,
+                    showlegend=col == 1,
+                    line={"color": palette[k % len(palette)]},
+                    hovertemplate=f"{cat}: depth %{{x}}, %{{y:.2f}} nodes<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(title_text="depth (draft layer)", dtick=1)
     fig.update_yaxes(title_text="mean nodes", row=1, col=1)
     return _layout(fig, title)
@@ -274,11 +395,23 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
     """The cost suite's rows: what each piece of a step costs, in autoregressive steps."""
     if cost is None or cost.empty:
         return pd.DataFrame(columns=["piece", "size", "LM-head rows", "ms", "× AR step"])
-    names = {"ar": "one autoregressive step", "target": "verify a tree (nodes incl. root)",
-             "head": "one draft-head call (frontier nodes)"}
-    return pd.DataFrame([{"piece": names.get(r.component, r.component), "size": int(r.size),
-                          "LM-head rows": int(r.lm_head_rows), "ms": _num(r.seconds * 1e3, 1),
-                          "× AR step": _num(r.ratio, 2)} for r in cost.itertuples()])
+    names = {
+        "ar": "one autoregressive step",
+        "target": "verify a tree (nodes incl. root)",
+        "head": "one draft-head call (frontier nodes)",
+    }
+    return pd.DataFrame(
+        [
+            {
+                "piece": names.get(r.component, r.component),
+                "size": int(r.size),
+                "LM-head rows": int(r.lm_head_rows),
+                "ms": _num(r.seconds * 1e3, 1),
+                "× AR step": _num(r.ratio, 2),
+            }
+            for r in cost.itertuples()
+        ]
+    )
 
 
 def cost_figure(cost: pd.DataFrame) -> go.Figure:
@@ -289,33 +422,59 @@ def cost_figure(cost: pd.DataFrame) -> go.Figure:
     if cost is None or cost.empty:
         return _empty(title, "no cost results (python -m talon.bench --suite cost)")
     fig = new_figure()
-    for component, name, colour in (("target", "verify a tree of n nodes", "#4C78A8"),
-                                     ("head", "one draft-head call over n nodes", "#F58518")):
+    for component, name, colour in (
+        ("target", "verify a tree of n nodes", "#4C78A8"),
+        ("head", "one draft-head call over n nodes", "#F58518"),
+    ):
         rows = cost[cost["component"] == component].sort_values("size")
         if rows.empty:
             continue
-        fig.add_trace(go.Scatter(x=rows["size"], y=rows["ratio"], mode="lines+markers", name=name,
-                                 line={"color": colour},
-                                 customdata=list(zip(rows["seconds"] * 1e3, rows["lm_head_rows"])),
-                                 hovertemplate=f"{name}: n=%{{x}}, %{{y:.2f}}× AR "
-                                               "(%{customdata[0]:.1f} ms, LM head on %{customdata[1]} rows)"
-                                               "<extra></extra>"))
-    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, annotation_text="one AR step",
-                  annotation_position="top left")
-    return _layout(fig, title, xaxis={"type": "log", "title": {"text": "n (tree nodes incl. root / frontier width)"},
-                                      "tickvals": sorted(set(cost["size"]))},
-                   yaxis={"title": {"text": "× one autoregressive step"}, "rangemode": "tozero"})
+        fig.add_trace(
+            go.Scatter(
+                x=rows["size"],
+                y=rows["ratio"],
+                mode="lines+markers",
+                name=name,
+                line={"color": colour},
+                customdata=list(zip(rows["seconds"] * 1e3, rows["lm_head_rows"])),
+                hovertemplate=f"{name}: n=%{{x}}, %{{y:.2f}}× AR "
+                "(%{customdata[0]:.1f} ms, LM head on %{customdata[1]} rows)"
+                "<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=1.0, line={"dash": "dash", "color": "#555"}, annotation_text="one AR step", annotation_position="top left"
+    )
+    return _layout(
+        fig,
+        title,
+        xaxis={
+            "type": "log",
+            "title": {"text": "n (tree nodes incl. root / frontier width)"},
+            "tickvals": sorted(set(cost["size"])),
+        },
+        yaxis={"title": {"text": "× one autoregressive step"}, "rangemode": "tozero"},
+    )
 
 
-def figures(summary: pd.DataFrame, include_empty: bool = True, cost: pd.DataFrame | None = None) -> dict[str, go.Figure]:
+def figures(
+    summary: pd.DataFrame, include_empty: bool = True, cost: pd.DataFrame | None = None
+) -> dict[str, go.Figure]:
     """Every figure by name: ``peers``, one per sweep kind (``budget_sweep``, ``mu_sweep``,
     ``topk_sweep``), ``tree_shape``, ``cost``; with ``include_empty=False`` only those the results hold
     data for (what ``viz.bench_plots`` saves)."""
-    has = {"peers": not _rows(summary, ("methods",)).empty,
-           **{kind: not _rows(summary, (kind,)).empty for kind in SWEEP_AXES},
-           "tree_shape": True, "cost": cost is not None and not cost.empty}
-    figs = {"peers": peers_figure(summary), **{kind: sweep_figure(summary, kind) for kind in SWEEP_AXES},
-            "tree_shape": tree_shape_figure(summary), "cost": cost_figure(cost)}
+    has = {
+        "peers": not _rows(summary, ("methods",)).empty,
+        **{kind: not _rows(summary, (kind,)).empty for kind in SWEEP_AXES},
+        "tree_shape": True,
+        "cost": cost is not None and not cost.empty,
+    }
+    figs = {
+        "peers": peers_figure(summary),
+        **{kind: sweep_figure(summary, kind) for kind in SWEEP_AXES},
+        "tree_shape": tree_shape_figure(summary),
+        "cost": cost_figure(cost),
+    }
     if not include_empty:
         has["tree_shape"] = not shape_table(summary).empty
         figs = {k: v for k, v in figs.items() if has[k]}

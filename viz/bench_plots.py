@@ -4,6 +4,7 @@
 meta.json); this draws ``viz.bench_charts``' figures from it as standalone HTML (Plotly from its CDN)
 and, where a static exporter (kaleido + a Chrome) works, PNG, and records them in meta.json.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@
 Every figure is a pure function of the trace; an empty trace (no steps yet) gives an empty figure
 with a "no steps yet" note instead of raising.
 """
+
 from __future__ import annotations
 
 import html
@@ -23,8 +24,17 @@ BONUS_COLOR = VERDICT_COLORS["bonus"]
 PASTELS = ("#FFE0B2", "#C8E6C9", "#BBDEFB", "#F8BBD0", "#D1C4E9", "#FFF59D", "#B2EBF2", "#DCEDC8")
 
 
-def _figure(traces: list, title: str, x_title: str, y_title: str, *, xaxis: dict | None = None,
-            yaxis: dict | None = None, note: str | None = None, **layout) -> go.Figure:
+def _figure(
+    traces: list,
+    title: str,
+    x_title: str,
+    y_title: str,
+    *,
+    xaxis: dict | None = None,
+    yaxis: dict | None = None,
+    note: str | None = None,
+    **layout,
+) -> go.Figure:
     """Build the figure in one go (``update_layout`` on a figure with traces is slow).  With no
     traces, or with ``note``, a grey note is shown in the middle of the plot."""
     if not traces:
@@ -35,16 +45,34 @@ def _figure(traces: list, title: str, x_title: str, y_title: str, *, xaxis: dict
         xaxis["visible"] = yaxis["visible"] = False
     base = {
         "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        "height": CHART_HEIGHT, "template": TEMPLATE,
+        "height": CHART_HEIGHT,
+        "template": TEMPLATE,
         "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
-        "legend": {"orientation": "h", "x": 1.0, "xanchor": "right", "y": 1.0,
-                   "yanchor": "bottom", "font": {"size": 11}, "traceorder": "normal"},
+        "legend": {
+            "orientation": "h",
+            "x": 1.0,
+            "xanchor": "right",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "font": {"size": 11},
+            "traceorder": "normal",
+        },
         "hovermode": "x unified" if traces else "closest",
-        "xaxis": xaxis, "yaxis": yaxis,
+        "xaxis": xaxis,
+        "yaxis": yaxis,
     }
     if note:
-        base["annotations"] = [{"text": note, "showarrow": False, "xref": "paper", "yref": "paper",
-                                "x": 0.5, "y": 0.5, "font": {"size": 13, "color": "#888"}}]
+        base["annotations"] = [
+            {
+                "text": note,
+                "showarrow": False,
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "font": {"size": 13, "color": "#888"},
+            }
+        ]
     base.update(layout)
     return go.Figure(data=traces, layout=base)
 
@@ -67,17 +95,33 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     text = [html.escape(visible_text(s.committed_text, 60), quote=False) for s in steps]
     tau = mat(steps)
     traces = [
-        go.Bar(x=x, y=acc, name="accepted drafts", marker_color=PATH_COLOR, customdata=text,
-               hovertemplate="%{y} accepted: %{customdata}<extra></extra>"),
-        go.Bar(x=x, y=bonus, name="bonus token", marker_color=BONUS_COLOR,
-               hovertemplate="%{y} bonus<extra></extra>"),
-        go.Scatter(x=[x[0] - 0.5, x[-1] + 0.5], y=[tau, tau], mode="lines", name=f"MAT {tau:.2f}",
-                   line={"color": "#37474F", "dash": "dash", "width": 2},
-                   hovertemplate=f"MAT (run mean) {tau:.2f}<extra></extra>"),
+        go.Bar(
+            x=x,
+            y=acc,
+            name="accepted drafts",
+            marker_color=PATH_COLOR,
+            customdata=text,
+            hovertemplate="%{y} accepted: %{customdata}<extra></extra>",
+        ),
+        go.Bar(x=x, y=bonus, name="bonus token", marker_color=BONUS_COLOR, hovertemplate="%{y} bonus<extra></extra>"),
+        go.Scatter(
+            x=[x[0] - 0.5, x[-1] + 0.5],
+            y=[tau, tau],
+            mode="lines",
+            name=f"MAT {tau:.2f}",
+            line={"color": "#37474F", "dash": "dash", "width": 2},
+            hovertemplate=f"MAT (run mean) {tau:.2f}<extra></extra>",
+        ),
     ]
     small = max(len(s.committed_ids) for s in steps) <= 12
-    return _figure(traces, title, "step", "tokens", barmode="stack",
-                   yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})})
+    return _figure(
+        traces,
+        title,
+        "step",
+        "tokens",
+        barmode="stack",
+        yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})},
+    )
 
 
 def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
@@ -87,17 +131,29 @@ def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
     title, y_title = "Acceptance by depth", "steps accepting a node at d"
     rates = acceptance_by_depth(steps)
     if not rates:
-        return _figure([], title, "depth", y_title,
-                       note="no draft trees in this run" if steps else None)
+        return _figure([], title, "depth", y_title, note="no draft trees in this run" if steps else None)
     depths = list(range(1, len(rates) + 1))
     reached = [sum(s.tree.max_depth >= d for s in steps) for d in depths]
-    bars = go.Bar(x=depths, y=rates, marker_color=PATH_COLOR, customdata=reached,
-                  text=[f"{r:.0%}" for r in rates] if len(rates) <= 15 else None,
-                  textposition="outside", cliponaxis=False, name="acceptance",
-                  hovertemplate="depth %{x}: %{y:.0%} of %{customdata} steps<extra></extra>")
-    return _figure([bars], title, "depth", y_title, hovermode="closest",
-                   yaxis={"range": [0, 1.12], "tickformat": ".0%"},
-                   xaxis={"tickmode": "linear", "tick0": 1, "dtick": 1 if len(rates) <= 20 else 5})
+    bars = go.Bar(
+        x=depths,
+        y=rates,
+        marker_color=PATH_COLOR,
+        customdata=reached,
+        text=[f"{r:.0%}" for r in rates] if len(rates) <= 15 else None,
+        textposition="outside",
+        cliponaxis=False,
+        name="acceptance",
+        hovertemplate="depth %{x}: %{y:.0%} of %{customdata} steps<extra></extra>",
+    )
+    return _figure(
+        [bars],
+        title,
+        "depth",
+        y_title,
+        hovermode="closest",
+        yaxis={"range": [0, 1.12], "tickformat": ".0%"},
+        xaxis={"tickmode": "linear", "tick0": 1, "dtick": 1 if len(rates) <= 20 else 5},
+    )
 
 
 def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
@@ -107,26 +163,41 @@ def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
     title = "Tree shape: nodes per layer"
     deepest = max((s.tree.max_depth for s in steps), default=0)
     if deepest == 0:
-        return _figure([], title, "step", "depth",
-                       note="no draft trees in this run" if steps else None)
+        return _figure([], title, "step", "depth", note="no draft trees in this run" if steps else None)
     x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     depths = list(range(1, deepest + 1))
     z = [[(s.layer_widths[d] if d <= s.tree.max_depth else None) for s in steps] for d in depths]
     traces = [
-        go.Heatmap(x=x, y=depths, z=z, colorscale=[[0, "#C6DBEF"], [1, "#08306B"]], zmin=1,
-                   xgap=1, ygap=1,
-                   colorbar={"title": {"text": "nodes", "side": "top"}, "thickness": 12},
-                   hovertemplate="step %{x}, depth %{y}: %{z} nodes<extra></extra>",
-                   name="layer width"),
-        go.Scatter(x=x, y=[s.accepted_tokens if s.accepted_tokens else None for s in steps],
-                   mode="markers", name="accepted depth",
-                   marker={"symbol": "line-ew-open", "size": 16, "color": "#D62728",
-                           "line": {"width": 3, "color": "#D62728"}},
-                   hovertemplate="step %{x}: accepted to depth %{y}<extra></extra>"),
+        go.Heatmap(
+            x=x,
+            y=depths,
+            z=z,
+            colorscale=[[0, "#C6DBEF"], [1, "#08306B"]],
+            zmin=1,
+            xgap=1,
+            ygap=1,
+            colorbar={"title": {"text": "nodes", "side": "top"}, "thickness": 12},
+            hovertemplate="step %{x}, depth %{y}: %{z} nodes<extra></extra>",
+            name="layer width",
+        ),
+        go.Scatter(
+            x=x,
+            y=[s.accepted_tokens if s.accepted_tokens else None for s in steps],
+            mode="markers",
+            name="accepted depth",
+            marker={"symbol": "line-ew-open", "size": 16, "color": "#D62728", "line": {"width": 3, "color": "#D62728"}},
+            hovertemplate="step %{x}: accepted to depth %{y}<extra></extra>",
+        ),
     ]
-    return _figure(traces, title, "step", "depth", hovermode="closest", showlegend=True,
-                   yaxis={"autorange": "reversed", "tickmode": "linear", "tick0": 1,
-                          "dtick": 1 if deepest <= 12 else 5})
+    return _figure(
+        traces,
+        title,
+        "step",
+        "depth",
+        hovermode="closest",
+        showlegend=True,
+        yaxis={"autorange": "reversed", "tickmode": "linear", "tick0": 1, "dtick": 1 if deepest <= 12 else 5},
+    )
 
 
 def timing_chart(trace: RunTrace) -> go.Figure:
@@ -138,10 +209,20 @@ def timing_chart(trace: RunTrace) -> go.Figure:
         return _figure([], title, "step", "seconds")
     x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     traces = [
-        go.Bar(x=x, y=[s.draft_seconds for s in steps], name="draft", marker_color=DRAFT_COLOR,
-               hovertemplate="draft %{y:.4f} s<extra></extra>"),
-        go.Bar(x=x, y=[s.verify_seconds for s in steps], name="verify", marker_color=VERIFY_COLOR,
-               hovertemplate="verify %{y:.4f} s<extra></extra>"),
+        go.Bar(
+            x=x,
+            y=[s.draft_seconds for s in steps],
+            name="draft",
+            marker_color=DRAFT_COLOR,
+            hovertemplate="draft %{y:.4f} s<extra></extra>",
+        ),
+        go.Bar(
+            x=x,
+            y=[s.verify_seconds for s in steps],
+            name="verify",
+            marker_color=VERIFY_COLOR,
+            hovertemplate="verify %{y:.4f} s<extra></extra>",
+        ),
     ]
     return _figure(traces, title, "step", "seconds", barmode="stack")
 
@@ -154,11 +235,18 @@ WAIT_COLOR = "#E45756"
 def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool) -> go.Bar:
     """Horizontal bars on ``lane``, one per ``(start, seconds, step number from 1)``."""
     return go.Bar(
-        y=[lane] * len(spans), x=[d for _, d, _ in spans], base=[s for s, _, _ in spans], orientation="h",
-        name=name, legendgroup=name, showlegend=show_legend, marker={"color": color, "line": {"width": 0}},
+        y=[lane] * len(spans),
+        x=[d for _, d, _ in spans],
+        base=[s for s, _, _ in spans],
+        orientation="h",
+        name=name,
+        legendgroup=name,
+        showlegend=show_legend,
+        marker={"color": color, "line": {"width": 0}},
         customdata=[[k, s, d * 1000] for s, d, k in spans],
         hovertemplate=f"{name}<br>step %{{customdata[0]}}<br>start %{{customdata[1]:.3f}} s · "
-                      "%{customdata[2]:.1f} ms<extra></extra>")
+        "%{customdata[2]:.1f} ms<extra></extra>",
+    )
 
 
 def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
@@ -166,10 +254,13 @@ def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
     (seconds since the run started, prefill included).  Async runs also show the drafter's
     speculative drafting during verification, kept (its tree was used) or discarded (a wrong guess),
     and the target's waits for it, so the mutual waiting of sync runs and the overlap are visible."""
-    kinds = {"draft": ("draft", DRAFT_COLOR), "verify": ("verify", VERIFY_COLOR),
-             "kept": ("speculative draft, kept", SPECULATE_KEPT_COLOR),
-             "discarded": ("speculative draft, discarded", SPECULATE_DISCARDED_COLOR),
-             "wait": ("target waits for drafter", WAIT_COLOR)}
+    kinds = {
+        "draft": ("draft", DRAFT_COLOR),
+        "verify": ("verify", VERIFY_COLOR),
+        "kept": ("speculative draft, kept", SPECULATE_KEPT_COLOR),
+        "discarded": ("speculative draft, discarded", SPECULATE_DISCARDED_COLOR),
+        "wait": ("target waits for drafter", WAIT_COLOR),
+    }
     spans: dict[tuple[str, str], list] = {}
     lanes = []
     for label, trace in traces.items():
@@ -181,20 +272,30 @@ def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
             spans.setdefault(("verify", target_lane), []).append((st.verify_start, st.verify_seconds, st.index + 1))
             if st.speculate_start is not None:
                 kind = "kept" if st.speculate_hit else "discarded"
-                spans.setdefault((kind, drafter_lane), []).append((st.speculate_start, st.speculate_seconds, st.index + 1))
+                spans.setdefault((kind, drafter_lane), []).append(
+                    (st.speculate_start, st.speculate_seconds, st.index + 1)
+                )
             if st.wait_seconds > 0:
                 spans.setdefault(("wait", target_lane), []).append(
-                    (st.verify_start + st.verify_seconds, st.wait_seconds, st.index + 1))
+                    (st.verify_start + st.verify_seconds, st.wait_seconds, st.index + 1)
+                )
     bars, shown = [], set()
     for (kind, lane), items in spans.items():
         name, color = kinds[kind]
         bars.append(_lane_bars(name, lane, items, color, kind not in shown))
         shown.add(kind)
     height = max(CHART_HEIGHT, 90 + 34 * len(lanes))
-    return _figure(bars, "Timeline: drafter and target lanes", "seconds since the run started", "",
-                   yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category"},
-                   barmode="overlay", hovermode="closest", height=height,
-                   note=None if bars else "no steps yet")
+    return _figure(
+        bars,
+        "Timeline: drafter and target lanes",
+        "seconds since the run started",
+        "",
+        yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category"},
+        barmode="overlay",
+        hovermode="closest",
+        height=height,
+        note=None if bars else "no steps yet",
+    )
 
 
 def _from_speculation(trace: RunTrace, step: StepRecord) -> bool:
@@ -205,10 +306,12 @@ def _from_speculation(trace: RunTrace, step: StepRecord) -> bool:
 
 def run_charts(trace: RunTrace) -> dict[str, go.Figure]:
     """All whole-run figures by name: ``committed``, ``acceptance``, ``shape``, ``timing``."""
-    return {"committed": committed_tokens_chart(trace),
-            "acceptance": acceptance_by_depth_chart(trace),
-            "shape": tree_shape_heatmap(trace),
-            "timing": timing_chart(trace)}
+    return {
+        "committed": committed_tokens_chart(trace),
+        "acceptance": acceptance_by_depth_chart(trace),
+        "shape": tree_shape_heatmap(trace),
+        "timing": timing_chart(trace),
+    }
 
 
 def _step_tokens(step: StepRecord) -> list[str]:
@@ -219,8 +322,9 @@ def _step_tokens(step: StepRecord) -> list[str]:
     return texts[: len(step.committed_ids)]
 
 
-TEXT_STYLE = ("white-space:pre-wrap;line-height:1.7;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;"
-              "font-size:14px")
+TEXT_STYLE = (
+    "white-space:pre-wrap;line-height:1.7;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:14px"
+)
 
 
 def step_span(step: StepRecord, highlight: bool = False) -> str:
@@ -235,5 +339,7 @@ def step_span(step: StepRecord, highlight: bool = False) -> str:
     style = f"background:{PASTELS[step.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"
     if highlight:
         style += ";outline:2px solid #D62728"
-    return (f'<span class="talon-step" data-step="{step.index + 1}" title="{html.escape(title, quote=True)}" '
-            f'style="{style}">{html.escape(step.committed_text, quote=False)}</span>')
+    return (
+        f'<span class="talon-step" data-step="{step.index + 1}" title="{html.escape(title, quote=True)}" '
+        f'style="{style}">{html.escape(step.committed_text, quote=False)}</span>'
+    )

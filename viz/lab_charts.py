@@ -1,6 +1,7 @@
 """Figures and tables of the tree lab (``talon.engine.frozen_step``): TALON's gate per layer, every method at
 the same step with its price, sweeps of N and mu at one step, the adaptation over a run, and the
 sampling re-rolls.  Pure functions of plain data (gate records, tables, counts); no torch."""
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,13 @@ TokenText = Callable[[int], str]
 
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-                      height=height, margin={"l": 55, "r": 15, "t": 60, "b": 80},
-                      legend={"orientation": "h", "x": 0.0, "y": -0.24, "yanchor": "top"}, **extra)
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        height=height,
+        margin={"l": 55, "r": 15, "t": 60, "b": 80},
+        legend={"orientation": "h", "x": 0.0, "y": -0.24, "yanchor": "top"},
+        **extra,
+    )
     return fig
 
 
@@ -49,22 +54,45 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
             for j, k in enumerate(picked):
                 xs.append(layer.depth + 0.5 * ((j % 7) - 3) / 7)  # spread within the layer's column
                 ys.append(math.exp(layer.path_logprobs[k]))
-                texts.append(f"{visible_text(token_text(layer.tokens[k]), 24)} (after node {layer.parents[k]}): "
-                             f"path prob {math.exp(layer.path_logprobs[k]):.3g}, "
-                             f"{math.exp(layer.path_logprobs[k] - layer.best):.3g} of the layer's best")
+                texts.append(
+                    f"{visible_text(token_text(layer.tokens[k]), 24)} (after node {layer.parents[k]}): "
+                    f"path prob {math.exp(layer.path_logprobs[k]):.3g}, "
+                    f"{math.exp(layer.path_logprobs[k] - layer.best):.3g} of the layer's best"
+                )
         if xs:
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=status, marker=style, hovertext=texts,
-                                     hovertemplate="%{hovertext}<extra>" + status + "</extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="markers",
+                    name=status,
+                    marker=style,
+                    hovertext=texts,
+                    hovertemplate="%{hovertext}<extra>" + status + "</extra>",
+                )
+            )
     lines_x, lines_y = [], []
     for layer in gate:
         if layer.threshold is not None:
             lines_x += [layer.depth - 0.42, layer.depth + 0.42, None]
             lines_y += [math.exp(layer.threshold)] * 2 + [None]
     if lines_x:
-        fig.add_trace(go.Scatter(x=lines_x, y=lines_y, mode="lines", name="gate: μ × layer's best",
-                                 line={"color": "#D62728", "width": 2, "dash": "dash"}, hoverinfo="skip"))
-    return _layout(fig, title, xaxis={"title": {"text": "layer (depth)"}, "dtick": 1},
-                   yaxis={"title": {"text": "path probability (log)"}, "type": "log", "exponentformat": "power"})
+        fig.add_trace(
+            go.Scatter(
+                x=lines_x,
+                y=lines_y,
+                mode="lines",
+                name="gate: μ × layer's best",
+                line={"color": "#D62728", "width": 2, "dash": "dash"},
+                hoverinfo="skip",
+            )
+        )
+    return _layout(
+        fig,
+        title,
+        xaxis={"title": {"text": "layer (depth)"}, "dtick": 1},
+        yaxis={"title": {"text": "path probability (log)"}, "type": "log", "exponentformat": "power"},
+    )
 
 
 def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
@@ -80,11 +108,19 @@ def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
             continue
         tokens = r["accepted"] + 1
         cost = r.get("cost")
-        out.append({"method": label, "draft nodes": r["nodes"], "depth": r["depth"], "accepted": r["accepted"],
-                    "tokens this step": tokens, "drafter calls": r["drafter_calls"],
-                    "cost (AR steps)": None if cost is None else round(cost, 2),
-                    "tokens per AR-step of cost": None if not cost else round(tokens / cost, 2),
-                    "measured ms (draft + verify)": round(r["draft_ms"] + r["verify_ms"], 1)})
+        out.append(
+            {
+                "method": label,
+                "draft nodes": r["nodes"],
+                "depth": r["depth"],
+                "accepted": r["accepted"],
+                "tokens this step": tokens,
+                "drafter calls": r["drafter_calls"],
+                "cost (AR steps)": None if cost is None else round(cost, 2),
+                "tokens per AR-step of cost": None if not cost else round(tokens / cost, 2),
+                "measured ms (draft + verify)": round(r["draft_ms"] + r["verify_ms"], 1),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -97,16 +133,30 @@ def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None)
     ``mu`` on a log scale, or ``topk``); a dotted line at the current value."""
     name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
-    for key, label, color in (("accepted", "accepted drafts", "#2E9E44"), ("depth", "depth reached", "#4C78A8"),
-                              ("widest", "widest layer", "#F58518")):
-        fig.add_trace(go.Scatter(x=[r[field] for r in rows], y=[r[key] for r in rows], mode="lines+markers",
-                                 name=label, line={"color": color},
-                                 hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>"))
+    for key, label, color in (
+        ("accepted", "accepted drafts", "#2E9E44"),
+        ("depth", "depth reached", "#4C78A8"),
+        ("widest", "widest layer", "#F58518"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=[r[field] for r in rows],
+                y=[r[key] for r in rows],
+                mode="lines+markers",
+                name=label,
+                line={"color": color},
+                hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>",
+            )
+        )
     if current is not None:
         fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
-    return _layout(fig, f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}", height=340,
-                   xaxis={"title": {"text": name}, "type": "log" if field == "mu" else "linear"},
-                   yaxis={"title": {"text": "nodes / layers"}, "rangemode": "tozero"})
+    return _layout(
+        fig,
+        f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}",
+        height=340,
+        xaxis={"title": {"text": name}, "type": "log" if field == "mu" else "linear"},
+        yaxis={"title": {"text": "nodes / layers"}, "rangemode": "tozero"},
+    )
 
 
 def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
@@ -118,36 +168,63 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
         steps = [s for s in trace.steps if s.root_top1 is not None]
         if not steps:
             continue
-        fig.add_trace(go.Scatter(
-            x=[s.root_top1 for s in steps], y=[s.tree.max_depth for s in steps], mode="markers", name=label,
-            marker={"color": palette[k % len(palette)], "size": 8, "opacity": 0.75},
-            customdata=[[s.index + 1, s.accepted_tokens, max(s.layer_widths[1:], default=0)] for s in steps],
-            hovertemplate="step %{customdata[0]}: top-1 %{x:.2f}, depth %{y}, widest layer %{customdata[2]}, "
-                          "%{customdata[1]} accepted<extra>" + label + "</extra>"))
-    return _layout(fig, "Adaptation: the drafter's confidence at the root vs the depth the tree reached",
-                   height=340, xaxis={"title": {"text": "drafter's top-1 probability at the root"}, "range": [0, 1.02]},
-                   yaxis={"title": {"text": "tree depth (draft layers)"}, "rangemode": "tozero"})
+        fig.add_trace(
+            go.Scatter(
+                x=[s.root_top1 for s in steps],
+                y=[s.tree.max_depth for s in steps],
+                mode="markers",
+                name=label,
+                marker={"color": palette[k % len(palette)], "size": 8, "opacity": 0.75},
+                customdata=[[s.index + 1, s.accepted_tokens, max(s.layer_widths[1:], default=0)] for s in steps],
+                hovertemplate="step %{customdata[0]}: top-1 %{x:.2f}, depth %{y}, widest layer %{customdata[2]}, "
+                "%{customdata[1]} accepted<extra>" + label + "</extra>",
+            )
+        )
+    return _layout(
+        fig,
+        "Adaptation: the drafter's confidence at the root vs the depth the tree reached",
+        height=340,
+        xaxis={"title": {"text": "drafter's top-1 probability at the root"}, "range": [0, 1.02]},
+        yaxis={"title": {"text": "tree depth (draft layers)"}, "rangemode": "tozero"},
+    )
 
 
-def reroll_figure(counts: Mapping[int, int], target: Sequence[float], token_text: TokenText = str,
-                  top: int = 12) -> go.Figure:
+def reroll_figure(
+    counts: Mapping[int, int], target: Sequence[float], token_text: TokenText = str, top: int = 12
+) -> go.Figure:
     """The first token emitted over ``sum(counts)`` re-rolls of one tree's verification next to the
     target's own distribution of that token (``target[token]``), for the most likely tokens."""
     rolls = sum(counts.values())
-    tokens = sorted(set(counts) | set(sorted(range(len(target)), key=lambda t: -target[t])[:top]),
-                    key=lambda t: -target[t])[:top]
+    tokens = sorted(
+        set(counts) | set(sorted(range(len(target)), key=lambda t: -target[t])[:top]), key=lambda t: -target[t]
+    )[:top]
     labels = [visible_text(token_text(t), 16) for t in tokens]
     fig = make_subplots(rows=1, cols=1)
-    fig.add_trace(go.Bar(x=labels, y=[counts.get(t, 0) / rolls if rolls else 0 for t in tokens],
-                         name=f"emitted in {rolls} re-rolls", marker_color="#4C78A8"))
-    fig.add_trace(go.Bar(x=labels, y=[target[t] for t in tokens], name="target's probability",
-                         marker_color="#F58518"))
-    return _layout(fig, f"First token after the root: {rolls} verifications of this tree vs the target",
-                   height=340, barmode="group", yaxis={"title": {"text": "probability"}, "rangemode": "tozero"})
+    fig.add_trace(
+        go.Bar(
+            x=labels,
+            y=[counts.get(t, 0) / rolls if rolls else 0 for t in tokens],
+            name=f"emitted in {rolls} re-rolls",
+            marker_color="#4C78A8",
+        )
+    )
+    fig.add_trace(go.Bar(x=labels, y=[target[t] for t in tokens], name="target's probability", marker_color="#F58518"))
+    return _layout(
+        fig,
+        f"First token after the root: {rolls} verifications of this tree vs the target",
+        height=340,
+        barmode="group",
+        yaxis={"title": {"text": "probability"}, "rangemode": "tozero"},
+    )
 
 
-def sampling_table(step, target_probs_after: Mapping[int, Sequence[float]], temperature: float,
-                   token_text: TokenText = str, top: int = 5) -> pd.DataFrame:
+def sampling_table(
+    step,
+    target_probs_after: Mapping[int, Sequence[float]],
+    temperature: float,
+    token_text: TokenText = str,
+    top: int = 5,
+) -> pd.DataFrame:
     """At temperature > 0, per visited node (the accepted path): each child's draft probability, the
     target's probability (= its chance of being accepted once its parent is reached), and the
     residual distribution the next token is drawn from when every child is refused (the target's
@@ -163,15 +240,25 @@ def sampling_table(step, target_probs_after: Mapping[int, Sequence[float]], temp
         children = kids[u]
         taken = {tree.token[c] for c in children}
         rest = 1.0 - sum(p[t] for t in taken)
-        residual = sorted(((p[t] / rest, t) for t in range(len(p)) if t not in taken), reverse=True)[:top] \
-            if rest > 1e-12 else []
-        rows.append({
-            "node": u, "token": visible_text(step.node_text[u], 16),
-            "children: draft prob → chance accepted": "; ".join(
-                f"{visible_text(step.node_text[c], 12)} {math.exp(tree.draft_logprob[c]):.2f} → {p[tree.token[c]]:.2f}"
-                for c in children) or "(leaf)",
-            "all children refused": round(rest, 3),
-            "then drawn from (residual, top)": ", ".join(f"{visible_text(token_text(t), 12)} {q:.2f}"
-                                                        for q, t in residual),
-        })
+        residual = (
+            sorted(((p[t] / rest, t) for t in range(len(p)) if t not in taken), reverse=True)[:top]
+            if rest > 1e-12
+            else []
+        )
+        rows.append(
+            {
+                "node": u,
+                "token": visible_text(step.node_text[u], 16),
+                "children: draft prob → chance accepted": "; ".join(
+                    f"{visible_text(step.node_text[c], 12)} {math.exp(tree.draft_logprob[c]):.2f} "
+                    f"→ {p[tree.token[c]]:.2f}"
+                    for c in children
+                )
+                or "(leaf)",
+                "all children refused": round(rest, 3),
+                "then drawn from (residual, top)": ", ".join(
+                    f"{visible_text(token_text(t), 12)} {q:.2f}" for q, t in residual
+                ),
+            }
+        )
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ It is deterministic (a pure function of the parent array and the child order) an
 O(nodes x depth).  ``y`` grows downwards in the intended drawing (the figure reverses its y axis),
 so the first child is drawn on top.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

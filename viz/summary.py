@@ -1,4 +1,5 @@
 """Text for the metrics panel: the run summary, the comparison table and the glossary."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -36,9 +37,10 @@ the same seed (the target's random choice at each output position comes from noi
 the position, not from the tree).
 
 **N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
-(TALON's Top-K start; K=0 lets the gate pick them too; EAGLE-2: top-k per node, at least 1). **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability
-is at least μ times the best candidate's in that layer. **Depth**: draft layers below the root
-(EAGLE-2, static). **γ (gamma)**: chain length in draft tokens.
+(TALON's Top-K start; K=0 lets the gate pick them too; EAGLE-2: top-k per node, at least 1).
+**μ (mu)**: TALON's gate: a candidate joins a layer when its path probability is at least μ times
+the best candidate's in that layer. **Depth**: draft layers below the root (EAGLE-2, static).
+**γ (gamma)**: chain length in draft tokens.
 """
 
 HOW_TO_READ = """
@@ -65,17 +67,27 @@ HOW_TO_READ = """
 def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
     """A one-table summary of a run (speedup only when an AR time for the same prompt is given)."""
     s = metrics.summarize(trace)
-    rows = [("Tokens generated", f"{s['new_tokens']}"), ("Target forwards (steps)", f"{s['target_forwards']}"),
-            ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"), ("δ (drafter calls / target forward)",
-                                                                    f"{s['delta']:.2f}"),
-            ("Mean draft nodes per tree", f"{s['mean_tree_nodes']:.1f}"),
-            ("Tokens / s", f"{s['tokens_per_second']:.1f}"), ("Draft share of step time", f"{s['draft_share']:.0%}"),
-            ("Wall time", f"{s['seconds']:.2f} s")]
+    rows = [
+        ("Tokens generated", f"{s['new_tokens']}"),
+        ("Target forwards (steps)", f"{s['target_forwards']}"),
+        ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"),
+        ("δ (drafter calls / target forward)", f"{s['delta']:.2f}"),
+        ("Mean draft nodes per tree", f"{s['mean_tree_nodes']:.1f}"),
+        ("Tokens / s", f"{s['tokens_per_second']:.1f}"),
+        ("Draft share of step time", f"{s['draft_share']:.0%}"),
+        ("Wall time", f"{s['seconds']:.2f} s"),
+    ]
     if ar_seconds:
         rows.append(("Speedup over autoregressive", f"{metrics.speedup(ar_seconds, s['seconds']):.2f}×"))
     if trace.stop_reason:
-        rows.append(("Stopped by", {"eos": "end of sequence", "max_new_tokens": "max new tokens",
-                                    "stopped": "the Stop button"}.get(trace.stop_reason, trace.stop_reason)))
+        rows.append(
+            (
+                "Stopped by",
+                {"eos": "end of sequence", "max_new_tokens": "max new tokens", "stopped": "the Stop button"}.get(
+                    trace.stop_reason, trace.stop_reason
+                ),
+            )
+        )
     head = f"**{trace.tree_config.get('method', '?')}** · target {trace.target}"
     if trace.drafter:
         head += f" · drafter {trace.drafter}"
@@ -89,11 +101,15 @@ def step_note(step) -> str:
     info = step.drafter_info or {}
     if "retrieval_weight" in info:
         sources = step.tree.source[1:]
-        note += (f" · retrieval weight {info['retrieval_weight']:.2f} (running acceptance: retrieval "
-                 f"{info['retrieval_acceptance']:.2f}, model {info['model_acceptance']:.2f}); "
-                 f"{sources.count('retrieval')} retrieval / {sources.count('model')} model nodes")
+        note += (
+            f" · retrieval weight {info['retrieval_weight']:.2f} (running acceptance: retrieval "
+            f"{info['retrieval_acceptance']:.2f}, model {info['model_acceptance']:.2f}); "
+            f"{sources.count('retrieval')} retrieval / {sources.count('model')} model nodes"
+        )
     if step.speculate_hit is not None:
-        note += " · next tree drafted ahead: " + ("guess right, kept" if step.speculate_hit else "guess wrong, discarded")
+        note += " · next tree drafted ahead: " + (
+            "guess right, kept" if step.speculate_hit else "guess wrong, discarded"
+        )
     return note
 
 
@@ -106,16 +122,25 @@ def async_table(traces: dict[str, RunTrace]) -> pd.DataFrame:
     hit = metrics.speculation_hit_rate(async_run) if async_run is not None else None
     for label, trace in traces.items():
         s = metrics.summarize(trace)
-        row = {"run": label, "wall s": round(s["seconds"], 3), "MAT": round(s["mat"], 2),
-               "draft s": round(sum(st.draft_seconds for st in trace.steps), 3),
-               "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
-               "target waited s": round(sum(st.wait_seconds for st in trace.steps), 3),
-               "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2)}
+        row = {
+            "run": label,
+            "wall s": round(s["seconds"], 3),
+            "MAT": round(s["mat"], 2),
+            "draft s": round(sum(st.draft_seconds for st in trace.steps), 3),
+            "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
+            "target waited s": round(sum(st.wait_seconds for st in trace.steps), 3),
+            "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2),
+        }
         rows.append(row)
     if sync is not None and hit is not None:
-        rows.append({"run": "async, projected (separate hardware)",
-                     "wall s": round(metrics.projected_async_seconds(sync, hit), 3),
-                     "MAT": round(metrics.mat(sync.steps), 2), "guess hit rate": round(hit, 2)})
+        rows.append(
+            {
+                "run": "async, projected (separate hardware)",
+                "wall s": round(metrics.projected_async_seconds(sync, hit), 3),
+                "MAT": round(metrics.mat(sync.steps), 2),
+                "guess hit rate": round(hit, 2),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -124,22 +149,31 @@ def async_verdict(traces: dict[str, RunTrace]) -> str:
     sync, async_run = traces.get("sync"), traces.get("async")
     if sync is None or async_run is None or not async_run.steps:
         return "Running..."
-    same = "identical" if sync.output_ids == async_run.output_ids else \
-        "**different, which should never happen (same seed, same device): please report it**"
+    same = (
+        "identical"
+        if sync.output_ids == async_run.output_ids
+        else "**different, which should never happen (same seed, same device): please report it**"
+    )
     hit = metrics.speculation_hit_rate(async_run) or 0.0
     draft = metrics.draft_share(sync)
     projected = metrics.projected_async_seconds(sync, hit)
     saving = 1 - projected / sync.seconds if sync.seconds else 0.0
     measured = sync.seconds / async_run.seconds if async_run.seconds else 0.0
-    lines = [f"Outputs are {same}. Measured: async took {async_run.seconds:.2f} s vs sync {sync.seconds:.2f} s "
-             f"({measured:.2f}× speed); {hit:.0%} of the guesses were right."]
+    lines = [
+        f"Outputs are {same}. Measured: async took {async_run.seconds:.2f} s vs sync {sync.seconds:.2f} s "
+        f"({measured:.2f}× speed); {hit:.0%} of the guesses were right."
+    ]
     if "cuda" not in sync.device:
-        lines.append("**On this machine async cannot help much:** drafter and target share the same CPU cores, so "
-                     "running them at once slows both down.")
+        lines.append(
+            "**On this machine async cannot help much:** drafter and target share the same CPU cores, so "
+            "running them at once slows both down."
+        )
     if draft < 0.05:
         lines.append(f"Drafting takes only {draft:.0%} of the step time here, so there is little to hide.")
-    lines.append(f"With the drafter on its own hardware, the overlap would save about {saving:.0%} of the sync "
-                 f"time (projected from this run's phase times and hit rate; an upper bound).")
+    lines.append(
+        f"With the drafter on its own hardware, the overlap would save about {saving:.0%} of the sync "
+        f"time (projected from this run's phase times and hit rate; an upper bound)."
+    )
     return " ".join(lines)
 
 
@@ -148,9 +182,15 @@ def comparison_table(traces: dict[str, RunTrace], ar_seconds: float | None) -> p
     rows = []
     for label, trace in traces.items():
         s = metrics.summarize(trace)
-        rows.append({"run": label, "MAT": round(s["mat"], 2), "delta": round(s["delta"], 2),
-                     "mean nodes": round(s["mean_tree_nodes"], 1),
-                     "mean depth": round(sum(st.tree.max_depth for st in trace.steps) / max(len(trace.steps), 1), 2),
-                     "tokens/s": round(s["tokens_per_second"], 1),
-                     "speedup": round(metrics.speedup(ar_seconds, s["seconds"]), 2) if ar_seconds else None})
+        rows.append(
+            {
+                "run": label,
+                "MAT": round(s["mat"], 2),
+                "delta": round(s["delta"], 2),
+                "mean nodes": round(s["mean_tree_nodes"], 1),
+                "mean depth": round(sum(st.tree.max_depth for st in trace.steps) / max(len(trace.steps), 1), 2),
+                "tokens/s": round(s["tokens_per_second"], 1),
+                "speedup": round(metrics.speedup(ar_seconds, s["seconds"]), 2) if ar_seconds else None,
+            }
+        )
     return pd.DataFrame(rows)

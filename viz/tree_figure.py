@@ -13,6 +13,7 @@ Drawing conventions (see ``docs/viz.md``):
 Every node trace carries ``meta="node"`` (the bonus trace ``meta="bonus"``) and the node ids in
 ``customdata``; edge traces carry ``meta="edges"`` / ``"accepted-path"`` / ``"bonus-edge"``.
 """
+
 from __future__ import annotations
 
 import html
@@ -139,9 +140,10 @@ def _hover(step: StepRecord, i: int, ratios: Sequence[float]) -> str:
     tree = step.tree
     tok = _esc(visible_text(step.node_text[i], 40))
     if i == 0:
-        lines = [f"<b>{tok}</b>  (root: last committed token)",
-                 f"target's next token: <b>{_esc(visible_text(step.target_text[0], 40))}</b>"
-                 if step.target_text[0] else ""]
+        lines = [
+            f"<b>{tok}</b>  (root: last committed token)",
+            f"target's next token: <b>{_esc(visible_text(step.target_text[0], 40))}</b>" if step.target_text[0] else "",
+        ]
         return "<br>".join(x for x in lines if x)
     status = step.status[i]
     lines = [
@@ -163,9 +165,11 @@ def _hover(step: StepRecord, i: int, ratios: Sequence[float]) -> str:
 
 def _bonus_hover(step: StepRecord) -> str:
     last = step.accepted_path[-1]
-    lines = [f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (bonus token)",
-             f"the target's own token after node {last} (depth {step.tree.depth[last] + 1})",
-             f"{step.accepted_tokens} draft(s) accepted + this token"]
+    lines = [
+        f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (bonus token)",
+        f"the target's own token after node {last} (depth {step.tree.depth[last] + 1})",
+        f"{step.accepted_tokens} draft(s) accepted + this token",
+    ]
     if not _committed_count(step, len(step.accepted_path)):
         lines.append("not committed (output cut at EOS / token limit)")
     return "<br>".join(lines)
@@ -195,16 +199,27 @@ def _label_position(st: _Style, x: float, inner: bool) -> str:
     return "top center" if inner else "middle right"
 
 
-def _node_trace(step: StepRecord, ids: list[int], lay: TreeLayout, st: _Style, name: str,
-                marker: dict, *, showlegend: bool = True) -> dict:
+def _node_trace(
+    step: StepRecord, ids: list[int], lay: TreeLayout, st: _Style, name: str, marker: dict, *, showlegend: bool = True
+) -> dict:
     text, pos = _labels(step, ids, st, lay)
     ratios = relative_path_probs(step)
     return _scatter(
-        x=[lay.x[i] for i in ids], y=[lay.y[i] for i in ids], mode="markers+text",
-        name=name, legendgroup=name, showlegend=showlegend, meta="node", customdata=ids,
-        text=text, textposition=pos, textfont={"size": st.label_font, "color": "#263238"},
-        hovertext=[_hover(step, i, ratios) for i in ids], hovertemplate="%{hovertext}<extra></extra>",
-        marker=marker, cliponaxis=False,
+        x=[lay.x[i] for i in ids],
+        y=[lay.y[i] for i in ids],
+        mode="markers+text",
+        name=name,
+        legendgroup=name,
+        showlegend=showlegend,
+        meta="node",
+        customdata=ids,
+        text=text,
+        textposition=pos,
+        textfont={"size": st.label_font, "color": "#263238"},
+        hovertext=[_hover(step, i, ratios) for i in ids],
+        hovertemplate="%{hovertext}<extra></extra>",
+        marker=marker,
+        cliponaxis=False,
     )
 
 
@@ -214,15 +229,23 @@ def _scatter(**props) -> dict:
 
 
 def _colorbar(title: str, st: _Style, ticks: list[float]) -> dict:
-    return {"title": {"text": title, "side": "top"}, "thickness": 12, "len": min(1.0, 260 / st.height + 0.2),
-            "y": 1.0, "yanchor": "top", "tickvals": ticks}
+    return {
+        "title": {"text": title, "side": "top"},
+        "thickness": 12,
+        "len": min(1.0, 260 / st.height + 0.2),
+        "y": 1.0,
+        "yanchor": "top",
+        "tickvals": ticks,
+    }
 
 
 def _outline(step: StepRecord, ids: Sequence[int]) -> dict:
     """Marker outline: dark and thick on the accepted path, thin white elsewhere."""
     on_path = set(step.accepted_path)
-    return {"color": ["#1B1B1B" if i in on_path else "#FFFFFF" for i in ids],
-            "width": [2.0 if i in on_path else 0.8 for i in ids]}
+    return {
+        "color": ["#1B1B1B" if i in on_path else "#FFFFFF" for i in ids],
+        "width": [2.0 if i in on_path else 0.8 for i in ids],
+    }
 
 
 def relative_path_probs(step: StepRecord) -> list[float]:
@@ -238,8 +261,10 @@ def relative_path_probs(step: StepRecord) -> list[float]:
 def default_title(step: StepRecord) -> str:
     """``Step k: N drafts · a accepted + bonus → c committed ("text")``, k counted from 1."""
     text = _esc(visible_text(step.committed_text, 40))
-    return (f"Step {step.index + 1}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
-            f"+ bonus → {len(step.committed_ids)} committed (“{text}”)")
+    return (
+        f"Step {step.index + 1}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
+        f"+ bonus → {len(step.committed_ids)} committed (“{text}”)"
+    )
 
 
 # ---- the draft nodes, one function per colour mode -------------------------------------------------------
@@ -247,25 +272,60 @@ def _verdict_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
     """Nodes grouped by verdict (accepted / rejected / not reached), then the bonus token and its edge."""
     last, bonus_id = step.accepted_path[-1], len(step.tree)
     bx, by = _edge_xy([(last, bonus_id)], lay)
-    traces = [_scatter(x=bx, y=by, mode="lines", line={"color": VERDICT_COLORS[BONUS], "width": 3, "dash": "dot"},
-                       hoverinfo="skip", showlegend=False, meta="bonus-edge")]
+    traces = [
+        _scatter(
+            x=bx,
+            y=by,
+            mode="lines",
+            line={"color": VERDICT_COLORS[BONUS], "width": 3, "dash": "dot"},
+            hoverinfo="skip",
+            showlegend=False,
+            meta="bonus-edge",
+        )
+    ]
     groups: dict[str, list[int]] = {}
     for i in range(1, len(step.tree)):
         groups.setdefault(step.status[i], []).append(i)
     order = [ACCEPTED, REJECTED, NOT_REACHED] + sorted(set(groups) - {ACCEPTED, REJECTED, NOT_REACHED})
     for status in (s for s in order if groups.get(s)):
-        traces.append(_node_trace(step, groups[status], lay, st, status, {
-            "color": VERDICT_COLORS.get(status, OTHER_COLOR), "size": st.marker, "symbol": "circle",
-            "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1}}))
+        traces.append(
+            _node_trace(
+                step,
+                groups[status],
+                lay,
+                st,
+                status,
+                {
+                    "color": VERDICT_COLORS.get(status, OTHER_COLOR),
+                    "size": st.marker,
+                    "symbol": "circle",
+                    "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1},
+                },
+            )
+        )
     label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
-    traces.append(_scatter(
-        x=[lay.x[bonus_id]], y=[lay.y[bonus_id]], mode="markers+text", name="bonus token",
-        meta="bonus", customdata=[bonus_id], text=[f"<b>{label}</b>"],
-        textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
-        textfont={"size": st.label_font, "color": "#8A5A00"},
-        hovertext=[_bonus_hover(step)], hovertemplate="%{hovertext}<extra></extra>",
-        marker={"color": VERDICT_COLORS[BONUS], "symbol": "star", "size": st.marker + 9,
-                "line": {"color": "#6D4C00", "width": 1}}, cliponaxis=False))
+    traces.append(
+        _scatter(
+            x=[lay.x[bonus_id]],
+            y=[lay.y[bonus_id]],
+            mode="markers+text",
+            name="bonus token",
+            meta="bonus",
+            customdata=[bonus_id],
+            text=[f"<b>{label}</b>"],
+            textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
+            textfont={"size": st.label_font, "color": "#8A5A00"},
+            hovertext=[_bonus_hover(step)],
+            hovertemplate="%{hovertext}<extra></extra>",
+            marker={
+                "color": VERDICT_COLORS[BONUS],
+                "symbol": "star",
+                "size": st.marker + 9,
+                "line": {"color": "#6D4C00", "width": 1},
+            },
+            cliponaxis=False,
+        )
+    )
     return traces
 
 
@@ -275,10 +335,26 @@ def _confidence_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dic
     if not drafts:
         return []
     probs = [_prob(step.tree.draft_logprob[i]) for i in drafts]
-    return [_node_trace(step, drafts, lay, st, "drafts", {
-        "color": probs, "cmin": 0.0, "cmax": 1.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
-        "size": st.marker, "line": _outline(step, drafts),
-        "colorbar": _colorbar("draft prob<br>(given parent)", st, [0, 0.25, 0.5, 0.75, 1.0])}, showlegend=False)]
+    return [
+        _node_trace(
+            step,
+            drafts,
+            lay,
+            st,
+            "drafts",
+            {
+                "color": probs,
+                "cmin": 0.0,
+                "cmax": 1.0,
+                "colorscale": CONFIDENCE_SCALE,
+                "showscale": True,
+                "size": st.marker,
+                "line": _outline(step, drafts),
+                "colorbar": _colorbar("draft prob<br>(given parent)", st, [0, 0.25, 0.5, 0.75, 1.0]),
+            },
+            showlegend=False,
+        )
+    ]
 
 
 def _relative_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
@@ -288,12 +364,29 @@ def _relative_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]
         return []
     ratios = relative_path_probs(step)
     floor = math.log10(RELATIVE_FLOOR)
-    return [_node_trace(step, drafts, lay, st, "drafts", {
-        "color": [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts],
-        "cmin": floor, "cmax": 0.0, "colorscale": CONFIDENCE_SCALE, "showscale": True,
-        "size": st.marker, "line": _outline(step, drafts),
-        "colorbar": {**_colorbar("path prob ÷<br>layer's best", st, [floor, -2, -1, 0]),
-                     "ticktext": [f"≤{RELATIVE_FLOOR:g}", "0.01", "0.1", "1"]}}, showlegend=False)]
+    return [
+        _node_trace(
+            step,
+            drafts,
+            lay,
+            st,
+            "drafts",
+            {
+                "color": [max(floor, math.log10(ratios[i])) if ratios[i] > 0 else floor for i in drafts],
+                "cmin": floor,
+                "cmax": 0.0,
+                "colorscale": CONFIDENCE_SCALE,
+                "showscale": True,
+                "size": st.marker,
+                "line": _outline(step, drafts),
+                "colorbar": {
+                    **_colorbar("path prob ÷<br>layer's best", st, [floor, -2, -1, 0]),
+                    "ticktext": [f"≤{RELATIVE_FLOOR:g}", "0.01", "0.1", "1"],
+                },
+            },
+            showlegend=False,
+        )
+    ]
 
 
 def _source_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
@@ -301,18 +394,35 @@ def _source_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
     groups: dict[str, list[int]] = {}
     for i in range(1, len(step.tree)):
         groups.setdefault(step.tree.source[i], []).append(i)
-    return [_node_trace(step, groups[src], lay, st, src, {"color": SOURCE_COLORS.get(src, OTHER_COLOR),
-                                                         "size": st.marker, "line": _outline(step, groups[src])})
-            for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s))]
+    return [
+        _node_trace(
+            step,
+            groups[src],
+            lay,
+            st,
+            src,
+            {"color": SOURCE_COLORS.get(src, OTHER_COLOR), "size": st.marker, "line": _outline(step, groups[src])},
+        )
+        for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s))
+    ]
 
 
-NODE_TRACES = {"verdict": _verdict_nodes, "confidence": _confidence_nodes, "relative": _relative_nodes,
-               "source": _source_nodes}
+NODE_TRACES = {
+    "verdict": _verdict_nodes,
+    "confidence": _confidence_nodes,
+    "relative": _relative_nodes,
+    "source": _source_nodes,
+}
 """Colour mode -> the function drawing the draft nodes (and, for verdicts, the bonus token)."""
 
 
-def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | None = None,
-                max_depth: int | None = None, max_width: float | None = None) -> go.Figure:
+def tree_figure(
+    step: StepRecord,
+    color_mode: str = "confidence",
+    title: str | None = None,
+    max_depth: int | None = None,
+    max_width: float | None = None,
+) -> go.Figure:
     """Draw one step's draft tree.
 
     Args:
@@ -348,15 +458,37 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
     path_set = set(on_path)
     other = [(tree.parent[i], i) for i in range(1, n) if (tree.parent[i], i) not in path_set]
     ex, ey = _edge_xy(other, lay)
-    traces.append(_scatter(x=ex, y=ey, mode="lines", line={"color": EDGE_COLOR, "width": 1.2},
-                           hoverinfo="skip", showlegend=False, meta="edges"))
+    traces.append(
+        _scatter(
+            x=ex,
+            y=ey,
+            mode="lines",
+            line={"color": EDGE_COLOR, "width": 1.2},
+            hoverinfo="skip",
+            showlegend=False,
+            meta="edges",
+        )
+    )
     px_, py_ = _edge_xy(on_path, lay)
-    traces.append(_scatter(x=px_ or [None], y=py_ or [None], mode="lines", name="accepted path",
-                           line={"color": PATH_COLOR, "width": 4.5}, hoverinfo="skip",
-                           meta="accepted-path", showlegend=bool(on_path)))
+    traces.append(
+        _scatter(
+            x=px_ or [None],
+            y=py_ or [None],
+            mode="lines",
+            name="accepted path",
+            line={"color": PATH_COLOR, "width": 4.5},
+            hoverinfo="skip",
+            meta="accepted-path",
+            showlegend=bool(on_path),
+        )
+    )
 
-    root_marker = {"color": VERDICT_COLORS[ROOT], "symbol": "diamond", "size": st.marker + 5,
-                   "line": {"color": "#FFFFFF", "width": 1}}
+    root_marker = {
+        "color": VERDICT_COLORS[ROOT],
+        "symbol": "diamond",
+        "size": st.marker + 5,
+        "line": {"color": "#FFFFFF", "width": 1},
+    }
     traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
     traces += NODE_TRACES[color_mode](step, lay, st)
 
@@ -364,18 +496,37 @@ def tree_figure(step: StepRecord, color_mode: str = "confidence", title: str | N
     y_hi = rows - 0.5
     label_room = 0.0 if st.alternate else 0.9  # room for labels right of the deepest column
     layout = dict(
-        title={"text": default_title(step) if title is None else title, "x": 0.01,
-               "xanchor": "left", "font": {"size": 14}},
-        height=st.height, template=TEMPLATE, hovermode="closest",
+        title={
+            "text": default_title(step) if title is None else title,
+            "x": 0.01,
+            "xanchor": "left",
+            "font": {"size": 14},
+        },
+        height=st.height,
+        template=TEMPLATE,
+        hovermode="closest",
         margin={"l": 10, "r": 10, "t": 64 if title != "" else 34, "b": 36},
-        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
-                "font": {"size": 11}, "itemsizing": "constant"},
+        legend={
+            "orientation": "h",
+            "x": 0.0,
+            "xanchor": "left",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "font": {"size": 11},
+            "itemsizing": "constant",
+        },
         hoverlabel={"font": {"size": 12}, "align": "left"},
         dragmode="pan",
         uirevision="tree",
-        xaxis={"range": [-0.6, x_hi + label_room], "title": {"text": "depth", "font": {"size": 11}},
-               "tickmode": "linear", "tick0": 0, "dtick": 1 if depth_span <= 20 else 5,
-               "showgrid": True, "zeroline": False},
+        xaxis={
+            "range": [-0.6, x_hi + label_room],
+            "title": {"text": "depth", "font": {"size": 11}},
+            "tickmode": "linear",
+            "tick0": 0,
+            "dtick": 1 if depth_span <= 20 else 5,
+            "showgrid": True,
+            "zeroline": False,
+        },
         yaxis={"range": [y_hi + 0.15, -0.65], "visible": False, "zeroline": False},
     )
     # One construction, unvalidated: plotly's validation took ~5 ms of the ~6 ms a tree cost, on the
@@ -399,35 +550,57 @@ def node_table(step: StepRecord) -> pd.DataFrame:
 
     Columns: ``id``, ``parent`` (-1 for the root), ``depth``, ``token`` (visible whitespace),
     ``source``, ``draft prob`` (exp of the drafter's log-prob given the parent), ``path prob``
-    (product along the path), ``÷ layer's best`` (path prob over the best at its depth), ``target prob`` (the target's probability of the token given the
-    parent's context), ``verdict``, ``target wanted`` (at a rejection: the target's token instead).
+    (product along the path), ``÷ layer's best`` (path prob over the best at its depth), ``target prob``
+    (the target's probability of the token given the parent's context), ``verdict``, ``target wanted``
+    (at a rejection: the target's token instead).
     """
     tree = step.tree
     ratios = relative_path_probs(step)
     rows = []
     for i in range(len(tree)):
-        rows.append({
-            "id": i,
-            "parent": tree.parent[i],
-            "depth": tree.depth[i],
-            "token": visible_text(step.node_text[i]),
-            "source": tree.source[i],
-            "draft prob": round(_prob(tree.draft_logprob[i]), 4),
-            "path prob": round(_prob(tree.path_logprob[i]), 4),
-            "÷ layer's best": round(ratios[i], 4),
-            "target prob": round(float(step.target_prob[i]), 4),
-            "verdict": step.status[i],
-            "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED
-            else "",
-        })
-    return pd.DataFrame(rows, columns=["id", "parent", "depth", "token", "source", "draft prob",
-                                       "path prob", "÷ layer's best", "target prob", "verdict", "target wanted"])
+        rows.append(
+            {
+                "id": i,
+                "parent": tree.parent[i],
+                "depth": tree.depth[i],
+                "token": visible_text(step.node_text[i]),
+                "source": tree.source[i],
+                "draft prob": round(_prob(tree.draft_logprob[i]), 4),
+                "path prob": round(_prob(tree.path_logprob[i]), 4),
+                "÷ layer's best": round(ratios[i], 4),
+                "target prob": round(float(step.target_prob[i]), 4),
+                "verdict": step.status[i],
+                "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED else "",
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "id",
+            "parent",
+            "depth",
+            "token",
+            "source",
+            "draft prob",
+            "path prob",
+            "÷ layer's best",
+            "target prob",
+            "verdict",
+            "target wanted",
+        ],
+    )
 
 
-def tree_html(step: StepRecord, color_mode: str = "confidence", title: str | None = None,
-              max_depth: int | None = None, max_width: float | None = None) -> str:
+def tree_html(
+    step: StepRecord,
+    color_mode: str = "confidence",
+    title: str | None = None,
+    max_depth: int | None = None,
+    max_width: float | None = None,
+) -> str:
     """Standalone HTML page of :func:`tree_figure` (same arguments) with plotly.js inlined, so the
     file opens offline."""
     fig = tree_figure(step, color_mode, title=title, max_depth=max_depth, max_width=max_width)
-    return fig.to_html(include_plotlyjs=True, full_html=True, include_mathjax=False,
-                       config={"displaylogo": False, "scrollZoom": True})
+    return fig.to_html(
+        include_plotlyjs=True, full_html=True, include_mathjax=False, config={"displaylogo": False, "scrollZoom": True}
+    )

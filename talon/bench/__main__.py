@@ -1,4 +1,5 @@
 """``python -m talon.bench``: see ``talon.bench.cli``."""
+
 import sys
 
 from .cli import main

@@ -10,6 +10,7 @@ The first form runs one method list and writes a JSON file.  The second runs a n
 writes ``runs.csv``, ``summary.csv`` and ``meta.json`` into the directory; ``python -m viz.bench_plots
 DIR`` draws its charts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import json
 import shlex
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -28,8 +29,8 @@ from ..drafters.factory import DRAFTER_HELP
 from ..models.loaded import ModelLoadError
 from ..models.registry import ModelRegistry
 from . import results
-from .prompts import read_prompts
 from .cost import measure_cost
+from .prompts import read_prompts
 from .runner import TREE_FIELDS, environment, run_benchmark, run_suite
 from .suites import ALL_METHODS, COST_SUITE, PEER_METHODS, SUITE_NAMES, get_suite, with_overrides
 
@@ -46,39 +47,67 @@ def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m talon.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", help="JSONL file of {id, category, prompt} (method-list mode)")
-    p.add_argument("--suite", choices=list(SUITE_NAMES),
-                   help="run a named suite (talon.bench.suites; 'cost': the timings of one step's pieces, "
-                        "talon.bench.cost) instead of --prompts")
+    p.add_argument(
+        "--suite",
+        choices=list(SUITE_NAMES),
+        help="run a named suite (talon.bench.suites; 'cost': the timings of one step's pieces, "
+        "talon.bench.cost) instead of --prompts",
+    )
     p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json")
-    p.add_argument("--methods", default=None,
-                   help=f"comma list of {', '.join(ALL_METHODS)} (default: every tree method but hybrid, and "
-                        "ar); suite mode: keep only these (ar always runs)")
-    p.add_argument("--experiments", default=None,
-                   help="suite mode: comma list of the suite's experiment names to run (default: all), "
-                        "e.g. --suite paper --experiments topk_sweep")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help=f"comma list of {', '.join(ALL_METHODS)} (default: every tree method but hybrid, and "
+        "ar); suite mode: keep only these (ar always runs)",
+    )
+    p.add_argument(
+        "--experiments",
+        default=None,
+        help="suite mode: comma list of the suite's experiment names to run (default: all), "
+        "e.g. --suite paper --experiments topk_sweep",
+    )
     p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
     p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
-    p.add_argument("--assistant", default=None,
-                   help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
-                        "drafter if it is a model, else layers:6)")
-    tree_help = {"budget": "N: draft nodes, root excluded",
-                 "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
-                 "mu": "TALON confidence gate in (0, 1]", "depth": "draft layers (eagle2, static)",
-                 "gamma": "chain length (draft tokens)"}
+    p.add_argument(
+        "--assistant",
+        default=None,
+        help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
+        "drafter if it is a model, else layers:6)",
+    )
+    tree_help = {
+        "budget": "N: draft nodes, root excluded",
+        "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
+        "mu": "TALON confidence gate in (0, 1]",
+        "depth": "draft layers (eagle2, static)",
+        "gamma": "chain length (draft tokens)",
+    }
     for name, text in tree_help.items():
-        p.add_argument(f"--{name}", type=float if name == "mu" else int, default=None,
-                       help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)")
+        p.add_argument(
+            f"--{name}",
+            type=float if name == "mu" else int,
+            default=None,
+            help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)",
+        )
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
     p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
-    p.add_argument("--execution", choices=["sync", "async"], default="sync",
-                   help="method-list mode: draft then verify (sync), or draft the next tree while the target "
-                        "verifies (async; needs a drafter that can draft ahead)")
+    p.add_argument(
+        "--execution",
+        choices=["sync", "async"],
+        default="sync",
+        help="method-list mode: draft then verify (sync), or draft the next tree while the target "
+        "verifies (async; needs a drafter that can draft ahead)",
+    )
     p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
-    p.add_argument("--limit", type=int, default=None,
-                   help="use only the first N prompts (suite mode: of each prompt set)")
+    p.add_argument(
+        "--limit", type=int, default=None, help="use only the first N prompts (suite mode: of each prompt set)"
+    )
     p.add_argument("--out", default="results.json", help="method-list mode: where to write the results JSON")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's own); 1 steadies timings on a busy machine")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's own); 1 steadies timings on a busy machine",
+    )
     args = p.parse_args(argv)
     if bool(args.prompts) == bool(args.suite):
         p.error("give either --prompts (a method list) or --suite NAME")
@@ -98,16 +127,26 @@ def main_methods(args: argparse.Namespace) -> int:
         unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
-        tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k)
-                       for k in TREE_FIELDS}
+        tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k) for k in TREE_FIELDS}
         for method in methods:  # every tree method's settings, before a model loads
             if method in METHODS and method != "ar":
                 TreeConfig(method=method, **tree_kwargs)
-        decode_cfg = DecodeConfig(temperature=args.temperature, seed=args.seed or 0,
-                                  max_new_tokens=args.max_new_tokens or 64, execution=args.execution)
+        decode_cfg = DecodeConfig(
+            temperature=args.temperature,
+            seed=args.seed or 0,
+            max_new_tokens=args.max_new_tokens or 64,
+            execution=args.execution,
+        )
         prompts = read_prompts(args.prompts)[: args.limit]
-        result = run_benchmark(prompts, methods, ModelSpec(args.target, args.drafter or "ngram"), tree_kwargs,
-                               decode_cfg, log=lambda s: print(s, file=sys.stderr), assistant=args.assistant)
+        result = run_benchmark(
+            prompts,
+            methods,
+            ModelSpec(args.target, args.drafter or "ngram"),
+            tree_kwargs,
+            decode_cfg,
+            log=lambda s: print(s, file=sys.stderr),
+            assistant=args.assistant,
+        )
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -125,22 +164,39 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     try:
         methods, experiments = _comma_list(args.methods), _comma_list(args.experiments)
-        suite = with_overrides(get_suite(args.suite), drafter=args.drafter, assistant=args.assistant,
-                               max_new_tokens=args.max_new_tokens, seed=args.seed,
-                               tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
-                               methods=tuple(methods) if methods else None,
-                               experiments=tuple(experiments) if experiments else None)
+        suite = with_overrides(
+            get_suite(args.suite),
+            drafter=args.drafter,
+            assistant=args.assistant,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+            tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
+            methods=tuple(methods) if methods else None,
+            experiments=tuple(experiments) if experiments else None,
+        )
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = Path(args.out_dir)
-        result = run_suite(suite, args.target, args.limit, log,
-                           checkpoint=lambda partial: write_suite(out_dir, partial, command))
+        result = run_suite(
+            suite, args.target, args.limit, log, checkpoint=lambda partial: write_suite(out_dir, partial, command)
+        )
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     paths = write_suite(out_dir, result, command)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
-    cols = ["experiment", "setting", "temperature", "method", "prompts", "MAT", "delta", "tokens_per_s",
-            "speedup", "draft_share", "matches_ar"]
+    cols = [
+        "experiment",
+        "setting",
+        "temperature",
+        "method",
+        "prompts",
+        "MAT",
+        "delta",
+        "tokens_per_s",
+        "speedup",
+        "draft_share",
+        "matches_ar",
+    ]
     print(f"device: {result['meta']['device']}  model: {result['meta']['model']}  drafter: {suite.drafter}")
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"wrote {len(paths)} files to {out_dir}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
@@ -161,15 +217,26 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
     out_dir = Path(args.out_dir)
     command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     path = results.write_cost(out_dir, rows)
-    meta = {"suite": COST_SUITE, "description": "Wall time of one step's pieces on this device, as ratios to one "
-            "autoregressive step: verifying trees of 1 to 128 nodes, one draft-head call per frontier width.",
-            "complete": True, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": target.name, "target_spec": args.target, "drafter_spec": args.drafter or "head",
-            **environment(target), "seconds": round(time.perf_counter() - t0, 1), "command": command,
-            "files": [path.name, results.META]}
+    meta = {
+        "suite": COST_SUITE,
+        "description": "Wall time of one step's pieces on this device, as ratios to one "
+        "autoregressive step: verifying trees of 1 to 128 nodes, one draft-head call per frontier width.",
+        "complete": True,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": target.name,
+        "target_spec": args.target,
+        "drafter_spec": args.drafter or "head",
+        **environment(target),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "command": command,
+        "files": [path.name, results.META],
+    }
     results.write_meta(out_dir, meta)
-    print(pd.DataFrame(rows)[["component", "size", "lm_head_rows", "seconds", "ratio"]].to_string(
-        index=False, float_format=lambda x: f"{x:.4f}"))
+    print(
+        pd.DataFrame(rows)[["component", "size", "lm_head_rows", "seconds", "ratio"]].to_string(
+            index=False, float_format=lambda x: f"{x:.4f}"
+        )
+    )
     print(f"wrote {path} and {results.META}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
     return 0
 

@@ -16,6 +16,7 @@ Forwards take the path decoding takes: static runners replayed as CUDA graphs on
 
 ``CostModel`` interpolates these rows to price a step: ``verify(nodes) + sum(head(width) per layer)``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -75,10 +76,17 @@ def _tree_of(head_drafter, verifier_ids: list[int], budget: int, target: LoadedM
     return TalonBuilder(budget, min(4, budget), 0.03).build(head_drafter, verifier_ids, verifier.features).tree
 
 
-def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str = "head", reps: int = 15,
-                 target_sizes: Sequence[int] = TARGET_SIZES, head_widths: Sequence[int] = HEAD_WIDTHS,
-                 log: Callable[[str], None] = print) -> list[dict]:
-    """The cost rows (``talon.bench.results.COST_COLUMNS``) of ``target`` and the draft head ``drafter_spec`` on this device."""
+def measure_cost(
+    target: LoadedModel,
+    registry: ModelRegistry,
+    drafter_spec: str = "head",
+    reps: int = 15,
+    target_sizes: Sequence[int] = TARGET_SIZES,
+    head_widths: Sequence[int] = HEAD_WIDTHS,
+    log: Callable[[str], None] = print,
+) -> list[dict]:
+    """The cost rows (``talon.bench.results.COST_COLUMNS``) of ``target`` and the draft head
+    ``drafter_spec`` on this device."""
     ids = context_ids(target)
     rows = []
     rows_held = len(ids) + max(target_sizes) + 1  # the runs' own path: static runners (CUDA graphs) on a GPU
@@ -90,6 +98,7 @@ def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str
             def once() -> None:
                 verifier.verify(tree, 0.0)
                 verifier.drop_tree()
+
             return once
 
         ar = median_seconds(verify(DraftTree.with_root(ids[-1])), target.device, reps)
@@ -101,16 +110,26 @@ def measure_cost(target: LoadedModel, registry: ModelRegistry, drafter_spec: str
             internal = sum(1 for kids in tree.children_lists() if kids)
             seconds = median_seconds(verify(tree), target.device, reps)
             rows.append({"component": "target", "size": len(tree), "lm_head_rows": internal, "seconds": seconds})
-            log(f"target forward over {len(tree)} nodes ({internal} LM-head rows): {seconds * 1e3:.1f} ms, "
-                f"{seconds / ar:.2f}x AR")
+            log(
+                f"target forward over {len(tree)} nodes ({internal} LM-head rows): {seconds * 1e3:.1f} ms, "
+                f"{seconds / ar:.2f}x AR"
+            )
         verifier.close()
         if isinstance(drafter, HeadDrafter):
             rows += _head_rows(drafter, target, ids, head_widths, reps, ar, rows_held, log)
     return [{**r, "ratio": r["seconds"] / ar, "reps": reps, "prefix_tokens": len(ids)} for r in rows]
 
 
-def _head_rows(drafter: HeadDrafter, target: LoadedModel, ids: list[int], widths: Sequence[int], reps: int,
-               ar: float, rows_held: int, log: Callable[[str], None]) -> list[dict]:
+def _head_rows(
+    drafter: HeadDrafter,
+    target: LoadedModel,
+    ids: list[int],
+    widths: Sequence[int],
+    reps: int,
+    ar: float,
+    rows_held: int,
+    log: Callable[[str], None],
+) -> list[dict]:
     """One head call (forward over a frontier, LM head on the draft vocabulary, log-softmax) per width,
     on the head's own tree KV cache after the context ``ids``."""
     verifier = Verifier(target, drafter.feature_layers)
@@ -124,9 +143,10 @@ def _head_rows(drafter: HeadDrafter, target: LoadedModel, ids: list[int], widths
         frontier = [tree.add(0, t, -1.0) for t in range(width)]  # the cost is the shape's, not the tokens'
         states = features[-1:].expand(width, -1)
 
-        def call() -> None:
+        def call(tree=tree, frontier=frontier, states=states) -> None:
             torch.log_softmax(cache.forward_nodes(tree, frontier, len(ids) - 1, features=states).logits, dim=-1)
             cache.drop_tree()
+
         seconds = median_seconds(call, target.device, reps)
         rows.append({"component": "head", "size": width, "lm_head_rows": width, "seconds": seconds})
         log(f"head call over {width} nodes: {seconds * 1e3:.1f} ms, {seconds / ar:.2f}x AR")
@@ -140,11 +160,11 @@ class CostModel:
     between measured sizes, linear extrapolation past the largest)."""
 
     target: list[tuple[int, float]]  # (tree nodes incl. root, ratio)
-    head: list[tuple[int, float]]    # (frontier width, ratio)
+    head: list[tuple[int, float]]  # (frontier width, ratio)
     ar_seconds: float
 
     @classmethod
-    def from_rows(cls, rows: Sequence[dict]) -> "CostModel":
+    def from_rows(cls, rows: Sequence[dict]) -> CostModel:
         pick = lambda c: sorted((int(r["size"]), float(r["ratio"])) for r in rows if r["component"] == c)  # noqa: E731
         ar = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
         return cls(pick("target"), pick("head"), ar)

@@ -20,6 +20,7 @@ Counting: a forward hook on the target model counts target forwards (prefill inc
 lookup's search itself is not timed, so its ``draft_seconds`` is 0).  Wall time is ``perf_counter``
 around ``generate``, after a CUDA synchronize on a GPU.  Output stops at EOS like our runs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -93,8 +94,10 @@ def assistant_for(spec: str, target: LoadedModel, registry: ModelRegistry | None
     transformers equivalent: ``ConfigError``."""
     parsed = parse_drafter_spec(spec)
     if not parsed.is_model:
-        raise ConfigError(f"Assistant {spec!r}: transformers' assisted generation needs a draft *model*: "
-                          "use 'layers:K' or a model directory / Hub id with the target's tokenizer.")
+        raise ConfigError(
+            f"Assistant {spec!r}: transformers' assisted generation needs a draft *model*: "
+            "use 'layers:K' or a model directory / Hub id with the target's tokenizer."
+        )
     lm = draft_model(parsed, target, registry)
     if parsed.kind == "layers":
         lm.model.generation_config = copy.deepcopy(target.model.generation_config)
@@ -114,8 +117,11 @@ def generate_kwargs(method: str, temperature: float, assistant: LoadedModel | No
     greedy at 0, else plain sampling at that temperature with top-k / top-p off (like our runs)."""
     if method not in PEER_METHODS:
         raise ConfigError(f"Unknown peer {method!r}: choose one of {', '.join(PEER_METHODS)}.")
-    kwargs: dict = {"do_sample": False} if temperature == 0 else {
-        "do_sample": True, "temperature": float(temperature), "top_k": 0, "top_p": 1.0}
+    kwargs: dict = (
+        {"do_sample": False}
+        if temperature == 0
+        else {"do_sample": True, "temperature": float(temperature), "top_k": 0, "top_p": 1.0}
+    )
     if method == "hf_prompt_lookup":
         kwargs.update(prompt_lookup_num_tokens=PROMPT_LOOKUP_TOKENS, max_matching_ngram_size=PROMPT_LOOKUP_NGRAM)
     elif method == "hf_assisted":
@@ -125,8 +131,16 @@ def generate_kwargs(method: str, temperature: float, assistant: LoadedModel | No
     return kwargs
 
 
-def run_peer(method: str, target: LoadedModel, prompt_ids: Sequence[int], max_new_tokens: int, *,
-             temperature: float = 0.0, seed: int = 0, assistant: LoadedModel | None = None) -> dict:
+def run_peer(
+    method: str,
+    target: LoadedModel,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    *,
+    temperature: float = 0.0,
+    seed: int = 0,
+    assistant: LoadedModel | None = None,
+) -> dict:
     """Generate with one transformers peer and return a run row in ``talon.bench``'s shape (without the
     prompt's id and category): ``method``, ``token_ids``, ``text``, ``new_tokens``, ``target_forwards``,
     ``draft_forwards`` (the assistant's forwards; 0 for the others), ``seconds``, ``draft_seconds``
@@ -153,13 +167,28 @@ def run_peer(method: str, target: LoadedModel, prompt_ids: Sequence[int], max_ne
     with count_forwards(target.model) as t_count, count_forwards(draft_model, timed_on_gpu) as d_count:
         synchronize(target.device)
         t0 = time.perf_counter()
-        out = target.model.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                    eos_token_id=sorted(eos), pad_token_id=pad, **kwargs)
+        out = target.model.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=sorted(eos),
+            pad_token_id=pad,
+            **kwargs,
+        )
         synchronize(target.device)
         seconds = time.perf_counter() - t0
-    new = cut_at_eos(out[0, len(prompt_ids):].tolist(), eos)
+    new = cut_at_eos(out[0, len(prompt_ids) :].tolist(), eos)
     reason = "eos" if new and new[-1] in eos else "max_new_tokens"
-    return {"method": method, "stop_reason": reason, "token_ids": new,
-            "text": tok.decode(new, skip_special_tokens=True), "new_tokens": len(new), "target_forwards": t_count.calls, "draft_forwards": d_count.calls,
-            "seconds": seconds, "draft_seconds": d_count.seconds, "step_seconds": seconds,
-            "prompt_tokens": len(prompt_ids)}
+    return {
+        "method": method,
+        "stop_reason": reason,
+        "token_ids": new,
+        "text": tok.decode(new, skip_special_tokens=True),
+        "new_tokens": len(new),
+        "target_forwards": t_count.calls,
+        "draft_forwards": d_count.calls,
+        "seconds": seconds,
+        "draft_seconds": d_count.seconds,
+        "step_seconds": seconds,
+        "prompt_tokens": len(prompt_ids),
+    }

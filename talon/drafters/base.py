@@ -24,6 +24,7 @@ The engine hands the same growing log every time; a drafter reads only the rows 
 Positions past ``m`` (a guessed outcome drafted ahead in async mode) take the drafter's own states at
 the nodes of its last tree, and are recomputed once the target's arrive.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -78,8 +79,9 @@ class Drafter(ABC):
     """Whether it can draft from a guessed outcome before the target's states for it exist (async)."""
 
     @abstractmethod
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         """Start a new run whose committed tokens so far are ``prompt_ids`` (the last one is the first
         root).  ``target_features``: ``[len(prompt_ids) - 1, len(feature_layers), H]`` (only when
         ``feature_layers`` is non-empty).  ``rows``: the most rows the run will hold (committed tokens
@@ -112,8 +114,9 @@ class NoDrafter(Drafter):
 
     name = ""
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         pass
 
     def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:

@@ -40,6 +40,7 @@ writes ``target_hidden_size`` only when it differs from ``hidden_size`` (EAGLE's
 never carry it; SGLang, vLLM and speculators' converter all read the absence as "the head's width"),
 and a head that needs it has an embedding of its own, which is written.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,11 +67,13 @@ EAGLE3_FILES = [EAGLE3_CONFIG, *EAGLE3_WEIGHTS]
 EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 LAYOUTS = ("eagle", "speculators")
 """What ``save_eagle3`` writes: EAGLE's layout (EAGLE, SGLang, vLLM) or the ``speculators`` format (vLLM)."""
-FORMATS_READ = ("the EAGLE-3 layout (EAGLE's releases, SpecForge exports, this package's export: config.json with "
-                "hidden_size; fc.weight and midlayer.* in model.safetensors or pytorch_model.bin), vLLM's speculators "
-                "format (config.json with speculators_model_type 'eagle3' and a transformer_layer_config; fc.weight "
-                "and layers.0.* in model.safetensors), both as 'eagle3:DIR_OR_HUB_ID', and this package's own "
-                f"heads ({HEAD_CONFIG} + {HEAD_WEIGHTS}) as 'head:DIR_OR_HUB_ID'")
+FORMATS_READ = (
+    "the EAGLE-3 layout (EAGLE's releases, SpecForge exports, this package's export: config.json with "
+    "hidden_size; fc.weight and midlayer.* in model.safetensors or pytorch_model.bin), vLLM's speculators "
+    "format (config.json with speculators_model_type 'eagle3' and a transformer_layer_config; fc.weight "
+    "and layers.0.* in model.safetensors), both as 'eagle3:DIR_OR_HUB_ID', and this package's own "
+    f"heads ({HEAD_CONFIG} + {HEAD_WEIGHTS}) as 'head:DIR_OR_HUB_ID'"
+)
 """The head formats this package reads, for messages about a directory in none of them."""
 
 
@@ -136,12 +139,14 @@ class Eagle3Layer(nn.Module):
         self.hidden_norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
         self.post_attention_layernorm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
 
-    def forward(self, token_embeds: torch.Tensor, states: torch.Tensor, position_embeddings, attention_mask,
-                cache: Cache) -> torch.Tensor:
+    def forward(
+        self, token_embeds: torch.Tensor, states: torch.Tensor, position_embeddings, attention_mask, cache: Cache
+    ) -> torch.Tensor:
         """``token_embeds``, ``states`` ``[B, T, H]`` -> output states ``[B, T, H]``; appends to ``cache``."""
         x = torch.cat([self.input_layernorm(token_embeds), self.hidden_norm(states)], dim=-1)
-        attn, _ = self.self_attn(x, position_embeddings=position_embeddings, attention_mask=attention_mask,
-                                 past_key_values=cache)
+        attn, _ = self.self_attn(
+            x, position_embeddings=position_embeddings, attention_mask=attention_mask, past_key_values=cache
+        )
         h = states + attn
         return h + self.mlp(self.post_attention_layernorm(h))
 
@@ -180,11 +185,18 @@ class Eagle3Head(nn.Module):
         the head ``python -m talon.training.train_head --arch eagle3`` trains."""
         c = target.model.config
         layers = tuple(feature_layers) if feature_layers else default_feature_layers(c.num_hidden_layers)
-        llama = LlamaConfig(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size, num_hidden_layers=1,
-                            num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
-                            head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
-                            rms_norm_eps=c.rms_norm_eps, max_position_embeddings=c.max_position_embeddings,
-                            vocab_size=c.vocab_size, rope_parameters=dict(getattr(c, "rope_parameters", None) or {}))
+        llama = LlamaConfig(
+            hidden_size=c.hidden_size,
+            intermediate_size=c.intermediate_size,
+            num_hidden_layers=1,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
+            rms_norm_eps=c.rms_norm_eps,
+            max_position_embeddings=c.max_position_embeddings,
+            vocab_size=c.vocab_size,
+            rope_parameters=dict(getattr(c, "rope_parameters", None) or {}),
+        )
         llama._attn_implementation = "sdpa"
         head = cls(Eagle3Config(llama, layers, c.hidden_size, target.vocab_size, target.vocab_size))
         lm = target.model.get_output_embeddings().weight.detach()
@@ -200,8 +212,13 @@ class Eagle3Head(nn.Module):
         rows = self.lm_head.weight.detach()[index]
         self.lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False, device=rows.device, dtype=rows.dtype)
         self.lm_head.weight = nn.Parameter(rows, requires_grad=False)
-        self.config = Eagle3Config(self.config.llama, self.config.feature_layers, self.config.target_hidden_size,
-                                   self.config.vocab_size, index.numel())
+        self.config = Eagle3Config(
+            self.config.llama,
+            self.config.feature_layers,
+            self.config.target_hidden_size,
+            self.config.vocab_size,
+            index.numel(),
+        )
         self.set_d2t(index - torch.arange(index.numel(), device=index.device))
 
     # ---- the interface HeadDrafter and the trainer use ---------------------------------------------
@@ -214,8 +231,14 @@ class Eagle3Head(nn.Module):
         """``[..., len(feature_layers), Ht]`` target states (low to high) -> ``[..., H]``."""
         return self.fc(target_hidden.flatten(-2).to(self.fc.weight.dtype))
 
-    def forward(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+    def forward(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache: Cache,
+    ) -> torch.Tensor:
         """``features`` (fused target states or the head's own states) and ``token_embeds`` ``[B, T, H]``,
         ``position_ids`` ``[B, T]`` (a token's position in the sequence; EAGLE counts the head's
         positions from the second token, so 1 is subtracted), bool ``attention_mask``
@@ -242,8 +265,11 @@ def read_state(directory: Path) -> dict[str, torch.Tensor]:
     for name in EAGLE3_WEIGHTS:
         path = directory / name
         if path.is_file():
-            state = load_file(path) if name.endswith(".safetensors") else torch.load(path, map_location="cpu",
-                                                                                      weights_only=True)
+            state = (
+                load_file(path)
+                if name.endswith(".safetensors")
+                else torch.load(path, map_location="cpu", weights_only=True)
+            )
             return {k.removeprefix("model."): v for k, v in state.items()}
     raise unreadable(directory, f"it holds neither {' nor '.join(EAGLE3_WEIGHTS)}")
 
@@ -276,10 +302,15 @@ def describe_directory(directory: Path, limit: int = 8) -> str:
 def unreadable(directory: Path, why: str) -> ModelLoadError:
     """The error for a directory with no head in a format read here: ``why``, the formats read here
     (``FORMATS_READ``) and what the directory holds (``describe_directory``)."""
-    hint = " It holds one of this package's own heads: load it with 'head:DIR'." \
-        if (directory / HEAD_CONFIG).is_file() else ""
-    return ModelLoadError(f"{directory} is not an EAGLE-3 head in a format read here: {why}.{hint} Read here: "
-                          f"{FORMATS_READ}. {directory} holds {describe_directory(directory)}.")
+    hint = (
+        " It holds one of this package's own heads: load it with 'head:DIR'."
+        if (directory / HEAD_CONFIG).is_file()
+        else ""
+    )
+    return ModelLoadError(
+        f"{directory} is not an EAGLE-3 head in a format read here: {why}.{hint} Read here: "
+        f"{FORMATS_READ}. {directory} holds {describe_directory(directory)}."
+    )
 
 
 def read_head_files(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -294,8 +325,10 @@ def read_head_files(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
         raise unreadable(directory, f"its {EAGLE3_CONFIG} is not a JSON object")
     if "hidden_size" not in meta and not is_speculators(meta):
         raise unreadable(directory, f"its {EAGLE3_CONFIG} has no hidden_size and no speculators_model_type")
-    no_head = ("its weights have no fc.weight and decoder layer (midlayer.*, or layers.0.* in the speculators "
-               "format): EAGLE-3's feature fusion and its one layer")
+    no_head = (
+        "its weights have no fc.weight and decoder layer (midlayer.*, or layers.0.* in the speculators "
+        "format): EAGLE-3's feature fusion and its one layer"
+    )
     if "fc.weight" not in safetensors_names(directory, "fc.weight"):  # a whole model is refused before it is read
         raise unreadable(directory, no_head)
     state = read_state(directory)
@@ -319,32 +352,43 @@ def safetensors_names(directory: Path, default: str) -> set[str]:
         return {default}
 
 
-def check_pair(directory: Path, meta: dict, state: dict[str, torch.Tensor], target: LoadedModel,
-               layers: tuple[int, ...]) -> None:
+def check_pair(
+    directory: Path, meta: dict, state: dict[str, torch.Tensor], target: LoadedModel, layers: tuple[int, ...]
+) -> None:
     """Refuse a head that cannot draft for ``target``: another vocabulary, another width, feature
     layers the target does not have, a narrower head without an embedding of its own, or (for a head
     this package exported) other target weights.  ``load_eagle3`` checks the draft ids itself."""
     c = target.model.config
     name = f"The EAGLE-3 head in {directory}"
     if int(meta.get("vocab_size", -1)) != target.vocab_size:
-        raise ModelLoadError(f"{name} is for a vocabulary of {meta.get('vocab_size')} tokens; {target.name} has "
-                             f"{target.vocab_size}. Pick the head trained for this target.")
+        raise ModelLoadError(
+            f"{name} is for a vocabulary of {meta.get('vocab_size')} tokens; {target.name} has "
+            f"{target.vocab_size}. Pick the head trained for this target."
+        )
     target_width = int(meta.get("target_hidden_size") or meta["hidden_size"])
     fc = state.get("fc.weight")
     if target_width != c.hidden_size or fc is None or fc.shape[1] != len(layers) * c.hidden_size:
-        raise ModelLoadError(f"{name} reads target states of width {target_width} "
-                             f"(fc {tuple(fc.shape) if fc is not None else 'missing'}); {target.name} has width "
-                             f"{c.hidden_size}. Pick the head trained for this target.")
+        raise ModelLoadError(
+            f"{name} reads target states of width {target_width} "
+            f"(fc {tuple(fc.shape) if fc is not None else 'missing'}); {target.name} has width "
+            f"{c.hidden_size}. Pick the head trained for this target."
+        )
     if any(not 0 <= i <= c.num_hidden_layers for i in layers):
-        raise ModelLoadError(f"{name} reads the target's hidden states {list(layers)} (entering those layers), but "
-                             f"{target.name} has {c.num_hidden_layers} layers. Pick the head trained for this target.")
+        raise ModelLoadError(
+            f"{name} reads the target's hidden states {list(layers)} (entering those layers), but "
+            f"{target.name} has {c.num_hidden_layers} layers. Pick the head trained for this target."
+        )
     if "embed_tokens.weight" not in state and int(meta["hidden_size"]) != c.hidden_size:
-        raise ModelLoadError(f"{name} has width {meta['hidden_size']} and no embedding of its own, so it cannot "
-                             f"use the embedding of {target.name} (width {c.hidden_size}).")
+        raise ModelLoadError(
+            f"{name} has width {meta['hidden_size']} and no embedding of its own, so it cannot "
+            f"use the embedding of {target.name} (width {c.hidden_size})."
+        )
     sha = (meta.get("talon") or {}).get("target_sha256")
     if sha and sha != target_checksum(target):
-        raise ModelLoadError(f"{name} was exported for {(meta.get('talon') or {}).get('target_name')} (weights "
-                             f"sha256 {sha[:12]}...), not for {target.name}. Use the head of this target.")
+        raise ModelLoadError(
+            f"{name} was exported for {(meta.get('talon') or {}).get('target_name')} (weights "
+            f"sha256 {sha[:12]}...), not for {target.name}. Use the head of this target."
+        )
 
 
 def eagle3_config(meta: dict, target: LoadedModel) -> Eagle3Config:
@@ -354,8 +398,10 @@ def eagle3_config(meta: dict, target: LoadedModel) -> Eagle3Config:
     variants = [k for k in VARIANT_FLAGS if meta.get(k)]
     if variants:
         flags = ", ".join(f"{k}: true" for k in variants)
-        raise ModelLoadError(f"This EAGLE-3 head is a variant ({flags}) whose layer differs from EAGLE-3's; only the "
-                             "original layout is supported.")
+        raise ModelLoadError(
+            f"This EAGLE-3 head is a variant ({flags}) whose layer differs from EAGLE-3's; only the "
+            "original layout is supported."
+        )
     llama = LlamaConfig.from_dict({k: v for k, v in meta.items() if k not in ("architectures", "eagle_config")})
     llama.num_hidden_layers = 1
     llama._attn_implementation = "sdpa"
@@ -396,8 +442,9 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
 
 
 # ---- writing them ----------------------------------------------------------------------------------------
-def eagle_layout(head: Eagle3Head, target: LoadedModel, extra: dict | None = None,
-                 dtype: torch.dtype = torch.bfloat16) -> tuple[dict, dict[str, torch.Tensor]]:
+def eagle_layout(
+    head: Eagle3Head, target: LoadedModel, extra: dict | None = None, dtype: torch.dtype = torch.bfloat16
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """``head`` as EAGLE-layout ``config.json`` content and weights (``dtype``; ``d2t`` stays int64):
     feature layers explicit in both conventions (module docstring), ``target_hidden_size`` only where
     it differs from ``hidden_size`` (so EAGLE's loader gives the head the target's embedding), the
@@ -408,30 +455,54 @@ def eagle_layout(head: Eagle3Head, target: LoadedModel, extra: dict | None = Non
         raise ValueError("SGLang cannot read the embeddings (index 0) as a feature layer")
     width, own_width = head.config.target_hidden_size, head.config.hidden_size
     if head.embed_tokens is None and width != own_width:
-        raise ValueError(f"a head of width {own_width} without its own embedding cannot use the target's "
-                         f"(width {width})")
+        raise ValueError(
+            f"a head of width {own_width} without its own embedding cannot use the target's (width {width})"
+        )
     state = {k: v.detach().to("cpu").contiguous() for k, v in head.state_dict().items() if not k.startswith("rotary.")}
     state = {k: (v if k == "d2t" else v.to(dtype)) for k, v in state.items()}
     t2d = torch.zeros(head.config.vocab_size, dtype=torch.bool)
     t2d[head.draft_ids.cpu()] = True
     state["t2d"] = t2d
     llama = head.config.llama.to_dict()
-    keep = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-            "rms_norm_eps", "max_position_embeddings", "rope_parameters", "hidden_act", "attention_bias",
-            "mlp_bias", "bos_token_id", "eos_token_id", "pad_token_id")
+    keep = (
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "rms_norm_eps",
+        "max_position_embeddings",
+        "rope_parameters",
+        "hidden_act",
+        "attention_bias",
+        "mlp_bias",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    )
     rope = dict(llama.get("rope_parameters") or {})
-    meta = {"architectures": [EAGLE3_ARCHITECTURE], "model_type": "llama", "num_hidden_layers": 1,
-            **{k: llama[k] for k in keep if llama.get(k) is not None},
-            "rope_theta": rope.get("rope_theta", 10000.0),
-            "vocab_size": head.config.vocab_size, "draft_vocab_size": head.config.draft_vocab_size,
-            "tie_word_embeddings": False, "torch_dtype": str(dtype).removeprefix("torch."),
-            "eagle_aux_hidden_state_layer_ids": layers,
-            "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [i - 1 for i in layers]},
-            "talon": {"feature_layers": layers,
-                      "feature_layers_convention": "index i = hidden state entering target layer i (0 = embeddings); "
-                                                   "top-level ids: vLLM's convention (the same); eagle_config ids: "
-                                                   "SGLang's (output of layer id, = index - 1)",
-                      "target_name": target.name, "target_sha256": target_checksum(target), **(extra or {})}}
+    meta = {
+        "architectures": [EAGLE3_ARCHITECTURE],
+        "model_type": "llama",
+        "num_hidden_layers": 1,
+        **{k: llama[k] for k in keep if llama.get(k) is not None},
+        "rope_theta": rope.get("rope_theta", 10000.0),
+        "vocab_size": head.config.vocab_size,
+        "draft_vocab_size": head.config.draft_vocab_size,
+        "tie_word_embeddings": False,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "eagle_aux_hidden_state_layer_ids": layers,
+        "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [i - 1 for i in layers]},
+        "talon": {
+            "feature_layers": layers,
+            "feature_layers_convention": "index i = hidden state entering target layer i (0 = embeddings); "
+            "top-level ids: vLLM's convention (the same); eagle_config ids: "
+            "SGLang's (output of layer id, = index - 1)",
+            "target_name": target.name,
+            "target_sha256": target_checksum(target),
+            **(extra or {}),
+        },
+    }
     if width != own_width:  # EAGLE's loader takes the target's embedding only without this key
         meta["target_hidden_size"] = width
     if rope.get("rope_type", "default") != "default":  # readers on older transformers take rope_scaling
@@ -439,9 +510,16 @@ def eagle_layout(head: Eagle3Head, target: LoadedModel, extra: dict | None = Non
     return meta, state
 
 
-def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, extra: dict | None = None,
-                dtype: torch.dtype = torch.bfloat16, layout: str = "eagle", verifier: str | None = None,
-                speculative_tokens: int = 3) -> Path:
+def save_eagle3(
+    head: Eagle3Head,
+    directory: str | Path,
+    target: LoadedModel,
+    extra: dict | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    layout: str = "eagle",
+    verifier: str | None = None,
+    speculative_tokens: int = 3,
+) -> Path:
     """Write ``head`` as ``config.json`` + ``model.safetensors`` (``dtype``) in ``layout``: ``"eagle"``,
     EAGLE-3's layout (``eagle_layout``), or ``"speculators"``, vLLM's format
     (``speculators_format.to_speculators``; ``verifier``: the target's Hub id or path vLLM will serve,
@@ -453,8 +531,9 @@ def save_eagle3(head: Eagle3Head, directory: str | Path, target: LoadedModel, ex
     if layout == "speculators":
         # a model built in memory has no architectures in its config; its class is the one
         architectures = list(getattr(target.model.config, "architectures", None) or [type(target.model).__name__])
-        meta, state = to_speculators(meta, state, verifier or target.identity or target.name, architectures,
-                                     speculative_tokens)
+        meta, state = to_speculators(
+            meta, state, verifier or target.identity or target.name, architectures, speculative_tokens
+        )
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_file(state, directory / EAGLE3_WEIGHTS[0])

@@ -7,6 +7,7 @@ to ``OUT`` with ``save_eagle3``: ``--layout eagle`` (EAGLE's layout: EAGLE's own
 or ``--layout speculators`` (vLLM's speculators format; ``--verifier`` is the target's Hub id vLLM
 serves when given only the head).  The provenance in the head's ``talon`` block is carried over.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,15 @@ REWRITTEN = ("feature_layers", "feature_layers_convention", "target_name", "targ
 """Keys of a ``talon`` block that ``save_eagle3`` writes afresh for the target it is given."""
 
 
-def export_head(head: str, out: str | Path, target: str, layout: str = "speculators", verifier: str | None = None,
-                speculative_tokens: int = 3, dtype: torch.dtype = torch.bfloat16) -> Path:
+def export_head(
+    head: str,
+    out: str | Path,
+    target: str,
+    layout: str = "speculators",
+    verifier: str | None = None,
+    speculative_tokens: int = 3,
+    dtype: torch.dtype = torch.bfloat16,
+) -> Path:
     """Load the head ``head`` for the target ``target`` (a model spec: ``embedded``, a directory or a
     Hub id) in float32 on the CPU and write it to ``out`` in ``layout`` and ``dtype``; ``verifier``
     defaults to ``target`` unless that is ``embedded``.  Returns ``out``."""
@@ -34,26 +42,41 @@ def export_head(head: str, out: str | Path, target: str, layout: str = "speculat
     meta, _ = read_head_files(directory)
     extra = {k: v for k, v in (meta.get("talon") or {}).items() if k not in REWRITTEN}
     extra["exported_from"] = head
-    return save_eagle3(network, out, loaded, extra, dtype, layout=layout,
-                       verifier=verifier or (None if target == "embedded" else target),
-                       speculative_tokens=speculative_tokens)
+    return save_eagle3(
+        network,
+        out,
+        loaded,
+        extra,
+        dtype,
+        layout=layout,
+        verifier=verifier or (None if target == "embedded" else target),
+        speculative_tokens=speculative_tokens,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m talon.drafters.export_eagle3",
-                                description="Re-write an EAGLE-3 head in EAGLE's layout or vLLM's speculators format.")
+    p = argparse.ArgumentParser(
+        prog="python -m talon.drafters.export_eagle3",
+        description="Re-write an EAGLE-3 head in EAGLE's layout or vLLM's speculators format.",
+    )
     p.add_argument("head", help="the head: a directory or Hub id in any layout 'eagle3:' reads")
     p.add_argument("out", type=Path, help="the directory to write")
-    p.add_argument("--target", required=True,
-                   help="the target the head drafts for: 'embedded', a directory or a Hub id")
-    p.add_argument("--layout", choices=LAYOUTS, default="speculators",
-                   help="'speculators' (vLLM's format) or 'eagle' (EAGLE's layout: EAGLE, SGLang, vLLM)")
+    p.add_argument(
+        "--target", required=True, help="the target the head drafts for: 'embedded', a directory or a Hub id"
+    )
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="speculators",
+        help="'speculators' (vLLM's format) or 'eagle' (EAGLE's layout: EAGLE, SGLang, vLLM)",
+    )
     p.add_argument("--verifier", default=None, help="speculators: the target's Hub id vLLM serves (default --target)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="speculators: vLLM's default draft length")
     p.add_argument("--dtype", choices=list(DTYPES), default="bfloat16", help="dtype of the written weights")
     args = p.parse_args(argv)
-    out = export_head(args.head, args.out, args.target, args.layout, args.verifier, args.speculative_tokens,
-                      DTYPES[args.dtype])
+    out = export_head(
+        args.head, args.out, args.target, args.layout, args.verifier, args.speculative_tokens, DTYPES[args.dtype]
+    )
     print(f"wrote {args.layout} layout -> {out}")
 
 

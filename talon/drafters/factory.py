@@ -1,5 +1,6 @@
 """The one parser of drafter specs (``parse_drafter_spec``) and the factory that builds a fresh
 ``Drafter`` (per-run state) from one, with models and heads loaded once in a ``ModelRegistry``."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,20 +13,22 @@ from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import check_same_tokenizer, truncated_copy
 from ..models.registry import ModelRegistry
 from .base import Drafter
-from .head import HeadDrafter
 from .eagle3_model import EAGLE3_FILES, Eagle3Head, load_eagle3
+from .head import HeadDrafter
 from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
 from .hybrid import HybridDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
 
-DRAFTER_HELP = ("'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
-                "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head in EAGLE's layout or vLLM's speculators format, e.g. "
-                "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B or RedHatAI/Qwen3-8B-speculator.eagle3), "
-                "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'lookup+SPEC' (SPEC merged "
-                "with prompt lookup; the hybrid method does this for its drafter), or a local directory / "
-                "Hugging Face id of a small LM with the target's "
-                "tokenizer")
+DRAFTER_HELP = (
+    "'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
+    "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head in EAGLE's layout or vLLM's speculators format, e.g. "
+    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B or RedHatAI/Qwen3-8B-speculator.eagle3), "
+    "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'lookup+SPEC' (SPEC merged "
+    "with prompt lookup; the hybrid method does this for its drafter), or a local directory / "
+    "Hugging Face id of a small LM with the target's "
+    "tokenizer"
+)
 KINDS = ("ngram", "head", "eagle3", "layers", "with_lookup", "model")
 LOOKUP_PREFIXES = ("lookup+", "hybrid:")
 """Spec prefixes that merge a drafter with prompt lookup (``hybrid:`` is the older name, still read)."""
@@ -49,7 +52,7 @@ class DrafterSpec:
     kind: str
     location: str = ""
     layers: int = 0
-    inner: "DrafterSpec | None" = None
+    inner: DrafterSpec | None = None
 
     @property
     def is_model(self) -> bool:
@@ -69,12 +72,14 @@ def parse_drafter_spec(text: str) -> DrafterSpec:
     if spec.startswith("eagle3:"):
         location = spec.partition(":")[2].strip()
         if not location:
-            raise ConfigError("Drafter 'eagle3:' needs a directory or Hugging Face id, e.g. "
-                              "'eagle3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'.")
+            raise ConfigError(
+                "Drafter 'eagle3:' needs a directory or Hugging Face id, e.g. "
+                "'eagle3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'."
+            )
         return DrafterSpec("eagle3", location=location)
     for prefix in LOOKUP_PREFIXES:
         if spec.startswith(prefix):
-            return DrafterSpec("with_lookup", inner=parse_drafter_spec(spec[len(prefix):]))
+            return DrafterSpec("with_lookup", inner=parse_drafter_spec(spec[len(prefix) :]))
     if spec.startswith("layers:"):
         try:
             k = int(spec.partition(":")[2])
@@ -100,8 +105,10 @@ def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelReg
     """The draft head at ``location`` ("" = the head shipped for the embedded target) loaded for
     ``target`` and its display name; loaded once per head directory and target weights (device, dtype)."""
     if not location and not SHIPPED_HEAD.is_dir():
-        raise ModelLoadError(f"No draft head is shipped at {SHIPPED_HEAD}: train one with "
-                             "`python -m talon.training.train_head` or pick another drafter.")
+        raise ModelLoadError(
+            f"No draft head is shipped at {SHIPPED_HEAD}: train one with "
+            "`python -m talon.training.train_head` or pick another drafter."
+        )
     directory = SHIPPED_HEAD if not location else resolve_head_dir(location)
     name = "trained EAGLE-style head" if not location else f"EAGLE-style head {location}"
     key = ("head", str(directory.resolve()), *target.cache_key)
@@ -123,8 +130,7 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     if parsed.kind == "ngram":
         return NgramDrafter(target.vocab_size, device=target.device)
     if parsed.kind == "with_lookup":
-        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size,
-                                  device=target.device)
+        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size, device=target.device)
     if parsed.kind == "head":
         head, name = shipped_or_given_head(parsed.location, target, registry)
         return HeadDrafter(head, target, name)
@@ -133,9 +139,14 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     return ModelDrafter(draft_model(parsed, target, registry))
 
 
-def drafter_for(method: str, spec: str, target: LoadedModel, registry: ModelRegistry | None = None,
-                datastore: Sequence[Sequence[int]] | None = None, hybrid_weight: float | None = None
-                ) -> Drafter | None:
+def drafter_for(
+    method: str,
+    spec: str,
+    target: LoadedModel,
+    registry: ModelRegistry | None = None,
+    datastore: Sequence[Sequence[int]] | None = None,
+    hybrid_weight: float | None = None,
+) -> Drafter | None:
     """The drafter a decoding ``method`` runs with: ``None`` for ``ar``; for ``hybrid`` the drafter of
     ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given; holding
     the retrieval weight ``hybrid_weight`` when given instead of learning it); else ``make_drafter(spec)``."""
@@ -150,13 +161,23 @@ def drafter_for(method: str, spec: str, target: LoadedModel, registry: ModelRegi
     return hybrid_with_lookup(drafter, target.vocab_size, datastore, target.device, hybrid_weight)
 
 
-def hybrid_with_lookup(model: Drafter, vocab: int, datastore: Sequence[Sequence[int]] | None = None,
-                       device: torch.device | str = "cpu", fixed_weight: float | None = None) -> HybridDrafter:
+def hybrid_with_lookup(
+    model: Drafter,
+    vocab: int,
+    datastore: Sequence[Sequence[int]] | None = None,
+    device: torch.device | str = "cpu",
+    fixed_weight: float | None = None,
+) -> HybridDrafter:
     """``model`` merged with prompt lookup (over ``datastore`` too, when given; its rows made on
     ``device``); refuses n-gram as the model side (it would be retrieval twice)."""
     if isinstance(model, NgramDrafter):
-        raise ConfigError("The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
-                          "a self-draft ('layers:K') or a draft model as the drafter, not n-gram.")
-    retrieval = (NgramDrafter.with_datastore(vocab, datastore, device=device) if datastore
-                 else NgramDrafter(vocab, device=device))
+        raise ConfigError(
+            "The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
+            "a self-draft ('layers:K') or a draft model as the drafter, not n-gram."
+        )
+    retrieval = (
+        NgramDrafter.with_datastore(vocab, datastore, device=device)
+        if datastore
+        else NgramDrafter(vocab, device=device)
+    )
     return HybridDrafter(model, retrieval, fixed_weight=fixed_weight)

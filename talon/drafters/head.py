@@ -1,6 +1,7 @@
 """Drafting with a draft head that reads the target's hidden states: its KV cache and the ``Drafter``
 that feeds it the target's features.  One drafter for every head network (``HeadNetwork``): ours
 (``head_model.DraftHead``) and EAGLE-3's (``eagle3_model.Eagle3Head``)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,9 +12,9 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache
 
+from ..models.loaded import LoadedModel
 from ..runtime.kv_cache import KVBuffer, TreeKVCache
 from ..runtime.rows import GrowingRows
-from ..models.loaded import LoadedModel
 from ..tree import DraftTree
 from .base import Drafter, Proposal, common_prefix
 
@@ -21,9 +22,9 @@ from .base import Drafter, Proposal, common_prefix
 class HeadShape(Protocol):
     """What the drafter reads of a head's config."""
 
-    feature_layers: tuple[int, ...]   # target hidden-state indices (0 = embeddings, i = entering layer i)
-    hidden_size: int                  # H: width of the head's states
-    vocab_size: int                   # the target's vocabulary
+    feature_layers: tuple[int, ...]  # target hidden-state indices (0 = embeddings, i = entering layer i)
+    hidden_size: int  # H: width of the head's states
+    vocab_size: int  # the target's vocabulary
     num_key_value_heads: int
     head_dim: int
 
@@ -40,8 +41,14 @@ class HeadNetwork(Protocol):
     def fuse_features(self, target_hidden: torch.Tensor) -> torch.Tensor:
         """``[..., len(feature_layers), Ht]`` target states -> ``[..., H]`` features."""
 
-    def __call__(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
-                 attention_mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+    def __call__(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache: Cache,
+    ) -> torch.Tensor:
         """``[B, T, H]`` features (fused target states or the head's own states at the parents) and
         embeddings, positions ``[B, T]`` (the token's position in the sequence), bool mask
         ``[B, 1, T, cache_len + T]`` -> output states ``[B, T, H]``; appends to ``cache``."""
@@ -57,8 +64,9 @@ class HeadCache(TreeKVCache):
     def __init__(self, head: HeadNetwork, target: LoadedModel, rows: int | None = None) -> None:
         cfg = head.config
         dtype = head.norm.weight.dtype
-        super().__init__(partial(KVBuffer, 1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device),
-                         target.device)
+        super().__init__(
+            partial(KVBuffer, 1, cfg.num_key_value_heads, cfg.head_dim, dtype, target.device), target.device
+        )
         self.head, self.target = head, target
         self.position_offset = 1  # position 0 has no preceding feature
         # Keyed by the head object itself: its graphs read this head's weights.
@@ -89,19 +97,20 @@ class HeadDrafter(Drafter):
         self.feature_layers = head.config.feature_layers
         self.name = name
         self._cache: HeadCache | None = None
-        self._seq: list[int] = []             # the committed sequence of the last begin_step (root last)
+        self._seq: list[int] = []  # the committed sequence of the last begin_step (root last)
         self._features: GrowingRows | None = None  # [positions, H]: fused feature of position k at row k
-        self._true_rows = 0                   # leading feature rows that are the target's (the rest stand in)
+        self._true_rows = 0  # leading feature rows that are the target's (the rest stand in)
         self._node_states: dict[int, torch.Tensor] = {}  # this step's tree node -> head output state [H]
-        self._tree: DraftTree | None = None   # the tree of the last propose call
-        self._tree_root = -1                  # position of that tree's root
+        self._tree: DraftTree | None = None  # the tree of the last propose call
+        self._tree_root = -1  # position of that tree's root
 
     def release(self) -> None:
         if self._cache is not None:
             self._cache.release()
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self.release()
         self._cache = HeadCache(self.head, self.target, rows)
         self._seq = [int(t) for t in prompt_ids]
@@ -111,31 +120,34 @@ class HeadDrafter(Drafter):
         if target_features is not None:
             self._read_features(target_features)
         if len(self._seq) > 2 and self._true_rows >= len(self._seq) - 2:  # positions 1 .. L-2; the root's per step
-            self._cache.extend_committed(self._seq[1:-1], logit_rows=None,
-                                         features=self._features.view()[: len(self._seq) - 2])
+            self._cache.extend_committed(
+                self._seq[1:-1], logit_rows=None, features=self._features.view()[: len(self._seq) - 2]
+            )
 
     def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
         committed = [int(t) for t in committed_ids]
-        last = len(committed) - 1                       # the root's position
+        last = len(committed) - 1  # the root's position
         lcp = common_prefix(self._seq, committed)
-        standins = self._standins(committed, lcp)       # read before anything is cropped
-        self._features.truncate(lcp)                    # feature k depends on tokens 0..k
+        standins = self._standins(committed, lcp)  # read before anything is cropped
+        self._features.truncate(lcp)  # feature k depends on tokens 0..k
         self._true_rows = min(self._true_rows, lcp)
         stale = self._read_features(target_features) if target_features is not None else last
         for position in range(self._features.length, last):
             if position not in standins:
-                raise RuntimeError(f"{self.name}: no target features for position {position}, which the "
-                                   "head did not draft either")
+                raise RuntimeError(
+                    f"{self.name}: no target features for position {position}, which the head did not draft either"
+                )
             self._features.append(standins[position][None])
         self._seq = committed
         self._tree, self._node_states = None, {}
-        if last < 1:                                    # a one-token context: no feature for the root
+        if last < 1:  # a one-token context: no feature for the root
             return Proposal(torch.full((1, self.head.config.vocab_size), float("-inf"), device=self.target.device))
         keep = min(self._cache.committed_len, lcp - 1, stale, last - 1)  # the root's row is always fed anew
         self._cache.crop_committed(max(keep, 0))
         start = self._cache.committed_len
-        out = self._cache.extend_committed(committed[start + 1:], logit_rows="last",
-                                           features=self._features.view()[start:last])
+        out = self._cache.extend_committed(
+            committed[start + 1 :], logit_rows="last", features=self._features.view()[start:last]
+        )
         self._node_states = {0: out.hidden[-1]}
         self._tree_root = last
         return Proposal(torch.log_softmax(out.logits, dim=-1))

@@ -18,6 +18,7 @@ The token embedding and LM head are the target's, so a head file holds only ~4.5
 A head records the target it was trained for and a checksum of that target's weights, and refuses
 to load against another target.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,27 +87,41 @@ class HeadConfig:
     format: int = HEAD_FORMAT
 
     @classmethod
-    def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> "HeadConfig":
+    def for_target(cls, target: LoadedModel, feature_layers: Sequence[int] | None = None) -> HeadConfig:
         """A head shaped like ``target``; default features: layer 2, the middle layer and the top."""
         c = target.model.config
         n = c.num_hidden_layers
         layers = tuple(feature_layers) if feature_layers else (min(2, n), n // 2, n)
         rope = getattr(c, "rope_parameters", None) or {}
-        return cls(target_name=target.name, target_sha256=target_checksum(target), feature_layers=layers,
-                   hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-                   num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
-                   head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
-                   rms_norm_eps=c.rms_norm_eps, rope_theta=float(rope.get("rope_theta", 10000.0)),
-                   max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size)
+        return cls(
+            target_name=target.name,
+            target_sha256=target_checksum(target),
+            feature_layers=layers,
+            hidden_size=c.hidden_size,
+            intermediate_size=c.intermediate_size,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            head_dim=getattr(c, "head_dim", c.hidden_size // c.num_attention_heads),
+            rms_norm_eps=c.rms_norm_eps,
+            rope_theta=float(rope.get("rope_theta", 10000.0)),
+            max_position_embeddings=c.max_position_embeddings,
+            vocab_size=c.vocab_size,
+        )
 
     def llama_config(self) -> LlamaConfig:
         """A one-layer Llama config for the head's decoder layer."""
-        cfg = LlamaConfig(hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
-                          num_hidden_layers=1, num_attention_heads=self.num_attention_heads,
-                          num_key_value_heads=self.num_key_value_heads, head_dim=self.head_dim,
-                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings,
-                          vocab_size=self.vocab_size,
-                          rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta})
+        cfg = LlamaConfig(
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=1,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            rms_norm_eps=self.rms_norm_eps,
+            max_position_embeddings=self.max_position_embeddings,
+            vocab_size=self.vocab_size,
+            rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
+        )
         cfg._attn_implementation = "sdpa"
         return cfg
 
@@ -124,8 +139,8 @@ class DraftHead(nn.Module):
         self.layer = LlamaDecoderLayer(self.llama_config, layer_idx=0)
         self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
         self.rotary = LlamaRotaryEmbedding(self.llama_config)
-        self.draft_ids: torch.Tensor | None = None       # [V_d] token ids the head may draft (None: all)
-        self.draft_lm_head: nn.Linear | None = None      # [H] -> [V_d]: those rows of the target's LM head
+        self.draft_ids: torch.Tensor | None = None  # [V_d] token ids the head may draft (None: all)
+        self.draft_lm_head: nn.Linear | None = None  # [H] -> [V_d]: those rows of the target's LM head
 
     def use_draft_vocab(self, ids: Sequence[int], lm_head: nn.Module) -> None:
         """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``, in
@@ -145,15 +160,27 @@ class DraftHead(nn.Module):
         """``[..., len(feature_layers), H]`` target states -> ``[..., H]`` features."""
         return self.fuse(target_hidden.flatten(-2).to(self.fuse.weight.dtype))
 
-    def forward(self, features: torch.Tensor, token_embeds: torch.Tensor, position_ids: torch.Tensor,
-                attention_mask: torch.Tensor, cache: Cache) -> torch.Tensor:
+    def forward(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        cache: Cache,
+    ) -> torch.Tensor:
         """``features`` and ``token_embeds`` ``[B, T, H]``, ``position_ids`` ``[B, T]``, bool
         ``attention_mask`` ``[B, 1, T, cache_len + T]``.  Appends to ``cache``; returns the head's
         output states ``[B, T, H]`` (before ``norm``)."""
         x = self.input_proj(torch.cat([features, token_embeds.to(features.dtype)], dim=-1))
         position_embeddings = self.rotary(x, position_ids)
-        return self.layer(x, attention_mask=attention_mask, position_ids=position_ids, past_key_values=cache,
-                          use_cache=True, position_embeddings=position_embeddings)
+        return self.layer(
+            x,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            position_embeddings=position_embeddings,
+        )
 
     def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """Next-token logits ``[..., vocab]`` from head output states ``[..., H]`` through the target's LM
@@ -169,8 +196,11 @@ class DraftHead(nn.Module):
         """Write ``head.safetensors`` (bfloat16) and ``head_config.json`` (+ ``extra`` metadata)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in self.state_dict().items()
-                 if not k.startswith(("rotary.", "draft_lm_head."))}
+        state = {
+            k: v.detach().to("cpu", torch.bfloat16).contiguous()
+            for k, v in self.state_dict().items()
+            if not k.startswith(("rotary.", "draft_lm_head."))
+        }
         save_file(state, directory / HEAD_WEIGHTS)
         meta = {**asdict(self.config), "feature_layers": list(self.config.feature_layers), **(extra or {})}
         (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=1))
@@ -195,20 +225,25 @@ def resolve_head_dir(spec: str, files: Sequence[str] = tuple(HEAD_FILES), what: 
             return Path(snapshot_download(spec, allow_patterns=list(files), local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached: try the network if there is one
             if not hub_reachable():
-                raise ModelLoadError(f"The {what} {spec!r} is not a local directory nor in this machine's "
-                                     "Hugging Face cache, and the Hub cannot be reached from here. Copy the head "
-                                     "directory to this machine and give its path.") from None
+                raise ModelLoadError(
+                    f"The {what} {spec!r} is not a local directory nor in this machine's "
+                    "Hugging Face cache, and the Hub cannot be reached from here. Copy the head "
+                    "directory to this machine and give its path."
+                ) from None
             return Path(snapshot_download(spec, allow_patterns=list(files)))
     except ModelLoadError:
         raise
     except Exception as err:  # noqa: BLE001 - any hub failure becomes one clear message
-        raise ModelLoadError(f"Could not find the {what} {spec!r} as a local directory or on the Hugging Face "
-                             f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "
-                             "and pass its path.") from err
+        raise ModelLoadError(
+            f"Could not find the {what} {spec!r} as a local directory or on the Hugging Face "
+            f"Hub ({str(err).splitlines()[0]}). If offline, copy the head directory here "
+            "and pass its path."
+        ) from err
 
 
-def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None,
-              full_vocab: bool = False) -> DraftHead:
+def load_head(
+    spec: str | Path, target: LoadedModel, checksum: str | None = None, full_vocab: bool = False
+) -> DraftHead:
     """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
     ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
     from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``.  It runs in
@@ -228,13 +263,15 @@ def load_head(spec: str | Path, target: LoadedModel, checksum: str | None = None
         raise ModelLoadError(
             f"The draft head in {directory} was trained for {config.target_name} (weights sha256 "
             f"{config.target_sha256[:12]}...), not for {target.name} ({actual[:12]}...). Use a head trained "
-            "for this target, or another drafter.")
+            "for this target, or another drafter."
+        )
     head = DraftHead(config)
     state = load_file(directory / HEAD_WEIGHTS)
     missing, unexpected = head.load_state_dict(state, strict=False)
     if unexpected or any(not k.startswith("rotary.") for k in missing):
-        raise ModelLoadError(f"{directory / HEAD_WEIGHTS} does not match its config "
-                             f"(missing {missing}, unexpected {unexpected}).")
+        raise ModelLoadError(
+            f"{directory / HEAD_WEIGHTS} does not match its config (missing {missing}, unexpected {unexpected})."
+        )
     head.to(target.device, drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
         pack_for_device(head)

@@ -1,5 +1,6 @@
 """Hybrid drafting (the AAAI "Talon"'s adaptive hybrid, our stand-in): a model drafter's and prompt
 lookup's proposals merged into one tree, weighted by each source's running acceptance."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,14 @@ class HybridDrafter(Drafter):
     ``w = a_retrieval / (a_retrieval + a_model)``, clamped to ``[min_weight, 1 - min_weight]`` so
     neither source is shut out.  ``step_info`` records both rates and ``w`` for the trace."""
 
-    def __init__(self, model: Drafter, retrieval: NgramDrafter, decay: float = 0.8, min_weight: float = 0.05,
-                 fixed_weight: float | None = None) -> None:
+    def __init__(
+        self,
+        model: Drafter,
+        retrieval: NgramDrafter,
+        decay: float = 0.8,
+        min_weight: float = 0.05,
+        fixed_weight: float | None = None,
+    ) -> None:
         self.model, self.retrieval = model, retrieval
         self.name = f"hybrid: {model.name} + {retrieval.name}"
         self.feature_layers = model.feature_layers
@@ -41,8 +48,9 @@ class HybridDrafter(Drafter):
     def release(self) -> None:
         self.model.release()
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self.model.start(prompt_ids, target_features, rows)
         self.retrieval.start(prompt_ids)
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}
@@ -59,8 +67,9 @@ class HybridDrafter(Drafter):
         return min(max(a_r / (a_r + a_m), self.min_weight), 1.0 - self.min_weight)
 
     def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
-        return self._merge(self.model.begin_step(committed_ids, target_features),
-                           self.retrieval.begin_step(committed_ids))
+        return self._merge(
+            self.model.begin_step(committed_ids, target_features), self.retrieval.begin_step(committed_ids)
+        )
 
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         return self._merge(self.model.propose(tree, frontier), self.retrieval.propose(tree, frontier))
@@ -90,6 +99,8 @@ class HybridDrafter(Drafter):
         self.model.observe(tree, verdict)
 
     def step_info(self) -> dict:
-        return {"retrieval_weight": round(self.retrieval_weight, 4),
-                "retrieval_acceptance": round(self.acceptance(SOURCE_RETRIEVAL), 4),
-                "model_acceptance": round(self.acceptance(SOURCE_MODEL), 4)}
+        return {
+            "retrieval_weight": round(self.retrieval_weight, 4),
+            "retrieval_acceptance": round(self.acceptance(SOURCE_RETRIEVAL), 4),
+            "model_acceptance": round(self.acceptance(SOURCE_MODEL), 4),
+        }

@@ -1,4 +1,5 @@
 """A small causal LM as drafter (or the target's own first layers, ``layers:K``)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,8 +33,9 @@ class ModelDrafter(Drafter):
         if self._cached is not None:
             self._cached.release()
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self.release()
         self._cached = CachedLM(self.lm, rows=rows)
         self._seq = [int(t) for t in prompt_ids]

@@ -1,5 +1,6 @@
 """Prompt lookup (and REST-style datastore retrieval) as a drafter: proposals copied from what followed
 the same n-gram before.  Costs no model forward."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ from .base import Drafter, Proposal, common_prefix
 
 def _grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
     """The n-grams (n = 1..``max_ngram``) of ``seq`` that end just before index ``end``."""
-    return (tuple(seq[end - n:end]) for n in range(1, min(max_ngram, end) + 1))
+    return (tuple(seq[end - n : end]) for n in range(1, min(max_ngram, end) + 1))
 
 
 def _ngram_index(sequences: Sequence[Sequence[int]], max_ngram: int) -> dict[tuple[int, ...], Counter]:
@@ -46,9 +47,13 @@ class NgramDrafter(Drafter):
     name = "n-gram prompt lookup"
     can_draft_ahead = True
 
-    def __init__(self, vocab_size: int, max_ngram: int = 3,
-                 datastore: dict[tuple[int, ...], Counter] | None = None,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        vocab_size: int,
+        max_ngram: int = 3,
+        datastore: dict[tuple[int, ...], Counter] | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
         if max_ngram < 1:
             raise ValueError("max_ngram must be >= 1")
         self.vocab_size = vocab_size
@@ -59,12 +64,14 @@ class NgramDrafter(Drafter):
         self._index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
 
     @classmethod
-    def with_datastore(cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3,
-                       device: torch.device | str = "cpu") -> "NgramDrafter":
+    def with_datastore(
+        cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3, device: torch.device | str = "cpu"
+    ) -> NgramDrafter:
         return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram), device)
 
-    def start(self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              rows: int | None = None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self._seq = []
         self._index = defaultdict(Counter)
         self._append(prompt_ids)
@@ -97,9 +104,9 @@ class NgramDrafter(Drafter):
         """One row per ``paths[k]`` (the draft tokens below the root): what followed the context
         (committed sequence, then that path) before."""
         rows, tokens, logprobs = [], [], []
-        tail = self._seq[-self.max_ngram:]  # only the last max_ngram tokens of a context are looked up
+        tail = self._seq[-self.max_ngram :]  # only the last max_ngram tokens of a context are looked up
         for row, path in enumerate(paths):
-            counts = self.continuations((tail + list(path))[-self.max_ngram:])
+            counts = self.continuations((tail + list(path))[-self.max_ngram :])
             total = sum(counts.values())
             for token, count in counts.items():
                 rows.append(row)

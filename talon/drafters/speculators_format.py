@@ -26,6 +26,7 @@ the EAGLE layout) and as vLLM reads it (``vllm/transformers_utils/configs/specul
   (``DraftVocabMixin.load_verifier_weights`` in ``src/speculators/model.py``); heads it trained carry
   the verifier's copy.
 """
+
 from __future__ import annotations
 
 import torch
@@ -41,8 +42,14 @@ SPECULATORS_LAYER = "layers.0."
 EAGLE_LAYER = "midlayer."
 VARIANT_FLAGS = ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
 """Flags of EAGLE-3 variants whose network differs from EAGLE-3's; all false in a plain head."""
-EAGLE_TOP_LEVEL = ("architectures", "draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids",
-                   "eagle_config", "talon")
+EAGLE_TOP_LEVEL = (
+    "architectures",
+    "draft_vocab_size",
+    "target_hidden_size",
+    "eagle_aux_hidden_state_layer_ids",
+    "eagle_config",
+    "talon",
+)
 """Keys of an EAGLE-layout config.json that are about the head, not its decoder layer."""
 TRAINING_ONLY = ("verifier_lm_head.", "verifier_norm.")
 """Frozen copies of the verifier's LM head and norm that ``speculators`` uses for its training loss."""
@@ -60,16 +67,22 @@ def from_speculators(meta: dict, state: dict[str, torch.Tensor], where: str) -> 
     flags are passed on for ``eagle3_model`` to refuse.  ``where`` names the head in errors."""
     kind = meta.get(SPECULATORS_TYPE_KEY)
     if kind != SPECULATORS_EAGLE3:
-        raise ModelLoadError(f"{where} holds a speculators {kind!r} model; of that format only "
-                             f"{SPECULATORS_EAGLE3!r} heads (EAGLE-3) are read here.")
+        raise ModelLoadError(
+            f"{where} holds a speculators {kind!r} model; of that format only "
+            f"{SPECULATORS_EAGLE3!r} heads (EAGLE-3) are read here."
+        )
     layer = meta.get("transformer_layer_config")
     if not isinstance(layer, dict):
-        raise ModelLoadError(f"{where}: its speculators config has no transformer_layer_config (the draft layer's "
-                             "shape), so the head cannot be built.")
+        raise ModelLoadError(
+            f"{where}: its speculators config has no transformer_layer_config (the draft layer's "
+            "shape), so the head cannot be built."
+        )
     layer_type = layer.get("model_type", "llama")
     if layer_type != "llama":
-        raise ModelLoadError(f"{where}: its draft layer is a {layer_type!r} layer (e.g. Qwen3's adds q/k norms); only "
-                             "EAGLE-3 heads with a Llama layer are read here.")
+        raise ModelLoadError(
+            f"{where}: its draft layer is a {layer_type!r} layer (e.g. Qwen3's adds q/k norms); only "
+            "EAGLE-3 heads with a Llama layer are read here."
+        )
     # speculators and vLLM build the layer's config from this diff with the class defaults filled in
     try:
         llama = LlamaConfig(**{k: v for k, v in layer.items() if k != "model_type"}).to_dict()
@@ -77,12 +90,17 @@ def from_speculators(meta: dict, state: dict[str, torch.Tensor], where: str) -> 
         raise ModelLoadError(f"{where}: its transformer_layer_config is not a Llama config ({err}).") from err
     extra_layers = [k for k in state if k.startswith("layers.") and not k.startswith(SPECULATORS_LAYER)]
     if llama["num_hidden_layers"] != 1 or extra_layers:
-        raise ModelLoadError(f"{where}: a speculators head with {llama['num_hidden_layers']} decoder layers; only "
-                             "one-layer EAGLE-3 heads are read here.")
+        raise ModelLoadError(
+            f"{where}: a speculators head with {llama['num_hidden_layers']} decoder layers; only "
+            "one-layer EAGLE-3 heads are read here."
+        )
     lm_head = state.get("lm_head.weight")
-    view = {**{k: v for k, v in llama.items() if k != "architectures"},
-            "draft_vocab_size": int(meta.get("draft_vocab_size") or (lm_head.shape[0] if lm_head is not None
-                                                                     else llama["vocab_size"]))}
+    view = {
+        **{k: v for k, v in llama.items() if k != "architectures"},
+        "draft_vocab_size": int(
+            meta.get("draft_vocab_size") or (lm_head.shape[0] if lm_head is not None else llama["vocab_size"])
+        ),
+    }
     if meta.get("target_hidden_size") is not None:
         view["target_hidden_size"] = int(meta["target_hidden_size"])
     if meta.get("eagle_aux_hidden_state_layer_ids"):  # vLLM's convention, as the EAGLE layout's top-level key
@@ -100,8 +118,13 @@ def from_speculators(meta: dict, state: dict[str, torch.Tensor], where: str) -> 
     return view, weights
 
 
-def to_speculators(meta: dict, state: dict[str, torch.Tensor], verifier: str, verifier_architectures: list[str],
-                   speculative_tokens: int = 3) -> tuple[dict, dict[str, torch.Tensor]]:
+def to_speculators(
+    meta: dict,
+    state: dict[str, torch.Tensor],
+    verifier: str,
+    verifier_architectures: list[str],
+    speculative_tokens: int = 3,
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """EAGLE-layout ``config.json`` content and weights, as ``eagle3_model.save_eagle3`` builds them
     (a full Llama config, feature layers in the top-level key) -> the speculators format's.
 
@@ -111,22 +134,28 @@ def to_speculators(meta: dict, state: dict[str, torch.Tensor], verifier: str, ve
     and speculators both take the target's (module docstring)."""
     layer = {k: v for k, v in meta.items() if k not in EAGLE_TOP_LEVEL}
     layer.update(model_type="llama", num_hidden_layers=1, tie_word_embeddings=False)
-    config = {"architectures": [SPECULATORS_ARCHITECTURE], SPECULATORS_TYPE_KEY: SPECULATORS_EAGLE3,
-              "transformer_layer_config": layer, "draft_vocab_size": int(meta["draft_vocab_size"]),
-              # null = the head's width (what speculators writes when the widths agree)
-              "target_hidden_size": meta.get("target_hidden_size"),
-              "eagle_aux_hidden_state_layer_ids": meta.get("eagle_aux_hidden_state_layer_ids"),
-              # explicit: vLLM takes an absent norm_before_residual as true
-              **{flag: False for flag in VARIANT_FLAGS},
-              "speculators_config": {
-                  "algorithm": SPECULATORS_EAGLE3, "default_proposal_method": "greedy",
-                  "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": int(speculative_tokens)}],
-                  "verifier": {"name_or_path": verifier, "architectures": list(verifier_architectures)}},
-              "torch_dtype": meta.get("torch_dtype")}
+    config = {
+        "architectures": [SPECULATORS_ARCHITECTURE],
+        SPECULATORS_TYPE_KEY: SPECULATORS_EAGLE3,
+        "transformer_layer_config": layer,
+        "draft_vocab_size": int(meta["draft_vocab_size"]),
+        # null = the head's width (what speculators writes when the widths agree)
+        "target_hidden_size": meta.get("target_hidden_size"),
+        "eagle_aux_hidden_state_layer_ids": meta.get("eagle_aux_hidden_state_layer_ids"),
+        # explicit: vLLM takes an absent norm_before_residual as true
+        **{flag: False for flag in VARIANT_FLAGS},
+        "speculators_config": {
+            "algorithm": SPECULATORS_EAGLE3,
+            "default_proposal_method": "greedy",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": int(speculative_tokens)}],
+            "verifier": {"name_or_path": verifier, "architectures": list(verifier_architectures)},
+        },
+        "torch_dtype": meta.get("torch_dtype"),
+    }
     if "talon" in meta:
         config["talon"] = meta["talon"]
     d2t = state.get("d2t")
-    identity = d2t is None or not bool(d2t.any())      # speculators has d2t / t2d only for a reduced vocabulary
+    identity = d2t is None or not bool(d2t.any())  # speculators has d2t / t2d only for a reduced vocabulary
     weights = {}
     for key, value in state.items():
         if identity and key in ("d2t", "t2d"):

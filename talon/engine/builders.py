@@ -6,6 +6,7 @@ tokens (prompt lookup) yields a smaller tree than the budget.  Siblings never re
 Budgets count draft nodes, the root excluded.  A builder holds only its settings: everything one
 ``build`` call produces lives in that call's ``Growth``, so one builder can serve several threads.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -43,8 +44,13 @@ class Growth:
     """One ``build`` call's state: the tree being grown, the drafter and the context it drafts at, and
     the forwards counted."""
 
-    def __init__(self, drafter: Drafter, committed_ids: Sequence[int], target_features: torch.Tensor | None,
-                 record_gate: bool = False) -> None:
+    def __init__(
+        self,
+        drafter: Drafter,
+        committed_ids: Sequence[int],
+        target_features: torch.Tensor | None,
+        record_gate: bool = False,
+    ) -> None:
         self.drafter = drafter
         self.committed_ids, self.target_features = committed_ids, target_features
         self.tree = DraftTree.with_root(committed_ids[-1])
@@ -67,8 +73,15 @@ class Growth:
         self.call_widths.append(len(frontier))
         return self.drafter.propose(self.tree, list(frontier))
 
-    def add(self, proposal: Proposal, frontier: Sequence[int], rows: torch.Tensor, tokens: torch.Tensor,
-            logprobs: torch.Tensor, keep: torch.Tensor | None = None) -> list[int | None]:
+    def add(
+        self,
+        proposal: Proposal,
+        frontier: Sequence[int],
+        rows: torch.Tensor,
+        tokens: torch.Tensor,
+        logprobs: torch.Tensor,
+        keep: torch.Tensor | None = None,
+    ) -> list[int | None]:
         """Add candidates given as device tensors ``[k]``: ``tokens[j]`` as a child of
         ``frontier[rows[j]]`` (``frontier`` = the nodes ``proposal`` answered for, ``[0]`` for the root)
         with draft log-probability ``logprobs[j]``, if ``keep[j]`` (default: all) and the
@@ -82,12 +95,15 @@ class Growth:
             return []
         values = torch.stack(columns).tolist()
         labels = values[4] if len(values) > 4 else [0.0] * len(values[0])
-        return [self.tree.add(frontier[int(r)], int(t), lp, SOURCE_RETRIEVAL if flag else proposal.source)
-                if k else None for r, t, lp, k, flag in zip(*values[:4], labels)]
+        return [
+            self.tree.add(frontier[int(r)], int(t), lp, SOURCE_RETRIEVAL if flag else proposal.source) if k else None
+            for r, t, lp, k, flag in zip(*values[:4], labels)
+        ]
 
     def result(self, tree: DraftTree | None = None) -> BuildResult:
-        return BuildResult(tree if tree is not None else self.tree, self.forwards, self.root_logprobs,
-                           self.call_widths, self.gate)
+        return BuildResult(
+            tree if tree is not None else self.tree, self.forwards, self.root_logprobs, self.call_widths, self.gate
+        )
 
 
 class TreeBuilder(ABC):
@@ -95,8 +111,13 @@ class TreeBuilder(ABC):
 
     name: str = "builder"
 
-    def build(self, drafter: Drafter, committed_ids: Sequence[int], target_features: torch.Tensor | None = None,
-              record_gate: bool = False) -> BuildResult:
+    def build(
+        self,
+        drafter: Drafter,
+        committed_ids: Sequence[int],
+        target_features: torch.Tensor | None = None,
+        record_gate: bool = False,
+    ) -> BuildResult:
         """Grow a tree below the last of ``committed_ids`` (the whole committed sequence; the root is its
         last token) with ``drafter``; ``target_features``: the target's states so far, for a feature
         drafter (``talon.drafters.base``).  ``record_gate``: keep what TALON's gate saw
@@ -144,8 +165,9 @@ class ChainBuilder(TreeBuilder):
         return growth.tree
 
 
-def default_static_paths(budget: int, max_depth: int,
-                         prior: tuple[float, ...] = DEFAULT_STATIC_RANK_PRIOR) -> tuple[tuple[int, ...], ...]:
+def default_static_paths(
+    budget: int, max_depth: int, prior: tuple[float, ...] = DEFAULT_STATIC_RANK_PRIOR
+) -> tuple[tuple[int, ...], ...]:
     """A fixed tree of exactly ``budget`` nodes (root excluded) and depth <= ``max_depth``, grown
     best-first by the product of ``prior[rank]`` along each path; returned breadth-first.
     Raises ``ValueError`` if ``budget`` nodes do not fit in ``max_depth`` layers."""
@@ -187,7 +209,8 @@ class StaticBuilder(TreeBuilder):
             proposal = growth.root() if depth == 1 else growth.expand(parents)
             row_of = {parent: row for row, parent in enumerate(parents)}
             ranked_lp, ranked_tokens = proposal.logprobs.topk(
-                min(1 + max(p[-1] for p in layer), proposal.logprobs.shape[-1]), dim=-1)
+                min(1 + max(p[-1] for p in layer), proposal.logprobs.shape[-1]), dim=-1
+            )
             layer = [p for p in layer if p[-1] < ranked_lp.shape[1]]
             device = ranked_lp.device
             rows = to_device([row_of[node_of[p[:-1]]] for p in layer], torch.long, device)
@@ -217,7 +240,7 @@ class Eagle2Builder(TreeBuilder):
             proposal = growth.expand(frontier)
             child_lp, tokens = proposal.logprobs.topk(min(self.topk, proposal.logprobs.shape[-1]), dim=-1)
             parent_lp = _path_logprobs(tree, frontier, child_lp.device)
-            scores = (parent_lp[:, None] + child_lp.double()).flatten()          # [frontier * k]
+            scores = (parent_lp[:, None] + child_lp.double()).flatten()  # [frontier * k]
             # Every candidate is recorded, best first; a stable sort keeps expansion order on ties.
             order = torch.argsort(-scores, stable=True)
             k = child_lp.shape[1]
@@ -266,33 +289,51 @@ class TalonBuilder(TreeBuilder):
         """Admit the gated, budget-checked children of ``parents`` from ``proposal`` (the drafter's answer
         for them: one call, made by the caller) with one host sync; returns the admitted node ids."""
         tree = growth.tree
-        logprobs = proposal.logprobs                                               # [parents, vocab]
+        logprobs = proposal.logprobs  # [parents, vocab]
         room = self.budget - tree.num_drafts
-        child_lp, tokens = logprobs.topk(min(room, logprobs.shape[1]), dim=1)   # [parents, R]
+        child_lp, tokens = logprobs.topk(min(room, logprobs.shape[1]), dim=1)  # [parents, R]
         scores = (_path_logprobs(tree, parents, logprobs.device)[:, None] + child_lp.double()).flatten()
         admitted = (scores >= scores.max() + self.log_mu) & torch.isfinite(scores)
         # Best first, keep at most `room`; ties keep (parent order, rank) order.
         order = torch.argsort(torch.where(admitted, -scores, math.inf), stable=True)[:room]
         r = child_lp.shape[1]
-        added = growth.add(proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order],
-                           admitted[order])
+        added = growth.add(
+            proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order], admitted[order]
+        )
         if growth.gate is not None:
             growth.gate.append(self._gate_layer(tree, parents, tokens, scores, admitted, order, r))
         return [n for n in added if n is not None]
 
-    def _gate_layer(self, tree: DraftTree, parents: list[int], tokens: torch.Tensor, scores: torch.Tensor,
-                    admitted: torch.Tensor, order: torch.Tensor, r: int) -> GateLayer:
+    def _gate_layer(
+        self,
+        tree: DraftTree,
+        parents: list[int],
+        tokens: torch.Tensor,
+        scores: torch.Tensor,
+        admitted: torch.Tensor,
+        order: torch.Tensor,
+        r: int,
+    ) -> GateLayer:
         """The layer's candidates (finite ones) with what happened to each (lab only: one more read-back)."""
         kept = torch.zeros_like(admitted)
         kept[order] = admitted[order]
         finite = torch.isfinite(scores)
-        status = [ADMITTED if k else CUT_BY_BUDGET if a else BELOW_GATE
-                  for k, a, f in zip(kept.tolist(), admitted.tolist(), finite.tolist()) if f]
+        status = [
+            ADMITTED if k else CUT_BY_BUDGET if a else BELOW_GATE
+            for k, a, f in zip(kept.tolist(), admitted.tolist(), finite.tolist())
+            if f
+        ]
         index = torch.nonzero(finite).flatten()
         best = float(scores.max())
-        return GateLayer(depth=tree.depth[parents[0]] + 1, parents=[parents[i] for i in (index // r).tolist()],
-                         tokens=tokens.flatten()[index].tolist(), path_logprobs=scores[index].tolist(),
-                         status=status, best=best, threshold=best + self.log_mu)
+        return GateLayer(
+            depth=tree.depth[parents[0]] + 1,
+            parents=[parents[i] for i in (index // r).tolist()],
+            tokens=tokens.flatten()[index].tolist(),
+            path_logprobs=scores[index].tolist(),
+            status=status,
+            best=best,
+            threshold=best + self.log_mu,
+        )
 
 
 ROOT_GATE_EXTRA = 10
@@ -303,10 +344,15 @@ def _root_gate(proposal: Proposal, k: int) -> GateLayer:
     """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens, the first ``k`` admitted."""
     logprobs, tokens = proposal.logprobs[0].topk(min(k + ROOT_GATE_EXTRA, proposal.logprobs.shape[-1]))
     finite = [(t, lp) for t, lp in zip(tokens.tolist(), logprobs.tolist()) if lp > -math.inf]
-    return GateLayer(depth=1, parents=[0] * len(finite), tokens=[t for t, _ in finite],
-                     path_logprobs=[lp for _, lp in finite],
-                     status=[ADMITTED if i < k else BEYOND_K for i in range(len(finite))],
-                     best=finite[0][1] if finite else -math.inf, threshold=None)
+    return GateLayer(
+        depth=1,
+        parents=[0] * len(finite),
+        tokens=[t for t, _ in finite],
+        path_logprobs=[lp for _, lp in finite],
+        status=[ADMITTED if i < k else BEYOND_K for i in range(len(finite))],
+        best=finite[0][1] if finite else -math.inf,
+        threshold=None,
+    )
 
 
 def _path_logprobs(tree: DraftTree, nodes: Sequence[int], device: torch.device) -> torch.Tensor:

@@ -2,6 +2,7 @@
 forward.  Plain autoregressive decoding (``method="ar"``) is the same loop with a root-only tree
 (``RootOnlyBuilder``), so it shares the cache code and the timing; the synchronous and asynchronous
 steps are one function each."""
+
 from __future__ import annotations
 
 import time
@@ -35,8 +36,9 @@ def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
         raise ConfigError(f"The prompt has {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
     tok = target.tokenizer
     if tok.chat_template:
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                      tokenize=True, return_dict=True)["input_ids"]
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
     else:
         ids = tok(prompt)["input_ids"]
     return [int(i) for i in ids]
@@ -48,8 +50,14 @@ def rows_needed(prompt_tokens: int, tree_cfg: TreeConfig, decode_cfg: DecodeConf
     return prompt_tokens + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
 
 
-def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
-              prompt: str, prompt_ids: Sequence[int] | None = None) -> RunTrace:
+def new_trace(
+    target: LoadedModel,
+    drafter: Drafter | None,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    prompt: str,
+    prompt_ids: Sequence[int] | None = None,
+) -> RunTrace:
     """An empty trace for a run, after checking the inputs fit (raises ``ConfigError`` otherwise)."""
     ids = list(prompt_ids) if prompt_ids is not None else encode_prompt(target, prompt)
     if not ids:
@@ -63,12 +71,21 @@ def new_trace(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig
         raise ConfigError(
             f"The prompt is {len(ids)} tokens; with {decode_cfg.max_new_tokens} new tokens and the draft "
             f"tree that exceeds the model's context of {target.context_length} tokens. Shorten the prompt "
-            "or lower max new tokens.")
+            "or lower max new tokens."
+        )
     tree_dict = {k: (list(map(list, v)) if k == "static_paths" and v else v) for k, v in vars(tree_cfg).items()}
-    return RunTrace(prompt=prompt, prompt_ids=ids, tree_config=tree_dict, decode_config=dict(vars(decode_cfg)),
-                    target=target.name, drafter=drafter.name if drafter and tree_cfg.method != "ar" else "",
-                    device=device_label(target), dtype=str(target.dtype).removeprefix("torch."),
-                    device_kind=target.device.type, static_forwards=static_mode(target.device) or "off")
+    return RunTrace(
+        prompt=prompt,
+        prompt_ids=ids,
+        tree_config=tree_dict,
+        decode_config=dict(vars(decode_cfg)),
+        target=target.name,
+        drafter=drafter.name if drafter and tree_cfg.method != "ar" else "",
+        device=device_label(target),
+        dtype=str(target.dtype).removeprefix("torch."),
+        device_kind=target.device.type,
+        static_forwards=static_mode(target.device) or "off",
+    )
 
 
 def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
@@ -92,7 +109,7 @@ def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
         full = tokenizer.decode(ids, skip_special_tokens=True)
         if not final:
             full = full.rstrip("\ufffd")
-        piece = full[len(emitted):] if full.startswith(emitted) else ""
+        piece = full[len(emitted) :] if full.startswith(emitted) else ""
         emitted += piece
         step.committed_text = piece
     fill_token_texts(todo, tokenizer)
@@ -108,8 +125,14 @@ def fill_token_texts(steps: Sequence[StepRecord], tokenizer) -> None:
         step.target_text = [text_of[t] if t != NO_TOKEN else "" for t in step.target_token]
 
 
-def run(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
-        decode_cfg: DecodeConfig, stop: Callable[[], bool] | None = None) -> Iterator[StepRecord]:
+def run(
+    trace: RunTrace,
+    target: LoadedModel,
+    drafter: Drafter | None,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    stop: Callable[[], bool] | None = None,
+) -> Iterator[StepRecord]:
     """Decode ``trace.prompt_ids``; append one ``StepRecord`` per target forward to ``trace.steps``
     and yield it.  Ends at EOS, at ``max_new_tokens``, or when ``stop()`` returns True (checked
     between steps); ``trace.stop_reason`` says which.  ``drafter`` may be None for ``ar``.
@@ -151,8 +174,14 @@ class _Loop:
     (and a drafter that is never asked).  Each call runs in inference mode on its own, so the caller
     may resume the generator from another thread (a web server does)."""
 
-    def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
-                 decode_cfg: DecodeConfig) -> None:
+    def __init__(
+        self,
+        trace: RunTrace,
+        target: LoadedModel,
+        drafter: Drafter | None,
+        tree_cfg: TreeConfig,
+        decode_cfg: DecodeConfig,
+    ) -> None:
         self.clock0 = time.perf_counter()  # a first run's static runners are captured on its clock
         self.trace, self.target, self.decode_cfg = trace, target, decode_cfg
         self.builder = make_builder(tree_cfg)
@@ -160,8 +189,9 @@ class _Loop:
         self.eos = target.eos_token_ids
         self.rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1
         self.verifier = Verifier(target, self.drafter.feature_layers, self.rows)
-        self.noise = (PositionNoise(decode_cfg.seed, target.vocab_size, target.device)
-                      if decode_cfg.temperature > 0 else None)
+        self.noise = (
+            PositionNoise(decode_cfg.seed, target.vocab_size, target.device) if decode_cfg.temperature > 0 else None
+        )
         asynchronous = decode_cfg.execution == "async" and tree_cfg.method != "ar"
         trace.execution = "async" if asynchronous else "sync"
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
@@ -213,8 +243,16 @@ class _Loop:
         t0 = time.perf_counter()
         (built, info), self.ready = self.ready or self._build(), None
         t1 = time.perf_counter()
-        pending = self.worker.submit(speculate, self.drafter, self.builder, built, list(self.committed),
-                                     self.verifier.features, self.side_stream, self.clock0)
+        pending = self.worker.submit(
+            speculate,
+            self.drafter,
+            self.builder,
+            built,
+            list(self.committed),
+            self.verifier.features,
+            self.side_stream,
+            self.clock0,
+        )
         verdict = self._verify(built.tree)
         t2 = time.perf_counter()
         speculation = pending.result()
@@ -223,42 +261,82 @@ class _Loop:
         hit = bool(speculation.guess) and speculation.guess == new_ids and not reason
         if hit:
             self.ready = (speculation.built, speculation.drafter_info)
-        return self._record(built, info, verdict, new_ids, reason, (t0, t1, t2),
-                            speculate_start=speculation.start, speculate_seconds=speculation.seconds,
-                            speculate_hit=hit, wait_seconds=waited)
+        return self._record(
+            built,
+            info,
+            verdict,
+            new_ids,
+            reason,
+            (t0, t1, t2),
+            speculate_start=speculation.start,
+            speculate_seconds=speculation.seconds,
+            speculate_hit=hit,
+            wait_seconds=waited,
+        )
 
     def _commit(self, tree: DraftTree, verdict: Verdict) -> tuple[list[int], str]:
         """The step's tokens that make it into the output (cut at EOS / max new tokens) and why the run
         ends there; the drafter observes the verdict."""
-        new_ids, reason = cut_step(tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
-                                   self.eos, self.decode_cfg.max_new_tokens - (len(self.committed) - len(self.trace.prompt_ids)))
+        new_ids, reason = cut_step(
+            tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
+            self.eos,
+            self.decode_cfg.max_new_tokens - (len(self.committed) - len(self.trace.prompt_ids)),
+        )
         self.committed.extend(new_ids)
         self.drafter.observe(tree, verdict)
         if self.noise is not None:
             self.noise.forget_before(self.verifier.root_position)
         return new_ids, reason
 
-    def _record(self, built: BuildResult, info: dict, verdict: Verdict, new_ids: list[int], reason: str,
-                times: tuple[float, float, float], **speculation) -> StepRecord:
+    def _record(
+        self,
+        built: BuildResult,
+        info: dict,
+        verdict: Verdict,
+        new_ids: list[int],
+        reason: str,
+        times: tuple[float, float, float],
+        **speculation,
+    ) -> StepRecord:
         t0, t1, t2 = times
-        root_top1 = (float(built.root_logprobs.max().exp()) if built.root_logprobs is not None
-                     and torch.isfinite(built.root_logprobs).any() else None)
+        root_top1 = (
+            float(built.root_logprobs.max().exp())
+            if built.root_logprobs is not None and torch.isfinite(built.root_logprobs).any()
+            else None
+        )
         if reason:
             synchronize(self.target.device)
         t3 = time.perf_counter()
         clock0 = self.clock0
         step = StepRecord(
-            **vars(verdict), index=len(self.trace.steps), tree=built.tree, committed_ids=new_ids,
-            draft_start=t0 - clock0, draft_seconds=t1 - t0, verify_start=t1 - clock0, verify_seconds=t2 - t1,
-            bookkeeping_seconds=t3 - t2, drafter_forwards=built.drafter_forwards, drafter_info=info,
-            root_top1=root_top1, call_widths=built.call_widths, **speculation)
+            **vars(verdict),
+            index=len(self.trace.steps),
+            tree=built.tree,
+            committed_ids=new_ids,
+            draft_start=t0 - clock0,
+            draft_seconds=t1 - t0,
+            verify_start=t1 - clock0,
+            verify_seconds=t2 - t1,
+            bookkeeping_seconds=t3 - t2,
+            drafter_forwards=built.drafter_forwards,
+            drafter_info=info,
+            root_top1=root_top1,
+            call_widths=built.call_widths,
+            **speculation,
+        )
         self.trace.steps.append(step)
         self.trace.stop_reason = reason
         return step
 
 
-def complete(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig,
-             decode_cfg: DecodeConfig, texts: bool = True) -> RunTrace:
+def complete(
+    trace: RunTrace,
+    target: LoadedModel,
+    drafter: Drafter | None,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    texts: bool = True,
+) -> RunTrace:
     """Run ``trace`` (made by ``new_trace``) to its end and return it, its text filled in unless ``texts``
     is False (a benchmark decodes text after the clock, as it does for transformers' peers)."""
     for _ in run(trace, target, drafter, tree_cfg, decode_cfg):
@@ -268,8 +346,15 @@ def complete(trace: RunTrace, target: LoadedModel, drafter: Drafter | None, tree
     return trace
 
 
-def run_to_end(target: LoadedModel, drafter: Drafter | None, tree_cfg: TreeConfig, decode_cfg: DecodeConfig,
-               prompt: str = "", prompt_ids: Sequence[int] | None = None, texts: bool = True) -> RunTrace:
+def run_to_end(
+    target: LoadedModel,
+    drafter: Drafter | None,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    prompt: str = "",
+    prompt_ids: Sequence[int] | None = None,
+    texts: bool = True,
+) -> RunTrace:
     """A whole generation of ``prompt`` (or ``prompt_ids``): ``new_trace`` then ``complete``."""
     trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
     return complete(trace, target, drafter, tree_cfg, decode_cfg, texts)

@@ -3,8 +3,8 @@
 The context of step k is the prompt plus every token committed before step k.  ``FrozenStep`` prefills
 the target and each drafter at that context once; every ``explore`` then drafts the step's tree with
 the given method and settings (each build hands the drafter the same context, so it crops back to it),
-verifies it with one target forward and throws the tree's rows away again.  It is the decoding loop's own step, so a greedy
-verdict here is the one a decode started at that context with those settings would reach first.
+verifies it with one target forward and throws the tree's rows away again.  It is the decoding loop's
+own step, so a greedy verdict here is the one a decode started at that context with those settings would reach first.
 
 At temperature > 0 the target's choice at each position comes from the run's position-keyed noise
 (``talon.engine.sampling``), so the lab shows the sample the run itself would draw there; ``reroll``
@@ -13,6 +13,7 @@ repeats the verification of one tree with fresh seeds to show the distribution i
 Everything the lab shows comes from here (the UI does no tensor maths): a rebuilt tree is a
 ``StepRecord`` like a run's steps, with TALON's gate record attached.
 """
+
 from __future__ import annotations
 
 import threading
@@ -85,8 +86,16 @@ class FrozenStep:
             None starts it afresh (0.5), as a decode started at the context would.
     """
 
-    def __init__(self, target: LoadedModel, registry: ModelRegistry, drafter_spec: str, context: Sequence[int],
-                 temperature: float = 0.0, seed: int = 0, hybrid_weight: float | None = None) -> None:
+    def __init__(
+        self,
+        target: LoadedModel,
+        registry: ModelRegistry,
+        drafter_spec: str,
+        context: Sequence[int],
+        temperature: float = 0.0,
+        seed: int = 0,
+        hybrid_weight: float | None = None,
+    ) -> None:
         if len(context) < 2:
             raise ConfigError("The frozen context needs at least two tokens.")
         self.target, self.registry, self.drafter_spec = target, registry, drafter_spec
@@ -101,12 +110,20 @@ class FrozenStep:
             self._drafters["tree"].start(self.context, self.verifier.features)
 
     @classmethod
-    def of_run(cls, target: LoadedModel, registry: ModelRegistry, drafter_spec: str, trace: RunTrace,
-               index: int) -> "FrozenStep":
+    def of_run(
+        cls, target: LoadedModel, registry: ModelRegistry, drafter_spec: str, trace: RunTrace, index: int
+    ) -> FrozenStep:
         """Step ``index`` (from 0) of ``trace`` frozen with the run's temperature, seed and hybrid weight."""
         context = step_context(trace, index)
-        return cls(target, registry, drafter_spec, context, float(trace.decode_config.get("temperature", 0.0)),
-                   int(trace.decode_config.get("seed", 0)), trace.steps[index].drafter_info.get("retrieval_weight"))
+        return cls(
+            target,
+            registry,
+            drafter_spec,
+            context,
+            float(trace.decode_config.get("temperature", 0.0)),
+            int(trace.decode_config.get("seed", 0)),
+            trace.steps[index].drafter_info.get("retrieval_weight"),
+        )
 
     @property
     def root(self) -> int:
@@ -118,8 +135,9 @@ class FrozenStep:
         if method != "hybrid":
             return self._drafters["tree"]
         if "hybrid" not in self._drafters:
-            drafter = drafter_for("hybrid", self.drafter_spec, self.target, self.registry,
-                                  hybrid_weight=self.hybrid_weight)
+            drafter = drafter_for(
+                "hybrid", self.drafter_spec, self.target, self.registry, hybrid_weight=self.hybrid_weight
+            )
             with torch.inference_mode():
                 drafter.start(self.context, self.verifier.features)
             self._drafters["hybrid"] = drafter
@@ -134,16 +152,27 @@ class FrozenStep:
         with self._lock, torch.inference_mode():
             drafter = self._drafter(cfg.method)
             t0 = time.perf_counter()
-            built = builder.build(drafter, self.context, self.verifier.features,
-                                  record_gate=cfg.method in ("talon", "hybrid"))
+            built = builder.build(
+                drafter, self.context, self.verifier.features, record_gate=cfg.method in ("talon", "hybrid")
+            )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
             t2 = time.perf_counter()
             self.verifier.drop_tree()
         committed = built.tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token]
-        step = StepRecord(**vars(verdict), index=index, tree=built.tree, committed_ids=committed, draft_start=0.0,
-                          draft_seconds=t1 - t0, verify_start=t1 - t0, verify_seconds=t2 - t1,
-                          drafter_forwards=built.drafter_forwards, call_widths=built.call_widths, gate=built.gate)
+        step = StepRecord(
+            **vars(verdict),
+            index=index,
+            tree=built.tree,
+            committed_ids=committed,
+            draft_start=0.0,
+            draft_seconds=t1 - t0,
+            verify_start=t1 - t0,
+            verify_seconds=t2 - t1,
+            drafter_forwards=built.drafter_forwards,
+            call_widths=built.call_widths,
+            gate=built.gate,
+        )
         tokenizer = self.target.tokenizer
         fill_token_texts([step], tokenizer)
         step.committed_text = tokenizer.decode(committed, skip_special_tokens=True)
@@ -160,9 +189,16 @@ class FrozenStep:
         out = []
         for v in values:
             step = self.explore(replace(cfg, **{field: v}))
-            out.append({field: v, "accepted": step.accepted_tokens, "depth": step.tree.max_depth,
-                        "widest": step.tree.widest_layer, "drafter_calls": step.drafter_forwards,
-                        "nodes": step.tree.num_drafts})
+            out.append(
+                {
+                    field: v,
+                    "accepted": step.accepted_tokens,
+                    "depth": step.tree.max_depth,
+                    "widest": step.tree.widest_layer,
+                    "drafter_calls": step.drafter_forwards,
+                    "nodes": step.tree.num_drafts,
+                }
+            )
         return out
 
     @property

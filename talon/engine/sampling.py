@@ -9,12 +9,12 @@ every method, synchronous or asynchronous, emits the same sample for a given see
 child x is accepted with probability p(x) and, when every child is refused, the next token follows
 p restricted to the other tokens, the law of EAGLE's sequential rule (docs/decisions.md).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import torch
-
 
 MASK64 = (1 << 64) - 1
 

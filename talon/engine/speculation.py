@@ -1,5 +1,6 @@
 """Async speculation: while the target verifies a tree, the drafter guesses the outcome and drafts the
 next tree from it on a worker thread (``talon.engine.decode.run`` with ``execution="async"``)."""
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,9 @@ def likely_outcome(tree: DraftTree) -> list[int]:
 class Speculation:
     """The next step's tree drafted while the target verified this one, from a guessed outcome."""
 
-    guess: list[int]          # the committed tokens it assumed (path tokens, then the guessed bonus)
+    guess: list[int]  # the committed tokens it assumed (path tokens, then the guessed bonus)
     built: BuildResult | None  # the next tree, None if no guess could be made
-    start: float              # seconds since the run started
+    start: float  # seconds since the run started
     seconds: float
     drafter_info: dict
 
@@ -62,8 +63,15 @@ def best_outside(logprobs: torch.Tensor | None, exclude: Sequence[int]) -> int |
     return int(logprobs.argmax()) if torch.isfinite(logprobs).any() else None
 
 
-def speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, committed: list[int],
-              target_features: torch.Tensor | None, stream: torch.cuda.Stream | None, clock0: float) -> Speculation:
+def speculate(
+    drafter: Drafter,
+    builder: TreeBuilder,
+    built: BuildResult,
+    committed: list[int],
+    target_features: torch.Tensor | None,
+    stream: torch.cuda.Stream | None,
+    clock0: float,
+) -> Speculation:
     """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
     then as bonus the drafter's best token there that the tree does not already hold) and build the
     next tree at ``committed`` + that guess.  ``committed``: the committed sequence the tree was built
@@ -76,7 +84,7 @@ def speculate(drafter: Drafter, builder: TreeBuilder, built: BuildResult, commit
     path_tokens = tree.path_tokens(stop)
     children = [tree.token[c] for c in tree.children(stop)]
     guess, next_built, info = [], None, {}
-    with torch.inference_mode(), (torch.cuda.stream(stream) if stream is not None else nullcontext()):
+    with torch.inference_mode(), torch.cuda.stream(stream) if stream is not None else nullcontext():
         logprobs = built.root_logprobs
         if path_tokens:
             logprobs = drafter.begin_step(committed + path_tokens, target_features).logprobs[0]

@@ -1,6 +1,7 @@
 """Where generated output ends: the one rule for cutting committed tokens at an end-of-sequence token
 and at the max-new-tokens limit, shared by the decoding loop, the transformers peers and the head
 trainer."""
+
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence

@@ -8,16 +8,18 @@ The target's LM head runs only on the rows acceptance needs: the internal nodes 
 but the last is one) and, when the walk ends at a leaf, that leaf.  ``greedy_accept`` and
 ``sampling_accept`` are the same walk as pure functions of full per-node logits, for tests and the lab.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
 import torch
 
 from ..models.device import to_device
 from ..models.loaded import LoadedModel
-from ..tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
 from ..runtime.kv_cache import CachedLM
 from ..runtime.rows import GrowingRows
+from ..tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
 from .sampling import PositionNoise
 
 
@@ -139,13 +141,19 @@ class Verifier:
         def choice(node: int) -> int:
             if node in index:
                 return choices[index[node]]
-            leaf = self.cached.logits(out.hidden[node:node + 1])
+            leaf = self.cached.logits(out.hidden[node : node + 1])
             return int(scores(leaf, [node]).argmax(dim=-1)[0])
 
         status, path, bonus, target_token = walk(tree, choice)
-        probs = [1.0] if internal_logits is None else node_token_probs(
-            tree, internal_logits[to_device([index[p] for p in tree.parent[1:]], torch.long, internal_logits.device)],
-            temperature)
+        probs = (
+            [1.0]
+            if internal_logits is None
+            else node_token_probs(
+                tree,
+                internal_logits[to_device([index[p] for p in tree.parent[1:]], torch.long, internal_logits.device)],
+                temperature,
+            )
+        )
         return Verdict(status, path, bonus, target_token, probs)
 
     def commit(self, accepted_path: Sequence[int]) -> None:

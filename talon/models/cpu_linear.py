@@ -11,6 +11,7 @@ like in any other (the decoding loop and ``generate()`` run the same packed mode
 ``$TALON_CPU_LINEAR``: ``onednn`` (default) packs every ``nn.Linear`` of a CPU model; ``plain`` keeps
 PyTorch's own.  Where the oneDNN op is missing (another PyTorch build) the model is left as it is.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,8 +79,12 @@ def pack_linears(module: nn.Module) -> int:
     count = 0
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
-            if (type(child) is nn.Linear and child.weight.device.type == "cpu"
-                    and child.weight.dtype in PACKED_DTYPES and onednn_linear_works(child.weight.dtype)):
+            if (
+                type(child) is nn.Linear
+                and child.weight.device.type == "cpu"
+                and child.weight.dtype in PACKED_DTYPES
+                and onednn_linear_works(child.weight.dtype)
+            ):
                 setattr(parent, name, PackedLinear(child))
                 count += 1
     return count
@@ -96,9 +101,13 @@ def pack_for_device(module: nn.Module) -> int:
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
     """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed and that has
-    the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.  Only the drafter:
-    its rounding changes which tree is proposed, never what verification emits."""
-    if device.type == "cpu" and target_dtype == torch.float32 and cpu_linear_mode() == "onednn" \
-            and onednn_linear_works(torch.bfloat16):
+    the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.
+    Only the drafter: its rounding changes which tree is proposed, never what verification emits."""
+    if (
+        device.type == "cpu"
+        and target_dtype == torch.float32
+        and cpu_linear_mode() == "onednn"
+        and onednn_linear_works(torch.bfloat16)
+    ):
         return torch.bfloat16
     return target_dtype

@@ -1,5 +1,6 @@
 """Where models run: device and dtype choice, the one host-device synchronisation helper, and the
 device's display name."""
+
 from __future__ import annotations
 
 import os

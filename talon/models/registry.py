@@ -1,4 +1,5 @@
 """One registry of read-only models for every user of the app."""
+
 from __future__ import annotations
 
 import logging
@@ -71,13 +72,13 @@ class ModelRegistry:
     def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
         """The model of ``spec`` (``talon.models.loading.load_model``), loaded once; its progress lines
         go to ``progress`` and to ``loading_status``."""
+
         def report(line: str) -> None:
             with self._table_lock:
                 self._loading[spec] = line
             progress(line)
 
-        return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype,
-                                                         progress=report))
+        return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype, progress=report))
 
     def loading_status(self, key: Hashable) -> str | None:
         """The last progress line of ``key``'s load while it is in flight (None when it is not loading)."""

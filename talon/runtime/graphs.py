@@ -21,6 +21,7 @@ engine's start-up.
 ``$TALON_CUDA_GRAPHS``: ``1`` (default) captures on CUDA, ``0`` turns the static path off, ``eager``
 runs the same static path without capturing on any device (what the CPU tests check).
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,8 @@ GRAPHS_ENV = "TALON_CUDA_GRAPHS"
 class FixedBuffer(Protocol):
     """What a runner needs of its KV buffer (``talon.runtime.kv_cache.KVBuffer`` with ``fixed=True``)."""
 
-    buffer: torch.Tensor                # [layers, 2, kv_heads, capacity, head_dim], zeroed, never regrown
-    static_rows: torch.Tensor | None    # rows the next forward writes (set around each static call)
+    buffer: torch.Tensor  # [layers, 2, kv_heads, capacity, head_dim], zeroed, never regrown
+    static_rows: torch.Tensor | None  # rows the next forward writes (set around each static call)
 
     @property
     def capacity(self) -> int: ...
@@ -110,8 +111,9 @@ class StaticRunner:
         self.rows = torch.arange(top, device=device)
         self.arange = torch.arange(top, device=device)
         self.eye = torch.eye(top, dtype=torch.bool, device=device)
-        self.extra = {name: torch.zeros(top, *shape, dtype=dtype, device=device)
-                      for name, (shape, dtype) in extra.items()}
+        self.extra = {
+            name: torch.zeros(top, *shape, dtype=dtype, device=device) for name, (shape, dtype) in extra.items()
+        }
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.capture_seconds = 0.0
@@ -126,8 +128,12 @@ class StaticRunner:
     def _call(self, fn: StaticForward, size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         self.kv.static_rows = self.rows[:size]
         try:
-            return fn(self.ids[:, :size], self.positions[:, :size], self.mask[:, :, :size],
-                      **{name: value[:size] for name, value in self.extra.items()})
+            return fn(
+                self.ids[:, :size],
+                self.positions[:, :size],
+                self.mask[:, :, :size],
+                **{name: value[:size] for name, value in self.extra.items()},
+            )
         finally:
             self.kv.static_rows = None
 
@@ -156,8 +162,16 @@ class StaticRunner:
         torch.cuda.synchronize(self.device)
         self.capture_seconds = time.perf_counter() - t0
 
-    def forward(self, fn: StaticForward, size: int, length: int, ids: torch.Tensor, positions: torch.Tensor,
-                mask: torch.Tensor, **extra: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        fn: StaticForward,
+        size: int,
+        length: int,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        mask: torch.Tensor,
+        **extra: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run ``q = len(ids)`` rows written at ``length`` as a ``size``-row forward.
 
         Args:
@@ -174,7 +188,7 @@ class StaticRunner:
         rows = self.mask[0, 0, :size]
         rows.zero_()
         rows[:q, : length + q] = mask
-        rows[q:size, length + q: length + size] = self.eye[: size - q, : size - q]
+        rows[q:size, length + q : length + size] = self.eye[: size - q, : size - q]
         torch.add(self.arange[:size], length, out=self.rows[:size])
         for name, value in extra.items():
             self.extra[name][:q] = value
@@ -184,4 +198,3 @@ class StaticRunner:
         else:
             hidden, features = self._call(fn, size)
         return hidden[:q].clone(), (features[:q].clone() if features is not None else None)
-

