@@ -1,5 +1,6 @@
 """docs/decisions.md's package table matches the tree: every module it names exists, and every module of
 ``talon/``, ``ui/`` and ``viz/`` (package ``__init__`` files and ``__main__`` aside) is named in it."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,12 @@ def named_modules(text: str) -> set[str]:
 
 
 def package_modules(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for top in ("talon", "ui", "viz") for p in (root / top).rglob("*.py")
-            if p.name not in ("__init__.py", "__main__.py")}
+    return {
+        str(p.relative_to(root))
+        for top in ("talon", "ui", "viz")
+        for p in (root / top).rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    }
 
 
 def test_the_layout_table_names_exactly_the_modules_there_are():
