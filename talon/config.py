@@ -14,6 +14,11 @@ METHODS = ("ar", "chain", "static", "eagle2", "talon", "hybrid")
 merged proposals of the chosen model drafter and prompt-lookup retrieval, ``talon.drafters.hybrid``)."""
 
 
+AUTO_METHODS = ("talon", "hybrid", "eagle2")
+"""Methods whose tree size the cost rule can choose (``TreeConfig.auto``)."""
+AUTO_CAP = 128
+"""The cap on draft nodes of an auto-sized tree when none is given."""
+
 EXECUTIONS = ("sync", "async")
 """Draft-then-verify, or drafting the next tree while the target verifies (``talon.engine.decode.run``)."""
 
@@ -43,6 +48,9 @@ class TreeConfig:
         static_paths: for ``static``: an explicit tree as child-rank paths, e.g. ``((0,), (1,), (0, 0))``
             means the drafter's best and second-best root children, and the best child of the best.
             ``None`` uses the default shape grown to ``budget`` nodes.
+        auto: for ``talon``, ``hybrid`` and ``eagle2``: size each step's tree by the cost rule (the
+            device's cost curve and the drafter's calibrated confidence, ``talon.engine.sizing``): the
+            policy still picks which nodes, the rule how many, and ``budget`` is only the cap.
     """
 
     method: str = "talon"
@@ -52,6 +60,7 @@ class TreeConfig:
     depth: int = 6
     gamma: int = 4
     static_paths: tuple[tuple[int, ...], ...] | None = None
+    auto: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -70,6 +79,10 @@ class TreeConfig:
             raise ConfigError(f"Chain length gamma must be a whole number >= 1 (got {self.gamma!r}).")
         if self.static_paths is not None:
             _check_static_paths(self.static_paths)
+        if self.auto and self.method not in AUTO_METHODS:
+            raise ConfigError(
+                f"Auto-sized trees (N = auto) are for {', '.join(AUTO_METHODS)}; {self.method} has a fixed size."
+            )
 
 
 def _whole(value) -> bool:

@@ -50,6 +50,11 @@ class StepRecord(Verdict):
         wait_seconds: async mode: how long the target's side waited for the drafter after verifying.
         call_widths: nodes in each drafter call's frontier, in call order (1 for the root call; empty
             for a root-only tree): what a cost model prices.
+        stop: why the tree stopped growing, a key of ``talon.tree.STOP_REASONS`` (``""`` in old traces).
+        expected: the expected committed tokens of the tree (bonus included) by the drafter's calibrated
+            confidence, when the run had a calibration; else None.
+        price: the step's price in plain decoding steps by the device's cost curve, when the run had
+            one; else None.
         gate: TALON's per-layer gate record when one was asked for (the tree lab), else None.
     """
 
@@ -72,6 +77,9 @@ class StepRecord(Verdict):
     speculate_hit: bool | None = None
     wait_seconds: float = 0.0
     call_widths: list[int] = field(default_factory=list)
+    stop: str = ""
+    expected: float | None = None
+    price: float | None = None
     gate: list[GateLayer] | None = None
 
     @property
@@ -126,6 +134,8 @@ class RunTrace:
         device_kind: ``"cpu"`` or ``"cuda"``.
         static_forwards: ``"graph"`` (CUDA graphs replayed), ``"eager"`` (the static path without
             capture) or ``"off"`` (``talon.runtime.graphs.static_mode``).
+        cost_curve: the device's cost curve the run priced its steps with (and, for an auto-sized tree,
+            sized them by), as ``talon.runtime.cost_curve.CostCurve.to_dict``; None when it had none.
     """
 
     prompt: str
@@ -142,6 +152,7 @@ class RunTrace:
     dtype: str = ""
     device_kind: str = ""
     static_forwards: str = ""
+    cost_curve: dict | None = None
 
     @property
     def output_ids(self) -> list[int]:

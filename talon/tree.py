@@ -48,11 +48,18 @@ class DraftTree:
     draft_logprob: list[float]
     path_logprob: list[float]
     source: list[str] = field(default_factory=list)
+    match: list[int] = field(default_factory=list)
+    """Per node, for a retrieval draft the length of the n-gram its proposal matched (what prompt
+    lookup's acceptance depends on); 0 for model drafts and the root.  Filled with zeros when not given."""
+
+    def __post_init__(self) -> None:
+        if not self.match:
+            self.match = [0] * len(self.token)
 
     @classmethod
     def with_root(cls, root_token: int) -> DraftTree:
         """A tree holding only the root (the pending committed token)."""
-        return cls([int(root_token)], [-1], [0], [0.0], [0.0], [SOURCE_MODEL])
+        return cls([int(root_token)], [-1], [0], [0.0], [0.0], [SOURCE_MODEL], [0])
 
     def __len__(self) -> int:
         """Number of nodes, root included."""
@@ -68,7 +75,7 @@ class DraftTree:
         """Depth of the deepest node (0 for a root-only tree)."""
         return max(self.depth)
 
-    def add(self, parent: int, token: int, logprob: float, source: str = SOURCE_MODEL) -> int:
+    def add(self, parent: int, token: int, logprob: float, source: str = SOURCE_MODEL, match: int = 0) -> int:
         """Append a child of ``parent``; returns the new node's index."""
         if not 0 <= parent < len(self.token):
             raise ValueError(f"parent {parent} is not a node of this tree")
@@ -78,6 +85,7 @@ class DraftTree:
         self.draft_logprob.append(float(logprob))
         self.path_logprob.append(self.path_logprob[parent] + float(logprob))
         self.source.append(source)
+        self.match.append(int(match))
         return len(self.token) - 1
 
     def children(self, node: int) -> list[int]:
@@ -135,12 +143,13 @@ class DraftTree:
             pick(self.draft_logprob),
             pick(self.path_logprob),
             pick(self.source),
+            pick(self.match),
         )
 
     def validate(self) -> None:
         """Raise ``ValueError`` if the arrays break the contract in the module docstring."""
         n = len(self.token)
-        arrays = (self.parent, self.depth, self.draft_logprob, self.path_logprob, self.source)
+        arrays = (self.parent, self.depth, self.draft_logprob, self.path_logprob, self.source, self.match)
         if n == 0 or any(len(a) != n for a in arrays):
             raise ValueError("tree arrays are empty or differ in length")
         if self.parent[0] != -1 or self.depth[0] != 0:
@@ -177,6 +186,7 @@ class DraftTree:
             "draft_logprob": self.draft_logprob,
             "path_logprob": self.path_logprob,
             "source": self.source,
+            "match": self.match,
         }
 
     @classmethod
@@ -189,6 +199,7 @@ class DraftTree:
             list(d["draft_logprob"]),
             list(d["path_logprob"]),
             list(d["source"]),
+            list(d.get("match") or []),
         )
         tree.validate()
         return tree
@@ -221,8 +232,21 @@ class Verdict:
         return len(self.accepted_path) - 1
 
 
+# Why a tree stopped growing (``StepRecord.stop``).
+STOP_PLAIN, STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER = "plain", "cap", "cost", "depth", "drafter"
+STOP_REASONS = {
+    STOP_PLAIN: "plain decoding: no drafts asked for",
+    STOP_CAP: "the budget N was used up",
+    STOP_COST: "the cost rule: another node or layer would not pay for its price on this device",
+    STOP_DEPTH: "the method's depth (layers) or fixed shape was reached",
+    STOP_DRAFTER: "the drafter proposed nothing more",
+}
+"""Stop reason -> what it means.  TALON's gate never ends growth (a layer's best candidate always passes
+it); it decides how wide each layer is."""
+
 # Status of a candidate in a TALON layer (``GateLayer.status``).
 ADMITTED, BELOW_GATE, CUT_BY_BUDGET, BEYOND_K = "admitted", "below the gate", "cut by the budget", "beyond K"
+CUT_BY_COST = "cut by the cost rule"
 
 
 @dataclass
@@ -235,7 +259,7 @@ class GateLayer:
     Attributes:
         depth: the layer's depth (1 = the root's children).
         parents / tokens / path_logprobs / status: per candidate; ``parents`` are node ids of the tree,
-            ``status`` one of ``ADMITTED``, ``BELOW_GATE``, ``CUT_BY_BUDGET``, ``BEYOND_K``.
+            ``status`` one of ``ADMITTED``, ``BELOW_GATE``, ``CUT_BY_BUDGET``, ``CUT_BY_COST``, ``BEYOND_K``.
         best: the largest candidate path log-probability.
         threshold: ``log(mu) + best`` (None for a Top-K root layer).
     """

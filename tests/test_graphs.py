@@ -16,7 +16,7 @@ from talon.engine.decode import run_to_end
 from talon.runtime import graphs
 from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
 from talon.runtime.kv_cache import CachedLM
-from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, random_tree
+from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, curve_of, random_tree
 from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
 
 
@@ -93,7 +93,7 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
 def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
     for seed in PROMPT_SEEDS[:2]:  # the eager path's tests (test_tiny_engine.py) take all three
         drafter = HeadDrafter(head, target)
-        if method == "hybrid":
+        if method.startswith("hybrid"):
             drafter = hybrid_with_lookup(drafter, target.vocab_size)
         trace = run_to_end(
             target,
@@ -101,6 +101,7 @@ def test_every_method_on_static_runners_equals_generate(target, head, reference,
             METHODS[method],
             DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
             prompt_ids=prompt_ids(seed),
+            cost_curve=curve_of(METHODS[method]),
         )
         assert trace.output_ids == reference[seed], f"{method}/{execution} diverged on prompt {seed}"
     assert static, "the static path was not taken"

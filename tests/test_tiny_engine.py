@@ -20,6 +20,7 @@ from talon.engine.decode import fill_texts, run_to_end
 from talon.engine.verify import Verifier, greedy_accept
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
+from talon.runtime.cost_curve import CostCurve
 from talon.runtime.kv_cache import CachedLM, check_full_attention, tree_rows_mask
 from talon.tree import DraftTree
 from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
@@ -33,7 +34,16 @@ METHODS = {
     "talon": TreeConfig(method="talon", budget=10, topk=3, mu=0.05),
     "talon-gated-root": TreeConfig(method="talon", budget=10, topk=0, mu=0.05),
     "hybrid": TreeConfig(method="talon", budget=10, topk=3, mu=0.05),
+    "talon-auto": TreeConfig(method="talon", budget=24, topk=3, mu=0.05, auto=True),
+    "eagle2-auto": TreeConfig(method="eagle2", budget=24, topk=3, depth=5, auto=True),
+    "hybrid-auto": TreeConfig(method="talon", budget=24, topk=3, mu=0.05, auto=True),
 }
+CURVE = CostCurve(plain=0.01, verify=((1, 0.008), (8, 0.011), (32, 0.02), (128, 0.06)), call=((1, 0.001), (64, 0.004)))
+"""A synthetic cost curve for the auto-sized methods (their trees then vary from step to step)."""
+
+
+def curve_of(cfg: TreeConfig) -> CostCurve | None:
+    return CURVE if cfg.auto else None
 
 
 @pytest.fixture(scope="module")
@@ -167,17 +177,18 @@ def test_verifier_greedy_verdict_matches_path_by_path_logits(target):
 @pytest.mark.parametrize("drafter_kind", ["self", "layers:1", "ngram", "head"])
 @pytest.mark.parametrize("method", list(METHODS))
 def test_greedy_output_equals_generate(target, registry, head, reference, method, drafter_kind, execution):
-    if method == "hybrid" and drafter_kind == "ngram":
+    if method.startswith("hybrid") and drafter_kind == "ngram":
         pytest.skip("hybrid merges a model drafter with prompt lookup; n-gram is refused (tested elsewhere)")
     accepted = 0
     for seed in PROMPT_SEEDS:
-        drafter = drafter_of(drafter_kind, method, target, registry, head)
+        drafter = drafter_of(drafter_kind, method.removesuffix("-auto"), target, registry, head)
         trace = run_to_end(
             target,
             drafter,
             METHODS[method],
             DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
             prompt_ids=prompt_ids(seed),
+            cost_curve=curve_of(METHODS[method]),
         )
         assert trace.output_ids == reference[seed], f"{method}/{drafter_kind}/{execution} diverged on prompt {seed}"
         assert trace.execution == execution
@@ -381,15 +392,16 @@ def test_sampling_gives_the_autoregressive_sample_for_every_method(target, regis
     greedy = greedy_generate(target, prompt_ids(2), NEW_TOKENS)
     assert ar != other and ar != greedy
     for method in METHODS:
-        if method == "hybrid" and drafter_kind == "ngram":
+        if method.startswith("hybrid") and drafter_kind == "ngram":
             continue
         for execution in ("sync", "async"):
             trace = run_to_end(
                 target,
-                drafter_of(drafter_kind, method, target, registry, head),
+                drafter_of(drafter_kind, method.removesuffix("-auto"), target, registry, head),
                 METHODS[method],
                 dataclasses.replace(config, execution=execution),
                 prompt_ids=prompt_ids(2),
+                cost_curve=curve_of(METHODS[method]),
             )
             assert trace.output_ids == ar, f"{method}/{drafter_kind}/{execution}"
 

@@ -201,7 +201,7 @@ def test_subset_errors() -> None:
 @pytest.mark.parametrize("tree", RANDOM_TREES[::5])
 def test_dict_round_trip(tree: DraftTree) -> None:
     d = tree.to_dict()
-    assert set(d) == {"token", "parent", "depth", "draft_logprob", "path_logprob", "source"}
+    assert set(d) == {"token", "parent", "depth", "draft_logprob", "path_logprob", "source", "match"}
     back = DraftTree.from_dict(json.loads(json.dumps(d)))
     assert back == tree
     back.validate()

@@ -47,11 +47,14 @@ class Proposal:
             says otherwise.
         from_retrieval: bool ``[len(frontier), vocab]`` or None: True where a token's probability came
             more from retrieval than from the model (a hybrid drafter's mixture).
+        match: per frontier node, the length of the n-gram a retrieval proposal matched (0: none), or
+            None for a model's proposal; kept in ``DraftTree.match`` for the calibration.
     """
 
     logprobs: torch.Tensor
     source: str = SOURCE_MODEL
     from_retrieval: torch.Tensor | None = None
+    match: list[int] | None = None
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -77,6 +80,9 @@ class Drafter(ABC):
     """Target hidden states this drafter needs (0 = embeddings, i = output of decoder layer i)."""
     can_draft_ahead: bool = False
     """Whether it can draft from a guessed outcome before the target's states for it exist (async)."""
+    calibration_prior: dict | None = None
+    """A fitted calibration of this drafter's confidence (``talon.drafters.calibration``), if one ships
+    with it; runs learn one online from their verdicts either way."""
 
     @abstractmethod
     def start(

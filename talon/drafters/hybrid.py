@@ -39,6 +39,7 @@ class HybridDrafter(Drafter):
         self.model, self.retrieval = model, retrieval
         self.name = f"hybrid: {model.name} + {retrieval.name}"
         self.feature_layers = model.feature_layers
+        self.calibration_prior = model.calibration_prior
         self.decay, self.min_weight = decay, min_weight
         self.can_draft_ahead = model.can_draft_ahead
         self.fixed_weight = fixed_weight
@@ -84,7 +85,7 @@ class HybridDrafter(Drafter):
         from_model = lp_model + math.log1p(-w)
         matched = torch.isfinite(lp_retrieval).any(dim=1, keepdim=True)
         mixed = torch.where(matched, torch.logaddexp(from_retrieval, from_model), lp_model)
-        return Proposal(mixed, SOURCE_MODEL, (from_retrieval > from_model) & matched)
+        return Proposal(mixed, SOURCE_MODEL, (from_retrieval > from_model) & matched, retrieval.match)
 
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         for counts in self._counts.values():

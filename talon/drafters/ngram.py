@@ -84,12 +84,17 @@ class NgramDrafter(Drafter):
 
     def continuations(self, context: Sequence[int]) -> Counter:
         """Counts of the tokens that followed the longest suffix of ``context`` seen before."""
+        return self.longest_match(context)[0]
+
+    def longest_match(self, context: Sequence[int]) -> tuple[Counter, int]:
+        """The continuations of the longest suffix of ``context`` seen before, and that suffix's length
+        (0 and no counts when nothing matched)."""
         for n in range(min(self.max_ngram, len(context)), 0, -1):
             gram = tuple(context[-n:])
             counts = self._index.get(gram) or self.datastore.get(gram)
             if counts:
-                return counts
-        return Counter()
+                return counts, n
+        return Counter(), 0
 
     def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
         lcp = common_prefix(self._seq, committed_ids)
@@ -103,10 +108,11 @@ class NgramDrafter(Drafter):
     def _lookup(self, paths: Sequence[Sequence[int]]) -> Proposal:
         """One row per ``paths[k]`` (the draft tokens below the root): what followed the context
         (committed sequence, then that path) before."""
-        rows, tokens, logprobs = [], [], []
+        rows, tokens, logprobs, lengths = [], [], [], []
         tail = self._seq[-self.max_ngram :]  # only the last max_ngram tokens of a context are looked up
         for row, path in enumerate(paths):
-            counts = self.continuations((tail + list(path))[-self.max_ngram :])
+            counts, n = self.longest_match((tail + list(path))[-self.max_ngram :])
+            lengths.append(n)
             total = sum(counts.values())
             for token, count in counts.items():
                 rows.append(row)
@@ -116,7 +122,7 @@ class NgramDrafter(Drafter):
         if rows:
             index = to_device([rows, tokens], torch.long, self.device)
             out[index[0], index[1]] = to_device(logprobs, torch.float32, self.device)
-        return Proposal(out, SOURCE_RETRIEVAL)
+        return Proposal(out, SOURCE_RETRIEVAL, match=lengths)
 
     def _pop_to(self, length: int) -> None:
         """Forget the tokens after the first ``length`` (and their n-grams in the index)."""

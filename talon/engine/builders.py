@@ -20,7 +20,22 @@ import torch
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter, Proposal
 from ..models.device import to_device
-from ..tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, SOURCE_RETRIEVAL, DraftTree, GateLayer
+from ..tree import (
+    ADMITTED,
+    BELOW_GATE,
+    BEYOND_K,
+    CUT_BY_BUDGET,
+    CUT_BY_COST,
+    SOURCE_RETRIEVAL,
+    STOP_CAP,
+    STOP_COST,
+    STOP_DEPTH,
+    STOP_DRAFTER,
+    STOP_PLAIN,
+    DraftTree,
+    GateLayer,
+)
+from .sizing import Candidate, CostRule
 
 DEFAULT_STATIC_RANK_PRIOR = (0.6, 0.2, 0.1)
 """Assumed acceptance of a node's best, second and third child, used only to give the default static
@@ -38,11 +53,17 @@ class BuildResult:
     """Nodes in each drafter call's frontier, in call order (1 for the root call): what a cost model prices."""
     gate: list[GateLayer] | None = None
     """TALON only, when asked for (``build(..., record_gate=True)``): what the gate saw, per layer."""
+    stop: str = STOP_DEPTH
+    """Why the tree stopped growing (``talon.tree.STOP_REASONS``)."""
+    expected: float = 1.0
+    """Expected committed tokens (bonus included) by the run's calibrated confidence."""
+    price: float | None = None
+    """The step's price in plain steps by the run's cost curve (None without one)."""
 
 
 class Growth:
-    """One ``build`` call's state: the tree being grown, the drafter and the context it drafts at, and
-    the forwards counted."""
+    """One ``build`` call's state: the tree being grown, the drafter and the context it drafts at, the
+    forwards counted, and (through the run's ``CostRule``) each node's calibrated path acceptance."""
 
     def __init__(
         self,
@@ -50,6 +71,7 @@ class Growth:
         committed_ids: Sequence[int],
         target_features: torch.Tensor | None,
         record_gate: bool = False,
+        rule: CostRule | None = None,
     ) -> None:
         self.drafter = drafter
         self.committed_ids, self.target_features = committed_ids, target_features
@@ -58,6 +80,18 @@ class Growth:
         self.root_logprobs: torch.Tensor | None = None
         self.call_widths: list[int] = []
         self.gate: list[GateLayer] | None = [] if record_gate else None
+        self.rule = rule or CostRule()
+        self.accept = [1.0]  # per node: calibrated P(path to it accepted)
+        self.stop = STOP_DEPTH
+
+    @property
+    def sizing(self) -> bool:
+        """Whether the cost rule sizes this tree (``TreeConfig.auto``)."""
+        return self.rule.sizing
+
+    @property
+    def expected(self) -> float:
+        return sum(self.accept)
 
     def root(self) -> Proposal:
         """The drafter's proposal after the root (starts the drafter's step)."""
@@ -73,7 +107,7 @@ class Growth:
         self.call_widths.append(len(frontier))
         return self.drafter.propose(self.tree, list(frontier))
 
-    def add(
+    def candidates(
         self,
         proposal: Proposal,
         frontier: Sequence[int],
@@ -81,28 +115,73 @@ class Growth:
         tokens: torch.Tensor,
         logprobs: torch.Tensor,
         keep: torch.Tensor | None = None,
-    ) -> list[int | None]:
-        """Add candidates given as device tensors ``[k]``: ``tokens[j]`` as a child of
-        ``frontier[rows[j]]`` (``frontier`` = the nodes ``proposal`` answered for, ``[0]`` for the root)
-        with draft log-probability ``logprobs[j]``, if ``keep[j]`` (default: all) and the
-        log-probability is finite; each labelled with its source.  One host sync.  Returns, per
-        candidate, its new node id or ``None`` when it was not added."""
+    ) -> list[Candidate | None]:
+        """Candidates given as device tensors ``[k]``: ``tokens[j]`` as a child of ``frontier[rows[j]]``
+        (``frontier`` = the nodes ``proposal`` answered for, ``[0]`` for the root) with draft
+        log-probability ``logprobs[j]``, each labelled with its source; None where ``keep[j]`` (default:
+        all) is False or the log-probability is not finite.  One host sync."""
+        if not rows.numel():
+            return []
         keep = torch.isfinite(logprobs) if keep is None else keep & torch.isfinite(logprobs)
         columns = [rows.double(), tokens.double(), logprobs.double(), keep.double()]
         if proposal.from_retrieval is not None:
             columns.append(proposal.from_retrieval[rows, tokens].double())
-        if not rows.numel():
-            return []
         values = torch.stack(columns).tolist()
         labels = values[4] if len(values) > 4 else [0.0] * len(values[0])
-        return [
-            self.tree.add(frontier[int(r)], int(t), lp, SOURCE_RETRIEVAL if flag else proposal.source) if k else None
-            for r, t, lp, k, flag in zip(*values[:4], labels)
-        ]
+        out: list[Candidate | None] = []
+        for r, t, lp, k, flag in zip(*values[:4], labels):
+            if not k:
+                out.append(None)
+                continue
+            source = SOURCE_RETRIEVAL if flag else proposal.source
+            match = proposal.match[int(r)] if proposal.match is not None and source == SOURCE_RETRIEVAL else 0
+            c = Candidate(frontier[int(r)], int(t), lp, source, match)
+            c.accept = self.rule.accept(self.tree, c, self.accept)
+            out.append(c)
+        return out
+
+    def attach(self, candidates: Sequence[Candidate | None]) -> list[int | None]:
+        """Add the candidates to the tree; returns, per candidate, its node id (None for a None)."""
+        ids: list[int | None] = []
+        for c in candidates:
+            if c is None:
+                ids.append(None)
+                continue
+            ids.append(self.tree.add(c.parent, c.token, c.logprob, c.source, c.match))
+            self.accept.append(c.accept)
+        return ids
+
+    def add(self, *args, **kwargs) -> list[int | None]:
+        """``candidates`` then ``attach``: every candidate added (fixed-shape policies)."""
+        return self.attach(self.candidates(*args, **kwargs))
+
+    def affordable(self, candidates: Sequence[Candidate]) -> int:
+        """How many of ``candidates`` (best first) the cost rule keeps (all when it does not size)."""
+        if not self.sizing:
+            return len(candidates)
+        return self.rule.affordable(self.expected, len(self.tree), self.call_widths, candidates)
+
+    def layer_pays(self, frontier: Sequence[int]) -> bool:
+        """Whether the cost rule would draft a layer below ``frontier`` (always, when it does not size)."""
+        if not self.sizing:
+            return True
+        depth = self.tree.depth[frontier[0]] if frontier else 0
+        return self.rule.layer_pays(
+            self.expected, len(self.tree), self.call_widths, [self.accept[n] for n in frontier], depth
+        )
 
     def result(self, tree: DraftTree | None = None) -> BuildResult:
+        tree = tree if tree is not None else self.tree
+        expected = self.rule.calibration.expected_tokens(tree) if tree is not self.tree else self.expected
         return BuildResult(
-            tree if tree is not None else self.tree, self.forwards, self.root_logprobs, self.call_widths, self.gate
+            tree,
+            self.forwards,
+            self.root_logprobs,
+            self.call_widths,
+            self.gate,
+            self.stop,
+            expected,
+            self.rule.price(len(tree), self.call_widths),
         )
 
 
@@ -117,17 +196,20 @@ class TreeBuilder(ABC):
         committed_ids: Sequence[int],
         target_features: torch.Tensor | None = None,
         record_gate: bool = False,
+        rule: CostRule | None = None,
     ) -> BuildResult:
         """Grow a tree below the last of ``committed_ids`` (the whole committed sequence; the root is its
         last token) with ``drafter``; ``target_features``: the target's states so far, for a feature
         drafter (``talon.drafters.base``).  ``record_gate``: keep what TALON's gate saw
-        (``BuildResult.gate``; other builders ignore it)."""
-        growth = Growth(drafter, committed_ids, target_features, record_gate)
+        (``BuildResult.gate``; other builders ignore it).  ``rule``: the run's cost rule (calibration,
+        cost curve), which values and prices the tree and, when it sizes, decides how many nodes."""
+        growth = Growth(drafter, committed_ids, target_features, record_gate, rule)
         return growth.result(self._grow(growth))
 
     @abstractmethod
     def _grow(self, growth: Growth) -> DraftTree:
-        """Grow draft nodes below ``growth.tree`` (which holds only the root); return the final tree."""
+        """Grow draft nodes below ``growth.tree`` (which holds only the root), set ``growth.stop``, and
+        return the final tree."""
 
 
 class RootOnlyBuilder(TreeBuilder):
@@ -137,6 +219,7 @@ class RootOnlyBuilder(TreeBuilder):
     name = "ar"
 
     def _grow(self, growth: Growth) -> DraftTree:
+        growth.stop = STOP_PLAIN
         return growth.tree
 
 
@@ -160,6 +243,7 @@ class ChainBuilder(TreeBuilder):
             proposal = growth.root() if node == 0 else growth.expand([node])
             added = growth.add(proposal, [node], *_root_top(proposal, 1))
             if not added or added[0] is None:
+                growth.stop = STOP_DRAFTER
                 break
             node = added[0]
         return growth.tree
@@ -204,6 +288,7 @@ class StaticBuilder(TreeBuilder):
         for depth, shape_layer in enumerate(self.layers, start=1):
             layer = [p for p in shape_layer if p[:-1] in node_of]
             if not layer:
+                growth.stop = STOP_DRAFTER
                 break
             parents = list(dict.fromkeys(node_of[p[:-1]] for p in layer))
             proposal = growth.root() if depth == 1 else growth.expand(parents)
@@ -234,8 +319,13 @@ class Eagle2Builder(TreeBuilder):
         tree = growth.tree
         proposal = growth.root()
         frontier = [n for n in growth.add(proposal, [0], *_root_top(proposal, self.topk)) if n is not None]
+        growth.stop = STOP_DEPTH
         for _ in range(self.depth - 1):
             if not frontier:
+                growth.stop = STOP_DRAFTER
+                break
+            if not growth.layer_pays(frontier):
+                growth.stop = STOP_COST
                 break
             proposal = growth.expand(frontier)
             child_lp, tokens = proposal.logprobs.topk(min(self.topk, proposal.logprobs.shape[-1]), dim=-1)
@@ -248,8 +338,23 @@ class Eagle2Builder(TreeBuilder):
             frontier = [n for n in added if n is not None][: self.topk]
         # Re-rank every recorded candidate.  Ties go to the earlier node, which keeps a parent (score
         # >= its child's) ahead of its children, so the kept set stays connected.
-        order = sorted(range(1, len(tree)), key=lambda i: (-tree.path_logprob[i], i))
-        return tree.subset([0] + sorted(order[: self.budget]))
+        order = sorted(range(1, len(tree)), key=lambda i: (-tree.path_logprob[i], i))[: self.budget]
+        if growth.sizing:
+            order = order[: self._best_prefix(growth, order)]
+            if len(order) < min(self.budget, tree.num_drafts):
+                growth.stop = STOP_COST
+        return tree.subset([0] + sorted(order))
+
+    @staticmethod
+    def _best_prefix(growth: Growth, order: list[int]) -> int:
+        """The number of re-ranked nodes whose tree has the most expected tokens per unit price."""
+        expected, best, best_m = 1.0, 1.0 / growth.rule.price(1, growth.call_widths), 0
+        for m, node in enumerate(order, start=1):
+            expected += growth.accept[node]
+            ratio = expected / growth.rule.price(m + 1, growth.call_widths)
+            if ratio > best:
+                best, best_m = ratio, m
+        return best_m
 
 
 class TalonBuilder(TreeBuilder):
@@ -278,12 +383,28 @@ class TalonBuilder(TreeBuilder):
             layer = self._gated_layer(growth, proposal, [0])
         else:
             k = min(self.topk, self.budget)
-            layer = [n for n in growth.add(proposal, [0], *_root_top(proposal, k)) if n is not None]
+            candidates = [c for c in growth.candidates(proposal, [0], *_root_top(proposal, k)) if c is not None]
+            layer = self._keep(growth, candidates)
             if growth.gate is not None:
-                growth.gate.append(_root_gate(proposal, k))
-        while layer and tree.num_drafts < self.budget:
+                growth.gate.append(_root_gate(proposal, k, len(layer)))
+        while layer and tree.num_drafts < self.budget and growth.stop != STOP_COST:
+            if not growth.layer_pays(layer):
+                growth.stop = STOP_COST
+                break
             layer = self._gated_layer(growth, growth.expand(layer), layer)
+        if growth.stop != STOP_COST:
+            growth.stop = STOP_CAP if tree.num_drafts >= self.budget else STOP_DRAFTER
         return tree
+
+    @staticmethod
+    def _keep(growth: Growth, candidates: list[Candidate]) -> list[int]:
+        """Attach the prefix of a layer's candidates (best first) that the cost rule affords (all, when it
+        does not size); returns their node ids."""
+        growth.rule.learn_layer(growth.tree, candidates, growth.accept)
+        keep = growth.affordable(candidates)
+        if keep < len(candidates):
+            growth.stop = STOP_COST
+        return [n for n in growth.attach(candidates[:keep]) if n is not None]
 
     def _gated_layer(self, growth: Growth, proposal: Proposal, parents: list[int]) -> list[int]:
         """Admit the gated, budget-checked children of ``parents`` from ``proposal`` (the drafter's answer
@@ -297,12 +418,13 @@ class TalonBuilder(TreeBuilder):
         # Best first, keep at most `room`; ties keep (parent order, rank) order.
         order = torch.argsort(torch.where(admitted, -scores, math.inf), stable=True)[:room]
         r = child_lp.shape[1]
-        added = growth.add(
+        candidates = growth.candidates(
             proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order], admitted[order]
         )
+        added = self._keep(growth, [c for c in candidates if c is not None])
         if growth.gate is not None:
-            growth.gate.append(self._gate_layer(tree, parents, tokens, scores, admitted, order, r))
-        return [n for n in added if n is not None]
+            growth.gate.append(self._gate_layer(tree, parents, tokens, scores, admitted, order, r, len(added)))
+        return added
 
     def _gate_layer(
         self,
@@ -313,14 +435,18 @@ class TalonBuilder(TreeBuilder):
         admitted: torch.Tensor,
         order: torch.Tensor,
         r: int,
+        attached: int,
     ) -> GateLayer:
-        """The layer's candidates (finite ones) with what happened to each (lab only: one more read-back)."""
+        """The layer's candidates (finite ones) with what happened to each (lab only: one more read-back).
+        ``attached``: how many of the admitted candidates (best first) the cost rule kept."""
+        in_room = torch.zeros_like(admitted)
+        in_room[order] = admitted[order]
         kept = torch.zeros_like(admitted)
-        kept[order] = admitted[order]
+        kept[order[:attached]] = admitted[order[:attached]]
         finite = torch.isfinite(scores)
         status = [
-            ADMITTED if k else CUT_BY_BUDGET if a else BELOW_GATE
-            for k, a, f in zip(kept.tolist(), admitted.tolist(), finite.tolist())
+            ADMITTED if k else CUT_BY_COST if room else CUT_BY_BUDGET if a else BELOW_GATE
+            for k, room, a, f in zip(kept.tolist(), in_room.tolist(), admitted.tolist(), finite.tolist())
             if f
         ]
         index = torch.nonzero(finite).flatten()
@@ -340,8 +466,9 @@ ROOT_GATE_EXTRA = 10
 """Candidates past the K-th that the root layer's gate record shows (as ``beyond K``)."""
 
 
-def _root_gate(proposal: Proposal, k: int) -> GateLayer:
-    """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens, the first ``k`` admitted."""
+def _root_gate(proposal: Proposal, k: int, attached: int) -> GateLayer:
+    """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens, the first ``attached``
+    admitted, the rest of the first ``k`` cut by the cost rule."""
     logprobs, tokens = proposal.logprobs[0].topk(min(k + ROOT_GATE_EXTRA, proposal.logprobs.shape[-1]))
     finite = [(t, lp) for t, lp in zip(tokens.tolist(), logprobs.tolist()) if lp > -math.inf]
     return GateLayer(
@@ -349,7 +476,7 @@ def _root_gate(proposal: Proposal, k: int) -> GateLayer:
         parents=[0] * len(finite),
         tokens=[t for t, _ in finite],
         path_logprobs=[lp for _, lp in finite],
-        status=[ADMITTED if i < k else BEYOND_K for i in range(len(finite))],
+        status=[ADMITTED if i < attached else CUT_BY_COST if i < k else BEYOND_K for i in range(len(finite))],
         best=finite[0][1] if finite else -math.inf,
         threshold=None,
     )

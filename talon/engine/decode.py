@@ -13,13 +13,16 @@ import torch
 
 from ..config import ConfigError, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
+from ..drafters.calibration import Calibration
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
+from ..runtime.cost_curve import CostCurve
 from ..runtime.graphs import static_mode
 from ..trace import RunTrace, StepRecord
 from ..tree import NO_TOKEN, DraftTree, Verdict
 from .builders import BuildResult, make_builder
 from .sampling import PositionNoise
+from .sizing import CostRule
 from .speculation import speculate
 from .stopping import cut_step
 from .verify import Verifier
@@ -57,8 +60,11 @@ def new_trace(
     decode_cfg: DecodeConfig,
     prompt: str,
     prompt_ids: Sequence[int] | None = None,
+    cost_curve: CostCurve | None = None,
 ) -> RunTrace:
-    """An empty trace for a run, after checking the inputs fit (raises ``ConfigError`` otherwise)."""
+    """An empty trace for a run, after checking the inputs fit (raises ``ConfigError`` otherwise).
+    ``cost_curve``: the device's cost curve for this target and drafter (``talon.engine.cost_measure``);
+    needed by an auto-sized tree, and with it every step is priced."""
     ids = list(prompt_ids) if prompt_ids is not None else encode_prompt(target, prompt)
     if not ids:
         raise ConfigError("The prompt encodes to no tokens.")
@@ -73,6 +79,11 @@ def new_trace(
             f"tree that exceeds the model's context of {target.context_length} tokens. Shorten the prompt "
             "or lower max new tokens."
         )
+    if tree_cfg.auto and cost_curve is None:
+        raise ConfigError(
+            "Auto-sized trees need this device's cost curve (talon.engine.cost_measure.cost_curve_for measures "
+            "it once and caches it)."
+        )
     tree_dict = {k: (list(map(list, v)) if k == "static_paths" and v else v) for k, v in vars(tree_cfg).items()}
     return RunTrace(
         prompt=prompt,
@@ -85,6 +96,7 @@ def new_trace(
         dtype=str(target.dtype).removeprefix("torch."),
         device_kind=target.device.type,
         static_forwards=static_mode(target.device) or "off",
+        cost_curve=cost_curve.to_dict() if cost_curve is not None else None,
     )
 
 
@@ -196,6 +208,8 @@ class _Loop:
         trace.execution = "async" if asynchronous else "sync"
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
         self.side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
+        curve = CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None
+        self.rule = CostRule(Calibration(self.drafter.calibration_prior), curve, sizing=tree_cfg.auto)
         self.committed = list(trace.prompt_ids)  # prompt + output so far; the last token is the next root
         self.ready: tuple[BuildResult, dict] | None = None  # async: the next tree, drafted during a verification
 
@@ -218,7 +232,7 @@ class _Loop:
         return self._async_step() if self.worker is not None else self._sync_step()
 
     def _build(self) -> tuple[BuildResult, dict]:
-        built = self.builder.build(self.drafter, self.committed, self.verifier.features)
+        built = self.builder.build(self.drafter, self.committed, self.verifier.features, rule=self.rule)
         return built, self.drafter.step_info()
 
     def _verify(self, tree: DraftTree) -> Verdict:
@@ -252,6 +266,7 @@ class _Loop:
             self.verifier.features,
             self.side_stream,
             self.clock0,
+            self.rule,
         )
         verdict = self._verify(built.tree)
         t2 = time.perf_counter()
@@ -284,6 +299,7 @@ class _Loop:
         )
         self.committed.extend(new_ids)
         self.drafter.observe(tree, verdict)
+        self.rule.observe(tree, verdict)
         if self.noise is not None:
             self.noise.forget_before(self.verifier.root_position)
         return new_ids, reason
@@ -322,6 +338,9 @@ class _Loop:
             drafter_info=info,
             root_top1=root_top1,
             call_widths=built.call_widths,
+            stop=built.stop,
+            expected=built.expected,
+            price=built.price,
             **speculation,
         )
         self.trace.steps.append(step)
@@ -354,7 +373,8 @@ def run_to_end(
     prompt: str = "",
     prompt_ids: Sequence[int] | None = None,
     texts: bool = True,
+    cost_curve: CostCurve | None = None,
 ) -> RunTrace:
     """A whole generation of ``prompt`` (or ``prompt_ids``): ``new_trace`` then ``complete``."""
-    trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids)
+    trace = new_trace(target, drafter, tree_cfg, decode_cfg, prompt, prompt_ids, cost_curve)
     return complete(trace, target, drafter, tree_cfg, decode_cfg, texts)

@@ -14,6 +14,7 @@ import torch
 from ..drafters.base import Drafter
 from ..tree import DraftTree
 from .builders import BuildResult, TreeBuilder
+from .sizing import CostRule
 
 
 def likely_outcome(tree: DraftTree) -> list[int]:
@@ -71,6 +72,7 @@ def speculate(
     target_features: torch.Tensor | None,
     stream: torch.cuda.Stream | None,
     clock0: float,
+    rule: CostRule | None = None,
 ) -> Speculation:
     """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
     then as bonus the drafter's best token there that the tree does not already hold) and build the
@@ -91,7 +93,7 @@ def speculate(
         bonus = best_outside(logprobs, children)
         if bonus is not None:
             guess = path_tokens + [bonus]
-            next_built = builder.build(drafter, committed + guess, target_features)
+            next_built = builder.build(drafter, committed + guess, target_features, rule=rule)
             next_built.drafter_forwards += 1 if path_tokens else 0
             info = drafter.step_info()
         if stream is not None:

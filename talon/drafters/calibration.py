@@ -1,0 +1,217 @@
+"""Calibrated confidence: the probability that a drafted node is accepted given that its parent was, as a
+function of what the drafter reports (its draft probability q), the node's depth, its source, and for
+prompt lookup the length of the n-gram it matched.
+
+Under greedy verification exactly one child of an accepted node can be accepted (the target's argmax),
+and a node is *reached* (checked by the target) exactly when its parent was accepted; so every step
+labels its reached nodes accepted or not, and those labels are what a calibration counts.
+
+``Calibration`` keeps counts per cell (source, depth bucket, q bin, match bucket) and answers
+``(accepted + s * prior) / (reached + s)``: the prior (a fitted table shipped with a drafter, else the
+raw q, or for prompt lookup a prior by match length) is worth ``s`` observations, and a run's own
+verdicts pull each cell toward what this run sees.  Torch-free.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..tree import ACCEPTED, SOURCE_RETRIEVAL, DraftTree, Verdict
+
+Q_EDGES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+"""Bin edges of the draft probability q (14 bins; the last holds q in [0.99, 1])."""
+MAX_DEPTH_BUCKET = 4
+"""Depths 1, 2, 3 have cells of their own; 4 and deeper share one."""
+MAX_MATCH_BUCKET = 3
+"""Prompt lookup's match lengths 1, 2 and 3+ have cells of their own."""
+PRIOR_STRENGTH = 8.0
+"""How many observations the prior is worth in a cell."""
+LOOKUP_PRIOR = {0: 0.2, 1: 0.25, 2: 0.45, 3: 0.6}
+"""Acceptance assumed for a retrieval draft by match length before any verdict (then learned)."""
+CALIBRATION_FILE = "calibration.json"
+
+Cell = tuple[str, int, int, int]
+"""``(source, depth bucket, q bin, match bucket)``."""
+
+
+def q_bin(q: float) -> int:
+    """The bin of ``q`` (0 .. len(Q_EDGES) - 2)."""
+    return min(max(bisect.bisect_right(Q_EDGES, q) - 1, 0), len(Q_EDGES) - 2)
+
+
+def cell(q: float, depth: int, source: str, match: int = 0) -> Cell:
+    """The calibration cell of a node with draft probability ``q`` at ``depth`` (1 = the root's children)."""
+    bucket = min(max(match, 0), MAX_MATCH_BUCKET) if source == SOURCE_RETRIEVAL else 0
+    return source, min(max(depth, 1), MAX_DEPTH_BUCKET), q_bin(q), bucket
+
+
+@dataclass
+class Counts:
+    reached: float = 0.0
+    accepted: float = 0.0
+
+
+def reached_nodes(tree: DraftTree, verdict: Verdict) -> Iterable[tuple[int, bool]]:
+    """``(node, accepted)`` for every draft node the target checked (its parent was accepted)."""
+    on_path = set(verdict.accepted_path)
+    for node in range(1, len(tree)):
+        if tree.parent[node] in on_path:
+            yield node, verdict.status[node] == ACCEPTED
+
+
+class Calibration:
+    """Calibrated acceptance per cell, from a prior and a run's verdicts (per-run state).
+
+    Args:
+        prior: fitted acceptance per cell (``fit`` / ``load``), e.g. the shipped head's; cells it lacks
+            use the raw q (model drafts) or ``LOOKUP_PRIOR`` (retrieval drafts).
+        strength: what the prior is worth, in observations.
+    """
+
+    def __init__(self, prior: dict[Cell, float] | None = None, strength: float = PRIOR_STRENGTH) -> None:
+        self.prior = dict(prior or {})
+        self.strength = strength
+        self.counts: dict[Cell, Counts] = {}
+
+    def prior_of(self, key: Cell, q: float) -> float:
+        if key in self.prior:
+            return self.prior[key]
+        return LOOKUP_PRIOR[key[3]] * (0.5 + 0.5 * q) if key[0] == SOURCE_RETRIEVAL else q
+
+    def __call__(self, q: float, depth: int, source: str, match: int = 0) -> float:
+        """P(accepted | parent accepted) for a node the drafter gave probability ``q``."""
+        key = cell(q, depth, source, match)
+        c = self.counts.get(key)
+        prior = self.prior_of(key, q)
+        if c is None:
+            return prior
+        return (c.accepted + self.strength * prior) / (c.reached + self.strength)
+
+    def node(self, tree: DraftTree, node: int) -> float:
+        """The calibrated acceptance of ``tree``'s ``node`` given its parent's."""
+        return self(_q(tree, node), tree.depth[node], tree.source[node], tree.match[node])
+
+    def path_acceptance(self, tree: DraftTree) -> list[float]:
+        """Per node, the calibrated probability that the whole path to it is accepted (1 at the root)."""
+        out = [1.0] * len(tree)
+        for node in range(1, len(tree)):
+            out[node] = out[tree.parent[node]] * self.node(tree, node)
+        return out
+
+    def expected_tokens(self, tree: DraftTree) -> float:
+        """Expected committed tokens of verifying ``tree``: 1 (the bonus) + sum of path acceptances."""
+        return sum(self.path_acceptance(tree))
+
+    def observe(self, tree: DraftTree, verdict: Verdict) -> None:
+        """Count the step's reached nodes (online learning from the run's own verdicts)."""
+        for node, accepted in reached_nodes(tree, verdict):
+            c = self.counts.setdefault(
+                cell(_q(tree, node), tree.depth[node], tree.source[node], tree.match[node]), Counts()
+            )
+            c.reached += 1.0
+            c.accepted += float(accepted)
+
+
+def _q(tree: DraftTree, node: int) -> float:
+    return math.exp(tree.draft_logprob[node])
+
+
+# ---- fitting, reliability, files -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Observation:
+    """One reached node: its draft probability, depth, source, match length and whether it was accepted."""
+
+    q: float
+    depth: int
+    source: str
+    match: int
+    accepted: bool
+
+
+def observations(steps: Iterable[tuple[DraftTree, Verdict]]) -> list[Observation]:
+    """Every reached node of the given (tree, verdict) pairs (a run's steps)."""
+    return [
+        Observation(_q(tree, n), tree.depth[n], tree.source[n], tree.match[n], ok)
+        for tree, verdict in steps
+        for n, ok in reached_nodes(tree, verdict)
+    ]
+
+
+def fit(obs: Sequence[Observation], min_count: int = 20) -> dict[Cell, float]:
+    """Observed acceptance per cell with at least ``min_count`` observations, made monotone in q within
+    each (source, depth, match) row (pool-adjacent-violators, weighted by counts): a fitted table."""
+    groups: dict[Cell, Counts] = {}
+    for o in obs:
+        c = groups.setdefault(cell(o.q, o.depth, o.source, o.match), Counts())
+        c.reached += 1
+        c.accepted += o.accepted
+    rows: dict[tuple[str, int, int], list[tuple[int, float, float]]] = {}
+    for (src, d, b, m), c in groups.items():
+        if c.reached >= min_count:
+            rows.setdefault((src, d, m), []).append((b, c.accepted / c.reached, c.reached))
+    table = {}
+    for (src, d, m), cells in rows.items():
+        for b, value in _isotonic(sorted(cells)):
+            table[(src, d, b, m)] = value
+    return table
+
+
+def _isotonic(cells: list[tuple[int, float, float]]) -> list[tuple[int, float]]:
+    """Non-decreasing weighted fit of ``(bin, value, weight)`` sorted by bin."""
+    blocks: list[list] = []  # [value, weight, bins]
+    for b, v, w in cells:
+        blocks.append([v, w, [b]])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v2, w2, b2 = blocks.pop()
+            v1, w1, b1 = blocks.pop()
+            blocks.append([(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, b1 + b2])
+    return [(b, v) for v, _, bins in blocks for b in bins]
+
+
+def reliability(obs: Sequence[Observation], confidence=None) -> list[dict]:
+    """Per (depth bucket, q bin): mean confidence, observed acceptance and count.  ``confidence(o)`` is
+    what the drafter claims for an observation (default its raw q; pass a calibration to score it)."""
+    confidence = confidence or (lambda o: o.q)
+    groups: dict[tuple[int, int], list] = {}
+    for o in obs:
+        groups.setdefault((min(o.depth, MAX_DEPTH_BUCKET), q_bin(o.q)), []).append((confidence(o), o.accepted))
+    return [
+        {
+            "depth": d,
+            "bin": b,
+            "confidence": sum(c for c, _ in items) / len(items),
+            "accepted": sum(a for _, a in items) / len(items),
+            "count": len(items),
+        }
+        for (d, b), items in sorted(groups.items())
+    ]
+
+
+def expected_calibration_error(rows: Sequence[dict]) -> float:
+    """Count-weighted mean of |observed acceptance - mean confidence| over ``reliability`` rows."""
+    total = sum(r["count"] for r in rows)
+    return sum(r["count"] * abs(r["accepted"] - r["confidence"]) for r in rows) / total if total else 0.0
+
+
+def save(table: dict[Cell, float], path: Path, meta: dict | None = None) -> None:
+    rows = [{"source": s, "depth": d, "bin": b, "match": m, "accepted": v} for (s, d, b, m), v in sorted(table.items())]
+    path.write_text(json.dumps({"q_edges": list(Q_EDGES), "cells": rows, **(meta or {})}, indent=1))
+
+
+def load(path: Path) -> dict[Cell, float] | None:
+    """A fitted table written by ``save`` (None when the file is missing or unreadable, or was written
+    with other bins)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        if tuple(data["q_edges"]) != Q_EDGES:
+            return None
+        return {
+            (r["source"], int(r["depth"]), int(r["bin"]), int(r["match"])): float(r["accepted"]) for r in data["cells"]
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,125 @@
+"""The cost rule: how many of a tree policy's candidates to keep, from the device's cost curve and the
+drafter's calibrated confidence (``docs/decisions.md``, "Trees that grow while they pay").
+
+A tree's expected committed tokens are ``E = 1 + sum over draft nodes of P(path to the node accepted)``
+(siblings exclude each other under greedy verification: the target's token is one of them at most),
+with ``P`` the product of calibrated acceptances along the path; its price is the cost curve's
+``price(nodes, call widths)`` in plain steps.  The policy (TALON's Top-K root and mu gate, EAGLE-2's
+top-k expansion and re-rank) proposes candidates best first; the rule keeps a candidate while it raises
+``E / price``, drafts another layer while an optimistic estimate of that layer's gain beats its price,
+and a step whose best tree does not beat a plain step (``1 / price(root only)``) is a plain step.
+
+One ``CostRule`` per run: it holds the run's calibration (learned online from the verdicts) and a
+running estimate, per depth, of how likely a parent's best child is accepted (what a layer not drafted
+yet may add).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..drafters.calibration import MAX_DEPTH_BUCKET, Calibration
+from ..runtime.cost_curve import CostCurve
+from ..tree import DraftTree, Verdict
+
+BEST_CHILD_PRIOR = 0.5
+"""Assumed acceptance of a parent's best child at a depth no layer has reached yet in this run."""
+BEST_CHILD_DECAY = 0.9
+"""Weight of the running estimate against a new layer's value."""
+
+
+@dataclass
+class Candidate:
+    """A child the policy would add: under ``parent``, ``token`` with draft log-probability
+    ``logprob``, its ``source`` and (retrieval) ``match`` length; ``accept`` is the calibrated probability
+    that the path to it is accepted."""
+
+    parent: int
+    token: int
+    logprob: float
+    source: str
+    match: int
+    accept: float = 0.0
+
+
+class CostRule:
+    """The run's calibration and cost curve, and the sizing decisions built on them.
+
+    Args:
+        calibration: the drafter's calibrated confidence (per run, learned online).
+        curve: the device's cost curve, or None (no prices: the rule can only report ``expected``).
+        sizing: whether builders size trees by the rule (``TreeConfig.auto``); otherwise it only prices
+            and values the trees they grow.
+    """
+
+    def __init__(
+        self, calibration: Calibration | None = None, curve: CostCurve | None = None, sizing: bool = False
+    ) -> None:
+        if sizing and curve is None:
+            raise ValueError("sizing trees by cost needs a cost curve")
+        self.calibration = calibration or Calibration()
+        self.curve = curve
+        self.sizing = sizing
+        self._best_child: dict[int, float] = {}
+
+    # ---- values and prices ---------------------------------------------------------------------------
+    def accept(self, tree: DraftTree, candidate: Candidate, path_accept: Sequence[float]) -> float:
+        """P(path to ``candidate`` accepted) given the parent's ``path_accept``."""
+        depth = tree.depth[candidate.parent] + 1
+        q = math.exp(candidate.logprob)
+        return path_accept[candidate.parent] * self.calibration(q, depth, candidate.source, candidate.match)
+
+    def price(self, nodes: int, call_widths: Sequence[int]) -> float | None:
+        """The step's price in plain steps (None without a curve)."""
+        return None if self.curve is None else self.curve.price(nodes, call_widths)
+
+    # ---- decisions -------------------------------------------------------------------------------------
+    def affordable(
+        self, expected: float, nodes: int, call_widths: Sequence[int], candidates: Sequence[Candidate]
+    ) -> int:
+        """How many of ``candidates`` (best first, ``accept`` filled in) to add to a tree of ``nodes``
+        nodes worth ``expected`` tokens: the longest prefix in which every candidate raises E / price."""
+        price = self.curve.price(nodes, call_widths)
+        for k, c in enumerate(candidates):
+            new_price = self.curve.price(nodes + 1, call_widths)
+            if (expected + c.accept) * price <= expected * new_price:
+                return k
+            expected, nodes, price = expected + c.accept, nodes + 1, new_price
+        return len(candidates)
+
+    def layer_pays(
+        self, expected: float, nodes: int, call_widths: Sequence[int], frontier_accept: Sequence[float], depth: int
+    ) -> bool:
+        """Whether drafting one more layer below a frontier (path acceptances ``frontier_accept``, at
+        ``depth``) may pay: if each frontier node got one child accepted with the run's estimate for a
+        best child at ``depth + 1``, would E / price rise, the call and the extra rows paid for?"""
+        if not frontier_accept:
+            return False
+        gain = sum(frontier_accept) * self.best_child(depth + 1)
+        price = self.curve.price(nodes, call_widths)
+        new_price = self.curve.price(nodes + len(frontier_accept), [*call_widths, len(frontier_accept)])
+        return (expected + gain) * price > expected * new_price
+
+    def best_child(self, depth: int) -> float:
+        return self._best_child.get(min(depth, MAX_DEPTH_BUCKET), BEST_CHILD_PRIOR)
+
+    # ---- learning ----------------------------------------------------------------------------------------
+    def learn_layer(self, tree: DraftTree, candidates: Sequence[Candidate], path_accept: Sequence[float]) -> None:
+        """Fold a drafted layer's best child per parent (its calibrated acceptance given the parent)
+        into the estimate for that depth."""
+        best: dict[int, float] = {}
+        for c in candidates:
+            given_parent = c.accept / path_accept[c.parent] if path_accept[c.parent] > 0 else 0.0
+            best[c.parent] = max(best.get(c.parent, 0.0), given_parent)
+        if not best:
+            return
+        depth = min(tree.depth[next(iter(best))] + 1, MAX_DEPTH_BUCKET)
+        value = sum(best.values()) / len(best)
+        old = self._best_child.get(depth)
+        self._best_child[depth] = value if old is None else BEST_CHILD_DECAY * old + (1 - BEST_CHILD_DECAY) * value
+
+    def observe(self, tree: DraftTree, verdict: Verdict) -> None:
+        """The step's verdict, for the calibration."""
+        self.calibration.observe(tree, verdict)

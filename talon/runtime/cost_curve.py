@@ -1,0 +1,146 @@
+"""The device's cost curve: what the pieces of a decoding step cost here, in units of one plain
+decoding step, so a tree's price can be read off before it is verified.
+
+A step of a tree with ``n`` nodes (root included) drafted in calls over frontiers of widths ``w_1 ..
+w_k`` (the root call is width 1) costs
+
+    price = 1 + (verify(n) - verify(1) + sum_i call(w_i)) / plain
+
+in plain steps, where ``plain`` is the wall clock of one step of plain decoding through the real loop
+(so a plain step costs exactly 1, its loop overhead included), ``verify(n)`` the target's tree forward,
+LM head on the internal rows and walk, and ``call(w)`` one drafter call over ``w`` frontier nodes with
+the builder's work on its answer.  Measured points are interpolated linearly and extrapolated from the
+last two.
+
+A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
+names them, and ``cached_curve`` / ``store_curve`` keep curves next to the model cache
+(``$TALON_CACHE_DIR/cost-curves``) so each is measured once (``talon.engine.cost_measure``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..models.embedded import cache_root
+
+CURVE_FORMAT = 1
+CURVES_DIR = "cost-curves"
+
+
+@dataclass(frozen=True)
+class CurveKey:
+    """What a cost curve depends on."""
+
+    target: str  # the target's identity (resolved directory or Hub id)
+    drafter: str  # the drafter's display name
+    dtype: str
+    device: str  # e.g. "cpu" or "cuda (NVIDIA H100 80GB HBM3)"
+    threads: int
+    kernels: str  # CPU linear mode and static-forward mode, e.g. "cpu_linear=onednn, graphs=off"
+    torch: str
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _interpolate(points: Sequence[tuple[int, float]], x: float) -> float:
+    """Linear between measured points, constant below the first, extrapolated past the last two."""
+    if not points:
+        return 0.0
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    if len(points) == 1:
+        return points[0][1]
+    (x0, y0), (x1, y1) = points[-2:]
+    return y1 + (y1 - y0) * (x - x1) / (x1 - x0)
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """Measured step pieces, in seconds, and the step price they give.
+
+    Attributes:
+        plain: seconds of one plain decoding step through the loop (the unit of every price).
+        verify: ``(nodes incl. root, seconds)`` of verifying trees of that size, by size.
+        call: ``(frontier width, seconds)`` of one drafter call, by width (empty for plain decoding).
+        key: what the curve was measured for (``CurveKey`` as a dict).
+        measured: when (ISO time), and ``note`` how (command or "measured on first use").
+    """
+
+    plain: float
+    verify: tuple[tuple[int, float], ...]
+    call: tuple[tuple[int, float], ...] = ()
+    key: dict = field(default_factory=dict)
+    measured: str = ""
+    note: str = ""
+
+    def verify_seconds(self, nodes: int) -> float:
+        return _interpolate(self.verify, nodes)
+
+    def call_seconds(self, width: int) -> float:
+        return _interpolate(self.call, width)
+
+    def verify_ratio(self, nodes: int) -> float:
+        """Verifying ``nodes`` nodes (root included), in plain steps."""
+        return self.verify_seconds(nodes) / self.plain
+
+    def call_ratio(self, width: int) -> float:
+        """One drafter call over ``width`` nodes, in plain steps."""
+        return self.call_seconds(width) / self.plain
+
+    def price(self, nodes: int, call_widths: Sequence[int]) -> float:
+        """A step with a tree of ``nodes`` nodes drafted in calls of these widths, in plain steps."""
+        extra = self.verify_seconds(nodes) - self.verify_seconds(1) + sum(self.call_seconds(w) for w in call_widths)
+        return 1.0 + extra / self.plain
+
+    def to_dict(self) -> dict:
+        """JSON-ready (lists, not tuples, so a round trip through JSON gives an equal dict)."""
+        d = asdict(self)
+        d["verify"] = [list(p) for p in self.verify]
+        d["call"] = [list(p) for p in self.call]
+        return {"format": CURVE_FORMAT, **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CostCurve:
+        if d.get("format") != CURVE_FORMAT:
+            raise ValueError(f"not a cost curve of format {CURVE_FORMAT}")
+        return cls(
+            plain=float(d["plain"]),
+            verify=tuple((int(n), float(s)) for n, s in d["verify"]),
+            call=tuple((int(w), float(s)) for w, s in d.get("call", ())),
+            key=dict(d.get("key", {})),
+            measured=str(d.get("measured", "")),
+            note=str(d.get("note", "")),
+        )
+
+
+def curve_path(key: CurveKey, root: Path | None = None) -> Path:
+    """Where the curve of ``key`` is cached."""
+    return (root or cache_root()) / CURVES_DIR / f"{key.digest()}.json"
+
+
+def cached_curve(key: CurveKey, root: Path | None = None) -> CostCurve | None:
+    """The cached curve of ``key``, or None (missing, unreadable, or measured for another key)."""
+    path = curve_path(key, root)
+    try:
+        curve = CostCurve.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return curve if curve.key == asdict(key) else None
+
+
+def store_curve(curve: CostCurve, key: CurveKey, root: Path | None = None) -> Path:
+    """Write ``curve`` to the cache (atomically: a reader never sees half a file)."""
+    path = curve_path(key, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(curve.to_dict(), indent=1))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,242 @@
+"""Fast tier for trees that grow while they pay: the calibration, the cost curve, the cost rule in the
+builders (toy drafters, synthetic curves) and the stop reasons every builder records."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from talon.drafters.calibration import (
+    Q_EDGES,
+    Calibration,
+    Observation,
+    cell,
+    expected_calibration_error,
+    fit,
+    load,
+    observations,
+    q_bin,
+    reliability,
+    save,
+)
+from talon.engine.builders import ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder, TalonBuilder
+from talon.engine.sizing import CostRule
+from talon.runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
+from talon.tree import (
+    ACCEPTED,
+    CUT_BY_COST,
+    NOT_REACHED,
+    REJECTED,
+    SOURCE_MODEL,
+    SOURCE_RETRIEVAL,
+    STOP_CAP,
+    STOP_COST,
+    STOP_DEPTH,
+    STOP_DRAFTER,
+    STOP_PLAIN,
+    DraftTree,
+    Verdict,
+)
+from tests.toy import TableDrafter, one_hot_fn, random_fn, uniform_fn
+
+VOCAB = 16
+NOTHING = torch.full((VOCAB,), -math.inf)
+
+
+def curve(slope: float, call: float = 0.05, overhead: float = 0.0) -> CostCurve:
+    """A synthetic curve: verifying n nodes costs ``1 - overhead + slope * (n - 1)`` plain steps, a call ``call``."""
+    plain = 0.01
+    verify = tuple((n, plain * (1 - overhead + slope * (n - 1))) for n in (1, 2, 4, 8, 16, 32, 64, 128))
+    return CostCurve(plain=plain, verify=verify, call=tuple((w, plain * call) for w in (1, 8, 64)))
+
+
+def grown(builder, fn, rule: CostRule | None = None, record_gate: bool = False):
+    return builder.build(TableDrafter(VOCAB, fn), [1, 2, 3], record_gate=record_gate, rule=rule)
+
+
+# ---- calibration -------------------------------------------------------------------------------------------
+def test_cells_bin_probability_depth_source_and_match():
+    assert q_bin(0.0) == 0 and q_bin(1.0) == len(Q_EDGES) - 2 and q_bin(0.55) == q_bin(0.5)
+    assert cell(0.5, 7, SOURCE_MODEL) == (SOURCE_MODEL, 4, q_bin(0.5), 0)  # depth 4+ shares a cell
+    assert cell(0.5, 1, SOURCE_RETRIEVAL, 5)[3] == 3 and cell(0.5, 1, SOURCE_MODEL, 5)[3] == 0
+
+
+def _tree_and_verdict() -> tuple[DraftTree, Verdict]:
+    """Root with children a (q .8, accepted) and b (q .1, rejected); a's child c (q .5, rejected); b's
+    child d (q .9, not reached: its parent was refused)."""
+    tree = DraftTree.with_root(0)
+    a = tree.add(0, 1, math.log(0.8))
+    b = tree.add(0, 2, math.log(0.1))
+    c = tree.add(a, 3, math.log(0.5))
+    tree.add(b, 4, math.log(0.9))
+    status = ["root", ACCEPTED, REJECTED, REJECTED, NOT_REACHED]
+    return tree, Verdict(status, [0, a], 9, [1, -1, -1, -1, -1], [1.0] * 5) if c else None
+
+
+def test_only_reached_nodes_are_counted_and_pull_the_estimate():
+    tree, verdict = _tree_and_verdict()
+    obs = observations([(tree, verdict)])
+    assert sorted((round(o.q, 2), o.depth, o.accepted) for o in obs) == [
+        (0.1, 1, False),
+        (0.5, 2, False),
+        (0.8, 1, True),
+    ]
+    cal = Calibration(strength=4.0)
+    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx(0.8)  # no data yet: the raw q
+    for _ in range(10):
+        cal.observe(tree, verdict)
+    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * 0.8) / (10 + 4))
+    assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * 0.1) / (10 + 4))
+    assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(0.9)  # the unreached node taught nothing
+
+
+def test_expected_tokens_is_one_plus_the_path_acceptances():
+    tree, _ = _tree_and_verdict()
+    cal = Calibration({(SOURCE_MODEL, 1, q_bin(0.8), 0): 0.5})
+    acc = cal.path_acceptance(tree)
+    assert acc == pytest.approx([1.0, 0.5, 0.1, 0.5 * 0.5, 0.1 * 0.9])
+    assert cal.expected_tokens(tree) == pytest.approx(1 + 0.5 + 0.1 + 0.25 + 0.09)
+
+
+def test_prompt_lookup_starts_from_a_prior_by_match_length():
+    cal = Calibration()
+    assert cal(1.0, 1, SOURCE_RETRIEVAL, 3) > cal(1.0, 1, SOURCE_RETRIEVAL, 1)
+
+
+def test_fit_is_monotone_in_q_and_calibrates_a_miscalibrated_drafter():
+    # The drafter says q, the truth is q**2 (overconfident): the fit recovers the truth per bin.
+    g = torch.Generator().manual_seed(0)
+    qs = torch.rand(20000, generator=g).tolist()
+    accepted = (torch.rand(20000, generator=g) < torch.tensor(qs) ** 2).tolist()
+    obs = [Observation(q, 1, SOURCE_MODEL, 0, a) for q, a in zip(qs, accepted)]
+    table = fit(obs)
+    values = [table[(SOURCE_MODEL, 1, b, 0)] for b in range(len(Q_EDGES) - 1) if (SOURCE_MODEL, 1, b, 0) in table]
+    assert values == sorted(values)
+    raw = expected_calibration_error(reliability(obs))
+    cal = Calibration(table)
+    fitted = expected_calibration_error(reliability(obs, lambda o: cal(o.q, o.depth, o.source, o.match)))
+    assert raw > 0.1 and fitted < 0.02
+
+
+def test_reliability_and_ece_by_hand():
+    obs = [Observation(0.9, 1, SOURCE_MODEL, 0, a) for a in (True, True, False, False)]
+    (row,) = reliability(obs)
+    assert (row["confidence"], row["accepted"], row["count"]) == (pytest.approx(0.9), 0.5, 4)
+    assert expected_calibration_error([row]) == pytest.approx(0.4)
+
+
+def test_fitted_tables_round_trip(tmp_path):
+    table = {(SOURCE_MODEL, 1, 3, 0): 0.25, (SOURCE_RETRIEVAL, 2, 13, 3): 0.75}
+    save(table, tmp_path / "c.json", {"note": "x"})
+    assert load(tmp_path / "c.json") == table
+    assert load(tmp_path / "missing.json") is None
+
+
+# ---- the cost curve -----------------------------------------------------------------------------------------
+def test_curve_interpolates_extrapolates_and_prices():
+    c = curve(slope=0.1, call=0.05, overhead=0.2)
+    assert c.verify_ratio(1) == pytest.approx(0.8)
+    assert c.verify_ratio(3) == pytest.approx(0.8 + 0.2)
+    assert c.verify_ratio(256) == pytest.approx(0.8 + 0.1 * 255)  # past the last point: its slope
+    assert c.price(1, []) == pytest.approx(1.0)  # a plain step is the unit, its loop overhead included
+    assert c.price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.05 + 0.05)
+    assert CostCurve.from_dict(c.to_dict()) == c
+
+
+def test_curves_are_cached_by_what_they_depend_on(tmp_path):
+    key = CurveKey("t", "d", "float32", "cpu", 2, "k", "2.13")
+    c = replace(curve(0.1), key=vars(key).copy())
+    store_curve(c, key, tmp_path)
+    assert cached_curve(key, tmp_path) == c
+    assert cached_curve(replace(key, threads=1), tmp_path) is None
+
+
+# ---- the cost rule in the builders --------------------------------------------------------------------------
+def test_a_sure_drafter_on_cheap_verification_grows_to_the_cap():
+    rule = CostRule(Calibration(), curve(slope=0.01, call=0.01), sizing=True)
+    result = grown(TalonBuilder(budget=20, topk=1, mu=0.5), one_hot_fn(VOCAB, eps=1e-4), rule)
+    assert result.tree.num_drafts == 20 and result.stop == STOP_CAP and result.tree.max_depth == 20
+
+
+def test_an_unsure_drafter_on_dear_verification_makes_a_plain_step():
+    rule = CostRule(Calibration(), curve(slope=0.5, call=0.2), sizing=True)
+    result = grown(TalonBuilder(budget=20, topk=4, mu=0.1), uniform_fn(VOCAB), rule)
+    assert len(result.tree) == 1 and result.stop == STOP_COST and result.drafter_forwards == 1
+    assert result.expected == 1.0 and result.price == pytest.approx(1 + 0.2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_kept_node_raises_tokens_per_price_and_the_next_would_not(seed):
+    c = curve(slope=0.06, call=0.08)
+    rule = CostRule(Calibration(), c, sizing=True)
+    result = grown(TalonBuilder(budget=40, topk=6, mu=0.05), random_fn(VOCAB, seed), rule, record_gate=True)
+    tree, widths = result.tree, result.call_widths
+    acc = rule.calibration.path_acceptance(tree)
+    assert result.expected == pytest.approx(sum(acc))
+    assert result.price == pytest.approx(c.price(len(tree), widths))
+    if len(tree) > 1:  # dropping the last node added lowers E / price (with the calls it was grown with)
+        last = len(tree) - 1
+        assert sum(acc) / c.price(len(tree), widths) > (sum(acc) - acc[last]) / c.price(len(tree) - 1, widths)
+    cut = [(layer, i) for layer in result.gate for i, s in enumerate(layer.status) if s == CUT_BY_COST]
+    if result.stop == STOP_COST and cut:  # the first candidate the rule cut would not have paid
+        layer, i = cut[0]
+        parent = layer.parents[i]
+        q = math.exp(layer.path_logprobs[i] - tree.path_logprob[parent])
+        p = acc[parent] * rule.calibration(q, layer.depth, SOURCE_MODEL)
+        assert (sum(acc) + p) / c.price(len(tree) + 1, widths) <= sum(acc) / c.price(len(tree), widths) + 1e-12
+
+
+def test_cheaper_verification_buys_bigger_trees():
+    sizes = []
+    for slope in (0.4, 0.1, 0.02):
+        rule = CostRule(Calibration(), curve(slope=slope, call=0.05), sizing=True)
+        sizes.append(grown(TalonBuilder(budget=60, topk=6, mu=0.02), random_fn(VOCAB, 3), rule).tree.num_drafts)
+    assert sizes[0] <= sizes[1] <= sizes[2] and sizes[0] < sizes[2]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_eagle2_keeps_the_reranked_prefix_that_pays_best(seed, monkeypatch):
+    c = curve(slope=0.08, call=0.05)
+    rule = CostRule(Calibration(), c, sizing=True)
+    monkeypatch.setattr(rule, "layer_pays", lambda *a: True)  # every layer drafted, as in the fixed tree
+    result = grown(Eagle2Builder(budget=40, topk=4, depth=4), random_fn(VOCAB, seed), rule)
+    fixed = grown(Eagle2Builder(budget=40, topk=4, depth=4), random_fn(VOCAB, seed))
+    assert result.call_widths == fixed.call_widths and result.tree.num_drafts <= fixed.tree.num_drafts
+    ratio = result.expected / result.price
+    ranked = sorted(range(1, len(fixed.tree)), key=lambda i: (-fixed.tree.path_logprob[i], i))
+    for m in range(fixed.tree.num_drafts + 1):  # no other prefix of the re-ranked candidates pays better
+        other = fixed.tree.subset([0] + sorted(ranked[:m]))
+        e = rule.calibration.expected_tokens(other)
+        assert e / c.price(len(other), result.call_widths) <= ratio + 1e-9
+
+
+def test_without_sizing_the_rule_only_values_and_prices():
+    c = curve(slope=0.5, call=0.2)
+    plain = grown(TalonBuilder(budget=12, topk=4, mu=0.1), uniform_fn(VOCAB))
+    priced = grown(TalonBuilder(budget=12, topk=4, mu=0.1), uniform_fn(VOCAB), CostRule(Calibration(), c))
+    assert plain.tree.token == priced.tree.token and priced.tree.num_drafts == 12
+    assert plain.price is None and priced.price == pytest.approx(c.price(13, priced.call_widths))
+    with pytest.raises(ValueError, match="cost curve"):
+        CostRule(Calibration(), None, sizing=True)
+
+
+@pytest.mark.parametrize(
+    "builder, fn, stop",
+    [
+        (TalonBuilder(budget=8, topk=3, mu=0.1), random_fn(VOCAB, 0), STOP_CAP),
+        (
+            TalonBuilder(budget=30, topk=3, mu=0.1),
+            lambda ctx: random_fn(VOCAB)(ctx) if len(ctx) < 5 else NOTHING,
+            STOP_DRAFTER,
+        ),
+        (ChainBuilder(4), one_hot_fn(VOCAB), STOP_DEPTH),
+        (Eagle2Builder(budget=8, topk=3, depth=3), random_fn(VOCAB, 0), STOP_DEPTH),
+        (StaticBuilder(((0,), (1,), (0, 0))), random_fn(VOCAB, 0), STOP_DEPTH),
+        (RootOnlyBuilder(), random_fn(VOCAB, 0), STOP_PLAIN),
+    ],
+)
+def test_fixed_builders_say_why_they_stopped(builder, fn, stop):
+    assert grown(builder, fn).stop == stop
