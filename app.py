@@ -109,12 +109,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
         with gr.Row():
             budget = gr.Slider(
-                1,
+                0,
                 120,
                 value=DEFAULT_TREE.budget,
                 step=1,
-                label="Budget N (draft nodes, root not counted)",
-                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step.",
+                label="Budget N (draft nodes, root not counted; 0 = auto)",
+                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step. 0 (auto, TALON / "
+                "hybrid / EAGLE-2): each tree grows while it pays on this machine's measured cost curve, "
+                "up to 128 nodes; the first auto run measures the curve (a few seconds).",
             )
             topk = gr.Slider(
                 0,

@@ -9,8 +9,9 @@ from dataclasses import dataclass, fields, replace
 
 import gradio as gr
 
-from talon.config import ConfigError, DecodeConfig, TreeConfig
+from talon.config import AUTO_CAP, AUTO_METHODS, ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
+from talon.engine.cost_measure import curve_for_run
 from talon.engine.decode import complete, new_trace
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
@@ -54,10 +55,17 @@ class RunSettings:
         return replace(self, **changes)
 
     def configs(self) -> tuple[TreeConfig, DecodeConfig]:
-        """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field)."""
+        """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field).  Budget N 0 is the
+        slider's "auto" position: the cost rule sizes each tree, capped at ``AUTO_CAP`` nodes."""
+        budget = _number(self.budget, "Budget N", int)
+        auto = budget == 0 and self.method in AUTO_METHODS
+        if budget == 0 and self.method == "static":
+            raise ConfigError("A static tree has a fixed size: set Budget N to 1 or more (auto is for TALON, "
+                              "hybrid and EAGLE-2).")
         tree = TreeConfig(
             method=self.method,
-            budget=_number(self.budget, "Budget N", int),
+            budget=AUTO_CAP if budget == 0 else budget,
+            auto=auto,
             topk=_number(self.topk, "Root width K", int),
             mu=_number(self.mu, "mu"),
             depth=_number(self.depth, "Depth", int),
@@ -106,8 +114,10 @@ def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepa
         raise gr.Error(str(err), print_exception=False) from None
     target = load_target(settings.target_spec, progress)
     drafter = make_drafter(settings.method, settings.drafter_spec, target)
+    report = (lambda line: progress(0.0, desc=line)) if progress is not None else None
+    curve = curve_for_run(target, drafter, tree_cfg, report)
     try:
-        trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt)
+        trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt, cost_curve=curve)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     return Prepared(target, drafter, tree_cfg, decode_cfg, trace)

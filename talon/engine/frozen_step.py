@@ -26,13 +26,17 @@ import torch
 
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter
+from ..drafters.calibration import Calibration
 from ..drafters.factory import drafter_for
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
+from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace, StepRecord
 from .builders import make_builder
+from .cost_measure import cost_curve_for
 from .decode import fill_token_texts
 from .sampling import PositionNoise, gumbel
+from .sizing import CostRule
 from .verify import Verifier, sampling_accept
 
 LAB_METHODS = ("talon", "eagle2", "static", "chain")
@@ -84,6 +88,9 @@ class FrozenStep:
         temperature / seed: the run's; at temperature > 0 verification uses the run's noise.
         hybrid_weight: the hybrid drafter's retrieval weight at that step (the run's ``drafter_info``);
             None starts it afresh (0.5), as a decode started at the context would.
+        cost_curve: the run's cost curve (prices, and auto-sized trees); measured on first need if None.
+        history: the run's steps before this one, whose verdicts the calibration had learned from by
+            then (so the lab prices and sizes trees with the run's own calibration at that step).
     """
 
     def __init__(
@@ -95,6 +102,8 @@ class FrozenStep:
         temperature: float = 0.0,
         seed: int = 0,
         hybrid_weight: float | None = None,
+        cost_curve: CostCurve | None = None,
+        history: Sequence[StepRecord] = (),
     ) -> None:
         if len(context) < 2:
             raise ConfigError("The frozen context needs at least two tokens.")
@@ -104,6 +113,10 @@ class FrozenStep:
         self.noise = PositionNoise(seed, target.vocab_size, target.device)
         self._drafters: dict[str, Drafter] = {"tree": drafter_for("talon", drafter_spec, target, registry)}
         self._lock = threading.Lock()  # one tree at a time in the shared caches (a user's events may overlap)
+        self.curve = cost_curve
+        self.calibration = Calibration(self._drafters["tree"].calibration_prior)
+        for step in history:
+            self.calibration.observe(step.tree, step)
         with torch.inference_mode():
             self.verifier = Verifier(target, self._drafters["tree"].feature_layers)
             self.verifier.prefill(self.context)
@@ -123,7 +136,17 @@ class FrozenStep:
             float(trace.decode_config.get("temperature", 0.0)),
             int(trace.decode_config.get("seed", 0)),
             trace.steps[index].drafter_info.get("retrieval_weight"),
+            CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None,
+            trace.steps[:index],
         )
+
+    def rule(self, cfg: TreeConfig) -> CostRule:
+        """The cost rule a tree of ``cfg`` is valued, priced and (auto) sized by at this step; an auto tree
+        without a curve yet measures this device's first (with a drafter of its own; cached)."""
+        if cfg.auto and self.curve is None:
+            fresh = drafter_for(cfg.method, self.drafter_spec, self.target, self.registry)
+            self.curve = cost_curve_for(self.target, fresh)
+        return CostRule(self.calibration, self.curve, sizing=cfg.auto)
 
     @property
     def root(self) -> int:
@@ -153,7 +176,11 @@ class FrozenStep:
             drafter = self._drafter(cfg.method)
             t0 = time.perf_counter()
             built = builder.build(
-                drafter, self.context, self.verifier.features, record_gate=cfg.method in ("talon", "hybrid")
+                drafter,
+                self.context,
+                self.verifier.features,
+                record_gate=cfg.method in ("talon", "hybrid"),
+                rule=self.rule(cfg),
             )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
@@ -171,6 +198,9 @@ class FrozenStep:
             verify_seconds=t2 - t1,
             drafter_forwards=built.drafter_forwards,
             call_widths=built.call_widths,
+            stop=built.stop,
+            expected=built.expected,
+            price=built.price,
             gate=built.gate,
         )
         tokenizer = self.target.tokenizer
