@@ -50,7 +50,7 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
         "talon",
         "hybrid",
     }
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
     prompts, notes = suites.load_prompts(exp)
     assert len(prompts) == 7 and not notes
     assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa", "lists"}
@@ -89,6 +89,7 @@ def test_head_suite_measures_the_bar_at_n60():
         "mu": 0.03,
         "depth": 0,
         "gamma": 0,
+        "auto": False,
     }
     assert exp.methods == ("ar", "talon") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
@@ -401,7 +402,7 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
 
 def test_settings_resolve_device_defaults():
     exp = replace(suites.get_suite("paper").experiments[0], tree=suites.TreeParams(topk=3))
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
 
 
 COST_ROWS = [

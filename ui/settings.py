@@ -60,8 +60,9 @@ class RunSettings:
         budget = _number(self.budget, "Budget N", int)
         auto = budget == 0 and self.method in AUTO_METHODS
         if budget == 0 and self.method == "static":
-            raise ConfigError("A static tree has a fixed size: set Budget N to 1 or more (auto is for TALON, "
-                              "hybrid and EAGLE-2).")
+            raise ConfigError(
+                "A static tree has a fixed size: set Budget N to 1 or more (auto is for TALON, hybrid and EAGLE-2)."
+            )
         tree = TreeConfig(
             method=self.method,
             budget=AUTO_CAP if budget == 0 else budget,

@@ -45,14 +45,15 @@ def _method_problem(name: str) -> str:
 class TreeParams:
     """Tree settings of an experiment; ``None`` takes the device default
     (``talon.config.device_default_tree``: N=60 on a GPU, a small N on a CPU).  Fields as in
-    ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
-    (chain length)."""
+    ``TreeConfig``: budget N (draft nodes, root excluded; the cap when ``auto``), topk K, mu, depth
+    (draft layers), gamma (chain length), auto (size each tree by the cost rule)."""
 
     budget: int | None = None
     topk: int | None = None
     mu: float | None = None
     depth: int | None = None
     gamma: int | None = None
+    auto: bool | None = None
 
     def resolve(self, default: TreeConfig) -> dict:
         """``TreeConfig`` keyword arguments, ``None`` fields filled from ``default``."""
