@@ -15,7 +15,7 @@ from talon import metrics
 from talon.bench import prompts, suites
 from talon.bench import results as bench_results
 from talon.bench.cli import parse_args
-from talon.bench.cost import CostModel
+from talon.bench.cost import curve_from_rows, curve_rows
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
 from talon.config import ConfigError, TreeConfig
 from talon.engine.stopping import cut_at_eos
@@ -430,11 +430,17 @@ def test_cost_results_round_trip_and_draw(tmp_path):
     assert bench_results.read_cost(tmp_path / "none").empty
 
 
-def test_cost_model_interpolates_and_prices_a_step():
+def test_cost_rows_give_back_the_curve_they_were_written_from():
     rows = [{**r, "ratio": r["seconds"] / 0.03} for r in COST_ROWS]
-    model = CostModel.from_rows(rows)
-    assert model.verify(1) == pytest.approx(1 + 1 / 40)
-    assert model.verify(24) == pytest.approx((model.verify(16) + model.verify(32)) / 2)
-    assert model.verify(256) > model.verify(128)  # extrapolated past the largest
-    assert model.step(17, [4, 6, 6]) == pytest.approx(model.verify(17) + sum(model.draft([w]) for w in (4, 6, 6)))
-    assert model.ar_seconds == 0.03
+    curve = curve_from_rows(rows)
+    assert curve.plain == 0.03 and curve.verify_ratio(1) == pytest.approx(1 + 1 / 40)
+    assert curve.verify_ratio(24) == pytest.approx((curve.verify_ratio(16) + curve.verify_ratio(32)) / 2)
+    assert curve.verify_ratio(256) > curve.verify_ratio(128)  # extrapolated past the largest
+    assert curve.price(17, [4, 6]) == pytest.approx(
+        1 + curve.verify_ratio(17) - curve.verify_ratio(1) + curve.call_ratio(4) + curve.call_ratio(6)
+    )
+    again = curve_rows(curve, reps=3)
+    assert [(r["component"], r["size"]) for r in again] == [("ar", 1)] + [("target", n) for n, _ in curve.verify] + [
+        ("head", w) for w, _ in curve.call
+    ]
+    assert curve_from_rows(again).verify == curve.verify

@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 
 from talon.bench import results
-from talon.bench.cost import CostModel
+from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
@@ -22,6 +22,7 @@ from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
 from talon.models.loaded import LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
+from talon.runtime.cost_curve import CostCurve
 from talon.runtime.graphs import graphs_setting
 
 from .compute import spaces
@@ -156,12 +157,12 @@ def preload_default_model() -> threading.Thread:
 
 # ---- the cost model of this device ------------------------------------------------------------------
 @lru_cache(maxsize=1)
-def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostModel | None:
-    """The cost model from the newest ``cost`` results measured on this kind of device (None if none)."""
+def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
+    """The cost curve of the newest ``cost`` results measured on this kind of device (None if none)."""
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
         if meta.get("suite") == "cost" and str(meta.get("device", "")).startswith(DEVICE_KIND):
             rows = results.read_cost(directory).to_dict("records")
             if rows:
-                return CostModel.from_rows(rows)
+                return curve_from_rows(rows)
     return None

@@ -103,8 +103,12 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
 
 
 def _cost(step: StepRecord) -> float | None:
+    """The step's price in plain steps: by the run's own cost curve when it had one, else by the newest
+    cost suite measured on this kind of device (None without either)."""
+    if step.price is not None:
+        return step.price
     model = cost_model()
-    return None if model is None else model.step(len(step.tree), step.call_widths)
+    return None if model is None else model.price(len(step.tree), step.call_widths)
 
 
 @model_work()
