@@ -49,6 +49,9 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
         "eagle2",
         "talon",
         "hybrid",
+        "eagle2+auto",
+        "talon+auto",
+        "hybrid+auto",
     }
     assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
     prompts, notes = suites.load_prompts(exp)
@@ -91,8 +94,20 @@ def test_head_suite_measures_the_bar_at_n60():
         "gamma": 0,
         "auto": False,
     }
-    assert exp.methods == ("ar", "talon") and exp.temperatures == (0.0,)
+    assert exp.methods == ("ar", "talon", "talon+auto") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
+
+
+def test_auto_variants_size_by_cost_with_the_cap():
+    from talon.bench.runner import tree_for
+    from talon.config import AUTO_CAP
+
+    assert suites.split_method("talon@ngram+auto") == ("talon", "ngram") and suites.is_auto("hybrid+auto")
+    base = {"budget": 24, "topk": 6, "mu": 0.1, "depth": 5, "gamma": 4, "auto": False}
+    assert tree_for("talon+auto", base) == {**base, "auto": True, "budget": AUTO_CAP}
+    assert tree_for("talon", base) == base and tree_for("chain", {**base, "auto": True})["auto"] is False
+    with pytest.raises(ConfigError, match="auto-sized"):
+        suites.Experiment("x", "methods", suites.ONE_PER_CATEGORY, ("ar", "chain+auto"))
 
 
 def test_method_variants_name_a_drafter():

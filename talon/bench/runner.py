@@ -17,7 +17,16 @@ import torch
 import transformers
 
 from .. import metrics
-from ..config import AUTO_METHODS, METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
+from ..config import (
+    AUTO_CAP,
+    AUTO_METHODS,
+    METHODS,
+    ConfigError,
+    DecodeConfig,
+    ModelSpec,
+    TreeConfig,
+    device_default_tree,
+)
 from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
@@ -29,7 +38,7 @@ from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace
 from . import results
 from .peers import assistant_for, default_assistant_spec, run_peer
-from .suites import PEER_METHODS, Experiment, Suite, load_prompts, split_method
+from .suites import PEER_METHODS, Experiment, Suite, is_auto, load_prompts, split_method
 
 WARMUP_TOKENS = 8
 TREE_FIELDS = ("budget", "topk", "mu", "depth", "gamma", "auto")
@@ -39,8 +48,16 @@ T = TypeVar("T")
 
 
 def tree_for(method: str, tree_kwargs: dict) -> dict:
-    """``tree_kwargs`` for ``method``: auto sizing only where the method can be sized (``AUTO_METHODS``)."""
-    return {**tree_kwargs, "auto": bool(tree_kwargs.get("auto")) and split_method(method)[0] in AUTO_METHODS}
+    """``tree_kwargs`` for ``method``: auto sizing only where the method can be sized (``AUTO_METHODS``);
+    a ``METHOD+auto`` name sizes by cost with the cap ``AUTO_CAP``."""
+    sizable = split_method(method)[0] in AUTO_METHODS
+    if is_auto(method) and sizable:
+        return {
+            **tree_kwargs,
+            "auto": True,
+            "budget": AUTO_CAP if not tree_kwargs.get("auto") else tree_kwargs["budget"],
+        }
+    return {**tree_kwargs, "auto": bool(tree_kwargs.get("auto")) and sizable}
 
 
 def with_rates(row: dict) -> dict:
@@ -165,9 +182,10 @@ class MethodRunner:
 
     def curve(self, method: str, tree_cfg: TreeConfig) -> CostCurve | None:
         """The cost curve of ``method``'s drafter (measured once when an auto-sized tree needs it)."""
-        key = split_method(method)[1] or self.drafter_spec
+        drafter = self.drafter(method)
+        key = drafter.name
         if key not in self._curves or (tree_cfg.auto and self._curves[key] is None):
-            self._curves[key] = curve_for_run(self.target, self.drafter(method), tree_cfg)
+            self._curves[key] = curve_for_run(self.target, drafter, tree_cfg)
         return self._curves[key]
 
     def drafter(self, name: str):
