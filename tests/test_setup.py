@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
     "name, value, words",
     [
         ("TALON_DTYPE", "fp8", "choose one of float32"),
-        ("TALON_CPU_LINEAR", "mkl", "choose one of onednn, plain"),
+        ("TALON_CPU_LINEAR", "mkl", "choose one of auto, onednn, plain"),
         ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
     ],
 )
