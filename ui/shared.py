@@ -5,6 +5,7 @@ field to fix.  Nothing here holds per-run state: that lives in each user's ``ui.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +23,7 @@ from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
 from talon.models.loaded import LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
+from talon.runtime.cost_curve import CostCurve
 from talon.runtime.graphs import graphs_setting
 
 from .compute import spaces
@@ -165,3 +167,77 @@ def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostModel | None:
             if rows:
                 return CostModel.from_rows(rows)
     return None
+
+
+def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
+    """A ``CostCurve`` from a cost suite's rows (``talon.bench.cost``): one autoregressive step (a one-row
+    target forward there) is the unit, the target rows are the verify points, the head rows the drafter
+    calls, so ``price(nodes, call_widths)`` reads the suite's measurements the way the cost rule reads a
+    curve measured here."""
+    pick = lambda c: tuple(sorted((int(r["size"]), float(r["seconds"])) for r in rows if r["component"] == c))  # noqa: E731
+    ar = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
+    return CostCurve(
+        plain=ar,
+        verify=pick("target"),
+        call=pick("head"),
+        key={"device": meta.get("device", "?"), "dtype": meta.get("dtype", "?")},
+        measured=str(meta.get("date", "")),
+        note=f"cost suite: {meta.get('command', '?')}",
+    )
+
+
+@lru_cache(maxsize=1)
+def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple[str, CostCurve]]:
+    """Every cost suite result under ``docs/bench`` as a curve: directory name -> (a label naming the device
+    and the directory, the curve), newest first."""
+    out = {}
+    for directory in results.result_dirs(root):
+        meta, _, _ = results.read_results(directory)
+        if meta.get("suite") != "cost":
+            continue
+        rows = results.read_cost(directory).to_dict("records")
+        if not rows or not any(r.get("component") == "ar" for r in rows):
+            continue
+        name = Path(directory).name
+        label = f"{meta.get('device', '?')}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
+        out[name] = (label, curve_from_cost_rows(rows, meta))
+    return out
+
+
+# ---- is the machine busy? ----------------------------------------------------------------------------------
+BUSY_STEP_RATIO = 1.3
+"""A plain decoding step this much slower than when the machine's cost curve was measured means other work
+is sharing the machine."""
+
+
+def plain_step_seconds(traces) -> float | None:
+    """The median step time of plain decoding runs (their first step left out: it warms up), or None."""
+    times = sorted(s.step_seconds for t in traces for s in t.steps[1:])
+    return times[len(times) // 2] if times else None
+
+
+def busy_note(plain_runs, reference=None) -> str:
+    """A sentence when the machine looks busy, else ``""``: the load average above the cores (other
+    processes want the CPU; this app's own work counts about one core per job), or plain decoding steps
+    (``plain_runs``, traces of ``ar``) far slower than the cost curve measured here (``reference``: traces
+    whose ``cost_curve`` to compare with; the plain runs' own by default)."""
+    notes = []
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if load is not None and load > cores + 1:
+        notes.append(f"the load average is {load:.1f} on {cores} cores")
+    step = plain_step_seconds(plain_runs)
+    curve = next((t.cost_curve for t in [*(reference or []), *plain_runs] if t.cost_curve), None)
+    if step and curve and curve.get("plain"):
+        ratio = step / curve["plain"]
+        if ratio > BUSY_STEP_RATIO:
+            notes.append(
+                f"a plain decoding step took {step * 1e3:.0f} ms, {ratio:.1f}× the {curve['plain'] * 1e3:.0f} ms "
+                "measured when this machine's cost curve was made"
+            )
+    if not notes:
+        return ""
+    return (
+        "**The machine is busy** (" + "; ".join(notes) + "): other work is sharing the CPU, so these times are "
+        "slower and noisier than usual. Repeat later for numbers to quote."
+    )
