@@ -222,7 +222,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "draw the same sample.",
             )
             max_new = gr.Slider(
-                1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)"
+                1,
+                MAX_NEW_TOKENS,
+                value=64,
+                step=1,
+                label="Max new tokens (generated, prompt not counted)",
+                elem_id="max-new",
             )
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
         execution = gr.Radio(
@@ -282,7 +287,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
                 pause_btn = gr.Button("⏸ Pause", scale=0)
-                gate_btn = gr.Button("Why this shape? Show TALON's gate", scale=0, elem_id="show-gate")
+                gate_btn = gr.Button("Why this shape? (gate)", scale=0, size="sm", elem_id="show-gate")
             gate_note = gr.Markdown(elem_id="gate-note")
             explore_gate = gr.Plot(label="TALON's gate at this step", elem_id="explore-gate", visible=False)
             text_html = gr.HTML(
@@ -317,6 +322,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     elem_id="predict-mode",
                 )
                 prompts_btn = gr.Button("Run both prompts", variant="primary", scale=1, elem_id="prompts-run")
+            prompts_caption = gr.Markdown(prompts.NO_PROMPTS, elem_id="prompts-caption")
             with gr.Group(visible=False) as question:
                 guess = gr.Radio(
                     prompts.GUESS_CHOICES, label="Which prompt will grow deeper trees?", elem_id="prompts-guess"
@@ -324,7 +330,6 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 reveal_btn = gr.Button("Reveal", variant="primary", elem_id="prompts-reveal")
             reveal_md = gr.Markdown(elem_id="prompts-verdict")
             with gr.Column(visible=True) as prompt_results:
-                prompts_caption = gr.Markdown(prompts.NO_PROMPTS, elem_id="prompts-caption")
                 prompts_df = gr.Dataframe(interactive=False, label="Each prompt's trees", elem_id="prompts-table")
                 with gr.Row():
                     with gr.Column(min_width=300):
@@ -415,6 +420,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     scale=3,
                 )
                 price_btn = gr.Button("Draw the price against N", elem_id="price-draw", scale=1)
+                remeasure_btn = gr.Button("Measure this machine again", elem_id="price-remeasure", scale=1)
             price_note = gr.Markdown(elem_id="price-note")
             price_plot = gr.Plot(label="Price of a tree", elem_id="price-plot")
             with gr.Row():
@@ -631,6 +637,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     for control in (lab_method, lab_color):
         control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
     price_btn.click(tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note])
+    remeasure_btn.click(tree_lab.remeasure, [session, lab_method], price_note)
     sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
     reroll_btn.click(tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
 

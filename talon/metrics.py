@@ -118,8 +118,9 @@ def shape_stats(steps: Sequence[StepRecord]) -> dict:
 
 def representative_step(steps: Sequence[StepRecord]) -> int:
     """The index (from 0) of a step that shows the run typically: its tree has the run's median depth
-    (the lower median), and among those the last step is avoided (it is often cut short by the end of
-    the run) and the one with the most draft nodes is taken (the earliest on a tie).  0 for no steps."""
+    (the lower median); among those the last step is avoided (it is often cut short by the end of the
+    run), then the one with the most draft nodes, then the one whose accepted drafts are closest to the
+    median of those candidates, then the earliest.  0 for no steps."""
     if not steps:
         return 0
     depths = sorted(s.tree.max_depth for s in steps)
@@ -127,7 +128,9 @@ def representative_step(steps: Sequence[StepRecord]) -> int:
     candidates = [s for s in steps if s.tree.max_depth == median]
     if len(candidates) > 1:
         candidates = [s for s in candidates if s.index != steps[-1].index]
-    return max(candidates, key=lambda s: (s.tree.num_drafts, -s.index)).index
+    accepted = sorted(s.accepted_tokens for s in candidates)[(len(candidates) - 1) // 2]
+    best = max(candidates, key=lambda s: (s.tree.num_drafts, -abs(s.accepted_tokens - accepted), -s.index))
+    return best.index
 
 
 CONFIDENCE_EDGES = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)

@@ -38,8 +38,10 @@ def first_position(trace: RunTrace, index: int) -> int:
 
 
 def compare_view(session: Session, position, color_mode):
-    """Both trees at output token ``position``, on the same axes, the runs' table, and the step numbers
-    (from 1) of A and B on show, for the "go to step" boxes."""
+    """Both trees at output token ``position``, on one depth and width scale for every step of both runs
+    (so moving along the output never rescales them), the runs' table, the step numbers (from 1) of A and
+    B on show for the "go to step" boxes, the verdict of the repetitions and both runs' acceptance per
+    depth."""
     traces = session.compare
     a, b = traces.get("A"), traces.get("B")
     runs = [t for t in (a, b) if t is not None and t.steps]
@@ -47,8 +49,7 @@ def compare_view(session: Session, position, color_mode):
         return gr.update(), None, None, None, NO_COMPARE, None, gr.update(), gr.update(), "", None
     length = min(len(t.output_ids) for t in runs) or 1
     position = max(1, min(int(position or length), length))
-    steps = [t.steps[step_at(t, position)] for t in runs]
-    depth, width = shared_extent(steps)
+    depth, width = shared_extent([s for t in runs for s in t.steps])  # one scale for every step of both runs
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     figs, numbers = [], []
     for label, trace in (("A", a), ("B", b)):

