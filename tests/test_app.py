@@ -256,7 +256,7 @@ def test_compare_aligns_the_two_runs_by_output_position_and_repeats_them(client)
     assert column["repetitions"] == [2, 2, 2] and all("–" in s for s in column["spread (low–high)"])
     verdict = out["verdict"]
     assert "× plain decoding in this app (spread" in verdict and "over 2 repetitions" in verdict
-    assert "Settings: static tree · N=16" in verdict or "Settings: TALON · N=16" in verdict
+    assert "N=16 · K=6 · μ=0.03 · depth 5 · γ=4 · greedy · max 16 new tokens" in verdict
     assert any(w in verdict for w in ("was faster in all 2 repetitions", "No clear winner", "same speed"))
     fig_a, fig_b = _figure(out["a"]), _figure(out["b"])
     assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
@@ -421,14 +421,14 @@ def test_two_prompts_run_with_the_same_settings_on_one_scale(client):
     assert heat_a["data"][0]["zmax"] == heat_b["data"][0]["zmax"]
     assert out["slider_a"]["value"] == representative_step(a.steps) + 1
     assert "Same settings for both: TALON · N=12" in out["caption"]
-    other = client.predict("B", 1, "verdict", api_name="/prompt_b_step")
+    other = client.predict(1, "verdict", api_name="/prompt_b_step")
     assert _figure(other)["layout"]["xaxis"]["range"] == fig_a["layout"]["xaxis"]["range"]
 
 
 def test_class_mode_hides_the_trees_until_the_guess(client):
     out = _prompts(client, predict=True, max_new=8)
     assert "Both prompts are decoded" in out["caption"] and "press **Reveal**" in out["caption"]
-    assert out["table"] is None and out["plot_a"] is None and out["plot_b"] is None  # nothing to peek at
+    assert not out["table"]["data"] and out["plot_a"] is None and out["plot_b"] is None  # nothing to peek at
     with pytest.raises(Exception, match="Pick an answer first"):
         client.predict(None, "verdict", api_name="/reveal")
     revealed = dict(zip((*PROMPTS_OUT, "verdict"), client.predict("A", "verdict", api_name="/reveal")))

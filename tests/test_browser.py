@@ -29,7 +29,8 @@ TABS = (
 PAIR_SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "compare_prompts_test.png"
 AXES_JS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
-  return gd && gd.layout ? [gd.layout.xaxis.range, gd.layout.yaxis.range, gd.layout.height] : null;
+  const full = gd && gd._fullLayout;
+  return full ? [full.xaxis.range, full.yaxis.range, full.height] : null;
 }"""
 COUNT_NODES_JS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
@@ -70,6 +71,7 @@ def _nodes(page, elem_id: str) -> int:
 def _drag_slider(page, elem_id: str, fraction: float) -> None:
     """Drag the range thumb of slider ``elem_id`` to ``fraction`` of its track, as a mouse would."""
     track = page.locator(f"#{elem_id} input[type=range]")
+    track.scroll_into_view_if_needed()
     box = track.bounding_box()
     value = float(track.input_value())
     low, high = float(track.get_attribute("min")), float(track.get_attribute("max"))
@@ -147,6 +149,7 @@ def test_a_gpu_preset_on_this_machine_says_why_it_cannot_run(browser, app_url, t
     page = browser.new_page(viewport={"width": 1024, "height": 900})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#more-settings").click()  # the preset picker folds away with the other settings
     page.locator("#preset input").click()
     page.get_by_role("option", name="Qwen3-1.7B + AngelSlim EAGLE-3 head").click()
     note = page.locator("#preset-note")

@@ -140,6 +140,18 @@ def repeat_seconds(session: Session) -> dict[str, list[float]]:
     return {k: [t.seconds for t in v] for k, v in session.compare.get("repeats", {}).items()}
 
 
+def panel_line(trace: RunTrace) -> str:
+    """The settings a comparison ran with, whatever the method: N, K, μ, depth, γ, temperature, tokens, device."""
+    cfg, dec = trace.tree_config, trace.decode_config
+    temperature = dec.get("temperature") or 0
+    return (
+        f"N={cfg.get('budget')} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
+        f"γ={cfg.get('gamma')} · "
+        + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
+        + f" · max {dec.get('max_new_tokens')} new tokens · {trace.device}"
+    )
+
+
 def verdict_markdown(session: Session) -> str:
     """What the repetitions say: the speedups over plain decoding (median and spread, at which settings),
     whether A or B is faster in every repetition or the spread is too wide to call, and whether the
@@ -177,7 +189,6 @@ def verdict_markdown(session: Session) -> str:
             "**No clear winner**: the repetitions disagree (B's time ÷ A's: "
             f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
         )
-    first = session.compare["B"]
-    lines.append(f"Settings: {summary.settings_line(first)}.")
+    lines.append(f"Settings, both methods (each uses those that apply to it): {panel_line(session.compare['B'])}.")
     busy = busy_note(runs.get("ar", []), [*runs.get("A", []), *runs.get("B", [])])
     return "  \n".join(lines) + (f"\n\n{busy}" if busy else "")

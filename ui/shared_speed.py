@@ -120,24 +120,52 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def launch(port: int, app_dir: str, wait_policy: str | None) -> None:
+    """Start ``app_dir``'s app with ``OMP_WAIT_POLICY`` set (or left as the environment has it)."""
+    saved = os.environ.get("OMP_WAIT_POLICY")
+    if wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = wait_policy
+    try:
+        return _launch(port, Path(app_dir))
+    finally:
+        if wait_policy:
+            if saved is None:
+                os.environ.pop("OMP_WAIT_POLICY", None)
+            else:
+                os.environ["OMP_WAIT_POLICY"] = saved
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, nargs="+", default=[2, 3], help="users at once, per measurement")
     parser.add_argument("--runs", type=int, default=2, help="Explore runs per decoding user")
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--port", type=int, default=7871)
-    parser.add_argument("--app-dir", default=str(ROOT), help="the checkout whose app.py is measured")
+    parser.add_argument(
+        "--app-dir", nargs="+", default=[str(ROOT)], help="checkouts whose app.py is measured, interleaved"
+    )
+    parser.add_argument(
+        "--wait-policy",
+        nargs="+",
+        default=[""],
+        help="OMP_WAIT_POLICY values to launch each app with ('' leaves it unset), interleaved",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times the whole set of apps is measured")
     args = parser.parse_args(argv)
-    proc = _launch(args.port, Path(args.app_dir))
-    try:
-        _client(args.port)
-        url = f"http://127.0.0.1:{args.port}/"
-        print(f"app: {args.app_dir}; {os.cpu_count()} CPUs", flush=True)
-        for users in args.users:
-            print(report(measure(url, users, args.runs, args.max_new)), flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    print(f"{os.cpu_count()} CPUs", flush=True)
+    for round_ in range(args.rounds):
+        for app_dir in args.app_dir:
+            for policy in args.wait_policy:
+                proc = launch(args.port, app_dir, policy or None)
+                try:
+                    _client(args.port)
+                    url = f"http://127.0.0.1:{args.port}/"
+                    print(f"round {round_ + 1}: app {app_dir}, OMP_WAIT_POLICY={policy or 'unset'}", flush=True)
+                    for users in args.users:
+                        print(report(measure(url, users, args.runs, args.max_new)), flush=True)
+                finally:
+                    proc.terminate()
+                    proc.wait(30)
 
 
 if __name__ == "__main__":

@@ -341,7 +341,7 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     """A plain verdict on whether overlapping drafting with verification helps on this machine, from the
     repetitions (interleaved sync / async pairs) and the guesses' hit rate; it never contradicts itself: a
     measured difference larger than the most overlap could explain (every right guess hiding its whole
-    drafting) is called noise, and one the repetitions disagree on is called a tie."""
+    drafting) is put down to the machine, not to async, and one the repetitions disagree on is a tie."""
     repeats = repeats or {label: [t] for label, t in traces.items() if t is not None}
     sync_runs, async_runs = repeats.get("sync") or [], repeats.get("async") or []
     if not sync_runs or not async_runs or not async_runs[0].steps:
@@ -370,8 +370,9 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     call = metrics.paired_verdict([1 / r for r in ratios if r > 0])  # A = sync, B = async
     if measured_saving > possible + NOISE:
         lines.append(
-            "**The measured difference is machine noise, not async:** it is larger than the most that hiding "
-            "the right guesses' drafting could save."
+            "**The measured difference is not async's doing:** it is larger than the most that hiding the right "
+            "guesses' drafting could save, so it comes from the machine (other load, how its threads are "
+            "scheduled), not from overlap."
         )
     elif n > 1 and call == "B":
         lines.append(f"**Async was faster in all {n} repetitions.**")
