@@ -26,7 +26,6 @@ TABS = (
     "Export / load",
     "How to read this",
 )
-PAIR_SCREENSHOT = Path(__file__).parent.parent / "docs" / "screenshots" / "compare_prompts_test.png"
 AXES_JS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
   const full = gd && gd._fullLayout;
@@ -213,6 +212,5 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
         or "about the same" in page.locator("#prompts-caption").inner_text()
     )
     page.locator("#prompt-a-plot").scroll_into_view_if_needed()
-    shot = PAIR_SCREENSHOT if os.environ.get(REFRESH_ENV) == "1" else tmp_path / "compare-prompts.png"
-    page.screenshot(path=str(shot))
+    page.screenshot(path=str(tmp_path / "compare-prompts.png"))
     page.close()

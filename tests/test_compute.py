@@ -6,8 +6,12 @@ decode, and the same trace as a decode run straight through."""
 from __future__ import annotations
 
 import contextvars
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +162,15 @@ def test_two_decodes_take_turns_step_by_step(target):
     first_part = order[: 2 * both - 2]
     # neither run finishes all its steps before the other starts: they alternate while both run
     assert 1 in first_part[: len(first_part) // 2 + 2] and 2 in first_part[: len(first_part) // 2 + 2]
+
+
+def test_importing_ui_asks_openmp_for_passive_waits_unless_told_otherwise():
+    """Set before torch loads (libgomp reads it then), and never over a value the user chose."""
+    code = "import os, ui; print(os.environ['OMP_WAIT_POLICY'], 'torch' in __import__('sys').modules)"
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PASSIVE", "False"]
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ACTIVE", "False"]

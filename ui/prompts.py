@@ -16,7 +16,7 @@ import pandas as pd
 from talon import metrics
 from talon.trace import RunTrace
 from viz import charts, summary
-from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure, visible_text
+from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session
@@ -98,7 +98,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
         return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
     numbers = [metrics.representative_step(runs[k].steps) + 1 for k in LABELS]
     figs = [prompt_tree(session, k, n, color_mode) for k, n in zip(LABELS, numbers)]
-    depth, width = scale(runs)
+    depth, _ = scale(session)
     heats = [
         charts.tree_shape_heatmap(
             runs[k], max_depth=depth, max_width=widest(runs), title=f"Prompt {k}: nodes per layer, every step"
@@ -122,9 +122,13 @@ def prompts_view(session: Session, color_mode) -> tuple:
     )
 
 
-def scale(runs: dict[str, RunTrace]) -> tuple[int, float]:
-    """The one depth and width scale of both prompts' trees: the deepest and widest over every step of both."""
-    return shared_extent([s for t in runs.values() for s in t.steps])
+def scale(session: Session) -> tuple[int, float]:
+    """The one depth and width scale of both prompts' trees: the deepest and widest over every step of both
+    (worked out once per pair of runs and kept in the session: every slider move reuses it)."""
+    if "scale" not in session.prompts:
+        runs = _runs(session)
+        session.prompts["scale"] = shared_extent([s for t in runs.values() for s in t.steps])
+    return session.prompts["scale"]
 
 
 def widest(runs: dict[str, RunTrace]) -> int:
@@ -140,7 +144,7 @@ def prompt_tree(session: Session, which: str, number, color_mode):
         return None
     number = max(1, min(int(number or 1), len(trace.steps)))
     step = trace.steps[number - 1]
-    depth, width = scale(runs)
+    depth, width = scale(session)
     typical = " (typical)" if step.index == metrics.representative_step(trace.steps) else ""
     title = (
         f"{which}: step {number} of {len(trace.steps)}{typical} · depth {step.tree.max_depth}, "
@@ -167,19 +171,25 @@ def prompts_table(runs: dict[str, RunTrace]):
         st = metrics.shape_stats(trace.steps)
         rows.append(
             {
-                "prompt": f"{label}: {visible_text(trace.prompt, 28)}",
+                "prompt": f"{label}: {short(trace.prompt)}",
                 "category": category_of(trace.prompt) or "typed",
                 "mean depth": round(st["mean_depth"], 2),
                 "depth range": f"{min(st['depths'], default=0)}–{max(st['depths'], default=0)}",
-                "widest layer (mean · largest)": f"{st['mean_widest']:.1f} · {st['max_widest']}",
+                "widest layer (mean · max)": f"{st['mean_widest']:.1f} · {st['max_widest']}",
                 "draft nodes / step": round(st["mean_nodes"], 1),
                 "plain steps": f"{st['plain_share']:.0%}",
-                "🔗 chains": len(metrics.collapsed_steps(trace)),
+                "chains": len(metrics.collapsed_steps(trace)),
                 "MAT": round(metrics.mat(trace.steps), 2),
                 "steps": st["steps"],
             }
         )
     return pd.DataFrame(rows)
+
+
+def short(text: str, chars: int = 24) -> str:
+    """The first ``chars`` characters of ``text`` on one line (an ellipsis when cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
 
 
 def deeper(runs: dict[str, RunTrace]) -> str:

@@ -31,6 +31,8 @@ from .speed import _client, _launch
 DEFAULTS = ("embedded", "head", "talon", 24, 6, 0.1, 5, 4, 0.0)
 """Target, drafter, method, N, K, μ, depth, γ, temperature: the app's CPU defaults."""
 MU_VALUES = (0.05, 0.1, 0.2, 0.3)
+APP_DEFAULT = "app-default"
+"""``--wait-policy`` value that leaves ``OMP_WAIT_POLICY`` to each app."""
 LAB_PAUSE = 0.5
 """Seconds between two lab changes (a person reads the tree before moving the slider again)."""
 
@@ -120,19 +122,15 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def launch(port: int, app_dir: str, wait_policy: str | None) -> None:
-    """Start ``app_dir``'s app with ``OMP_WAIT_POLICY`` set (or left as the environment has it)."""
-    saved = os.environ.get("OMP_WAIT_POLICY")
-    if wait_policy:
-        os.environ["OMP_WAIT_POLICY"] = wait_policy
-    try:
-        return _launch(port, Path(app_dir))
-    finally:
-        if wait_policy:
-            if saved is None:
-                os.environ.pop("OMP_WAIT_POLICY", None)
-            else:
-                os.environ["OMP_WAIT_POLICY"] = saved
+def launch(port: int, app_dir: str, wait_policy: str):
+    """Start ``app_dir``'s app with ``OMP_WAIT_POLICY=wait_policy``, or, for ``"app-default"``, without the
+    variable (so each app does what it does by default: this one sets PASSIVE when ``ui`` is imported, as
+    this process did, so the variable is taken out of the child's environment)."""
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if wait_policy != APP_DEFAULT:
+        env["OMP_WAIT_POLICY"] = wait_policy
+    return _launch(port, Path(app_dir), env)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,8 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--wait-policy",
         nargs="+",
-        default=[""],
-        help="OMP_WAIT_POLICY values to launch each app with ('' leaves it unset), interleaved",
+        default=[APP_DEFAULT],
+        help=f"OMP_WAIT_POLICY values to launch each app with ({APP_DEFAULT}: whatever the app sets), interleaved",
     )
     parser.add_argument("--rounds", type=int, default=1, help="times the whole set of apps is measured")
     args = parser.parse_args(argv)
@@ -156,11 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     for round_ in range(args.rounds):
         for app_dir in args.app_dir:
             for policy in args.wait_policy:
-                proc = launch(args.port, app_dir, policy or None)
+                proc = launch(args.port, app_dir, policy)
                 try:
                     _client(args.port)
                     url = f"http://127.0.0.1:{args.port}/"
-                    print(f"round {round_ + 1}: app {app_dir}, OMP_WAIT_POLICY={policy or 'unset'}", flush=True)
+                    print(f"round {round_ + 1}: app {app_dir}, OMP_WAIT_POLICY={policy}", flush=True)
                     for users in args.users:
                         print(report(measure(url, users, args.runs, args.max_new)), flush=True)
                 finally:
