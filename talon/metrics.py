@@ -251,6 +251,30 @@ def mean_tree_nodes(steps: Sequence[StepRecord]) -> float:
     return sum(s.tree.num_drafts for s in steps) / len(steps) if steps else 0.0
 
 
+def mean_expected(steps: Sequence[StepRecord]) -> float | None:
+    """Mean over steps of the expected committed tokens (bonus included) by calibrated confidence
+    (None when the steps have none: old traces)."""
+    values = [s.expected for s in steps if s.expected is not None]
+    return sum(values) / len(values) if values and len(values) == len(steps) else None
+
+
+def mean_realised(steps: Sequence[StepRecord]) -> float | None:
+    """Mean over steps of the drafts accepted + 1 (the bonus): what ``mean_expected`` predicts (tokens
+    cut at the end of the output still count here)."""
+    return sum(s.accepted_tokens + 1 for s in steps) / len(steps) if steps else None
+
+
+def mean_price(steps: Sequence[StepRecord]) -> float | None:
+    """Mean step price in plain decoding steps (None when the run had no cost curve)."""
+    values = [s.price for s in steps if s.price is not None]
+    return sum(values) / len(values) if values and len(values) == len(steps) else None
+
+
+def plain_share(steps: Sequence[StepRecord]) -> float | None:
+    """Share of steps whose tree was the root alone (a plain decoding step)."""
+    return sum(len(s.tree) == 1 for s in steps) / len(steps) if steps else None
+
+
 def mean_layer_widths(steps: Sequence[StepRecord]) -> list[float]:
     """``widths[d - 1]`` for depth d >= 1: draft nodes at depth d per step, averaged over *all* steps
     (a tree that stops above d counts 0), so ``sum(widths) == mean_tree_nodes(steps)``."""
@@ -272,14 +296,17 @@ def pooled(rows: Sequence[dict]) -> dict:
     """Headline numbers pooled over several runs (dicts with ``new_tokens``, ``target_forwards``,
     ``draft_forwards``, ``seconds``, ``draft_seconds`` and optionally ``step_seconds``,
     ``mean_depth``, ``mean_tree_nodes``, ``mean_layer_widths``): ratios of sums, so a long run weighs
-    more than a short one, and per-step means weighted by each run's target forwards."""
+    more than a short one, and per-step means weighted by each run's target forwards (over the runs
+    that have them: a transformers peer has no trees, so its ``mean_depth`` is None and left out)."""
     forwards = sum(r["target_forwards"] for r in rows)
     tokens = sum(r["new_tokens"] for r in rows)
     seconds = sum(r["seconds"] for r in rows)
     step_total = sum(r.get("step_seconds", r["seconds"]) for r in rows)
 
-    def per_step(key: str) -> float:
-        return sum(r.get(key, 0.0) * r["target_forwards"] for r in rows) / forwards if forwards else 0.0
+    def per_step(key: str) -> float | None:
+        have = [(r[key], r["target_forwards"]) for r in rows if r.get(key) is not None]
+        steps = sum(n for _, n in have)
+        return sum(v * n for v, n in have) / steps if steps else None
 
     deepest = max((len(r.get("mean_layer_widths") or []) for r in rows), default=0)
     widths = [

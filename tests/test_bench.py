@@ -15,7 +15,7 @@ from talon import metrics
 from talon.bench import prompts, suites
 from talon.bench import results as bench_results
 from talon.bench.cli import parse_args
-from talon.bench.cost import CostModel
+from talon.bench.cost import curve_from_rows, curve_rows
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
 from talon.config import ConfigError, TreeConfig
 from talon.engine.stopping import cut_at_eos
@@ -49,8 +49,11 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
         "eagle2",
         "talon",
         "hybrid",
+        "eagle2+auto",
+        "talon+auto",
+        "hybrid+auto",
     }
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
     prompts, notes = suites.load_prompts(exp)
     assert len(prompts) == 7 and not notes
     assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa", "lists"}
@@ -89,9 +92,22 @@ def test_head_suite_measures_the_bar_at_n60():
         "mu": 0.03,
         "depth": 0,
         "gamma": 0,
+        "auto": False,
     }
-    assert exp.methods == ("ar", "talon") and exp.temperatures == (0.0,)
+    assert exp.methods == ("ar", "talon", "talon+auto") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
+
+
+def test_auto_variants_size_by_cost_with_the_cap():
+    from talon.bench.runner import tree_for
+    from talon.config import AUTO_CAP
+
+    assert suites.split_method("talon@ngram+auto") == ("talon", "ngram") and suites.is_auto("hybrid+auto")
+    base = {"budget": 24, "topk": 6, "mu": 0.1, "depth": 5, "gamma": 4, "auto": False}
+    assert tree_for("talon+auto", base) == {**base, "auto": True, "budget": AUTO_CAP}
+    assert tree_for("talon", base) == base and tree_for("chain", {**base, "auto": True})["auto"] is False
+    with pytest.raises(ConfigError, match="auto-sized"):
+        suites.Experiment("x", "methods", suites.ONE_PER_CATEGORY, ("ar", "chain+auto"))
 
 
 def test_method_variants_name_a_drafter():
@@ -401,7 +417,7 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
 
 def test_settings_resolve_device_defaults():
     exp = replace(suites.get_suite("paper").experiments[0], tree=suites.TreeParams(topk=3))
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
 
 
 COST_ROWS = [
@@ -429,11 +445,17 @@ def test_cost_results_round_trip_and_draw(tmp_path):
     assert bench_results.read_cost(tmp_path / "none").empty
 
 
-def test_cost_model_interpolates_and_prices_a_step():
+def test_cost_rows_give_back_the_curve_they_were_written_from():
     rows = [{**r, "ratio": r["seconds"] / 0.03} for r in COST_ROWS]
-    model = CostModel.from_rows(rows)
-    assert model.verify(1) == pytest.approx(1 + 1 / 40)
-    assert model.verify(24) == pytest.approx((model.verify(16) + model.verify(32)) / 2)
-    assert model.verify(256) > model.verify(128)  # extrapolated past the largest
-    assert model.step(17, [4, 6, 6]) == pytest.approx(model.verify(17) + sum(model.draft([w]) for w in (4, 6, 6)))
-    assert model.ar_seconds == 0.03
+    curve = curve_from_rows(rows)
+    assert curve.plain == 0.03 and curve.verify_ratio(1) == pytest.approx(1 + 1 / 40)
+    assert curve.verify_ratio(24) == pytest.approx((curve.verify_ratio(16) + curve.verify_ratio(32)) / 2)
+    assert curve.verify_ratio(256) > curve.verify_ratio(128)  # extrapolated past the largest
+    assert curve.price(17, [4, 6]) == pytest.approx(
+        1 + curve.verify_ratio(17) - curve.verify_ratio(1) + curve.call_ratio(4) + curve.call_ratio(6)
+    )
+    again = curve_rows(curve, reps=3)
+    assert [(r["component"], r["size"]) for r in again] == [("ar", 1)] + [("target", n) for n, _ in curve.verify] + [
+        ("head", w) for w, _ in curve.call
+    ]
+    assert curve_from_rows(again).verify == curve.verify

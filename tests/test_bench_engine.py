@@ -119,3 +119,74 @@ def test_a_suite_hands_over_its_rows_after_every_prompt(target):
     assert "prompt lookup" in drafters["talon@ngram"].lower() or "n-gram" in drafters["talon@ngram"].lower()
     assert drafters["talon@head"] != drafters["talon@ngram"]
     assert all(bool(r["matches_ar"]) for r in result["runs"])
+
+
+def _prompts_file(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"id": "extr-1", "category": "extraction", "prompt": EXAMPLES["extr-1"]}) + "\n")
+    return path
+
+
+def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summary_fails(tmp_path, monkeypatch):
+    from talon.bench import runner
+
+    out = tmp_path / "r.json"
+    args = [
+        "--prompts",
+        str(_prompts_file(tmp_path)),
+        "--methods",
+        "ar,talon,hf_prompt_lookup,hf_generate",
+        "--drafter",
+        "ngram",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert {r["method"] for r in result["runs"]} == {"ar", "talon", "hf_prompt_lookup", "hf_generate"}
+    by_method = {r["method"]: r for r in result["summary"]}
+    assert by_method["hf_generate"]["speedup"] > 0 and by_method["talon"]["MAT"] >= 1
+    talon_steps = next(r for r in result["runs"] if r["method"] == "talon")["steps"]
+    assert all({"expected", "price", "stop"} <= set(s) for s in talon_steps)
+
+    def broken(_runs):
+        raise RuntimeError("summary failed")
+
+    monkeypatch.setattr(runner, "summarize_runs", broken)
+    with pytest.raises(RuntimeError, match="summary failed"):
+        main(args + ["--out", str(tmp_path / "cut.json")])
+    cut = json.loads((tmp_path / "cut.json").read_text())  # written before the summary was attempted
+    assert len(cut["runs"]) == 4 and cut["summary"] is None
+
+
+def test_an_unreachable_drafter_names_the_option(tmp_path, capsys):
+    args = [
+        "--prompts",
+        str(_prompts_file(tmp_path)),
+        "--methods",
+        "ar,talon",
+        "--drafter",
+        "nonexistent-org/nonexistent-model",
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+    assert main(args) == 2
+    assert "Drafter (--drafter)" in capsys.readouterr().err
+
+
+def test_the_peers_run_an_unmodified_transformers_model():
+    from talon.models.cpu_linear import PackedLinear
+    from talon.models.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    stock, ours = registry.get_stock("embedded"), registry.get("embedded")
+    assert not any(isinstance(m, PackedLinear) for m in stock.model.modules())
+    assert any(isinstance(m, PackedLinear) for m in ours.model.modules())
+    assert stock.model is not ours.model and registry.get_stock("embedded") is stock
+    ids = encode_prompt(ours, EXAMPLES["code-1"])
+    ar = run_to_end(ours, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=ids)
+    assert run_peer("hf_generate", stock, ids, NEW_TOKENS)["token_ids"] == ar.output_ids

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.drafters.factory import make_drafter
+from talon.drafters.factory import drafter_for, make_drafter
 from talon.engine.decode import encode_prompt, new_trace, run, run_to_end
 from talon.models.loaded import ModelLoadError
+from talon.runtime.cost_curve import CostCurve
 
 pytestmark = pytest.mark.engine
 
@@ -72,6 +73,28 @@ def test_greedy_is_lossless(target, greedy_reference, method, drafter_spec):
         mats.append(len(trace.output_ids) / len(trace.steps))
     # The drafters are real: somewhere in the prompt set they get tokens accepted.
     assert max(mats) > 1.0
+
+
+CPU_LIKE = CostCurve(
+    plain=0.045,
+    verify=tuple((n, 0.045 * r) for n, r in ((1, 1.0), (2, 1.1), (4, 1.2), (8, 1.4), (16, 1.8), (32, 2.5), (64, 4.1))),
+    call=tuple((w, 0.045 * r) for w, r in ((1, 0.08), (8, 0.12), (64, 0.67))),
+)
+"""A cost curve shaped like the 2-core CPU's (fixed, so the test does not depend on this machine's load)."""
+
+
+@pytest.mark.parametrize("method", ["talon", "eagle2", "hybrid"])
+def test_auto_sized_trees_are_lossless_and_change_size(target, greedy_reference, method):
+    cfg = TreeConfig(method=method, budget=128, topk=6, mu=0.1, depth=6, auto=True)
+    sizes, stops = set(), set()
+    for prompt in GREEDY_PROMPTS[:4]:
+        drafter = drafter_for(method, "head", target)
+        trace = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=NEW_TOKENS), prompt, cost_curve=CPU_LIKE)
+        assert trace.output_ids == greedy_reference[prompt], f"auto {method} diverged on {prompt!r}"
+        sizes |= {s.tree.num_drafts for s in trace.steps}
+        stops |= {s.stop for s in trace.steps}
+        assert all(s.price == pytest.approx(CPU_LIKE.price(len(s.tree), s.call_widths)) for s in trace.steps)
+    assert len(sizes) > 3 and "cost" in stops
 
 
 def test_autoregressive_matches_generate(target, greedy_reference):

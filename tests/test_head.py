@@ -364,3 +364,14 @@ def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(ta
     spec = run_to_end(target, drafter, TreeConfig(method="talon", budget=16, topk=4), cfg, "Name two colours.")
     plain = run_to_end(target, None, TreeConfig(method="ar"), cfg, "Name two colours.")
     assert spec.output_ids == plain.output_ids
+
+
+@pytest.mark.engine
+def test_shipped_head_carries_a_calibration_that_beats_its_raw_confidence(target):
+    from talon.drafters.calibration import CALIBRATION_FILE
+    from talon.drafters.factory import make_drafter
+
+    drafter = make_drafter("head", target)
+    assert drafter.calibration_prior and all(0.0 <= v <= 1.0 for v in drafter.calibration_prior.values())
+    score = json.loads((SHIPPED_HEAD / CALIBRATION_FILE).read_text())["score"]
+    assert score["observations"] > 5000 and score["ece_calibrated"] < score["ece_raw"]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
 
 from talon.bench import results
-from talon.bench.cost import CostModel
+from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
@@ -165,28 +166,23 @@ def preload_default_model() -> threading.Thread:
 
 # ---- the cost model of this device ------------------------------------------------------------------
 @lru_cache(maxsize=1)
-def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostModel | None:
-    """The cost model from the newest ``cost`` results measured on this kind of device (None if none)."""
+def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
+    """The cost curve of the newest ``cost`` results measured on this kind of device (None if none)."""
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
         if meta.get("suite") == "cost" and str(meta.get("device", "")).startswith(DEVICE_KIND):
             rows = results.read_cost(directory).to_dict("records")
             if rows:
-                return CostModel.from_rows(rows)
+                return curve_from_rows(rows)
     return None
 
 
 def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
-    """A ``CostCurve`` from a cost suite's rows (``talon.bench.cost``): one autoregressive step (a one-row
-    target forward there) is the unit, the target rows are the verify points, the head rows the drafter
-    calls, so ``price(nodes, call_widths)`` reads the suite's measurements the way the cost rule reads a
-    curve measured here."""
-    pick = lambda c: tuple(sorted((int(r["size"]), float(r["seconds"])) for r in rows if r["component"] == c))  # noqa: E731
-    ar = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
-    return CostCurve(
-        plain=ar,
-        verify=pick("target"),
-        call=pick("head"),
+    """A cost suite's rows as a curve (``talon.bench.cost.curve_from_rows``: one autoregressive step, a
+    one-row target forward there, is the unit; the target rows are the verify points, the head rows the
+    drafter calls), labelled with the device and date its ``meta.json`` gives."""
+    return replace(
+        curve_from_rows(rows),
         key={"device": meta.get("device", "?"), "dtype": meta.get("dtype", "?")},
         measured=str(meta.get("date", "")),
         note=f"cost suite: {meta.get('command', '?')}",

@@ -181,11 +181,11 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
 
 def _price(step: StepRecord) -> float | None:
     """The step's price in plain decoding steps: by the run's cost curve when it had one, else by the cost
-    suite's table for this kind of device (None without either)."""
+    suite's curve for this kind of device (None without either)."""
     if step.price is not None:
         return step.price
     model = cost_model()
-    return None if model is None else model.step(len(step.tree), step.call_widths)
+    return None if model is None else model.price(len(step.tree), step.call_widths)
 
 
 def _price_source(state: LabState) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from talon.bench.suites import TREE_METHODS, split_method
+from talon.bench.suites import TREE_METHODS, is_auto, split_method
 
 from .style import TEMPLATE, new_figure
 
@@ -53,10 +53,12 @@ HEIGHT = 340
 
 
 def label(method: str) -> str:
-    """The display name of a method; ``METHOD@DRAFTER`` reads "TALON (prompt lookup)"."""
+    """The display name of a method; ``METHOD@DRAFTER`` reads "TALON (prompt lookup)", ``METHOD+auto``
+    "TALON, auto N"."""
     base, drafter = split_method(method)
     name = METHOD_LABELS.get(base, base)
-    return name if drafter is None else f"{name} ({DRAFTER_LABELS.get(drafter, drafter)})"
+    name = name if drafter is None else f"{name} ({DRAFTER_LABELS.get(drafter, drafter)})"
+    return f"{name}, auto N" if is_auto(method) else name
 
 
 def color(method: str) -> str | None:

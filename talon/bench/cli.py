@@ -24,14 +24,15 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig
+from ..config import AUTO_CAP, METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
 from ..drafters.factory import DRAFTER_HELP
+from ..models.device import gpu_available
 from ..models.loaded import ModelLoadError
 from ..models.registry import ModelRegistry
 from . import results
 from .cost import measure_cost
 from .prompts import read_prompts
-from .runner import TREE_FIELDS, environment, run_benchmark, run_suite
+from .runner import TREE_FIELDS, environment, run_benchmark, run_suite, tree_for
 from .suites import ALL_METHODS, COST_SUITE, PEER_METHODS, SUITE_NAMES, get_suite, with_overrides
 
 
@@ -74,8 +75,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="hf_assisted's draft model, 'layers:K' or a model directory / Hub id (default: the "
         "drafter if it is a model, else layers:6)",
     )
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        default=None,
+        help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
+        "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
+        "device's default tree, as in the app; suite mode: the suite's)",
+    )
+    p.add_argument("--max-nodes", type=int, default=None, help=f"the cap of --budget auto (default {AUTO_CAP})")
     tree_help = {
-        "budget": "N: draft nodes, root excluded",
         "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
         "mu": "TALON confidence gate in (0, 1]",
         "depth": "draft layers (eagle2, static)",
@@ -86,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--{name}",
             type=float if name == "mu" else int,
             default=None,
-            help=f"{text} (default {getattr(TreeConfig, name)}; suite mode: the suite's)",
+            help=f"{text} (default: the device's default tree, as in the app; suite mode: the suite's)",
         )
     p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
     p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
@@ -116,6 +125,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def write_json(path: Path, result: dict) -> None:
+    """Write a method-list result atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    tmp.replace(path)
+
+
+def _budget(text: str) -> int | str:
+    """``--budget``: a whole number of draft nodes or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--budget takes a whole number of draft nodes or 'auto', not {text!r}"
+        ) from None
+
+
+def tree_overrides(args: argparse.Namespace) -> dict:
+    """The tree fields the command line sets (``--budget auto`` sets ``auto`` and the cap)."""
+    out = {k: getattr(args, k) for k in ("topk", "mu", "depth", "gamma") if getattr(args, k) is not None}
+    if args.budget == "auto":
+        out.update(auto=True, budget=args.max_nodes or AUTO_CAP)
+    elif args.budget is not None:
+        out.update(auto=False, budget=args.budget)
+    return out
+
+
 def _comma_list(text: str | None) -> list[str] | None:
     return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
 
@@ -127,10 +165,11 @@ def main_methods(args: argparse.Namespace) -> int:
         unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
-        tree_kwargs = {k: getattr(TreeConfig, k) if getattr(args, k) is None else getattr(args, k) for k in TREE_FIELDS}
+        default = device_default_tree(gpu_available())[0]
+        tree_kwargs = {**{k: getattr(default, k) for k in TREE_FIELDS}, **tree_overrides(args)}
         for method in methods:  # every tree method's settings, before a model loads
             if method in METHODS and method != "ar":
-                TreeConfig(method=method, **tree_kwargs)
+                TreeConfig(method=method, **tree_for(method, tree_kwargs))
         decode_cfg = DecodeConfig(
             temperature=args.temperature,
             seed=args.seed or 0,
@@ -138,6 +177,8 @@ def main_methods(args: argparse.Namespace) -> int:
             execution=args.execution,
         )
         prompts = read_prompts(args.prompts)[: args.limit]
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
         result = run_benchmark(
             prompts,
             methods,
@@ -146,12 +187,12 @@ def main_methods(args: argparse.Namespace) -> int:
             decode_cfg,
             log=lambda s: print(s, file=sys.stderr),
             assistant=args.assistant,
+            checkpoint=lambda partial: write_json(out, partial),
         )
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    write_json(out, result)
     table = pd.DataFrame(result["summary"]).set_index("method")
     print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
     print(table.to_string(float_format=lambda x: f"{x:.3f}"))
@@ -170,7 +211,7 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
             assistant=args.assistant,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
-            tree={k: getattr(args, k) for k in TREE_FIELDS if getattr(args, k) is not None},
+            tree=tree_overrides(args),
             methods=tuple(methods) if methods else None,
             experiments=tuple(experiments) if experiments else None,
         )

@@ -34,6 +34,7 @@ RUN_COLUMNS = (
     "mu",
     "depth",
     "gamma",
+    "auto",
     "max_new_tokens",
     "prompt_tokens",
     "new_tokens",
@@ -43,14 +44,20 @@ RUN_COLUMNS = (
     "step_seconds",
     "draft_seconds",
     "ar_seconds",
+    "hf_seconds",
     "MAT",
     "delta",
     "tokens_per_s",
     "speedup",
+    "speedup_hf",
     "draft_share",
     "mean_depth",
     "mean_tree_nodes",
     "mean_layer_widths",
+    "mean_expected",
+    "mean_realised",
+    "mean_price",
+    "plain_share",
     "matches_ar",
     "stop_reason",
     "text",
@@ -59,8 +66,13 @@ RUN_COLUMNS = (
 """``runs.csv``: one row per measured run (warm-ups are not recorded).  ``budget`` .. ``gamma`` are
 empty for ``ar`` and the transformers peers (no tree); the tree-shape columns are empty for the peers
 (not observable).  ``ar_seconds``: the autoregressive run's seconds on the same prompt, temperature and
-experiment; ``speedup`` = ``ar_seconds / seconds``.  ``matches_ar``: output tokens equal AR's (T=0
-only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
+experiment; ``speedup`` = ``ar_seconds / seconds``; ``hf_seconds`` / ``speedup_hf`` the same against
+transformers' ``generate()`` on an unmodified model (when the experiment runs ``hf_generate``).
+``auto``: the tree was sized by the cost rule (``budget`` its cap); ``mean_expected`` / ``mean_price``:
+per step, the expected committed tokens (bonus included) and the price in plain steps (empty without a
+cost curve); ``mean_realised``: per step, the drafts accepted + 1 (what ``mean_expected`` predicts);
+``plain_share``: share of steps whose tree was the root alone.  ``matches_ar``: output tokens equal AR's
+(T=0 only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
 
 GROUP_KEYS = (
     "suite",
@@ -76,6 +88,7 @@ GROUP_KEYS = (
     "mu",
     "depth",
     "gamma",
+    "auto",
 )
 SUMMARY_COLUMNS = GROUP_KEYS + (
     "category",
@@ -84,14 +97,20 @@ SUMMARY_COLUMNS = GROUP_KEYS + (
     "target_forwards",
     "seconds",
     "ar_seconds",
+    "hf_seconds",
     "MAT",
     "delta",
     "tokens_per_s",
     "speedup",
+    "speedup_hf",
     "draft_share",
     "mean_depth",
     "mean_tree_nodes",
     "mean_layer_widths",
+    "mean_expected",
+    "mean_realised",
+    "mean_price",
+    "plain_share",
     "matches_ar",
 )
 """``summary.csv``: one row per (experiment, setting, temperature, method) and category, plus
@@ -128,9 +147,14 @@ def _pool(rows: Sequence[dict]) -> dict:
     out = metrics.pooled(clean)
     if not shape_known:
         out.update(mean_depth=None, mean_tree_nodes=None, mean_layer_widths=None)
-    ar = [r.get("ar_seconds") for r in rows]
-    out["ar_seconds"] = None if any(_missing(a) for a in ar) else sum(ar)
-    out["speedup"] = None if out["ar_seconds"] is None else metrics.speedup(out["ar_seconds"], out["seconds"])
+    for base, ratio in (("ar_seconds", "speedup"), ("hf_seconds", "speedup_hf")):
+        values = [r.get(base) for r in rows]
+        out[base] = None if any(_missing(a) for a in values) else sum(values)
+        out[ratio] = None if out[base] is None else metrics.speedup(out[base], out["seconds"])
+    for key in ("mean_expected", "mean_realised", "mean_price", "plain_share"):  # per step, weighted by steps
+        have = [(r[key], r["target_forwards"]) for r in rows if not _missing(r.get(key))]
+        n = sum(f for _, f in have)
+        out[key] = sum(v * f for v, f in have) / n if n and len(have) == len(rows) else None
     same = [r.get("matches_ar") for r in rows]
     out["matches_ar"] = None if any(_missing(s) for s in same) else sum(bool(s) for s in same) / len(same)
     return out

@@ -11,27 +11,53 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import transformers
 
 from .. import metrics
-from ..config import METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
+from ..config import (
+    AUTO_CAP,
+    AUTO_METHODS,
+    METHODS,
+    ConfigError,
+    DecodeConfig,
+    ModelSpec,
+    TreeConfig,
+    device_default_tree,
+)
 from ..drafters.factory import drafter_for
+from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models.cpu_linear import cpu_linear_mode
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
+from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace
 from . import results
 from .peers import assistant_for, default_assistant_spec, run_peer
-from .suites import PEER_METHODS, Experiment, Suite, load_prompts, split_method
+from .suites import PEER_METHODS, Experiment, Suite, is_auto, load_prompts, split_method
 
 WARMUP_TOKENS = 8
-TREE_FIELDS = ("budget", "topk", "mu", "depth", "gamma")
+TREE_FIELDS = ("budget", "topk", "mu", "depth", "gamma", "auto")
 
 Log = Callable[[str], None]
+T = TypeVar("T")
+
+
+def tree_for(method: str, tree_kwargs: dict) -> dict:
+    """``tree_kwargs`` for ``method``: auto sizing only where the method can be sized (``AUTO_METHODS``);
+    a ``METHOD+auto`` name sizes by cost with the cap ``AUTO_CAP``."""
+    sizable = split_method(method)[0] in AUTO_METHODS
+    if is_auto(method) and sizable:
+        return {
+            **tree_kwargs,
+            "auto": True,
+            "budget": AUTO_CAP if not tree_kwargs.get("auto") else tree_kwargs["budget"],
+        }
+    return {**tree_kwargs, "auto": bool(tree_kwargs.get("auto")) and sizable}
 
 
 def with_rates(row: dict) -> dict:
@@ -45,8 +71,10 @@ def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
     text, counts, timings (``seconds``: prefill to last token; ``loop_seconds``: the loop's own phase
     clocks, which add up to it; ``step_seconds``: the decoding steps; ``draft_seconds``: tree
     building), the tree shape (mean deepest layer, mean draft nodes, mean nodes per layer), the derived
-    rates, and per step the draft nodes (root excluded), depth reached, accepted drafts and the
-    drafter's top-1 probability at the root (``steps``)."""
+    rates, the cost rule's means (expected committed tokens and price per step, share of plain steps),
+    and per step the draft nodes (root excluded), depth reached, accepted drafts, the drafter's top-1
+    probability at the root, the expected committed tokens (bonus included), the price in plain steps
+    and why the tree stopped growing (``steps``)."""
     steps = trace.steps
     return with_rates(
         {
@@ -68,12 +96,19 @@ def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
             "execution": trace.execution,
             "speculation_hit_rate": metrics.speculation_hit_rate(trace),
             "wait_seconds": sum(s.wait_seconds for s in steps),
+            "mean_expected": metrics.mean_expected(steps),
+            "mean_realised": metrics.mean_realised(steps),
+            "mean_price": metrics.mean_price(steps),
+            "plain_share": metrics.plain_share(steps),
             "steps": [
                 {
                     "nodes": s.tree.num_drafts,
                     "depth": s.tree.max_depth,
                     "accepted": s.accepted_tokens,
                     "root_top1": s.root_top1,
+                    "expected": s.expected,
+                    "price": s.price,
+                    "stop": s.stop,
                 }
                 for s in steps
             ],
@@ -82,11 +117,16 @@ def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
 
 
 def timed_generation(
-    target: LoadedModel, drafter, tree_cfg: TreeConfig, decode_cfg: DecodeConfig, prompt_ids: list[int]
+    target: LoadedModel,
+    drafter,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    prompt_ids: list[int],
+    cost_curve: CostCurve | None = None,
 ) -> tuple[RunTrace, float]:
     """Run one generation; returns its trace (text filled after the clock) and its wall clock,
     prefill to last token, read the way the peers' ``generate()`` is read (synchronised on a GPU)."""
-    trace = new_trace(target, drafter, tree_cfg, decode_cfg, "", prompt_ids)
+    trace = new_trace(target, drafter, tree_cfg, decode_cfg, "", prompt_ids, cost_curve)
     synchronize(target.device)
     t0 = time.perf_counter()
     complete(trace, target, drafter, tree_cfg, decode_cfg, texts=False)
@@ -99,7 +139,8 @@ def timed_generation(
 class MethodRunner:
     """Runs any method on a prompt's token ids and returns its run row: ``ar`` and the tree methods
     (``METHOD`` or ``METHOD@DRAFTER``) with a fresh drafter each time, transformers' peers through
-    ``talon.bench.peers``; all timed the same way, wall clock from prefill to last token.
+    ``talon.bench.peers`` on an unmodified transformers model (what a user of transformers runs); all
+    timed the same way, wall clock from prefill to last token.
 
     Args:
         target: the loaded target model.
@@ -107,6 +148,10 @@ class MethodRunner:
         drafter_spec: the tree methods' drafter (``talon.drafters.factory.DRAFTER_HELP``).
         assistant_spec: ``hf_assisted``'s draft model (None: ``talon.bench.peers.default_assistant_spec``).
         seed: sampling seed of every run.
+        target_spec: the target's spec, to load the peers' unmodified copy of it (``ModelRegistry.get_stock``);
+            None runs the peers on ``target`` itself (a model built in memory).
+        cost_curve: what auto-sized trees are sized by (and every tree step priced with); None reads the
+            cached curve of each drafter, measuring it for auto-sized methods when missing.
     """
 
     def __init__(
@@ -116,16 +161,32 @@ class MethodRunner:
         drafter_spec: str,
         assistant_spec: str | None = None,
         seed: int = 0,
+        target_spec: str | None = None,
     ) -> None:
         self.target, self.registry, self.drafter_spec, self.seed = target, registry, drafter_spec, seed
+        self.target_spec = target_spec
         self.assistant_spec = assistant_spec or default_assistant_spec(drafter_spec)
         self._assistant: LoadedModel | None = None
+        self._curves: dict[str, object] = {}
+
+    def peer_target(self) -> LoadedModel:
+        """The unmodified transformers copy of the target the peers run (loaded on first use)."""
+        return self.registry.get_stock(self.target_spec) if self.target_spec else self.target
 
     def assistant(self) -> LoadedModel:
-        """hf_assisted's draft model, loaded on first use."""
+        """hf_assisted's draft model (cut from, or sharing the tokenizer of, the peers' target), loaded
+        on first use."""
         if self._assistant is None:
-            self._assistant = assistant_for(self.assistant_spec, self.target, self.registry)
+            self._assistant = assistant_for(self.assistant_spec, self.peer_target(), self.registry)
         return self._assistant
+
+    def curve(self, method: str, tree_cfg: TreeConfig) -> CostCurve | None:
+        """The cost curve of ``method``'s drafter (measured once when an auto-sized tree needs it)."""
+        drafter = self.drafter(method)
+        key = drafter.name
+        if key not in self._curves or (tree_cfg.auto and self._curves[key] is None):
+            self._curves[key] = curve_for_run(self.target, drafter, tree_cfg)
+        return self._curves[key]
 
     def drafter(self, name: str):
         """A fresh drafter for the method ``name`` (``METHOD`` or ``METHOD@DRAFTER``; None for ``ar``)."""
@@ -154,7 +215,7 @@ class MethodRunner:
         if method in PEER_METHODS:
             row = run_peer(
                 method,
-                self.target,
+                self.peer_target(),
                 ids,
                 max_new_tokens,
                 temperature=temperature,
@@ -168,14 +229,15 @@ class MethodRunner:
                 "mean_layer_widths": None,
                 "steps": [],
             }
-        cfg = TreeConfig(method=split_method(method)[0], **tree_kwargs)
+        cfg = TreeConfig(method=split_method(method)[0], **tree_for(method, tree_kwargs))
         dec = DecodeConfig(
             temperature=temperature,
             seed=self.seed,
             max_new_tokens=max_new_tokens,
             execution=execution if method != "ar" else "sync",
         )
-        trace, seconds = timed_generation(self.target, self.drafter(method), cfg, dec, ids)
+        curve = self.curve(method, cfg) if method != "ar" else None
+        trace, seconds = timed_generation(self.target, self.drafter(method), cfg, dec, ids, curve)
         return trace_row(trace, method, seconds)
 
 
@@ -218,14 +280,26 @@ def run_benchmark(
     decode_cfg: DecodeConfig,
     log: Log = print,
     assistant: str | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
 ) -> dict:
     """Run every method (ours and transformers' peers) on every prompt, methods interleaved within each
-    prompt, after one warm-up per method; speedups against ``ar`` in the same run."""
+    prompt, after one warm-up per method; speedups against ``ar`` in the same run.  ``checkpoint``, when
+    given, receives the result so far (``summary`` None) after every prompt and before the summary is
+    computed, so neither a cut run nor a failing summary loses the measured runs."""
     registry = ModelRegistry()
-    target = registry.get(spec.target, progress=log)
-    runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed)
-    drafters = {m: runner.drafter_name(m) for m in methods}
+    target = load_named(lambda: registry.get(spec.target, progress=log), "Target (--target)")
+    runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed, spec.target)
+    drafters = {m: load_named(lambda m=m: runner.drafter_name(m), option_of(m)) for m in methods}
     encoded = [encode_prompt(target, item["prompt"]) for item in prompts]
+    head = {
+        "device": device_label(target),
+        "model": target.name,
+        "drafter": next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), ""),
+        "assistant": drafters.get("hf_assisted", ""),
+        "tree_config": tree_kwargs,
+        "decode_config": dict(vars(decode_cfg)),
+        "environment": environment(target),
+    }
 
     def one(method: str, ids: list[int], max_new_tokens: int) -> dict:
         return runner.run_one(method, tree_kwargs, ids, decode_cfg.temperature, max_new_tokens, decode_cfg.execution)
@@ -242,18 +316,22 @@ def run_benchmark(
                 f"{item['id']:>10} {method:>16}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
                 f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}")
             )
-    drafter_name = next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), "")
-    return {
-        "device": device_label(target),
-        "model": target.name,
-        "drafter": drafter_name,
-        "assistant": drafters.get("hf_assisted", ""),
-        "tree_config": tree_kwargs,
-        "decode_config": dict(vars(decode_cfg)),
-        "environment": environment(target),
-        "runs": runs,
-        "summary": summarize_runs(runs),
-    }
+        if checkpoint is not None:
+            checkpoint({**head, "runs": runs, "summary": None})
+    return {**head, "runs": runs, "summary": summarize_runs(runs)}
+
+
+def option_of(method: str) -> str:
+    """The CLI option a method's drafting model comes from, for error messages."""
+    return "Assistant (--assistant)" if method == "hf_assisted" else "Drafter (--drafter)"
+
+
+def load_named(load: Callable[[], T], option: str) -> T:
+    """``load()``, with a load error's message prefixed by the option to fix."""
+    try:
+        return load()
+    except (ModelLoadError, ConfigError) as err:
+        raise type(err)(f"{option}: {err}") from err
 
 
 # ---- suites -----------------------------------------------------------------------------------------
@@ -267,13 +345,20 @@ class SuiteRunner:
         registry: where drafters' models and heads come from.
         limit: at most this many prompts from each prompt set (None = all).
         log: receives one line per run.
+        target_spec: the target's spec, for the peers' unmodified copy (``MethodRunner``).
     """
 
     def __init__(
-        self, suite: Suite, target: LoadedModel, registry: ModelRegistry, limit: int | None = None, log: Log = print
+        self,
+        suite: Suite,
+        target: LoadedModel,
+        registry: ModelRegistry,
+        limit: int | None = None,
+        log: Log = print,
+        target_spec: str | None = None,
     ) -> None:
         self.suite, self.target, self.limit, self.log = suite, target, limit, log
-        self.methods = MethodRunner(target, registry, suite.drafter, suite.assistant, suite.seed)
+        self.methods = MethodRunner(target, registry, suite.drafter, suite.assistant, suite.seed, target_spec)
         self.default_tree = device_default_tree(target.device.type == "cuda")[0]
         self._warm: set[str] = set()
         self.skipped: dict[str, str] = {}
@@ -288,8 +373,8 @@ class SuiteRunner:
         try:
             self.drafter_names[method] = self.methods.drafter_name(method)
         except (ConfigError, ModelLoadError) as err:
-            self.skipped[method] = str(err)
-            self.log(f"skipping {method}: {err}")
+            self.skipped[method] = f"{option_of(method)}: {err}"
+            self.log(f"skipping {method}: {self.skipped[method]}")
             return False
         return True
 
@@ -305,6 +390,8 @@ class SuiteRunner:
         other method that can run."""
         settings = experiment.settings(self.default_tree)
         methods = [m for m in experiment.methods if m != "ar" and self.available(m)]
+        if "hf_generate" in methods:  # the second baseline runs second, so every row can be set against it
+            methods = ["hf_generate"] + [m for m in methods if m != "hf_generate"]
         out = [("ar", settings[0], "")]
         for kwargs in settings:
             name = {"budget": "N", "topk": "K"}.get(experiment.sweep, experiment.sweep)
@@ -323,7 +410,7 @@ class SuiteRunner:
     ) -> dict:
         """The run row's columns that say what was run (tree fields only for tree methods)."""
         is_tree = split_method(method)[0] in METHODS and method != "ar"
-        tree = {k: (kwargs[k] if is_tree else None) for k in TREE_FIELDS}
+        tree = {k: (tree_for(method, kwargs)[k] if is_tree else None) for k in TREE_FIELDS}
         return {
             "suite": self.suite.name,
             "experiment": experiment.name,
@@ -346,7 +433,7 @@ class SuiteRunner:
         """Every planned run on one prompt at one temperature, AR first; a run the settings refuse (e.g. a
         prompt too long for the context with a big tree) is logged, kept in ``skipped`` and left out."""
         rows: list[dict] = []
-        ar = None
+        ar = hf = None
         for method, kwargs, label in plan:
             try:
                 run = self.run_one(method, kwargs, ids, temperature, experiment.max_new_tokens)
@@ -358,8 +445,11 @@ class SuiteRunner:
                 continue
             row = {**self.experiment_columns(experiment, method, kwargs, label, item, temperature), **run}
             ar = row if method == "ar" else ar
+            hf = row if method == "hf_generate" else hf
             row["ar_seconds"] = ar["seconds"]
             row["speedup"] = metrics.speedup(ar["seconds"], row["seconds"])
+            row["hf_seconds"] = hf["seconds"] if hf is not None else None
+            row["speedup_hf"] = metrics.speedup(hf["seconds"], row["seconds"]) if hf is not None else None
             row["matches_ar"] = row["token_ids"] == ar["token_ids"] if temperature == 0 else None
             rows.append(row)
             self.log(
@@ -382,6 +472,23 @@ class SuiteRunner:
                 yield self.run_prompt(experiment, plan, item, ids, temperature)
 
 
+def cpu_flags() -> str:
+    """The vector extensions of this CPU that decide its kernels (AVX2, AVX-512, BF16, AMX)."""
+    try:
+        flags = next(
+            (
+                line.split(":", 1)[1].split()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("flags")
+            ),
+            [],
+        )
+    except OSError:
+        return ""
+    wanted = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+    return " ".join(f for f in wanted if f in flags)
+
+
 def environment(target: LoadedModel) -> dict:
     """Where the numbers were measured: device, CPU, versions."""
 
@@ -398,10 +505,13 @@ def environment(target: LoadedModel) -> dict:
     except OSError:
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    packed = next((m for m in target.model.modules() if hasattr(m, "plain_rows")), None)
     return {
         "device": device_label(target),
         "dtype": str(target.dtype).removeprefix("torch."),
         "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
+        "mkl_rows": packed.plain_rows if packed is not None else None,
+        "cpu_flags": cpu_flags(),
         "load_average_1min": round(load[0], 2) if load else None,
         "cpu": cpu or platform.processor(),
         "cpu_count": os.cpu_count(),
@@ -425,8 +535,8 @@ def run_suite(
     dicts; ``meta`` without the command and file list, which the CLI adds).  ``checkpoint``, when given,
     receives the same dict (``meta["complete"]`` False) after every prompt, so a cut run keeps its rows."""
     registry = registry or ModelRegistry()
-    target = registry.get(target_spec, progress=log)
-    runner = SuiteRunner(suite, target, registry, limit, log)
+    target = load_named(lambda: registry.get(target_spec, progress=log), "Target (--target)")
+    runner = SuiteRunner(suite, target, registry, limit, log, target_spec)
     env_before = environment(target)
     t0 = time.perf_counter()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from ..config import METHODS, ConfigError, TreeConfig
+from ..config import AUTO_METHODS, METHODS, ConfigError, TreeConfig
 from .prompts import PromptSet, load_prompt_set
 
 KINDS = ("methods", "categories", "budget_sweep", "mu_sweep", "topk_sweep", "sources")
@@ -23,11 +23,21 @@ ALL_METHODS = METHODS + PEER_METHODS
 VARIANT_SEP = "@"
 """``METHOD@DRAFTER`` names a tree method run with another drafter than the suite's (``talon@ngram``:
 TALON over prompt lookup), so one experiment can compare drafters."""
+AUTO_SUFFIX = "+auto"
+"""``METHOD+auto`` (``talon+auto``, ``hybrid+auto``, ``eagle2+auto``, also after ``@DRAFTER``) sizes each
+tree by the cost rule (``TreeConfig.auto``, the cap ``AUTO_CAP``), so one experiment can compare fixed
+and auto-sized trees side by side."""
+
+
+def is_auto(name: str) -> bool:
+    """Whether a method name asks for auto-sized trees (``METHOD+auto``)."""
+    return name.endswith(AUTO_SUFFIX)
 
 
 def split_method(name: str) -> tuple[str, str | None]:
-    """``(method, drafter spec or None)`` of a method name such as ``talon`` or ``talon@ngram``."""
-    method, sep, drafter = name.partition(VARIANT_SEP)
+    """``(method, drafter spec or None)`` of a method name such as ``talon``, ``talon@ngram`` or
+    ``talon+auto``."""
+    method, sep, drafter = name.removesuffix(AUTO_SUFFIX).partition(VARIANT_SEP)
     return method, (drafter if sep else None)
 
 
@@ -38,6 +48,8 @@ def _method_problem(name: str) -> str:
         return f"{name} (unknown method)"
     if drafter is not None and (not drafter or method == "ar" or method in PEER_METHODS):
         return f"{name} (only tree methods take {VARIANT_SEP}DRAFTER)"
+    if is_auto(name) and method not in AUTO_METHODS:
+        return f"{name} (only {', '.join(AUTO_METHODS)} can be auto-sized)"
     return ""
 
 
@@ -45,14 +57,15 @@ def _method_problem(name: str) -> str:
 class TreeParams:
     """Tree settings of an experiment; ``None`` takes the device default
     (``talon.config.device_default_tree``: N=60 on a GPU, a small N on a CPU).  Fields as in
-    ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
-    (chain length)."""
+    ``TreeConfig``: budget N (draft nodes, root excluded; the cap when ``auto``), topk K, mu, depth
+    (draft layers), gamma (chain length), auto (size each tree by the cost rule)."""
 
     budget: int | None = None
     topk: int | None = None
     mu: float | None = None
     depth: int | None = None
     gamma: int | None = None
+    auto: bool | None = None
 
     def resolve(self, default: TreeConfig) -> dict:
         """``TreeConfig`` keyword arguments, ``None`` fields filled from ``default``."""
@@ -143,6 +156,8 @@ def load_prompts(experiment: Experiment, limit: int | None = None) -> tuple[list
 
 # ---- the named suites -------------------------------------------------------------------------------
 TREE_METHODS = ("chain", "static", "eagle2", "talon", "hybrid")
+AUTO_VARIANTS = ("eagle2+auto", "talon+auto", "hybrid+auto")
+"""The methods the cost rule can size, auto-sized (cap ``AUTO_CAP``)."""
 ONE_PER_CATEGORY = (PromptSet("assets", per_category=1),)
 
 
@@ -199,10 +214,10 @@ def _quick() -> Suite:
                 "methods",
                 "methods",
                 ONE_PER_CATEGORY,
-                ("ar",) + PEER_METHODS + TREE_METHODS,
+                ("ar",) + PEER_METHODS + TREE_METHODS + AUTO_VARIANTS,
                 TreeParams(budget=16),
                 max_new_tokens=48,
-                description="Every method and the transformers peers at N=16, greedy.",
+                description="Every method and the transformers peers at N=16 (and auto-sized), greedy.",
             ),
         ),
         drafter="head",
@@ -291,10 +306,11 @@ def _head() -> Suite:
                 "head_bar",
                 "categories",
                 HEADLINE_PROMPTS,
-                ("ar", "talon"),
+                ("ar", "talon", "talon+auto"),
                 TreeParams(budget=60, topk=10, mu=0.03),
                 max_new_tokens=64,
-                description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category.",
+                description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category, "
+                "and the same policy auto-sized by the cost rule (cap 128).",
             ),
         ),
         drafter="head",
@@ -313,9 +329,10 @@ def _headline() -> Suite:
                 "headline",
                 "methods",
                 HEADLINE_PROMPTS,
-                ("ar", "hf_generate", "hf_prompt_lookup", "eagle2", "talon", "hybrid"),
+                ("ar", "hf_generate", "hf_prompt_lookup", "eagle2", "talon", "hybrid") + AUTO_VARIANTS,
                 max_new_tokens=64,
-                description="Every method at the device defaults, by category, greedy.",
+                description="Every method at the device defaults, fixed N and auto-sized by the cost rule, "
+                "by category, greedy.",
             ),
         ),
         drafter="head",

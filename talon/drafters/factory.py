@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -13,6 +14,8 @@ from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import check_same_tokenizer, truncated_copy
 from ..models.registry import ModelRegistry
 from .base import Drafter
+from .calibration import CALIBRATION_FILE
+from .calibration import load as load_calibration
 from .eagle3_model import EAGLE3_FILES, Eagle3Head, load_eagle3
 from .head import HeadDrafter
 from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
@@ -101,6 +104,11 @@ def draft_model(spec: DrafterSpec, target: LoadedModel, registry: ModelRegistry 
     return lm
 
 
+def head_directory(location: str) -> Path:
+    """The directory of the draft head at ``location`` ("" = the head shipped for the embedded target)."""
+    return SHIPPED_HEAD if not location else resolve_head_dir(location)
+
+
 def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelRegistry) -> tuple[DraftHead, str]:
     """The draft head at ``location`` ("" = the head shipped for the embedded target) loaded for
     ``target`` and its display name; loaded once per head directory and target weights (device, dtype)."""
@@ -109,7 +117,7 @@ def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelReg
             f"No draft head is shipped at {SHIPPED_HEAD}: train one with "
             "`python -m talon.training.train_head` or pick another drafter."
         )
-    directory = SHIPPED_HEAD if not location else resolve_head_dir(location)
+    directory = head_directory(location)
     name = "trained EAGLE-style head" if not location else f"EAGLE-style head {location}"
     key = ("head", str(directory.resolve()), *target.cache_key)
     return registry.get_derived(key, lambda: load_head(directory, target)), name
@@ -133,10 +141,17 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
         return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size, device=target.device)
     if parsed.kind == "head":
         head, name = shipped_or_given_head(parsed.location, target, registry)
-        return HeadDrafter(head, target, name)
-    if parsed.kind == "eagle3":
-        return HeadDrafter(eagle3_head(parsed.location, target, registry), target, f"EAGLE-3 head {parsed.location}")
-    return ModelDrafter(draft_model(parsed, target, registry))
+        drafter = HeadDrafter(head, target, name)
+        directory = head_directory(parsed.location)
+    elif parsed.kind == "eagle3":
+        drafter = HeadDrafter(eagle3_head(parsed.location, target, registry), target, f"EAGLE-3 head {parsed.location}")
+        directory = resolve_head_dir(parsed.location, EAGLE3_FILES, "EAGLE-3 head")
+    else:
+        return ModelDrafter(draft_model(parsed, target, registry))
+    drafter.calibration_prior = registry.get_derived(
+        ("calibration", str(directory.resolve())), lambda: load_calibration(directory / CALIBRATION_FILE)
+    )
+    return drafter
 
 
 def drafter_for(

@@ -1,15 +1,16 @@
 """Measuring the device's cost curve (``talon.runtime.cost_curve``) for a target and drafter: a plain
 decoding step through the real loop, verifying trees of 1 to 128 nodes, and one drafter call per
-frontier width, each the median of a few wall-clock timings.  A few seconds on the 2-core CPU; the
-result is cached next to the model cache and reused until ``refresh``.
+frontier width, each the least of a few wall-clock timings (on a machine shared with other work the
+least is the piece's own cost; a median drifts with the neighbours' load, and only ratios are used).
+About ten seconds on the 2-core CPU; the result is cached next to the model cache and reused until
+``refresh``.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -22,6 +23,7 @@ from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
+from ..trace import StepRecord
 from ..tree import DraftTree
 from .decode import encode_prompt, new_trace, run
 from .verify import Verifier
@@ -31,6 +33,8 @@ VERIFY_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 CALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 """Frontier widths whose drafter call is timed."""
 CONTEXT_TOKENS = 128
+PLAIN_TOKENS = 64
+"""Length of the plain run whose steps are timed (one per round)."""
 Progress = Callable[[str], None]
 
 
@@ -45,22 +49,13 @@ def context_ids(target: LoadedModel, tokens: int = CONTEXT_TOKENS) -> list[int]:
     return ids[:tokens]
 
 
-def median_seconds(
-    fn: Callable[[], None], device: torch.device, reps: int, warmup: int = 1, setup: Callable[[], None] | None = None
-) -> float:
-    """Median wall clock of ``fn()`` over ``reps`` calls after ``warmup`` (``setup()`` before each call,
-    off the clock; synchronised on a GPU)."""
-    times = []
-    for k in range(warmup + reps):
-        if setup is not None:
-            setup()
-        synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        synchronize(device)
-        if k >= warmup:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def timed(fn: Callable[[], None], device: torch.device) -> float:
+    """Wall clock of one ``fn()`` (synchronised on a GPU)."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - t0
 
 
 def heap_tree(root: int, nodes: int, tokens: Sequence[int]) -> DraftTree:
@@ -72,60 +67,65 @@ def heap_tree(root: int, nodes: int, tokens: Sequence[int]) -> DraftTree:
     return tree
 
 
-def plain_step_seconds(target: LoadedModel, ids: list[int], reps: int = 3, tokens: int = 12) -> float:
-    """Median step time of plain decoding through the real loop (first step of each run left out)."""
-    cfg, dec = TreeConfig(method="ar"), DecodeConfig(max_new_tokens=tokens)
-    times = []
-    for _ in range(reps + 1):
-        trace = new_trace(target, None, cfg, dec, "", ids)
-        for step in run(trace, target, None, cfg, dec):
-            if step.index > 0:
-                times.append(step.step_seconds)
-    return statistics.median(times[tokens - 1 :] or times)
+class _Pieces:
+    """The timed pieces of a step, each callable once per round: a plain decoding step through the real
+    loop (a long plain run advanced one step at a time), verifying a tree of each size, and a drafter
+    call over each frontier width (the drafter restarts its step before each call, off the clock)."""
 
+    def __init__(
+        self, target: LoadedModel, drafter: Drafter, ids: list[int], sizes: Sequence[int], widths: Sequence[int]
+    ) -> None:
+        self.target, self.drafter, self.ids = target, drafter, ids
+        self.plain = self._plain_run()
+        self.verifier = Verifier(target, rows=len(ids) + max(sizes) + 1)
+        self.trees = {size: heap_tree(ids[-1], size, ids) for size in sizes}
+        self.widths = widths if not isinstance(drafter, NoDrafter) else ()
+        self.features = None
+        if self.widths:
+            feed = Verifier(target, drafter.feature_layers)
+            feed.prefill(ids)
+            self.features = feed.features
+            drafter.start(ids, self.features, len(ids) + max(self.widths) + 2)
+        with torch.inference_mode():
+            self.verifier.prefill(ids)
 
-def verify_points(target: LoadedModel, ids: list[int], sizes: Sequence[int], reps: int) -> list[tuple[int, float]]:
-    with torch.inference_mode():
-        verifier = Verifier(target, rows=len(ids) + max(sizes) + 1)
-        verifier.prefill(ids)
-        points = []
-        for size in sizes:
-            tree = heap_tree(ids[-1], size, ids)
+    def _plain_run(self) -> Iterator[StepRecord]:
+        cfg, dec = TreeConfig(method="ar"), DecodeConfig(max_new_tokens=PLAIN_TOKENS)
+        steps = run(new_trace(self.target, None, cfg, dec, "", self.ids), self.target, None, cfg, dec)
+        next(steps)  # the first step of a run is not a typical one
+        return steps
 
-            def once(tree=tree) -> None:
-                verifier.verify(tree, 0.0)
-                verifier.drop_tree()
+    def plain_step(self) -> float:
+        try:
+            return next(self.plain).step_seconds
+        except StopIteration:  # the run ended (EOS): start another
+            self.plain = self._plain_run()
+            return next(self.plain).step_seconds
 
-            points.append((size, median_seconds(once, target.device, reps)))
-        verifier.close()
-    return points
+    def verify(self, size: int) -> float:
+        def once() -> None:
+            self.verifier.verify(self.trees[size], 0.0)
+            self.verifier.drop_tree()
 
+        with torch.inference_mode():
+            return timed(once, self.target.device)
 
-def call_points(
-    target: LoadedModel, drafter: Drafter, ids: list[int], widths: Sequence[int], reps: int
-) -> list[tuple[int, float]]:
-    """One drafter call over ``width`` children of the root (and the builder's top-k and read-back of
-    its answer), per width; the drafter restarts its step before each call, off the clock."""
-    with torch.inference_mode():
-        verifier = Verifier(target, drafter.feature_layers)
-        verifier.prefill(ids)
-        features = verifier.features
-        drafter.start(ids, features, len(ids) + max(widths) + 2)
-        points = []
-        for width in widths:
-            tree = DraftTree.with_root(ids[-1])
-            frontier = [tree.add(0, ids[k % len(ids)], -1.0) for k in range(width)]
+    def call(self, width: int) -> float:
+        tree = DraftTree.with_root(self.ids[-1])
+        frontier = [tree.add(0, self.ids[k % len(self.ids)], -1.0) for k in range(width)]
 
-            def setup() -> None:
-                drafter.begin_step(ids, features)
+        def once() -> None:
+            logprobs = self.drafter.propose(tree, frontier).logprobs
+            logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
 
-            def once(tree=tree, frontier=frontier) -> None:
-                logprobs = drafter.propose(tree, frontier).logprobs
-                logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+        with torch.inference_mode():
+            self.drafter.begin_step(self.ids, self.features)
+            return timed(once, self.target.device)
 
-            points.append((width, median_seconds(once, target.device, reps, setup=setup)))
-        drafter.release()
-    return points
+    def close(self) -> None:
+        self.plain.close()
+        self.verifier.close()
+        self.drafter.release()
 
 
 def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
@@ -143,28 +143,38 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
 def measure_curve(
     target: LoadedModel,
     drafter: Drafter | None,
-    reps: int = 5,
+    reps: int = 6,
     progress: Progress | None = None,
     note: str = "measured on first use",
     sizes: Sequence[int] = VERIFY_SIZES,
     widths: Sequence[int] = CALL_WIDTHS,
 ) -> CostCurve:
-    """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device."""
+    """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device: ``reps``
+    rounds, each timing every piece once (so a busy spell on a shared machine touches all pieces alike),
+    then the least time of each piece (its own cost; ratios between pieces are what prices use)."""
     report = progress or (lambda line: None)
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
-    report("Measuring this machine's cost curve: a plain decoding step...")
-    plain = plain_step_seconds(target, ids)
-    report(f"Cost curve: plain step {plain * 1e3:.1f} ms; verifying trees of {sizes[0]} to {sizes[-1]} nodes...")
-    verify = verify_points(target, ids, sizes, reps)
-    calls: list[tuple[int, float]] = []
-    if not isinstance(drafter, NoDrafter):
-        report(f"Cost curve: drafter calls over {widths[0]} to {widths[-1]} nodes...")
-        calls = call_points(target, drafter, ids, widths, reps)
+    pieces = _Pieces(target, drafter, ids, sizes, widths)
+    plain, verify, call = [], {n: [] for n in sizes}, {w: [] for w in pieces.widths}
+    try:
+        for k in range(reps + 1):  # round 0 warms up
+            report(f"Measuring this machine's cost curve: round {k} of {reps}...")
+            keep = k > 0
+            p = pieces.plain_step()
+            plain += [p] if keep else []
+            for n in sizes:
+                t = pieces.verify(n)
+                verify[n] += [t] if keep else []
+            for w in pieces.widths:
+                t = pieces.call(w)
+                call[w] += [t] if keep else []
+    finally:
+        pieces.close()
     return CostCurve(
-        plain=plain,
-        verify=tuple(verify),
-        call=tuple(calls),
+        plain=min(plain),
+        verify=tuple((n, min(ts)) for n, ts in verify.items()),
+        call=tuple((w, min(ts)) for w, ts in call.items()),
         key=asdict(curve_key(target, drafter)),
         measured=datetime.now(UTC).isoformat(timespec="seconds"),
         note=note,

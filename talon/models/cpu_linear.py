@@ -1,21 +1,28 @@
 """Faster float32 matrix products on the CPU: linear layers whose weights are laid out once, at load
-time, in oneDNN's blocked format.
+time, in oneDNN's blocked format, with the fastest kernel per row count.
 
-``torch.nn.Linear`` on a CPU calls MKL's sgemm, which is slow for the few-row products of decoding
-(one row per token, one per tree node): on the 2-core AVX-512 machine a ``[17, 576] x [576, 1536]``
+``torch.nn.Linear`` on a CPU calls MKL's sgemm, which is slow for the few-row products of tree
+verification (one row per tree node): on the 2-core AVX-512 machine a ``[17, 576] x [576, 1536]``
 product took 345 us with ``F.linear`` and 92 us with the prepacked oneDNN kernel (docs/benchmarks.md,
-"CPU arithmetic").  The arithmetic stays float32; only the order of the additions inside a dot product
-differs, as it does between any two BLAS kernels, and greedy losslessness is checked in that mode
-like in any other (the decoding loop and ``generate()`` run the same packed model).
+"CPU arithmetic").  At one row, though, machines differ: there MKL's matrix-vector path took
+10.5-11.5 ms for the model's linears against the packed kernel's 14-15 ms, while on the 2-core AMD EPYC
+(AVX2) the packed kernel is faster at every row count.  So each packed model measures, once at load,
+whether MKL wins at 1 and 2 rows on this CPU and uses it there (``PackedLinear.plain_rows``).
 
-``$TALON_CPU_LINEAR``: ``onednn`` (default) packs every ``nn.Linear`` of a CPU model; ``plain`` keeps
-PyTorch's own.  Where the oneDNN op is missing (another PyTorch build) the model is left as it is.
+The arithmetic stays float32; only the order of the additions inside a dot product differs, as it does
+between any two BLAS kernels, and greedy losslessness is checked in every mode.
+
+``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the kernel
+for 1-2 rows by measurement; ``onednn`` uses the packed kernel at every row count; ``plain`` keeps
+PyTorch's own (what an unmodified transformers model runs).  Where the oneDNN op is missing (another
+PyTorch build) the model is left as it is.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 from torch import nn
@@ -23,7 +30,11 @@ from torch import nn
 from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
-CPU_LINEAR_MODES = ("onednn", "plain")
+CPU_LINEAR_MODES = ("auto", "onednn", "plain")
+SMALL_ROWS = (1, 2)
+"""Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode)."""
+MARGIN = 0.9
+"""MKL is used at a row count only when it takes at most this fraction of the packed kernel's time."""
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 PACK_BATCH_HINT = 64
 """Rows the packed layout is tuned for (it serves any number; 64 was as fast as 17 or 512 here)."""
@@ -40,12 +51,16 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight
         self.bias = linear.bias
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_BATCH_HINT)
+        self.plain_rows = 0
+        """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` float32 on the CPU -> ``[..., out_features]``.  When a gradient
         is wanted (training a draft head through the target's LM head) it takes PyTorch's own linear,
         because the packed op has no backward."""
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+        if (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)) or (
+            x.numel() <= self.plain_rows * self.in_features
+        ):
             return nn.functional.linear(x, self.weight, self.bias)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
@@ -65,9 +80,9 @@ def onednn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
 
 
 def cpu_linear_mode() -> str:
-    """``$TALON_CPU_LINEAR`` (``onednn`` unless set to ``plain``); an unknown value raises
+    """``$TALON_CPU_LINEAR`` (``auto`` unless set to ``onednn`` or ``plain``); an unknown value raises
     ``ModelLoadError``."""
-    mode = os.environ.get(CPU_LINEAR_ENV, "onednn").strip().lower() or "onednn"
+    mode = os.environ.get(CPU_LINEAR_ENV, "auto").strip().lower() or "auto"
     if mode not in CPU_LINEAR_MODES:
         raise ModelLoadError(f"${CPU_LINEAR_ENV}={mode!r}: choose one of {', '.join(CPU_LINEAR_MODES)}.")
     return mode
@@ -92,11 +107,56 @@ def pack_linears(module: nn.Module) -> int:
 
 def pack_for_device(module: nn.Module) -> int:
     """``pack_linears(module)`` when its weights are float32 or bfloat16 on the CPU and
-    ``$TALON_CPU_LINEAR`` is ``onednn``; otherwise nothing.  Returns how many layers were packed."""
+    ``$TALON_CPU_LINEAR`` is not ``plain`` (in ``auto`` mode then ``choose_small_row_kernel``);
+    otherwise nothing.  Returns how many layers were packed."""
     weight = next((p for p in module.parameters()), None)
-    if weight is None or weight.device.type != "cpu" or weight.dtype not in PACKED_DTYPES:
+    mode = cpu_linear_mode()
+    if weight is None or weight.device.type != "cpu" or weight.dtype not in PACKED_DTYPES or mode == "plain":
         return 0
-    return pack_linears(module) if cpu_linear_mode() == "onednn" else 0
+    count = pack_linears(module)
+    if count and mode == "auto":
+        choose_small_row_kernel(module)
+    return count
+
+
+def _fastest_seconds(fn, reps: int = 15) -> float:
+    """The least wall clock of ``reps`` calls (after one warm-up): the kernel's own speed, least
+    disturbed by whatever else the machine runs."""
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
+    """Measure, on up to ``sample`` of ``module``'s packed layers (two decoder layers of a Llama), whether
+    MKL beats the packed kernel at 1 and 2 rows (by ``MARGIN``, least of 15 timings each, so that a busy
+    neighbour does not decide it), and set every packed layer's ``plain_rows`` to the largest row count
+    from 1 up where it does (0 when it never does).  About 0.2 s.  Returns that count."""
+    layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
+    probe = layers[:sample]
+    plain_rows = 0
+    with torch.inference_mode():
+        for rows in SMALL_ROWS:
+            inputs = [torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in probe]
+
+            def mkl(inputs=inputs) -> None:
+                for m, x in zip(probe, inputs):
+                    nn.functional.linear(x, m.weight, m.bias)
+
+            def packed(inputs=inputs) -> None:
+                for m, x in zip(probe, inputs):
+                    torch.ops.mkldnn._linear_pointwise(x, m.packed, m.bias, "none", [], "")
+
+            if _fastest_seconds(mkl) > MARGIN * _fastest_seconds(packed):
+                break
+            plain_rows = rows
+    for m in layers:
+        m.plain_rows = plain_rows
+    return plain_rows
 
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
@@ -106,7 +166,7 @@ def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtyp
     if (
         device.type == "cpu"
         and target_dtype == torch.float32
-        and cpu_linear_mode() == "onednn"
+        and cpu_linear_mode() != "plain"
         and onednn_linear_works(torch.bfloat16)
     ):
         return torch.bfloat16

@@ -38,8 +38,10 @@ def load_model(
     device: torch.device | None = None,
     dtype: torch.dtype | None = None,
     progress: Progress = log.info,
+    stock: bool = False,
 ) -> LoadedModel:
-    """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.
+    """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.  ``stock`` leaves the
+    model exactly as transformers builds it (no packed CPU kernels): what the transformers peers run.
 
     A Hub id is tried from the local Hugging Face cache first; the network is tried only when the Hub
     is reachable (``talon.models.hub.hub_reachable``, decided once), so an unknown id fails at once
@@ -90,7 +92,8 @@ def load_model(
         ) from err
     model.to(device).eval()
     model.requires_grad_(False)
-    pack_for_device(model)
+    if not stock:
+        pack_for_device(model)
     identity = str(Path(source).resolve()) if local_only else spec
     return LoadedModel(name, model, tokenizer, device, dtype, identity)
 

@@ -80,6 +80,14 @@ class ModelRegistry:
 
         return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype, progress=report))
 
+    def get_stock(self, spec: str, progress: Progress = log.info) -> LoadedModel:
+        """The model of ``spec`` exactly as transformers builds it (no packed CPU kernels: what the
+        transformers peers run), loaded once, apart from ``get``'s."""
+        return self.get_derived(
+            ("stock", spec),
+            lambda: load_model(spec, device=self._device, dtype=self._dtype, progress=progress, stock=True),
+        )
+
     def loading_status(self, key: Hashable) -> str | None:
         """The last progress line of ``key``'s load while it is in flight (None when it is not loading)."""
         with self._table_lock:

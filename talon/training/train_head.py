@@ -88,6 +88,7 @@ class TrainArgs:
     eval_only: Path | None = None
     answers: tuple[float, ...] = (0.0,)  # one answer per temperature for each train prompt (0 = greedy)
     arch: str = "talon"  # one of ARCHS
+    layout: str = "eagle"  # --arch eagle3: "eagle" (EAGLE / SGLang) or "speculators" (vLLM)
 
 
 def new_head(arch: str, target: LoadedModel) -> HeadNetwork:
@@ -555,7 +556,7 @@ def run(args: TrainArgs, log=print) -> Path:
     if isinstance(head, Eagle3Head):
         if ids is not None:
             head.restrict_vocab(ids)
-        save_eagle3(head, export, target, extra)
+        save_eagle3(head, export, target, extra, layout=args.layout)
     else:
         head.save(export, extra=extra)
     if args.ship:
@@ -618,6 +619,12 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
         default=TrainArgs.arch,
         help="talon: the shipped head's network; eagle3: EAGLE-3's, written in its layout (loads as "
         "'eagle3:DIR' here and in SGLang / vLLM)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("eagle", "speculators"),
+        default=TrainArgs.layout,
+        help="--arch eagle3: the export's layout, EAGLE's (SGLang, EAGLE's own loader) or vLLM's speculators",
     )
     p.add_argument(
         "--answers",
