@@ -202,7 +202,11 @@ def test_stop_ends_the_run_through_the_engine_and_keeps_its_summary(client):
         "verdict", PROMPT, *{**RUN_ARGS, "max_new": 400, "drafter_spec": "layers:4"}.values(), api_name="/run_explore"
     )
     deadline = time.time() + 60
-    while time.time() < deadline and len(job.outputs()) < 2:
+
+    def streaming() -> bool:  # a step is on show (the first updates say the prompt is being read)
+        return any(isinstance(out[4], str) and out[4].startswith("**Step") for out in job.outputs())
+
+    while time.time() < deadline and not streaming():
         time.sleep(0.1)
     assert client.predict(api_name="/stop_run").startswith("Stopping")
     final = dict(zip(VIEW, job.result()))
