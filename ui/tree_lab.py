@@ -371,7 +371,7 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
     best = max((r for r in rows if r.get("price")), key=lambda r: r["expected"] / r["price"], default=None)
     yours = min(rows, key=lambda r: abs(r["budget"] - your_n)) if rows else None
     text = (
-        f"The cost rule would grow **{pick['nodes']} draft nodes** here"
+        f"The cost rule would grow **{plural(pick['nodes'], 'draft node')}** here"
         + (
             f" (expected {pick['expected']:.2f} tokens for {pick['price']:.2f} plain steps)"
             if pick.get("price") and pick.get("expected")
