@@ -382,7 +382,7 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
         lines.append("**No clear difference**: the repetitions disagree or lie within a few percent.")
     if "cuda" not in sync.device:
         lines.append(
-            "On a CPU async cannot help much: drafter and target share the same cores, so running them at "
+            "On a CPU async cannot help much: drafter and target share the same CPU cores, so running them at "
             "once slows both down."
         )
     draft = metrics.draft_share(sync)
