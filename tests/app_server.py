@@ -25,6 +25,6 @@ def launch_app():
         prevent_thread_lock=True,
         quiet=True,
         css=app.CSS,
-        js=app.ENTER_RELEASES_SLIDERS,
+        js=app.PAGE_JS,
     )
     return app.demo, f"http://127.0.0.1:{port}/"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
 from talon.engine.frozen_step import step_context
+from talon.metrics import CONFIDENCE_EDGES, representative_step
 from talon.trace import RunTrace
 
 pytestmark = pytest.mark.app
@@ -48,7 +50,10 @@ VIEW = (
     "timing",
     "timeline",
     "adaptation",
+    "calibration",
+    "path_calibration",
 )
+SETTINGS = len(RUN_ARGS) + 1  # the settings panel: the prompt, then RUN_ARGS
 
 
 def _run(client: Client, prompt: str = PROMPT, color_mode: str = "verdict", **overrides) -> dict:
@@ -80,19 +85,25 @@ def test_run_figure_matches_trace_and_every_view_counts_steps_from_one(client):
     trace = _exported_trace(client)
     n = len(trace.steps)
     assert trace.prompt == PROMPT and n
-    last = trace.steps[-1]
-    assert _figure_nodes(out["plot"]) == len(last.tree)
-    assert len(out["table"]["data"]) == len(last.tree)
-    assert out["slider"]["minimum"] == 1 and out["slider"]["maximum"] == n and out["slider"]["value"] == n
-    assert f"**Step {n} of {n}**" in out["caption"] and "The run ends here" in out["caption"]
-    assert f"Step {n}:" in _figure(out["plot"])["layout"]["title"]["text"]
-    assert "MAT" in out["summary"]
+    shown = representative_step(trace.steps) + 1  # a finished run opens on a typical step, not the last
+    step = trace.steps[shown - 1]
+    assert _figure_nodes(out["plot"]) == len(step.tree)
+    assert len(out["table"]["data"]) == len(step.tree)
+    assert out["slider"]["minimum"] == 1 and out["slider"]["maximum"] == n and out["slider"]["value"] == shown
+    assert out["caption"].startswith(f"**Step {shown} of {n}**")
+    assert f"Step {shown}:" in _figure(out["plot"])["layout"]["title"]["text"]
+    deepest = max(s.tree.max_depth for s in trace.steps)  # every step on the run's one depth scale
+    room = 0.0 if deepest + 2 > 9 else 0.9  # deep trees label above / below instead of to the right
+    assert _figure(out["plot"])["layout"]["xaxis"]["range"][1] == pytest.approx(deepest + 1 + 0.9 + room)
+    assert "MAT" in out["summary"] and "Mean depth (draft layers below the root)" in out["summary"]
     assert all(out[c] is not None for c in VIEW[7:])
     assert _figure(out["committed"])["data"][0]["x"][0] == 1  # charts: step 1 first
     pieces = out["text"]["pieces"]
     assert [p[0] for p in pieces] == list(range(1, n + 1))[: len(pieces)] and "talon-step" in pieces[0][1]
-    assert out["text"]["highlight"] == n
+    assert out["text"]["highlight"] == shown
     assert "source" not in [c[1] if isinstance(c, list) else c for c in out["colour"]["choices"]]
+    last = client.predict(n, "verdict", api_name="/show_step")[3]
+    assert last.startswith(f"**Step {n} of {n}**") and "The run ends here" in last
 
 
 def test_step_slider_rerenders_from_trace(client):
@@ -113,7 +124,7 @@ def test_export_loads_back_with_its_prompt_and_settings(client, app_url):
     original = RunTrace.from_json(Path(path).read_text(encoding="utf-8"))
     other = Client(app_url, verbose=False)  # a fresh session with no run of its own
     out = other.predict(handle_file(path), "verdict", api_name="/load_trace")
-    settings, view, note = out[:13], dict(zip(VIEW, out[13:26])), out[26]
+    settings, view, note = out[:SETTINGS], dict(zip(VIEW, out[SETTINGS : SETTINGS + len(VIEW)])), out[-1]
     assert settings[0] == PROMPT and settings[3] == "eagle2" and settings[4] == 12 and settings[7] == 4
     assert settings[10] == 20 and settings[12] == "sync"
     assert view["caption"].startswith(f"**Step 1 of {len(original.steps)}**")
@@ -191,14 +202,20 @@ def test_stop_ends_the_run_through_the_engine_and_keeps_its_summary(client):
         "verdict", PROMPT, *{**RUN_ARGS, "max_new": 400, "drafter_spec": "layers:4"}.values(), api_name="/run_explore"
     )
     deadline = time.time() + 60
-    while time.time() < deadline and len(job.outputs()) < 2:
+
+    def streaming() -> bool:  # a step is on show (the first updates say the prompt is being read)
+        return any(isinstance(out[4], str) and out[4].startswith("**Step") for out in job.outputs())
+
+    while time.time() < deadline and not streaming():
         time.sleep(0.1)
     assert client.predict(api_name="/stop_run").startswith("Stopping")
     final = dict(zip(VIEW, job.result()))
     trace = _exported_trace(client)
     assert trace.stop_reason == "stopped" and 0 < len(trace.output_ids) < 400
     assert "the Stop button" in final["summary"] and "MAT" in final["summary"]
-    assert "you pressed Stop" in final["caption"] and final["committed"] is not None
+    n = len(trace.steps)
+    assert "you pressed Stop" in client.predict(n, "verdict", api_name="/show_step")[3]
+    assert final["committed"] is not None
 
 
 @pytest.mark.parametrize(
@@ -206,7 +223,7 @@ def test_stop_ends_the_run_through_the_engine_and_keeps_its_summary(client):
     [
         ({"prompt": "   "}, "empty"),
         ({"mu": 5.0}, "greater than maximum value 1"),  # the slider's own bound check
-        ({"budget": 0}, "less than minimum value 1"),
+        ({"budget": -1}, "less than minimum value 0"),  # 0 is auto
         ({"method": "beam"}, "not in the list of choices"),
         ({"drafter_spec": "layers:abc"}, "whole number"),
         ({"max_new": 100000}, "greater than maximum value 512"),
@@ -225,34 +242,32 @@ def test_load_rejects_non_trace_json(client, tmp_path):
         client.predict(handle_file(str(bad)), "verdict", api_name="/load_trace")
 
 
-def test_compare_aligns_the_two_runs_by_output_position(client):
-    position, plot_a, plot_b, table, caption, adaptation, number_a, number_b = client.predict(
-        "static",
-        "talon",
-        "verdict",
-        PROMPT,
-        "embedded",
-        "ngram",
-        "talon",
-        16,
-        6,
-        0.03,
-        5,
-        4,
-        0.0,
-        16,
-        0,
-        "sync",
-        api_name="/run_compare",
-    )
+COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")
+
+
+def _compare(client: Client, method_a: str, method_b: str, repeats: int = 2, **overrides) -> dict:
+    args = {**RUN_ARGS, "max_new": 16, **overrides}
+    out = client.predict(method_a, method_b, "verdict", repeats, PROMPT, *args.values(), api_name="/run_compare")
+    return dict(zip(COMPARE_OUT, out))
+
+
+def test_compare_aligns_the_two_runs_by_output_position_and_repeats_them(client):
+    out = _compare(client, "static", "talon", repeats=2)
+    table = out["table"]
     assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree", "B: TALON"]
-    speedups = [row[table["headers"].index("speedup")] for row in table["data"]]
-    assert all(s is not None and s > 0 for s in speedups)
-    fig_a, fig_b = _figure(plot_a), _figure(plot_b)
+    column = {h: [row[k] for row in table["data"]] for k, h in enumerate(table["headers"])}
+    assert all(s is not None and s > 0 for s in column["speedup over plain decoding (median)"])
+    assert column["repetitions"] == [2, 2, 2] and all("–" in s for s in column["spread (low–high)"])
+    verdict = out["verdict"]
+    assert "× plain decoding in this app (spread" in verdict and "over 2 repetitions" in verdict
+    assert "N=16 · K=6 · μ=0.03 · depth 5 · γ=4 · greedy · max 16 new tokens" in verdict
+    assert any(w in verdict for w in ("was faster in all 2 repetitions", "No clear winner", "same speed"))
+    fig_a, fig_b = _figure(out["a"]), _figure(out["b"])
     assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
-    token = position["value"]
-    assert caption.startswith(f"Output token {token}")
-    for fig, number in ((fig_a, number_a), (fig_b, number_b)):  # each tree is the step that committed that token
+    assert {t["name"].split(":")[0] for t in _figure(out["acceptance"])["data"]} == {"A", "B"}
+    token = out["position"]["value"]
+    assert out["caption"].startswith(f"Output token {token}")
+    for fig, number in ((fig_a, out["number_a"]), (fig_b, out["number_b"])):  # each tree committed that token
         first, last = (int(x) for x in fig["layout"]["title"]["text"].split("tokens ")[1].split("–"))
         assert first <= token <= last
         assert f"step {number} of" in fig["layout"]["title"]["text"]  # the "go to step" boxes show it
@@ -264,33 +279,16 @@ def test_compare_aligns_the_two_runs_by_output_position(client):
 
 def test_compare_checks_both_methods_before_decoding(client):
     with pytest.raises(Exception, match="Method B: EAGLE-2 needs root width K >= 1"):
-        client.predict(
-            "talon",
-            "eagle2",
-            "verdict",
-            PROMPT,
-            "embedded",
-            "ngram",
-            "talon",
-            16,
-            0,
-            0.03,
-            5,
-            4,
-            0.0,
-            16,
-            0,
-            "sync",
-            api_name="/run_compare",
-        )
+        _compare(client, "talon", "eagle2", repeats=1, topk=0)
 
 
 def test_async_run_matches_sync_and_draws_both_timelines(client):
     plot, table, verdict = client.predict(
-        PROMPT, "embedded", "layers:4", "talon", 8, 4, 0.03, 5, 4, 0.0, 12, 0, "sync", api_name="/run_sync_async"
+        2, PROMPT, "embedded", "layers:4", "talon", 8, 4, 0.03, 5, 4, 0.0, 12, 0, "sync", api_name="/run_sync_async"
     )
-    assert "Outputs are identical" in verdict
+    assert "Outputs are identical" in verdict and "Measured over 2 interleaved repetitions" in verdict
     assert [row[0] for row in table["data"]][:2] == ["sync", "async"]
+    assert table["data"][0][table["headers"].index("repetitions")] == 2
     lanes = {y for t in _figure(plot)["data"] for y in t.get("y", [])}
     assert {"sync · drafter", "sync · target", "async · drafter", "async · target"} <= lanes
 
@@ -348,14 +346,17 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     _freeze(client, 2)
     table = client.predict(16, 6, 0.03, 5, 4, api_name="/every_method")
     rows = {row[0]: dict(zip(table["headers"], row)) for row in table["data"]}
-    assert set(rows) == {"TALON", "EAGLE-2", "static tree", "chain"}
+    assert set(rows) == {"TALON", "EAGLE-2", "static tree", "chain (γ=4)"}
     context = step_context(trace, 1)
-    for label, method in (("TALON", "talon"), ("EAGLE-2", "eagle2"), ("chain", "chain")):
+    for label, method in (("TALON", "talon"), ("EAGLE-2", "eagle2"), ("chain (γ=4)", "chain")):
         cfg = TreeConfig(method=method, budget=16, topk=6, mu=0.03, depth=5, gamma=4)
         fresh = run_to_end(
             target, drafter_for(method, LAB_DRAFTER, target), cfg, DecodeConfig(max_new_tokens=2), prompt_ids=context
         ).steps[0]
-        assert rows[label]["accepted"] == fresh.accepted_tokens and rows[label]["draft nodes"] == fresh.tree.num_drafts
+        assert rows[label]["accepted"] == fresh.accepted_tokens
+        assert str(rows[label]["draft nodes"]).split()[0] == str(fresh.tree.num_drafts)
+    assert rows["chain (γ=4)"]["draft nodes"] == "4 (its length γ, not N=16)"  # honest about what it counts
+    assert sum(r["best"] == "★ winner" for r in rows.values()) >= 1
     _redraw(client)
     plot, sampling, note = client.predict(api_name="/reroll")
     bars = _figure(plot)["data"]
@@ -376,3 +377,201 @@ def test_the_lab_needs_a_run_and_a_frozen_step(app_url):
         _redraw(fresh)
     with pytest.raises(Exception, match="run or load a trace"):
         _freeze(fresh, 1)
+
+
+# ---- issue 25: two prompts, why each tree stopped, both acceptance rates, calibration, price --------------------
+PROMPTS_OUT = (  # the results column and the question group are layout: the API leaves them out
+    "table",
+    "caption",
+    "slider_a",
+    "slider_b",
+    "plot_a",
+    "plot_b",
+    "heat_a",
+    "heat_b",
+    "dist",
+    "acceptance",
+)
+PREDICTABLE = "List the twelve months of the year in order, numbered 1 to 12, one per line."
+OPEN = "What are three good habits for getting better sleep? Explain each briefly."
+
+
+def _prompts(client: Client, predict: bool = False, **overrides) -> dict:
+    args = {**RUN_ARGS, "drafter_spec": "head", "budget": 12, "max_new": 20, **overrides}
+    out = client.predict(PREDICTABLE, OPEN, predict, "verdict", "ignored", *args.values(), api_name="/run_prompts")
+    return dict(zip(PROMPTS_OUT, out))
+
+
+def test_two_prompts_run_with_the_same_settings_on_one_scale(client):
+    out = _prompts(client)
+    paths = client.predict(api_name="/export_prompts")
+    a, b = (RunTrace.from_json(Path(p).read_text(encoding="utf-8")) for p in paths)
+    assert (a.prompt, b.prompt) == (PREDICTABLE, OPEN)
+    assert a.tree_config == b.tree_config and a.decode_config == b.decode_config
+    assert a.tree_config["budget"] == 12 and a.drafter == b.drafter and a.target == b.target
+    rows = {row[0][0]: dict(zip(out["table"]["headers"], row)) for row in out["table"]["data"]}
+    for label, trace in (("A", a), ("B", b)):
+        depth = sum(s.tree.max_depth for s in trace.steps) / len(trace.steps)
+        assert rows[label]["mean depth"] == pytest.approx(round(depth, 2))
+        assert rows[label]["draft nodes / step"] == pytest.approx(
+            round(sum(s.tree.num_drafts for s in trace.steps) / len(trace.steps), 1)
+        )
+    fig_a, fig_b = _figure(out["plot_a"]), _figure(out["plot_b"])
+    assert fig_a["layout"]["xaxis"]["range"] == fig_b["layout"]["xaxis"]["range"]
+    assert fig_a["layout"]["yaxis"]["range"] == fig_b["layout"]["yaxis"]["range"]
+    assert fig_a["layout"]["height"] == fig_b["layout"]["height"]
+    heat_a, heat_b = _figure(out["heat_a"]), _figure(out["heat_b"])
+    assert heat_a["layout"]["yaxis"]["range"] == heat_b["layout"]["yaxis"]["range"]
+    assert heat_a["data"][0]["zmax"] == heat_b["data"][0]["zmax"]
+    assert out["slider_a"]["value"] == representative_step(a.steps) + 1
+    assert "Same settings for both: TALON · N=12" in out["caption"]
+    other = client.predict(1, "verdict", api_name="/prompt_b_step")
+    assert _figure(other)["layout"]["xaxis"]["range"] == fig_a["layout"]["xaxis"]["range"]
+
+
+def test_class_mode_hides_the_trees_until_the_guess(client):
+    out = _prompts(client, predict=True, max_new=8)
+    assert "Both prompts are decoded" in out["caption"] and "press **Reveal**" in out["caption"]
+    assert not out["table"]["data"] and out["plot_a"] is None and out["plot_b"] is None  # nothing to peek at
+    with pytest.raises(Exception, match="Pick an answer first"):
+        client.predict(None, "verdict", api_name="/reveal")
+    revealed = dict(zip((*PROMPTS_OUT, "verdict"), client.predict("A", "verdict", api_name="/reveal")))
+    assert len(revealed["table"]["data"]) == 2 and revealed["plot_a"] is not None
+    assert revealed["verdict"].startswith("You said: *A grows deeper trees*.")
+    revealed = {"verdict": revealed["verdict"]}
+    assert ("**Right.**" in revealed["verdict"]) != ("**Not this time.**" in revealed["verdict"])
+
+
+STOP_FACTS = {
+    # what the caption says -> what must then be true of the tree (checked on the exported trace)
+    "the budget N=16 was used up in layer": lambda step, cfg: step.tree.num_drafts == cfg["budget"],
+    "the drafter proposed nothing more": lambda step, cfg: step.tree.num_drafts < cfg["budget"],
+    "its depth of 3 layers was drafted": lambda step, cfg: step.drafter_forwards == cfg["depth"],
+    "its length γ=4 was reached": lambda step, cfg: step.tree.num_drafts == cfg["gamma"],
+}
+STOP_KEY = {
+    "the budget N=16 was used up in layer": "cap",
+    "the drafter proposed nothing more": "drafter",
+    "its depth of 3 layers was drafted": "depth",
+    "its length γ=4 was reached": "depth",
+}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"method": "talon", "drafter_spec": "ngram", "max_new": 40},  # prompt lookup runs dry at some steps
+        {"method": "eagle2", "drafter_spec": "layers:4", "depth": 3, "max_new": 16},
+        {"method": "chain", "drafter_spec": "ngram", "max_new": 24},
+    ],
+)
+def test_every_steps_caption_says_why_its_tree_stopped_and_the_tree_agrees(client, overrides):
+    _run(client, **overrides)
+    trace = _exported_trace(client)
+    said = []
+    for number in range(1, len(trace.steps) + 1):
+        caption = client.predict(number, "verdict", api_name="/show_step")[3]
+        step = trace.steps[number - 1]
+        phrase = next((p for p in STOP_FACTS if f"Stopped: {p}" in caption), None)
+        assert phrase is not None, caption
+        assert STOP_KEY[phrase] == step.stop, (number, caption, step.stop)
+        assert STOP_FACTS[phrase](step, trace.tree_config), (number, caption)
+        said.append(STOP_KEY[phrase])
+    if overrides["method"] == "talon":
+        assert {"cap", "drafter"} <= set(said)  # both happen in this run, so a caption stuck on one fails
+
+
+RECORDED = Path(__file__).parent / "data" / "recorded_talon_head.json"
+
+
+def _load_recorded(client: Client) -> dict:
+    out = client.predict(handle_file(str(RECORDED)), "verdict", api_name="/load_trace")
+    return dict(zip(VIEW, out[SETTINGS : SETTINGS + len(VIEW)]))
+
+
+def test_the_conditional_acceptance_rates_equal_a_hand_count(client):
+    """On the recorded run (a real TALON run with the head): per depth d, accepted at d ÷ trees that reached
+    d, and accepted at d ÷ steps whose accepted node at d - 1 had children, counted by hand here."""
+    trace = RunTrace.from_json(RECORDED.read_text(encoding="utf-8"))
+    bars, line = _figure(_load_recorded(client)["acceptance"])["data"]
+    deepest = max(s.tree.max_depth for s in trace.steps)
+    for d in range(1, deepest + 1):
+        reached = accepted = checked = 0
+        for step in trace.steps:
+            depth_of = step.tree.depth
+            if any(x == d for x in depth_of):
+                reached += 1
+            if len(step.accepted_path) - 1 >= d:
+                accepted += 1
+            if len(step.accepted_path) - 1 >= d - 1:
+                node = step.accepted_path[d - 1]
+                if node in step.tree.parent:
+                    checked += 1
+        assert bars["y"][d - 1] == pytest.approx(accepted / reached)
+        assert line["y"][d - 1] == (pytest.approx(accepted / checked) if checked else None), d
+    assert bars["y"] != line["y"]  # this run tells the two rates apart
+
+
+def test_the_reliability_data_bin_the_runs_own_verdicts(client):
+    """Every node the target checked in the recorded run is in the draft-probability chart, binned by its
+    own draft probability, with the share accepted counted by hand."""
+    trace = RunTrace.from_json(RECORDED.read_text(encoding="utf-8"))
+    figure = _figure(_load_recorded(client)["calibration"])
+    raw = [t for t in figure["data"] if t.get("name", "").startswith("draft probability (raw)")]
+    calibrated = [t for t in figure["data"] if t.get("name", "").startswith("calibrated")]
+    counts: dict[tuple[int, int], list[int]] = {}
+    for step in trace.steps:
+        for node in range(1, len(step.tree)):
+            if step.tree.parent[node] not in step.accepted_path:
+                continue  # never checked: its parent was not accepted
+            q = math.exp(step.tree.draft_logprob[node])
+            b = max(k for k in range(len(CONFIDENCE_EDGES) - 1) if q >= CONFIDENCE_EDGES[k])
+            cell = counts.setdefault((min(step.tree.depth[node], 4), b), [0, 0])
+            cell[0] += 1
+            cell[1] += node in step.accepted_path
+    drawn = {}
+    for t in raw:
+        panel = 1 if t["xaxis"] == "x" else int(t["xaxis"][1:])
+        for low, _high, count, hits in t["customdata"]:
+            drawn[(panel, CONFIDENCE_EDGES.index(low))] = [count, hits]
+    assert drawn == counts
+    assert sum(c[2] for t in calibrated for c in t["customdata"]) == sum(c for c, _ in counts.values())
+    assert "ECE" in raw[0]["name"]
+
+
+def test_the_gate_of_a_step_is_one_click_from_its_tree(client):
+    _run(client, drafter_spec=LAB_DRAFTER, max_new=12)
+    figure, note = client.predict(2, "embedded", LAB_DRAFTER, api_name="/show_gate")
+    assert figure["visible"] is True and "(the same tree as the run's)" in note
+    layers = _figure(figure["value"])["data"]
+    assert any(t.get("name") == "admitted" for t in layers)
+    status, *_ = _freeze(client, 2)  # the lab now holds that step: freezing it again is immediate
+    assert "step 2 of" in status
+
+
+def test_the_price_of_a_tree_against_n_marks_the_pick_and_projects(client):
+    _run(client, drafter_spec="head", max_new=10)
+    _freeze(client, 2, drafter="head")
+    plot, note = client.predict("cost-cuda-h100", "talon", 16, 4, 0.1, 5, 4, api_name="/price")
+    fig = _figure(plot)
+    assert fig["layout"]["title"]["text"].startswith("Projection: the trees of step 2 priced with cuda")
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "your N = 16" in texts and any(t.startswith("cost rule") for t in texts)
+    committed = next(t for t in fig["data"] if t["name"].startswith("committed by the verifier"))
+    assert all(isinstance(v, int) and v >= 1 for v in committed["y"])
+    assert "**Projection:**" in note and "The cost rule would grow" in note
+
+
+def test_a_too_long_prompt_gets_a_clear_message(client):
+    long_prompt = "Summarise this: " + "the cat sat on the mat and looked out of the window. " * 300
+    t0 = time.perf_counter()
+    with pytest.raises(Exception, match=r"This prompt is [\d,]+ tokens .*shorten it to about"):
+        _run(client, long_prompt)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_html_export_names_the_prompt_and_settings(client):
+    _run(client)
+    page = Path(client.predict(1, "verdict", api_name="/export_html")).read_text(encoding="utf-8")
+    assert "<title>TALON tree, step 1 of" in page and "Repeat this list exactly" in page
+    assert "TALON · N=16 · K=6 · μ=0.03 · greedy" in page

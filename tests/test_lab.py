@@ -14,6 +14,7 @@ from talon.drafters.head import HeadDrafter
 from talon.engine.decode import run_to_end
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context
 from talon.models.registry import ModelRegistry
+from talon.runtime.cost_curve import CostCurve
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
 from tests.tiny import prompt_ids, random_head, tiny_target
 
@@ -218,3 +219,35 @@ def test_confident_depth_counts_drafts_until_the_cumulative_probability_drops():
     assert confident_depth([0.4], 0.5) == 1
     assert confident_depth([1.0] * 5, 0.5) == 6
     assert confident_depth([], 0.1) == 1
+
+
+def _curve(verify_per_node: float, call: float) -> CostCurve:
+    """A synthetic cost curve: a plain step of 1 s, verification growing by ``verify_per_node`` s a node."""
+    sizes = (1, 2, 4, 8, 16, 32, 64, 128)
+    return CostCurve(
+        plain=1.0,
+        verify=tuple((n, 1.0 + verify_per_node * (n - 1)) for n in sizes),
+        call=tuple((w, call) for w in (1, 2, 4, 8, 16, 32, 64)),
+    )
+
+
+def test_the_price_of_a_tree_at_a_frozen_step(target, registry, run):
+    """Sweep rows carry what a price chart needs, priced by the curve they are given; the cost rule's pick
+    at a step grows a bigger tree where nodes are cheap than where they are dear."""
+    lab = FrozenStep(target, registry, "layers:1", step_context(run, 2), history=run.steps[:2])
+    cheap, dear = _curve(0.0005, 0.001), _curve(0.5, 0.4)
+    rows = lab.sweep(CONFIGS[0], "budget", [2, 6, 12], curve=cheap)
+    for row in rows:
+        assert row["nodes"] == row["budget"] and row["size"] == row["nodes"] + 1
+        assert row["committed"] == row["accepted"] + 1 and row["expected"] >= 1.0
+        assert row["price"] == pytest.approx(cheap.price(row["size"], row["call_widths"]))
+        assert row["call_widths"][0] == 1 and row["stop"] == "cap"
+    dear_rows = lab.sweep(CONFIGS[0], "budget", [2, 6, 12], curve=dear)
+    assert [r["expected"] for r in dear_rows] == pytest.approx([r["expected"] for r in rows])  # same trees
+    assert all(d["price"] > c["price"] for d, c in zip(dear_rows, rows))
+    big, small = lab.pick(CONFIGS[0], cheap, cap=24), lab.pick(CONFIGS[0], dear, cap=24)
+    assert big.tree.num_drafts > small.tree.num_drafts
+    assert small.stop == "cost" and big.tree.num_drafts <= 24
+    assert big.price == pytest.approx(cheap.price(len(big.tree), big.call_widths))
+    with pytest.raises(ConfigError, match="sizes"):
+        lab.pick(TreeConfig(method="static", budget=8), cheap)

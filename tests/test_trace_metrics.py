@@ -13,10 +13,20 @@ from talon.engine.builders import TalonBuilder
 from talon.engine.verify import greedy_accept
 from talon.metrics import (
     acceptance_by_depth,
+    acceptance_per_depth,
+    calibration_error,
+    chain_collapsed,
+    collapsed_steps,
     delta,
     draft_share,
     mat,
+    paired_verdict,
+    reliability_points,
+    reliability_table,
+    representative_step,
+    shape_stats,
     speedup,
+    spread,
     summarize,
     tokens_per_second,
     trace_json,
@@ -306,3 +316,101 @@ def test_config_error_is_value_error_and_valid_configs_pass() -> None:
     assert (d.method, d.budget, d.topk, d.mu) == ("talon", 16, 10, 0.03)
     assert ModelSpec(target="a", drafter="b").to_dict() == {"target": "a", "drafter": "b"}
     assert math.isclose(TreeConfig(mu=0.5).mu, 0.5)
+
+
+# ---- acceptance per depth, chains, shape, representative step, reliability, repeated timings ------------
+def leaf_step() -> StepRecord:
+    """D: root -> 1 -> 2 (a chain of 2) and root -> 3; target 1, 2, then 8: everything accepted, the
+    accepted node at depth 2 is a leaf (the tree ran out), commits [1, 2, 8]."""
+    t = DraftTree.with_root(4)
+    n1 = t.add(0, 1, -0.1)
+    t.add(n1, 2, -0.3)
+    t.add(0, 3, -2.0)
+    return make_step(3, t, [1, 2, 8, 0], forwards=2, start=1.6, draft_s=0.1, verify_s=0.2)
+
+
+def test_acceptance_per_depth_both_rates_by_hand() -> None:
+    """With A, B, C (hand_steps) and D (leaf_step):
+    d=1: reached A B C D; accepted A C D; checked (root has children) A B C D -> 3/4 and 3/4;
+    d=2: reached A C D; accepted A C D; checked: A (node 1 has child 2), C (node 1 -> 2), D (1 -> 2) -> 3/3, 3/3;
+    d=3: reached A only; accepted none; checked: A's node 2 has child 3 -> 1; ran out: C, D (their
+    accepted node at depth 2 is a leaf) -> rate 0/1, conditional 0/1."""
+    rows = acceptance_per_depth([*hand_steps(), leaf_step()])
+    got = [(r["reached"], r["accepted"], r["checked"], r["ran_out"]) for r in rows]
+    assert got == [(4, 3, 4, 0), (3, 3, 3, 0), (1, 0, 1, 2)]
+    assert [r["rate"] for r in rows] == pytest.approx([0.75, 1.0, 0.0])
+    assert [r["conditional"] for r in rows] == pytest.approx([0.75, 1.0, 0.0])
+    assert [r["rate"] for r in rows] == pytest.approx(acceptance_by_depth([*hand_steps(), leaf_step()]))
+
+
+def test_the_conditional_rate_leaves_out_steps_that_failed_earlier() -> None:
+    """Two chains of 3: one accepts depth 1 only, one accepts everything; the reached-rate at depth 2 is
+    1/2, the conditional rate counts only the step whose depth-1 node was accepted: 1/2 as well; at depth 3
+    the reached-rate is 1/2 and the conditional 1/1 (the first step never got there)."""
+    a = make_step(0, chain(0, [1, 2, 3]), [1, 9, 0, 0], forwards=3, start=0.0, draft_s=0.1, verify_s=0.1)
+    b = make_step(1, chain(0, [1, 2, 3]), [1, 2, 3, 5], forwards=3, start=0.3, draft_s=0.1, verify_s=0.1)
+    rows = acceptance_per_depth([a, b])
+    assert [r["rate"] for r in rows] == pytest.approx([1.0, 0.5, 0.5])
+    assert [r["conditional"] for r in rows] == pytest.approx([1.0, 0.5, 1.0])
+    assert acceptance_per_depth([]) == []
+
+
+def test_chain_collapse_is_a_single_path_below_the_first_layer() -> None:
+    wide_root_chain = DraftTree.with_root(0)
+    first = [wide_root_chain.add(0, t, -0.5) for t in (1, 2, 3)]
+    n = wide_root_chain.add(first[0], 4, -0.5)
+    wide_root_chain.add(n, 5, -0.5)
+    step = make_step(0, wide_root_chain, [1, 4, 0, 0, 5, 0], 3, 0.0, 0.1, 0.1)  # argmax per node
+    assert chain_collapsed(step)  # [3, 1, 1]: one path below the root's three children
+    assert chain_collapsed(make_step(0, chain(0, [1, 2, 3]), [1, 2, 3, 0], 3, 0.0, 0.1, 0.1))
+    assert not chain_collapsed(make_step(0, chain(0, [1, 2]), [1, 2, 0], 2, 0.0, 0.1, 0.1))  # one layer below
+    branchy = DraftTree.with_root(0)
+    a = branchy.add(0, 1, -0.5)
+    branchy.add(a, 2, -0.5)
+    b = branchy.add(a, 3, -0.5)
+    branchy.add(b, 4, -0.5)
+    assert not chain_collapsed(make_step(0, branchy, [1, 3, 0, 4, 0], 3, 0.0, 0.1, 0.1))  # [1, 2, 1]
+    trace = hand_trace([step])
+    assert collapsed_steps(trace) == [0]
+    trace.tree_config["method"] = "chain"  # a chain by design is not a collapse
+    assert collapsed_steps(trace) == []
+
+
+def test_shape_stats_and_the_representative_step() -> None:
+    steps = [*hand_steps(), leaf_step()]  # depths 3, 1, 2, 2; drafts 3, 1, 3, 3; widest 1, 1, 2, 2
+    st = shape_stats(steps)
+    assert st["mean_depth"] == pytest.approx(2.0) and st["mean_nodes"] == pytest.approx(2.5)
+    assert st["mean_widest"] == pytest.approx(1.5) and st["max_widest"] == 2 and st["plain_share"] == 0.0
+    # median depth 2 (C and D); D is the last step, so C
+    assert representative_step(steps) == 2
+    plain = make_step(4, DraftTree.with_root(3), [5], 0, 2.0, 0.0, 0.1)
+    assert shape_stats([*steps, plain])["plain_share"] == pytest.approx(0.2)
+    assert representative_step([]) == 0
+
+
+def test_reliability_bins_every_checked_node_of_the_run() -> None:
+    steps = [*hand_steps(), leaf_step()]
+    draft = reliability_points(steps, "draft")
+    checked = sum(1 for s in steps for n in range(1, len(s.tree)) if s.tree.parent[n] in s.accepted_path)
+    assert len(draft) == checked
+    assert sum(ok for _, ok, _ in draft) == sum(s.accepted_tokens for s in steps)
+    path = reliability_points(steps, "path")
+    assert len(path) == sum(s.tree.num_drafts for s in steps)
+    rows = reliability_table(draft)
+    assert sum(r["count"] for r in rows) == checked and sum(r["hits"] for r in rows) == sum(ok for _, ok, _ in draft)
+    for r in rows:
+        assert r["low"] <= r["confidence"] <= r["high"] and r["observed"] == pytest.approx(r["hits"] / r["count"])
+    assert calibration_error([{"count": 2, "observed": 1.0, "confidence": 0.5}]) == pytest.approx(0.5)
+    assert calibration_error([]) == 0.0
+    with pytest.raises(ValueError, match="kind"):
+        reliability_points(steps, "nope")
+
+
+def test_spread_and_the_paired_verdict() -> None:
+    assert spread([3.0, 1.0, 2.0]) == {"median": 2.0, "low": 1.0, "high": 3.0, "n": 3}
+    assert spread([1.0, 2.0])["median"] == 1.5 and spread([])["n"] == 0
+    assert paired_verdict([1.2, 1.1, 1.3]) == "A"
+    assert paired_verdict([0.8, 0.9]) == "B"
+    assert paired_verdict([1.01, 0.99, 1.0]) == "same"
+    assert paired_verdict([1.2, 0.8, 1.1]) == "unclear"
+    assert paired_verdict([]) == "unclear"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from talon.metrics import acceptance_by_depth, mat
+from talon.metrics import acceptance_by_depth, acceptance_per_depth, mat
 from talon.trace import RunTrace, StepRecord
 from viz.charts import (
     acceptance_by_depth_chart,
@@ -357,8 +357,9 @@ def test_chart_values(trace: RunTrace):
     assert [a + b for a, b in zip(acc.y, bonus.y)] == [len(s.committed_ids) for s in trace.steps]
     assert list(acc.x) == [s.index + 1 for s in trace.steps]  # steps numbered from 1
     assert line.y[0] == pytest.approx(mat(trace.steps))
-    (bars,) = acceptance_by_depth_chart(trace).data
+    bars, line = acceptance_by_depth_chart(trace).data
     assert list(bars.y) == acceptance_by_depth(trace.steps)
+    assert list(line.y) == [r["conditional"] for r in acceptance_per_depth(trace.steps)]
     heat = tree_shape_heatmap(trace).data[0]
     deepest = max(s.tree.max_depth for s in trace.steps)
     assert len(heat.z) == deepest and len(heat.z[0]) == len(trace.steps)
@@ -437,3 +438,208 @@ def test_tree_figure_is_valid_plotly_though_built_unvalidated(mode):
         go.Figure(
             tree_figure(random_step(seed=seed, n=30), mode).to_dict()
         )  # raises ValueError on any invalid property
+
+
+# ---- issue 25: shared scales, two rates, calibration, price, explanations ------------------------------------
+RECORDED = Path(__file__).parent / "data" / "recorded_talon_head.json"
+
+
+@pytest.fixture(scope="module")
+def recorded() -> RunTrace:
+    """A real TALON run with the shipped head (N=12, K=3, μ=0.2, 48 tokens of the months list), with stop
+    reasons; its trees ran out at some depths, so its two acceptance rates differ."""
+    return RunTrace.from_json(RECORDED.read_text())
+
+
+def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
+    from viz.charts import acceptance_per_depth_chart
+
+    fig = acceptance_per_depth_chart({"one": recorded, "two": random_trace(4, 20)}, max_depth=9)
+    assert [t.name for t in fig.data] == [
+        "one: accepted at d ÷ reached d",
+        "one: accepted at d ÷ d−1 accepted",
+        "two: accepted at d ÷ reached d",
+        "two: accepted at d ÷ d−1 accepted",
+    ]
+    rows = acceptance_per_depth(recorded.steps)
+    assert list(fig.data[1].y) == [r["conditional"] for r in rows]
+    assert [c[2] for c in fig.data[1].customdata] == [r["checked"] for r in rows]
+    assert list(fig.layout.xaxis.range) == [0.4, 9.6]
+    assert any(r["rate"] != r["conditional"] for r in rows)  # the recorded run tells the two apart
+
+
+def test_heatmaps_share_depth_axis_and_colour_scale(recorded: RunTrace):
+    a = tree_shape_heatmap(recorded, max_depth=12, max_width=20)
+    b = tree_shape_heatmap(random_trace(3, 10), max_depth=12, max_width=20)
+    assert list(a.layout.yaxis.range) == list(b.layout.yaxis.range) == [12.5, 0.5]
+    assert a.data[0].zmax == b.data[0].zmax == 20
+
+
+def test_shape_distribution_counts_every_step(recorded: RunTrace):
+    from viz.charts import shape_distribution_chart
+
+    fig = shape_distribution_chart({"A": recorded, "B": random_trace(5, 12)})
+    depth_a = next(t for t in fig.data if t.name == "A" and t.xaxis == "x")
+    assert sum(depth_a.customdata) == len(recorded.steps)
+    assert sum(depth_a.y) == pytest.approx(1.0)
+
+
+def test_reliability_chart_plots_each_bin_in_its_depth_panel(recorded: RunTrace):
+    from talon.metrics import calibration_error, reliability_points, reliability_table
+    from viz.charts import reliability_chart
+
+    rows = reliability_table(reliability_points(recorded.steps, "draft"))
+    fig = reliability_chart({"raw": rows}, "t", "x", "y")
+    points = [t for t in fig.data if t.name and t.name.startswith("raw")]
+    assert sum(c[2] for t in points for c in t.customdata) == sum(r["count"] for r in rows)
+    for t in points:
+        panel = 1 if t.xaxis == "x" else int(t.xaxis[1:])
+        assert all(r["depth"] == panel for r in rows if r["confidence"] in list(t.x))
+    assert f"ECE {calibration_error(rows):.3f}" in points[0].name
+    empty = reliability_chart({"raw": []}, "t", "x", "y")
+    assert empty.layout.annotations
+
+
+def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
+    from viz.lab_charts import price_figure
+
+    rows = [{"budget": n, "committed": 2, "expected": 1 + n / 10, "price": 1 + n / 20} for n in (1, 4, 8, 16, 32)]
+    fig = price_figure(rows, your_n=16, pick={"nodes": 8, "expected": 1.8, "price": 1.4}, step_number=3)
+    names = [t.name for t in fig.data]
+    assert names[:2] == ["expected tokens (calibrated confidence)", "committed by the verifier (accepted + bonus)"]
+    assert any("price" in n for n in names) and fig.data[3].yaxis == "y2"
+    lines = {shape.x0 for shape in fig.layout.shapes}
+    assert lines == {16, 8}
+    texts = [a.text for a in fig.layout.annotations]
+    assert "your N = 16" in texts and "cost rule picks N = 8" in texts
+    assert "step 3" in fig.layout.title.text
+    projected = price_figure(rows, 16, {"nodes": 0}, "the H100's cost table", projection=True)
+    assert projected.layout.title.text.startswith("Projection")
+    assert "cost rule: a plain step" in [a.text for a in projected.layout.annotations]
+
+
+def test_methods_table_marks_the_winner_and_the_chains_own_size():
+    from viz.lab_charts import methods_table
+
+    rows = {
+        "TALON": {
+            "nodes": 16,
+            "depth": 4,
+            "accepted": 3,
+            "drafter_calls": 4,
+            "cost": 2.0,
+            "draft_ms": 5,
+            "verify_ms": 9,
+        },
+        "static tree": {
+            "nodes": 16,
+            "depth": 3,
+            "accepted": 1,
+            "drafter_calls": 3,
+            "cost": 2.0,
+            "draft_ms": 4,
+            "verify_ms": 9,
+        },
+        "chain (γ=4)": {
+            "nodes": 4,
+            "size_note": "its length γ, not N=16",
+            "depth": 4,
+            "accepted": 2,
+            "drafter_calls": 4,
+            "cost": 2.0,
+            "draft_ms": 4,
+            "verify_ms": 7,
+        },
+        "EAGLE-2": "needs root width K >= 1, not run at K=0",
+    }
+    table = methods_table(rows, price_note="plain steps")
+    best = table.set_index("method")["best"]
+    assert best["TALON"] == "★ winner" and best["static tree"] == "" and best["chain (γ=4)"] == ""
+    assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (its length γ, not N=16)"
+    assert "price (plain steps)" in table.columns
+
+
+@pytest.mark.parametrize(
+    "stop, method, extra, phrase",
+    [
+        ("cap", "talon", {}, "the budget N=12 was used up in layer"),
+        ("cap", "talon", {"auto": True, "budget": 128}, "the cap of 128 nodes (N = auto) was used up"),
+        ("cost", "talon", {}, "the cost rule: one more node or layer would not have paid"),
+        ("drafter", "talon", {}, "the drafter proposed nothing more"),
+        ("depth", "eagle2", {}, "its depth of 5 layers was drafted"),
+        ("depth", "chain", {}, "its length γ=4 was reached"),
+        ("depth", "static", {}, "its fixed shape (N=12, at most 5 layers) was complete"),
+        ("plain", "ar", {}, "plain decoding: no drafts asked for"),
+    ],
+)
+def test_every_stop_reason_has_its_own_sentence(recorded: RunTrace, stop, method, extra, phrase):
+    from viz.summary import step_explanation
+
+    step = recorded.steps[0]
+    cfg = {**recorded.tree_config, "method": method, "depth": 5, "gamma": 4, **extra}
+    original = step.stop
+    try:
+        step.stop = stop
+        text = step_explanation(step, cfg)
+    finally:
+        step.stop = original
+    assert f"Stopped: {phrase}" in text
+    others = {"cap": "was used up", "cost": "the cost rule", "drafter": "proposed nothing", "plain": "plain decoding"}
+    assert not any(p in text for k, p in others.items() if k != stop and not (stop == "cost" and k == "plain"))
+
+
+def test_growth_sentence_reads_the_layers(recorded: RunTrace):
+    from viz.summary import growth_sentence
+
+    step = recorded.steps[0]
+    widths = step.layer_widths[1:]
+    text = growth_sentence(step, recorded.tree_config)
+    assert text.startswith(f"Top-K root: {widths[0]} of K=3 children (no gate)")
+    assert f"gated layers 2–{len(widths)} (μ=0.2): {', '.join(map(str, widths[1:]))} nodes" in text
+    gated = growth_sentence(step, {**recorded.tree_config, "topk": 0})
+    assert gated.startswith(f"gated root: {widths[0]}")
+
+
+def test_summary_gives_depth_width_and_nodes_per_step(recorded: RunTrace):
+    from viz.summary import summary_markdown
+
+    text = summary_markdown(recorded)
+    st_depth = sum(s.tree.max_depth for s in recorded.steps) / len(recorded.steps)
+    assert f"| Mean depth (draft layers below the root) | {st_depth:.2f} |" in text
+    assert "| Draft nodes per step (mean; N = 12) | 12.0 |" in text
+    assert "Widest layer (mean per step · largest)" in text
+    assert "accepted at d ÷ d−1 accepted" in text
+    assert text.startswith("**TALON · N=12 · K=3 · μ=0.2 · greedy · max 48 new tokens")
+
+
+def test_html_export_is_titled_with_the_prompt(recorded: RunTrace):
+    page = tree_html(recorded.steps[0], "verdict", page_title="TALON <tree>", heading="<p>Prompt: x</p>")
+    assert "<title>TALON &lt;tree&gt;</title>" in page and "<p>Prompt: x</p>" in page
+    assert re.search(r"<title>Step 1: ", tree_html(recorded.steps[0], "verdict"))
+
+
+def test_async_verdict_never_contradicts_itself(recorded: RunTrace):
+    """Async measured 2.3× faster with no right guess: the verdict calls it noise, not a win."""
+    from dataclasses import replace
+
+    from viz.summary import async_verdict
+
+    sync = replace(recorded, execution="sync")
+    fast = replace(recorded, execution="async", steps=[replace(s, speculate_hit=False) for s in recorded.steps])
+    fast.prefill_seconds = recorded.prefill_seconds - (recorded.seconds - recorded.seconds / 2.3)
+    text = async_verdict({"sync": sync, "async": fast}, {"sync": [sync], "async": [fast]})
+    assert "0% of the guesses were right" in text and "not async's doing" in text
+    assert "Async was faster" not in text
+    tie = async_verdict({"sync": sync, "async": sync}, {"sync": [sync, sync], "async": [sync, sync]})
+    assert "No clear difference" in tie
+
+
+def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: RunTrace):
+    from viz.summary import comparison_table
+
+    table = comparison_table(
+        {"ar: plain": recorded, "B: TALON": recorded}, {"ar: plain": [4.0, 5.0, 6.0], "B: TALON": [2.0, 4.0, 5.0]}
+    )
+    row = table.set_index("run").loc["B: TALON"]
+    assert row["speedup over plain decoding (median)"] == pytest.approx(1.25)  # 4/2, 5/4, 6/5 -> median 1.25
+    assert row["spread (low–high)"] == "1.20–2.00" and row["repetitions"] == 3

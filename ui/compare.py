@@ -9,17 +9,20 @@ from itertools import accumulate
 
 import gradio as gr
 
+from talon import metrics
 from talon.config import ConfigError
 from talon.trace import RunTrace
-from viz import lab_charts, summary
+from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session
 from .settings import SETTING_NAMES, RunSettings, prepare
-from .shared import SHORT_LABEL, gpu_seconds
+from .shared import SHORT_LABEL, busy_note, gpu_seconds
 
-NO_COMPARE = "Press **Run comparison** to decode the prompt with both methods."
+NO_COMPARE = (
+    "Press **Run comparison** to decode the prompt with both methods and with plain decoding, repeated and interleaved."
+)
 
 
 def step_at(trace: RunTrace, position: int) -> int:
@@ -35,17 +38,18 @@ def first_position(trace: RunTrace, index: int) -> int:
 
 
 def compare_view(session: Session, position, color_mode):
-    """Both trees at output token ``position``, on the same axes, the runs' table, and the step numbers
-    (from 1) of A and B on show, for the "go to step" boxes."""
+    """Both trees at output token ``position``, on one depth and width scale for every step of both runs
+    (so moving along the output never rescales them), the runs' table, the step numbers (from 1) of A and
+    B on show for the "go to step" boxes, the verdict of the repetitions and both runs' acceptance per
+    depth."""
     traces = session.compare
     a, b = traces.get("A"), traces.get("B")
     runs = [t for t in (a, b) if t is not None and t.steps]
     if not runs:
-        return gr.update(), None, None, None, NO_COMPARE, None, gr.update(), gr.update()
+        return gr.update(), None, None, None, NO_COMPARE, None, gr.update(), gr.update(), "", None
     length = min(len(t.output_ids) for t in runs) or 1
     position = max(1, min(int(position or length), length))
-    steps = [t.steps[step_at(t, position)] for t in runs]
-    depth, width = shared_extent(steps)
+    depth, width = shared_extent([s for t in runs for s in t.steps])  # one scale for every step of both runs
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     figs, numbers = [], []
     for label, trace in (("A", a), ("B", b)):
@@ -64,12 +68,15 @@ def compare_view(session: Session, position, color_mode):
     token = runs[0].output_text and _token_text(runs[0], position)
     caption = f"Output token {position} of {length} (“{token}”): the step of each run that committed it."
     slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
-    labelled = {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if t.steps}
-    table = summary.comparison_table(labelled, traces["ar"].seconds if "ar" in traces else None)
-    adaptation = lab_charts.adaptation_figure(
-        {f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}": t for k, t in traces.items() if k != "ar"}
-    )
-    return slider, figs[0], figs[1], table, caption, adaptation, *numbers
+    runs_by_label = {k: traces[k] for k in ("ar", "A", "B") if k in traces and traces[k].steps}
+    names = {k: f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}" for k, t in runs_by_label.items()}
+    labelled = {names[k]: t for k, t in runs_by_label.items()}
+    seconds = repeat_seconds(session)
+    table = summary.comparison_table(labelled, {names[k]: seconds.get(k, []) for k in runs_by_label})
+    methods = {k: v for k, v in labelled.items() if not k.startswith("ar")}
+    adaptation = lab_charts.adaptation_figure(methods)
+    acceptance = charts.acceptance_per_depth_chart(methods)
+    return slider, figs[0], figs[1], table, caption, adaptation, *numbers, verdict_markdown(session), acceptance
 
 
 def _token_text(trace: RunTrace, position: int) -> str:
@@ -88,27 +95,100 @@ def go_to_step(session: Session, which: str, number, color_mode):
     return compare_view(session, first_position(trace, index), color_mode)
 
 
-def _compare_seconds(session, method_a, method_b, color_mode, *panel) -> int:
-    return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES) :]).max_new, "talon", runs=3)
+REPEATS = 3
+"""Repetitions of the Compare runs by default (each one: autoregressive, A, B, interleaved)."""
+
+
+def _compare_seconds(session, method_a, method_b, color_mode, repeats, *panel) -> int:
+    runs = 3 * max(1, int(repeats or 1))
+    return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES) :]).max_new, "talon", runs=runs)
 
 
 @model_work(duration=_compare_seconds)
-def run_compare(session: Session, method_a, method_b, color_mode, progress=gr.Progress(), *panel):
+def run_compare(session: Session, method_a, method_b, color_mode, repeats, progress=gr.Progress(), *panel):
     """Decode the settings ``panel`` (``SETTING_NAMES``; its method is replaced) autoregressively (for the
-    speedup), then with method A, then with method B; both methods' settings are checked before
-    anything runs."""
+    speedup), with method A and with method B, ``repeats`` times, interleaved (ar, A, B, ar, A, B, ...), so
+    a busy spell of the machine hits all three alike; both methods' settings are checked before anything
+    runs.  The trees shown are the first repetition's (greedy runs repeat the same trees); the table and
+    the verdict use every repetition's wall time."""
     settings = RunSettings.of(panel)
     for label, method in (("A", method_a), ("B", method_b)):
         try:
             settings.but(method=method).configs()
         except ConfigError as err:
             raise gr.Error(f"Method {label}: {err}", print_exception=False) from None
-    session.compare = {}
-    for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
-        prepared = prepare(settings.but(method=method), progress)
-        progress(0.0, desc=f"Running {'autoregressive decoding' if label == 'ar' else 'method ' + label}...")
-        session.compare[label] = prepared.run_to_end()
-        if label != "ar":
-            yield compare_view(session, 1, color_mode)
-    a = session.compare["A"]
-    yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
+    repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
+    session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
+    for rep in range(repeats):
+        for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
+            name = "autoregressive decoding" if label == "ar" else f"method {label}"
+            progress(rep / repeats, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
+            prepared = prepare(settings.but(method=method), progress)
+            trace = prepared.run_to_end()
+            session.compare["repeats"][label].append(trace)
+            if rep == 0:
+                session.compare[label] = trace
+        a = session.compare["A"]
+        yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
+
+
+MAX_REPEATS = 5
+
+
+def repeat_seconds(session: Session) -> dict[str, list[float]]:
+    """Wall seconds of every repetition, by run label."""
+    return {k: [t.seconds for t in v] for k, v in session.compare.get("repeats", {}).items()}
+
+
+def panel_line(trace: RunTrace) -> str:
+    """The settings a comparison ran with, whatever the method: N, K, μ, depth, γ, temperature, tokens, device."""
+    cfg, dec = trace.tree_config, trace.decode_config
+    temperature = dec.get("temperature") or 0
+    return (
+        f"N={cfg.get('budget')} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
+        f"γ={cfg.get('gamma')} · "
+        + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
+        + f" · max {dec.get('max_new_tokens')} new tokens · {trace.device}"
+    )
+
+
+def verdict_markdown(session: Session) -> str:
+    """What the repetitions say: the speedups over plain decoding (median and spread, at which settings),
+    whether A or B is faster in every repetition or the spread is too wide to call, and whether the
+    machine was busy."""
+    runs = session.compare.get("repeats", {})
+    seconds = repeat_seconds(session)
+    if not seconds.get("A") or not seconds.get("B"):
+        return ""
+    label = {k: f"{k} ({SHORT_LABEL.get(session.compare[k].tree_config['method'])})" for k in ("A", "B")}
+    pairs = list(zip(seconds["A"], seconds["B"]))
+    ratios = [b / a for a, b in pairs if a > 0]
+    n = len(pairs)
+    lines = []
+    ar = seconds.get("ar", [])
+    for k in ("A", "B"):
+        speed = metrics.spread([x / y for x, y in zip(ar, seconds[k]) if y > 0])
+        lines.append(
+            f"**{label[k]}**: {speed['median']:.2f}× plain decoding in this app"
+            + (f" (spread {speed['low']:.2f}–{speed['high']:.2f}× over {n} repetitions)" if n > 1 else " (one run)")
+        )
+    call = metrics.paired_verdict(ratios)
+    spread = metrics.spread(ratios)
+    if n == 1:
+        lines.append("One repetition: no spread to judge a winner by; raise the repetitions for a verdict.")
+    elif call == "A":
+        lines.append(f"**{label['A']} was faster in all {n} repetitions** (B took {spread['median']:.2f}× A's time).")
+    elif call == "B":
+        lines.append(
+            f"**{label['B']} was faster in all {n} repetitions** (A took {1 / spread['median']:.2f}× B's time)."
+        )
+    elif call == "same":
+        lines.append(f"**A and B ran at the same speed** (within {metrics.SAME_SPEED:.0%} in every repetition).")
+    else:
+        lines.append(
+            "**No clear winner**: the repetitions disagree (B's time ÷ A's: "
+            f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
+        )
+    lines.append(f"Settings, both methods (each uses those that apply to it): {panel_line(session.compare['B'])}.")
+    busy = busy_note(runs.get("ar", []), [*runs.get("A", []), *runs.get("B", [])])
+    return "  \n".join(lines) + (f"\n\n{busy}" if busy else "")

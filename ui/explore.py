@@ -8,23 +8,28 @@ cores, and one update costs the same whatever the run's length (the text is appe
 
 from __future__ import annotations
 
+import html
 import tempfile
 import time
 from pathlib import Path
 
 import gradio as gr
 
-from talon.metrics import trace_json
+from talon import metrics
+from talon.drafters.calibration import Calibration
+from talon.metrics import representative_step, trace_json
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
+from viz.summary import plural
 from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_figure, tree_html
 
 from . import text_view
-from .compute import model_work
+from .compute import model_work, waiting_line
 from .session import LiveRun, Session
 from .settings import SETTING_NAMES, RunSettings, prepare, settings_of
 from .shared import gpu_seconds
+from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
 """At most this many page updates a second while a run streams (the newest state wins).  Measured with
@@ -39,25 +44,33 @@ END_NOTES = {
 
 
 # ---- one step's view ----------------------------------------------------------------------------------
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def caption(trace: RunTrace, step: StepRecord) -> str:
     """``Step k of n: ...`` (numbered from 1, like the slider and the figure), and at the last step of a
     finished run why it ended there."""
     n = len(trace.steps)
     text = (
-        f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')}, "
+        f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')} in "
+        f"{plural(step.tree.max_depth, 'layer')} (widest {step.tree.widest_layer}), "
         f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
     )
     text += summary.step_note(step)
+    text += "  \n" + summary.step_explanation(step, trace.tree_config)
     if step.index == n - 1 and trace.stop_reason:
         cut = len(step.accepted_path) > len(step.committed_ids)
         text += f". The run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + (
             " (the step's last tokens were cut there)." if cut else "."
         )
     return text
+
+
+def deepest(trace: RunTrace | None) -> int:
+    """The deepest tree of the run so far: every step of a run is drawn on this one depth scale."""
+    return max((s.tree.max_depth for s in trace.steps), default=0) if trace else 0
+
+
+def run_tree_figure(trace: RunTrace, step: StepRecord, color_mode: str):
+    """A step's tree on the run's depth scale (so trees of one run compare at a glance)."""
+    return tree_figure(step, color_mode, max_depth=deepest(trace))
 
 
 def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
@@ -67,7 +80,33 @@ def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
     number = max(1, min(int(number or 1), len(trace.steps)))
     step = trace.steps[number - 1]
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
-    return tree_figure(step, mode), text_view.highlight(run_id, number), node_table(step), caption(trace, step)
+    return (
+        run_tree_figure(trace, step, mode),
+        text_view.highlight(run_id, number),
+        node_table(step),
+        caption(trace, step),
+    )
+
+
+def opening_step(trace: RunTrace) -> int:
+    """The step (from 1) a finished run opens on: a representative one (median depth, not the often
+    truncated last step: ``talon.metrics.representative_step``)."""
+    return representative_step(trace.steps) + 1
+
+
+def opening_note(trace: RunTrace, number: int) -> str:
+    """A line under the caption saying why the view opened on this step."""
+    n = len(trace.steps)
+    if n < 2 or number == n:
+        return ""
+    return (
+        f"*Opened on step {number}: a typical tree of this run (median depth, {deepest_note(trace)}); "
+        f"the run's last step is {n}, often cut short by the end of the run. Move the slider to see any step.*"
+    )
+
+
+def deepest_note(trace: RunTrace) -> str:
+    return f"all trees drawn on one depth scale, 0 to {deepest(trace)}"
 
 
 def slider_update(trace: RunTrace | None, value: int | None = None, follow: bool = True) -> dict:
@@ -96,10 +135,16 @@ def colour_choices(trace: RunTrace | None, current: str) -> dict:
     return gr.update(choices=modes, value=current if current in modes else "verdict", info=info)
 
 
-def charts_of(trace: RunTrace | None) -> tuple:
-    """The Charts tab: committed tokens, acceptance by depth, tree shape, timing, timeline, adaptation."""
+CHART_COUNT = 8
+"""Outputs of the Charts tab (``charts_of``)."""
+
+
+def charts_of(trace: RunTrace | None, prior: dict | None = None) -> tuple:
+    """The Charts tab: committed tokens, acceptance per depth (both rates), tree shape, timing, timeline,
+    adaptation, and the two calibration charts (``calibration_figures``; ``prior``: the drafter's fitted
+    calibration, if it ships one)."""
     if trace is None:
-        return (None,) * 6
+        return (None,) * CHART_COUNT
     figs = charts.run_charts(trace)
     return (
         figs["committed"],
@@ -108,6 +153,7 @@ def charts_of(trace: RunTrace | None) -> tuple:
         figs["timing"],
         charts.timeline_chart({"run": trace}),
         lab_charts.adaptation_figure({trace.tree_config.get("method", "run"): trace}),
+        *calibration_figures(trace, prior),
     )
 
 
@@ -117,15 +163,73 @@ def _streaming_rest(follow: bool, caption_value, status: str) -> tuple:
     because every ``gr.update()`` output makes Gradio rebuild that component's config (about a
     millisecond each, on the thread the decoder shares).  Not following, the table of the step the user
     looks at stays."""
-    return (None if follow else gr.update(), caption_value, status, gr.update(), *(None,) * 6)
+    return (None if follow else gr.update(), caption_value, status, gr.update(), *(None,) * CHART_COUNT)
 
 
-def running_line(steps: int, tokens: int, last: StepRecord) -> str:
-    """A one-line status while the run streams (from running counts: its cost does not grow with the run)."""
-    elapsed = last.verify_start + last.verify_seconds + last.bookkeeping_seconds
-    return (
+def running_line(steps: int, tokens: int, seconds: float, live: LiveRun | None = None) -> str:
+    """A one-line status while the run streams, from running counts (its cost does not grow with the run).
+    ``seconds``: the prefill plus the steps' own time so far, the summary's definition of the run's wall
+    time (``RunTrace.seconds``), so the streamed rate and the final one agree."""
+    line = (
         f"Running: {plural(steps, 'step')}, {plural(tokens, 'token')} so far, "
-        f"{tokens / elapsed if elapsed > 0 else 0:.1f} tokens/s (prefill included)..."
+        f"{tokens / seconds if seconds > 0 else 0:.1f} tokens/s (generated ÷ prefill + steps)"
+    )
+    if live is not None and live.waits:
+        line += (
+            f"; the machine is shared: {plural(live.waits, 'step')} waited for other users' work, "
+            f"{live.waited:.1f} s in all (not counted in tokens/s)"
+        )
+    return line + "..."
+
+
+def waiting_status(live: LiveRun, started: float) -> str:
+    """What the page says before the first step arrives: queued behind other work, or reading the prompt."""
+    ticket = live.ticket
+    if ticket is not None and ticket.started_at is None:
+        return waiting_line(ticket)
+    tokens = len(live.trace.prompt_ids)
+    seconds = time.perf_counter() - started
+    return f"Reading the prompt ({plural(tokens, 'token')}) and drafting the first tree: {seconds:.0f} s..."
+
+
+def calibrated_confidences(trace: RunTrace, prior: dict | None = None) -> dict[tuple[int, int], float]:
+    """Per checked node ``(step index, node)``: the calibrated probability the run's cost rule had for it
+    when the step was drafted (the drafter's prior, then the run's own verdicts up to the step before,
+    learned online exactly as ``talon.drafters.calibration.Calibration`` does in the decoding loop)."""
+    calibration = Calibration(prior)
+    out = {}
+    for step in trace.steps:
+        on_path = set(step.accepted_path)
+        for node in range(1, len(step.tree)):
+            if step.tree.parent[node] in on_path:
+                out[(step.index, node)] = calibration.node(step.tree, node)
+        calibration.observe(step.tree, step)
+    return out
+
+
+def calibration_figures(trace: RunTrace, prior: dict | None = None) -> tuple:
+    """Reliability charts from the run's own verdicts: the draft probability (raw, and as calibrated by
+    the run's online calibration) against the share of checked nodes accepted; the path probability
+    against the share of paths accepted whole."""
+    table = calibrated_confidences(trace, prior)
+    raw = metrics.reliability_table(metrics.reliability_points(trace.steps, "draft"))
+    calibrated = metrics.reliability_table(
+        metrics.reliability_points(trace.steps, "draft", lambda s, node: table[(s.index, node)])
+    )
+    path = metrics.reliability_table(metrics.reliability_points(trace.steps, "path"))
+    return (
+        charts.reliability_chart(
+            {"draft probability (raw)": raw, "calibrated (the run's own, learned online)": calibrated},
+            "Calibration per depth: the drafter's probability vs how often the target accepted (checked nodes)",
+            "claimed P(accepted | parent accepted)",
+            "share accepted",
+        ),
+        charts.reliability_chart(
+            {"path probability": path},
+            "Calibration per depth: path probability vs how often the whole path was accepted (every draft node)",
+            "path probability (product of draft probabilities)",
+            "share of paths accepted",
+        ),
     )
 
 
@@ -137,16 +241,17 @@ def _explore_seconds(session, color_mode, *panel) -> int:
 
 @model_work(duration=_explore_seconds)
 def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
-    """Start the decode of the settings ``panel`` (``SETTING_NAMES``) on its own thread and stream its
-    newest step to the page, at most ``UPDATE_HZ`` updates a second; when it ends (or Stop ends it) draw
-    the summary and charts."""
+    """Start the decode of the settings ``panel`` (``SETTING_NAMES``) and stream its newest step to the
+    page, at most ``UPDATE_HZ`` updates a second (each step is a job of the shared queue); when it ends
+    (or Stop ends it) draw the summary and charts and open a representative step."""
     session.stop()
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
     prepared = prepare(RunSettings.of(panel), progress)
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg)
     session.trace, session.live, session.lab = prepared.trace, live, None
+    session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
     trace = live.trace
-    shown, tokens, last_update = 0, 0, 0.0
+    shown, tokens, seconds, last_update, started = 0, 0, 0.0, 0.0, time.perf_counter()
     yield (
         slider_update(trace),
         None,
@@ -164,14 +269,23 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
             live.wait_end(pause)
         n = len(trace.steps)
         if n == shown:
+            if n == 0 and not live.done:  # the prefill of a long prompt, or a queue: say so
+                last_update = time.perf_counter()
+                yield (
+                    gr.update(),
+                    gr.update(),
+                    text_view.pieces(live.id, []),
+                    *_streaming_rest(True, gr.update(), waiting_status(live, started)),
+                )
             continue
         live.fill_texts(n)
         new_steps, shown = trace.steps[shown:n], n
         tokens += sum(len(s.committed_ids) for s in new_steps)
-        status = running_line(n, tokens, new_steps[-1])
+        seconds += sum(s.step_seconds for s in new_steps)
+        status = running_line(n, tokens, trace.prefill_seconds + seconds, live)
         last_update = time.perf_counter()
         if session.follow:
-            fig, cap = tree_figure(trace.steps[n - 1], color_mode), caption(trace, trace.steps[n - 1])
+            fig, cap = run_tree_figure(trace, trace.steps[n - 1], color_mode), caption(trace, trace.steps[n - 1])
             yield (
                 slider_update(trace, n),
                 fig,
@@ -189,9 +303,14 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     if live.error is not None:
         raise gr.Error(f"The run failed: {live.error}", print_exception=False)
     live.fill_texts()
+    yield finished_view(session, trace, live, color_mode)
+
+
+def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: str) -> tuple:
+    """The page when a run has ended: a representative step (when following), the summary and charts."""
     n = len(trace.steps)
     if not n:
-        yield (
+        return (
             slider_update(trace),
             None,
             text_view.EMPTY,
@@ -199,20 +318,28 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
             "Stopped before the first step.",
             summary.summary_markdown(trace),
             colour_choices(trace, color_mode),
-            *charts_of(trace),
+            *charts_of(trace, session.calibration_prior),
         )
-        return
-    number = n if session.follow else None
+    number = opening_step(trace) if session.follow else None
     fig, _, table, cap = step_view(trace, number or n, color_mode, live.id)
-    yield (
+    note = opening_note(trace, number) if number is not None else ""
+    if note:
+        cap += "  \n" + note
+    queue_note = (
+        f"\n\n*The machine was shared during this run: {plural(live.waits, 'step')} waited for other users' "
+        f"work ({live.waited:.1f} s in all), which the wall time above leaves out.*"
+        if live.waits
+        else ""
+    )
+    return (
         slider_update(trace, number, session.follow),
         fig if session.follow else gr.update(),
-        text_view.pieces(live.id, trace.steps, n if session.follow else None),
+        text_view.pieces(live.id, trace.steps, number if session.follow else None),
         table if session.follow else gr.update(),
         cap if session.follow else gr.update(),
-        summary.summary_markdown(trace),
+        summary.summary_markdown(trace) + queue_note,
         colour_choices(trace, color_mode),
-        *charts_of(trace),
+        *charts_of(trace, session.calibration_prior),
     )
 
 
@@ -269,14 +396,59 @@ def export_json(session: Session) -> str:
 
 
 def export_html(session: Session, number, color_mode) -> str:
+    """The tree on show as a standalone HTML page, titled with the prompt and the run's settings."""
     trace = session.trace
     if trace is None or not trace.steps:
         raise gr.Error("Nothing to export yet: run or load a trace first.", print_exception=False)
     number = max(1, min(int(number or 1), len(trace.steps)))
     path = Path(tempfile.mkdtemp(prefix="talon-")) / f"talon_tree_step{number}.html"
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
-    path.write_text(tree_html(trace.steps[number - 1], mode), encoding="utf-8")
+    step = trace.steps[number - 1]
+    page = tree_html(
+        step,
+        mode,
+        max_depth=deepest(trace),
+        page_title=f"TALON tree, step {number} of {len(trace.steps)}: {trace.prompt[:80]}",
+        heading=html_heading(trace, step),
+    )
+    path.write_text(page, encoding="utf-8")
     return str(path)
+
+
+def html_heading(trace: RunTrace, step: StepRecord) -> str:
+    """The exported page's heading (HTML): the prompt, the settings, and the step's caption text."""
+    prompt = html.escape(trace.prompt if len(trace.prompt) <= 600 else trace.prompt[:600] + "…")
+    return (
+        f"<h2>Step {step.index + 1} of {len(trace.steps)}</h2>"
+        f"<p><b>Prompt:</b> <span style='white-space:pre-wrap'>{prompt}</span></p>"
+        f"<p><b>Settings:</b> {html.escape(summary.settings_line(trace))}</p>"
+        f"<p>{html.escape(summary.growth_sentence(step, trace.tree_config))}; stopped: "
+        f"{html.escape(summary.stop_sentence(step, trace.tree_config))}.</p>"
+    )
+
+
+# ---- the gate of a step, without the lab --------------------------------------------------------------------
+GATE_METHODS = ("talon", "hybrid")
+
+
+@model_work()
+def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
+    """TALON's gate at step ``number`` (from 1) of the run on show, one click from the tree: the step is
+    frozen in the background (``ui.tree_lab.frozen_for``, shared with the Tree lab, which then opens on
+    it), its tree rebuilt with the run's own settings, and the gate drawn layer by layer.  Returns the
+    gate figure (shown) and a line saying whether the rebuilt tree is the run's."""
+    trace = session.trace
+    if trace is None or not trace.steps:
+        raise gr.Error("Run or load a trace first.", print_exception=False)
+    method = trace.tree_config.get("method")
+    if method not in GATE_METHODS:
+        return gr.update(value=None, visible=False), (
+            f"This run used {summary.METHOD_NAMES.get(method, method)}, which has no confidence gate: its caption "
+            "says how each tree was grown. Pick TALON (or hybrid) to see the gate."
+        )
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    state = frozen_for(session, number, target_spec, drafter_spec, progress)
+    return gate_view(state, trace, number)
 
 
 def load_trace(session: Session, file, color_mode):

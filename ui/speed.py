@@ -24,10 +24,12 @@ from talon.engine.decode import encode_prompt
 from .shared import DEFAULT_DRAFTER, DEFAULT_TREE, EMBEDDED, EXAMPLES, REGISTRY, ROOT, make_drafter
 
 
-def _launch(port: int) -> subprocess.Popen:
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
+def _launch(port: int, app_dir=ROOT, env: dict | None = None) -> subprocess.Popen:
+    """``python app.py`` of the checkout ``app_dir`` on ``port``, in a child process with ``env`` (this
+    process's environment by default)."""
+    env = {**(os.environ if env is None else env), "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1"}
     return subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "app.py"], cwd=app_dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 

@@ -1,26 +1,32 @@
 """The Tree lab tab: freeze a step of the run on show, then every change of method, N, K, mu, depth or
 gamma rebuilds that step's tree at the same context and verifies it with one target forward
-(``talon.engine.frozen_step.FrozenStep``), without re-running the generation.
+(``talon.engine.frozen_step.FrozenStep``), without re-running the generation; the price of a tree against
+N at that step (this machine's cost curve, or another measured device's as a projection).
 
-The frozen step's caches live in the user's session (one frozen step at a time) and go with it."""
+The frozen step's caches live in the user's session (one frozen step at a time) and go with it.  Every
+piece of model work is a job of the shared queue (``ui.compute.COMPUTE``): a change is an ``INTERACTIVE``
+job, which runs before any waiting decode step, and a sweep's or price chart's trees are ``STEP`` jobs, one
+per tree, which take turns with other users' decodes."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import gradio as gr
 
-from talon.config import ConfigError, TreeConfig
-from talon.engine.frozen_step import LAB_METHODS, FrozenStep
+from talon.config import AUTO_METHODS, ConfigError, TreeConfig
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
+from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
 from viz import lab_charts
+from viz.summary import plural, stop_sentence
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 
-from .compute import model_work
-from .explore import plural
+from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .session import LabState, Session
 from .settings import tree_config
-from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target
+from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target, measured_curves
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -29,7 +35,10 @@ LAB_METHOD_CHOICES = [
     ("chain", "chain"),
     ("hybrid (TALON over model + prompt lookup)", "hybrid"),
 ]
-NOT_FROZEN = "No step frozen yet: run (or load) a trace in Explore, pick a step here and press **Freeze this step**."
+NOT_FROZEN = (
+    "No step frozen yet: run (or load) a trace in Explore; the step box follows the step on show there. "
+    "Press **Freeze this step**."
+)
 REROLLS = 200
 SWEEP_VALUES = {
     "budget": (4, 8, 12, 16, 24, 32, 48, 64),
@@ -37,6 +46,10 @@ SWEEP_VALUES = {
     "topk": (0, 1, 2, 4, 6, 8, 10, 16),
 }
 """The values each "Sweep at this step" field takes (``topk`` 0: the gate picks the root's children)."""
+PRICE_BUDGETS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+"""The N of the price chart (draft nodes)."""
+THIS_MACHINE = "this machine"
+"""The price chart's choice for this machine's own cost curve (the run's, else measured here)."""
 
 
 def _lab(session: Session) -> LabState:
@@ -58,12 +71,29 @@ def _trace_for_lab(session: Session) -> RunTrace:
     return trace
 
 
-@model_work()
-def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
-    """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
-    context once.  Returns the status line and the lab's sliders set to the run's settings."""
+def _interactive(fn, *args, progress: gr.Progress | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` as an ``INTERACTIVE`` job of the shared queue (before any waiting decode
+    step); returns its value and a note when it had to wait."""
+    on_wait = (lambda t: progress(0.0, desc=waiting_line(t))) if progress is not None else None
+    ticket = COMPUTE.submit(fn, *args, priority=INTERACTIVE, label="lab", **kwargs)
+    ahead = ticket.ahead
+    while not ticket.done.wait(0.5 if on_wait is not None else None):
+        if on_wait is not None and ticket.started_at is None:
+            on_wait(ticket)
+    return ticket.result(), waited_note(ticket.waited, ahead)
+
+
+def frozen_for(
+    session: Session, number: int, target_spec, drafter_spec, progress: gr.Progress | None = None
+) -> LabState:
+    """Step ``number`` (from 1) of the session's run, frozen: the session's lab when it already holds that
+    step, else a new ``FrozenStep`` (the target and drafter prefilled at its context, as a lab job)."""
     trace = _trace_for_lab(session)
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    index = max(1, min(int(number or 1), len(trace.steps))) - 1
+    drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
+    lab = session.lab
+    if lab is not None and lab.trace is trace and lab.index == index and lab.frozen.drafter_spec == drafter_spec:
+        return lab
     target = load_target(target_spec, progress)
     if target.name != trace.target:
         raise gr.Error(
@@ -71,30 +101,77 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
             "Target field to the run's model to explore its steps.",
             print_exception=False,
         )
-    index = number - 1
-    drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
+    if progress is not None:
+        progress(0.0, desc=f"Freezing step {index + 1}: reading its context...")
     try:
-        frozen = FrozenStep.of_run(target, REGISTRY, drafter_spec, trace, index)
+        frozen, _ = _interactive(FrozenStep.of_run, target, REGISTRY, drafter_spec, trace, index, progress=progress)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     session.lab = LabState(trace, index, frozen)
-    root = visible_text(target.tokenizer.decode([frozen.root]), 30)
+    return session.lab
+
+
+def run_config(trace: RunTrace) -> TreeConfig:
+    """The run's own tree settings as a ``TreeConfig``."""
+    cfg = trace.tree_config
+    fields = {k: cfg[k] for k in ("method", "budget", "topk", "mu", "depth", "gamma", "auto") if k in cfg}
+    return TreeConfig(**fields)
+
+
+def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
+    """TALON's gate of step ``number``'s tree rebuilt with the run's settings, and a line on whether the
+    rebuilt tree is the one the run drew."""
+    cfg = run_config(trace)
+    step, note = _interactive(state.frozen.explore, cfg, state.index)
+    state.last = step
+    tok = state.frozen.target.tokenizer
+    ran = trace.steps[state.index]
+    same = step.tree.token == ran.tree.token and step.tree.parent == ran.tree.parent
+    line = (
+        f"Step {number}'s tree, rebuilt at its context with the run's settings "
+        + ("(the same tree as the run's)" if same else "(it differs from the run's tree: " + _why_differs(trace) + ")")
+        + ": each column is a layer; a candidate joins when its path probability is at least μ × the layer's "
+        "best (the red dashes); the first layer is the root's Top-K, with no gate. The Tree lab now holds "
+        f"this step frozen.{note}"
+    )
+    fig = lab_charts.gate_figure(step.gate or [], cfg.mu, lambda t: tok.decode([t]))
+    return gr.update(value=fig, visible=True), line
+
+
+def _why_differs(trace: RunTrace) -> str:
+    if trace.tree_config.get("auto"):
+        return "an auto-sized tree also depends on the cost rule's running estimates, which start afresh here"
+    if trace.execution == "async":
+        return "an async run's drafter drafted from guessed states"
+    return "the drafter's state at this step is rebuilt from the context, not carried over from the run"
+
+
+@model_work()
+def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
+    """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
+    context once.  Returns the status line and the lab's sliders set to the run's settings."""
+    trace = _trace_for_lab(session)
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    state = frozen_for(session, number, target_spec, drafter_spec, progress)
+    frozen = state.frozen
+    root = visible_text(frozen.target.tokenizer.decode([frozen.root]), 30)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
     status = (
         f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
-        f"“{root}”, drafter `{drafter_spec}`"
+        f"“{root}”, drafter `{frozen.drafter_spec}`"
         + (
             f", temperature {frozen.temperature:g}: verdicts use the run's own random draws"
             if frozen.temperature
             else ""
         )
-        + "). Move the settings below: each change rebuilds this step's tree and verifies it."
+        + "). Move the lab's settings below: each change rebuilds this step's tree and verifies it."
     )
+    budget = cfg.get("budget") if not cfg.get("auto") else 24
     return (
         status,
         gr.update(value=method),
-        gr.update(value=cfg.get("budget")),
+        gr.update(value=budget),
         gr.update(value=cfg.get("topk")),
         gr.update(value=cfg.get("mu")),
         gr.update(value=cfg.get("depth")),
@@ -102,42 +179,54 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     )
 
 
-def _cost(step: StepRecord) -> float | None:
-    """The step's price in plain steps: by the run's own cost curve when it had one, else by the newest
-    cost suite measured on this kind of device (None without either)."""
+def _price(step: StepRecord) -> float | None:
+    """The step's price in plain decoding steps: by the run's cost curve when it had one, else by the cost
+    suite's curve for this kind of device (None without either)."""
     if step.price is not None:
         return step.price
     model = cost_model()
     return None if model is None else model.price(len(step.tree), step.call_widths)
 
 
+def _price_source(state: LabState) -> str:
+    if state.frozen.curve is not None:
+        return "this machine's cost curve"
+    return "the cost suite's table for this kind of device" if cost_model() is not None else ""
+
+
 @model_work()
-def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode):
+def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):
     """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
     state = _lab(session)
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
-    step = state.frozen.explore(cfg, state.index)
+    step, note = _interactive(state.frozen.explore, cfg, state.index, progress=progress)
     state.last = step
     tok = state.frozen.target.tokenizer
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     fig = lab_viz_tree(step, mode, cfg)
-    cost = _cost(step)
+    cost = _price(step)
     caption = (
         f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
         f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
         f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
         f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
         + (
-            f"; priced at {cost:.2f} autoregressive steps by this machine's cost model, "
-            f"{(step.accepted_tokens + 1) / cost:.2f} tokens per AR-step of cost"
+            f"; priced at {cost:.2f} plain decoding steps by {_price_source(state)}, "
+            f"{(step.accepted_tokens + 1) / cost:.2f} tokens per plain step of price"
             if cost
             else ""
         )
-        + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms)."
+        + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms)"
+        + f". {lab_stop_line(step, cfg)}{note}"
     )
     has_gate = any(layer.tokens for layer in step.gate or [])
     gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
     return fig, caption, gr.update(value=gate, visible=gate is not None)
+
+
+def lab_stop_line(step: StepRecord, cfg: TreeConfig) -> str:
+    """Why the rebuilt tree stopped growing, in the caption's words."""
+    return f"Stopped: {stop_sentence(step, {**vars(cfg)})}."
 
 
 def lab_viz_tree(step, mode: str, cfg: TreeConfig):
@@ -152,27 +241,39 @@ def lab_viz_tree(step, mode: str, cfg: TreeConfig):
 
 @model_work()
 def every_method(session: Session, budget, topk, mu, depth, gamma):
-    """TALON, EAGLE-2, static and chain trees at the same N at the frozen step, with their prices."""
+    """TALON, EAGLE-2 and static trees at the same N, and the chain at its length γ, at the frozen step, with
+    their prices; the winner (most tokens per unit of price) is marked."""
     state = _lab(session)
     cfg = tree_config("talon", budget, topk, mu, depth, gamma)
-    results = state.frozen.every_method(cfg)
+    results, _ = _interactive(state.frozen.every_method, cfg)
     rows = {}
     for method in LAB_METHODS:
         step = results.get(method)
-        rows[SHORT_LABEL[method]] = (
+        label = SHORT_LABEL[method] if method != "chain" else f"chain (γ={cfg.gamma})"
+        rows[label] = (
             "needs root width K >= 1, not run at K=0"
             if step is None
             else {
                 "nodes": step.tree.num_drafts,
+                "size_note": f"its length γ, not N={cfg.budget}" if method == "chain" else "",
                 "depth": step.tree.max_depth,
                 "accepted": step.accepted_tokens,
                 "drafter_calls": step.drafter_forwards,
-                "cost": _cost(step),
+                "cost": _price(step),
                 "draft_ms": step.draft_seconds * 1e3,
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    return lab_charts.methods_table(rows)
+    return lab_charts.methods_table(rows, price_note="plain steps")
+
+
+def _sweep_points(frozen: FrozenStep, cfg: TreeConfig, field: str, values, curve: CostCurve | None = None):
+    """``FrozenStep.sweep`` with each tree a ``STEP`` job of its own (other users' decode steps take turns
+    with them)."""
+    return [
+        sweep_row(COMPUTE.run(frozen.explore, replace(cfg, **{field: v}), curve=curve, priority=STEP), field, v)
+        for v in values
+    ]
 
 
 @model_work()
@@ -185,8 +286,114 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
         topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
-    rows = state.frozen.sweep(cfg, field, values)
+    rows = _sweep_points(state.frozen, cfg, field, values)
     return lab_charts.sweep_figure(rows, field, getattr(cfg, field))
+
+
+# ---- the price of a tree --------------------------------------------------------------------------------------
+def price_choices() -> list[tuple[str, str]]:
+    """The price chart's curves: this machine's, then every measured device's cost table (a projection)."""
+    return [("this machine's cost curve", THIS_MACHINE)] + [
+        (f"projection: {label}", key) for key, (label, _) in measured_curves().items()
+    ]
+
+
+@model_work()
+def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, progress=gr.Progress()):
+    """Expected committed tokens and price against N at the frozen step, the N the cost rule picks, the
+    slider's N and what the verifier accepted at each N; priced with this machine's cost curve (measured
+    first if there is none: a few seconds) or, as a projection, another device's measured cost table."""
+    state = _lab(session)
+    method = method if method in AUTO_METHODS else "talon"
+    cfg = tree_config(method, budget, topk, mu, depth, gamma)
+    frozen = state.frozen
+    if curve_key and curve_key != THIS_MACHINE:
+        curves = measured_curves()
+        if curve_key not in curves:
+            raise gr.Error("That cost table is no longer in docs/bench: pick another.", print_exception=False)
+        label, curve = curves[curve_key]
+        projection = True
+    else:
+        report = lambda line: progress(0.0, desc=line)  # noqa: E731
+        curve = COMPUTE.run(frozen.measure_curve, cfg.method, report, priority=STEP)
+        label, projection = "this machine's cost curve", False
+    rows = []
+    for k, n in enumerate(PRICE_BUDGETS):
+        progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
+        rows.extend(_sweep_points(frozen, cfg, "budget", [n], curve))
+    progress(1.0, desc="The tree the cost rule picks...")
+    picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
+    pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
+    fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
+    warning = "" if projection else curve_warning(curve)
+    return fig, price_note(rows, pick, int(cfg.budget), label, projection) + (f"\n\n{warning}" if warning else "")
+
+
+UNRELIABLE_DROP = 0.8
+"""A cost curve whose verify time at a bigger tree is below this share of a smaller tree's was measured
+while something else used the machine."""
+
+
+def curve_warning(curve: CostCurve | None) -> str:
+    """A warning when this machine's cost curve does not grow with the tree (a bigger tree measured much
+    cheaper than a smaller one: it was measured while the machine was busy), else ``""``."""
+    if curve is None or len(curve.verify) < 2:
+        return ""
+    for (n0, s0), (n1, s1) in ((a, b) for k, a in enumerate(curve.verify) for b in curve.verify[k + 1 :]):
+        if s1 < UNRELIABLE_DROP * s0:
+            return (
+                f"**This machine's cost curve looks unreliable**: verifying {n1} nodes measured {s1 * 1e3:.0f} ms, "
+                f"less than {n0} nodes at {s0 * 1e3:.0f} ms (measured {curve.measured or '?'}, probably while the "
+                "machine was busy). Its prices, and the sizes of auto trees, follow it: press **Measure this "
+                "machine again** when the machine is quiet."
+            )
+    return ""
+
+
+@model_work()
+def remeasure(session: Session, method, progress=gr.Progress()):
+    """Measure this machine's cost curve again (it replaces the cached one, a few seconds, alone on the
+    machine: a job of the shared queue) and say what it found."""
+    state = _lab(session)
+    report = lambda line: progress(0.0, desc=line)  # noqa: E731
+    method = method if method in AUTO_METHODS else "talon"
+    curve = COMPUTE.run(state.frozen.measure_curve, method, report, True, priority=STEP)
+    warning = curve_warning(curve)
+    return (
+        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms, verifying 64 nodes "
+        f"{curve.verify_ratio(64):.2f} plain steps. "
+        + (warning or "It grows with the tree as it should. Draw the price again to use it.")
+    )
+
+
+def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection: bool) -> str:
+    """A sentence under the price chart: the pick, the slider's N and what the verifier committed there."""
+    best = max((r for r in rows if r.get("price")), key=lambda r: r["expected"] / r["price"], default=None)
+    yours = min(rows, key=lambda r: abs(r["budget"] - your_n)) if rows else None
+    text = (
+        f"The cost rule would grow **{plural(pick['nodes'], 'draft node')}** here"
+        + (
+            f" (expected {pick['expected']:.2f} tokens for {pick['price']:.2f} plain steps)"
+            if pick.get("price") and pick.get("expected")
+            else ""
+        )
+        + "."
+    )
+    if yours is not None:
+        text += (
+            f" At N={yours['budget']} (nearest to your N={your_n}) the verifier committed "
+            f"{plural(yours['committed'], 'token')}, against {yours['expected']:.2f} expected"
+            + (f", for {yours['price']:.2f} plain steps" if yours.get("price") else "")
+            + "."
+        )
+    if best is not None:
+        text += f" Of the N drawn, N={best['budget']} has the most expected tokens per unit of price."
+    if projection:
+        text += (
+            f" **Projection:** the trees are this machine's, the prices come from {label}; a plain step there is "
+            "one target forward of one row, as its cost suite measured it."
+        )
+    return text
 
 
 @model_work()
@@ -198,7 +405,7 @@ def reroll(session: Session):
         raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
     frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
-    rolled = frozen.reroll(step, REROLLS, seed=len(frozen.context))
+    rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context))
     table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: tok.decode([t]))
     fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: tok.decode([t]))
     note = (

@@ -145,7 +145,11 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
         f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}); "
         f"drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
-        f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s)",
+        f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
+        "here was measured at",
+        "- Speedups: wall time of plain decoding by this app's engine (`ar`, the same prompts in the same run) "
+        "÷ the method's; transformers' `generate()` and its prompt lookup / assisted generation are peer rows, "
+        "timed the same way",
     ]
     lines += [f"- Note: {n}" for n in meta.get("notes", [])]
     lines += [f"- Skipped {m}: {why}" for m, why in (meta.get("skipped") or {}).items()]

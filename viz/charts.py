@@ -7,10 +7,12 @@ with a "no steps yet" note instead of raising.
 from __future__ import annotations
 
 import html
+import math
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from talon.metrics import acceptance_by_depth, mat
+from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_stats
 from talon.trace import RunTrace, StepRecord
 
 from .style import TEMPLATE
@@ -124,43 +126,90 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     )
 
 
+RUN_COLORS = ("#2E9E44", "#4C78A8", "#F58518", "#B279A2", "#E45756", "#72B7B2")
+"""One colour per run in the figures that draw several runs (a single run is green, like accepted nodes)."""
+
+
 def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
-    """Acceptance by depth (``talon.metrics.acceptance_by_depth``): of the steps whose tree reached
-    depth d, the share that accepted a node at depth d; the hover gives how many steps reached d."""
-    steps = trace.steps
-    title, y_title = "Acceptance by depth", "steps accepting a node at d"
-    rates = acceptance_by_depth(steps)
-    if not rates:
-        return _figure([], title, "depth", y_title, note="no draft trees in this run" if steps else None)
-    depths = list(range(1, len(rates) + 1))
-    reached = [sum(s.tree.max_depth >= d for s in steps) for d in depths]
-    bars = go.Bar(
-        x=depths,
-        y=rates,
-        marker_color=PATH_COLOR,
-        customdata=reached,
-        text=[f"{r:.0%}" for r in rates] if len(rates) <= 15 else None,
-        textposition="outside",
-        cliponaxis=False,
-        name="acceptance",
-        hovertemplate="depth %{x}: %{y:.0%} of %{customdata} steps<extra></extra>",
-    )
+    """Acceptance per depth of one run, both rates (``acceptance_per_depth_chart``)."""
+    return acceptance_per_depth_chart({"run": trace})
+
+
+def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | None = None) -> go.Figure:
+    """Acceptance per depth, both rates (``talon.metrics.acceptance_per_depth``), per run: bars =
+    accepted at d ÷ trees that reached d; line = accepted at d ÷ trees whose node at d − 1 was accepted
+    and had children (the drafter's acceptance given everything above was right).  The hover gives the
+    counts, and the steps that ran out of tree at d (everything above accepted, nothing drafted at d).
+    ``max_depth``: the x range to show (the deepest tree of all runs by default)."""
+    title = "Acceptance per depth: of trees that reached d (bars), given d−1 was accepted (line)"
+    y_title = "share accepted at depth d"
+    traces = {k: t for k, t in traces.items() if t is not None}
+    per_run = {label: acceptance_per_depth(t.steps) for label, t in traces.items()}
+    if not any(per_run.values()):
+        any_steps = any(t.steps for t in traces.values())
+        return _figure([], title, "depth", y_title, note="no draft trees in this run" if any_steps else None)
+    deepest = max_depth or max(len(rows) for rows in per_run.values())
+    figs = []
+    single = len(per_run) == 1
+    for k, (label, rows) in enumerate(per_run.items()):
+        color = RUN_COLORS[k % len(RUN_COLORS)]
+        prefix = "" if single else f"{label}: "
+        custom = [[r["accepted"], r["reached"], r["checked"], r["ran_out"]] for r in rows]
+        depths = [r["depth"] for r in rows]
+        figs.append(
+            go.Bar(
+                x=depths,
+                y=[r["rate"] for r in rows],
+                name=f"{prefix}accepted at d ÷ reached d",
+                marker_color=color,
+                opacity=0.85 if single else 0.6,
+                customdata=custom,
+                text=[f"{r['rate']:.0%}" if r["rate"] is not None else "" for r in rows] if deepest <= 15 else None,
+                textposition="outside",
+                cliponaxis=False,
+                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees that reached it)"
+                f"<extra>{label}</extra>",
+            )
+        )
+        figs.append(
+            go.Scatter(
+                x=depths,
+                y=[r["conditional"] for r in rows],
+                name=f"{prefix}accepted at d ÷ d−1 accepted",
+                mode="lines+markers",
+                line={"color": "#37474F" if single else color, "width": 2, "dash": "dot"},
+                marker={"size": 8, "symbol": "diamond"},
+                customdata=custom,
+                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[2]} steps whose node at d−1 "
+                "was accepted and had children; %{customdata[3]} more ran out of tree there)"
+                f"<extra>{label}</extra>",
+            )
+        )
     return _figure(
-        [bars],
+        figs,
         title,
         "depth",
         y_title,
         hovermode="closest",
-        yaxis={"range": [0, 1.12], "tickformat": ".0%"},
-        xaxis={"tickmode": "linear", "tick0": 1, "dtick": 1 if len(rates) <= 20 else 5},
+        barmode="group",
+        yaxis={"range": [0, 1.15], "tickformat": ".0%"},
+        xaxis={
+            "tickmode": "linear",
+            "tick0": 1,
+            "dtick": 1 if deepest <= 20 else 5,
+            "range": [0.4, deepest + 0.6],
+        },
     )
 
 
-def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
+def tree_shape_heatmap(
+    trace: RunTrace, max_depth: int | None = None, max_width: int | None = None, title: str | None = None
+) -> go.Figure:
     """Tree shape per step: nodes per layer (x = step, y = depth from 1, colour = width; blank
-    beyond a tree's depth), with each step's accepted depth marked."""
+    beyond a tree's depth), with each step's accepted depth marked.  ``max_depth`` / ``max_width`` fix the
+    depth axis and the colour scale (pass the larger of two runs' to compare them on one scale)."""
     steps = trace.steps
-    title = "Tree shape: nodes per layer"
+    title = title or "Tree shape: nodes per layer"
     deepest = max((s.tree.max_depth for s in steps), default=0)
     if deepest == 0:
         return _figure([], title, "step", "depth", note="no draft trees in this run" if steps else None)
@@ -174,6 +223,7 @@ def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
             z=z,
             colorscale=[[0, "#C6DBEF"], [1, "#08306B"]],
             zmin=1,
+            zmax=max_width or max((s.tree.widest_layer for s in steps), default=1),
             xgap=1,
             ygap=1,
             colorbar={"title": {"text": "nodes", "side": "top"}, "thickness": 12},
@@ -196,8 +246,137 @@ def tree_shape_heatmap(trace: RunTrace) -> go.Figure:
         "depth",
         hovermode="closest",
         showlegend=True,
-        yaxis={"autorange": "reversed", "tickmode": "linear", "tick0": 1, "dtick": 1 if deepest <= 12 else 5},
+        yaxis={
+            "range": [(max_depth or deepest) + 0.5, 0.5],
+            "tickmode": "linear",
+            "tick0": 1,
+            "dtick": 1 if (max_depth or deepest) <= 12 else 5,
+        },
     )
+
+
+def _panels(count: int, gap: float = 0.06) -> list[list[float]]:
+    """x-axis domains of ``count`` side-by-side panels."""
+    width = (1.0 - gap * (count - 1)) / count
+    return [[k * (width + gap), k * (width + gap) + width] for k in range(count)]
+
+
+def shape_distribution_chart(traces: Mapping[str, RunTrace]) -> go.Figure:
+    """Per run, the share of its steps at each tree depth (left) and each number of draft nodes (right):
+    how much the shape varies between the steps of one prompt, next to the difference between prompts."""
+    title = "Per-step tree depth and size: share of each run's steps"
+    stats = {label: shape_stats(t.steps) for label, t in traces.items() if t is not None and t.steps}
+    if not stats:
+        return _figure([], title, "", "")
+    domains = _panels(2, 0.1)
+    figs = []
+    for k, (label, st) in enumerate(stats.items()):
+        color = RUN_COLORS[k % len(RUN_COLORS)]
+        for panel, key in ((1, "depths"), (2, "nodes")):
+            values = st[key]
+            xs = sorted(set(values))
+            share = [values.count(x) / len(values) for x in xs]
+            axis = "" if panel == 1 else "2"
+            figs.append(
+                go.Bar(
+                    x=xs,
+                    y=share,
+                    name=label,
+                    legendgroup=label,
+                    showlegend=panel == 1,
+                    marker_color=color,
+                    opacity=0.75,
+                    xaxis=f"x{axis}",
+                    yaxis=f"y{axis}",
+                    customdata=[values.count(x) for x in xs],
+                    hovertemplate=f"{'depth' if key == 'depths' else 'draft nodes'} %{{x}}: %{{y:.0%}} of the steps "
+                    f"(%{{customdata}})<extra>{label}</extra>",
+                )
+            )
+    return _figure(
+        figs,
+        title,
+        "tree depth (draft layers)",
+        "share of steps",
+        barmode="group",
+        hovermode="closest",
+        xaxis={"domain": domains[0], "tickmode": "linear", "tick0": 0, "dtick": 1},
+        yaxis={"tickformat": ".0%", "rangemode": "tozero"},
+        xaxis2={"domain": domains[1], "title": {"text": "draft nodes per step", "font": {"size": 11}}, "anchor": "y2"},
+        yaxis2={"tickformat": ".0%", "rangemode": "tozero", "anchor": "x2", "matches": "y"},
+    )
+
+
+RELIABILITY_PANELS = ("depth 1", "depth 2", "depth 3", "depth 4+")
+
+
+def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title: str, y_title: str) -> go.Figure:
+    """A reliability chart per depth (panels for depths 1, 2, 3 and 4+): for each series (label ->
+    ``talon.metrics.reliability_table`` rows) the mean claimed confidence of each bin against the share
+    observed, marker area by count, and the diagonal where a confidence means exactly what it says.  The
+    legend gives each series' expected calibration error (``talon.metrics.calibration_error``)."""
+    if not any(series.values()):
+        return _figure([], title, x_title, y_title, note="no checked draft nodes in this run")
+    domains = _panels(len(RELIABILITY_PANELS))
+    figs: list = []
+    layout: dict = {}
+    for panel, name in enumerate(RELIABILITY_PANELS, start=1):
+        axis = "" if panel == 1 else str(panel)
+        figs.append(
+            go.Scatter(
+                x=[0, 1],
+                y=[0, 1],
+                mode="lines",
+                line={"color": "#B0B7C3", "dash": "dash", "width": 1},
+                hoverinfo="skip",
+                showlegend=panel == 1,
+                name="perfectly calibrated",
+                legendgroup="diagonal",
+                xaxis=f"x{axis}",
+                yaxis=f"y{axis}",
+            )
+        )
+        layout[f"xaxis{axis}"] = {
+            "domain": domains[panel - 1],
+            "range": [0, 1],
+            "tickformat": ".1f",
+            "anchor": f"y{axis}",
+            "title": {"text": f"{name}<br>{x_title}" if panel == 1 else name, "font": {"size": 11}},
+        }
+        layout[f"yaxis{axis}"] = {"range": [0, 1.05], "anchor": f"x{axis}", "showticklabels": panel == 1}
+    for k, (label, rows) in enumerate(series.items()):
+        color = RUN_COLORS[(k + 1) % len(RUN_COLORS)]
+        ece = calibration_error(rows)
+        for panel in range(1, len(RELIABILITY_PANELS) + 1):
+            picked = [r for r in rows if r["depth"] == panel]
+            if not picked:
+                continue
+            axis = "" if panel == 1 else str(panel)
+            figs.append(
+                go.Scatter(
+                    x=[r["confidence"] for r in picked],
+                    y=[r["observed"] for r in picked],
+                    mode="lines+markers",
+                    name=f"{label} (ECE {ece:.3f})",
+                    legendgroup=label,
+                    showlegend=panel == min(r["depth"] for r in rows),
+                    line={"color": color, "width": 1.5},
+                    marker={
+                        "color": color,
+                        "size": [6 + 2.5 * math.sqrt(r["count"]) for r in picked],
+                        "sizemode": "diameter",
+                    },
+                    customdata=[[r["low"], r["high"], r["count"], r["hits"]] for r in picked],
+                    hovertemplate="claimed %{customdata[0]:.2f}–%{customdata[1]:.2f} (mean %{x:.2f}): "
+                    "%{customdata[3]} of %{customdata[2]} = %{y:.0%}" + f"<extra>{label}</extra>",
+                    xaxis=f"x{axis}",
+                    yaxis=f"y{axis}",
+                )
+            )
+    layout["yaxis"]["title"] = {"text": y_title, "font": {"size": 11}}
+    fig = _figure(figs, title, "", y_title, hovermode="closest", height=CHART_HEIGHT + 40)
+    fig.layout.update(layout)
+    return fig
 
 
 def timing_chart(trace: RunTrace) -> go.Figure:

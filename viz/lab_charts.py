@@ -95,12 +95,13 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
     )
 
 
-def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
+def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.DataFrame:
     """Every method at the frozen step: rows keyed by method label, each a dict with ``nodes``,
-    ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price in autoregressive steps from
-    the cost model, or None) and ``draft_ms`` / ``verify_ms`` (measured here).  Adds tokens per
-    AR-step of cost, the column that says which tree would have won at this step.  A row whose value is
-    a string instead of a dict is a method that did not run; the string says why."""
+    ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price, in plain decoding steps, or
+    None), ``draft_ms`` / ``verify_ms`` (measured here) and optionally ``size_note`` (what the size
+    counts, e.g. the chain's γ).  Adds tokens per plain step of price, the column that says which tree
+    would have won at this step, and marks the winner (★; by measured time when no price is known).  A
+    row whose value is a string instead of a dict is a method that did not run; the string says why."""
     out = []
     for label, r in rows.items():
         if isinstance(r, str):
@@ -108,20 +109,137 @@ def methods_table(rows: Mapping[str, dict]) -> pd.DataFrame:
             continue
         tokens = r["accepted"] + 1
         cost = r.get("cost")
+        measured = r["draft_ms"] + r["verify_ms"]
         out.append(
             {
                 "method": label,
-                "draft nodes": r["nodes"],
+                "draft nodes": f"{r['nodes']} ({r['size_note']})" if r.get("size_note") else r["nodes"],
                 "depth": r["depth"],
                 "accepted": r["accepted"],
                 "tokens this step": tokens,
                 "drafter calls": r["drafter_calls"],
-                "cost (AR steps)": None if cost is None else round(cost, 2),
-                "tokens per AR-step of cost": None if not cost else round(tokens / cost, 2),
-                "measured ms (draft + verify)": round(r["draft_ms"] + r["verify_ms"], 1),
+                f"price ({price_note})": None if cost is None else round(cost, 2),
+                "tokens per unit of price": None if not cost else round(tokens / cost, 2),
+                "measured ms (draft + verify)": round(measured, 1),
+                "_score": tokens / cost if cost else (tokens / measured if measured else 0.0),
             }
         )
+    scored = [row for row in out if "_score" in row]
+    if scored:
+        best = max(row["_score"] for row in scored)
+        for row in scored:
+            row["best"] = "★ winner" if row["_score"] == best else ""
+    for row in scored:
+        del row["_score"]
     return pd.DataFrame(out)
+
+
+def price_figure(
+    rows: Sequence[dict],
+    your_n: int | None = None,
+    pick: dict | None = None,
+    curve_label: str = "this machine's cost curve",
+    projection: bool = False,
+    step_number: int | None = None,
+) -> go.Figure:
+    """The price of a tree at the frozen step against N (``FrozenStep.sweep`` rows over ``budget``, each
+    with ``expected``, ``committed`` and ``price``): the expected committed tokens by the calibrated
+    confidence, what the verifier actually committed (accepted + bonus), the price in plain decoding
+    steps (right axis) and expected tokens per unit of price (what the cost rule maximises).  Vertical
+    lines mark ``your_n`` (the Budget N slider) and ``pick`` (the tree the cost rule grows: a dict with
+    ``nodes``, ``expected``, ``price``).  ``projection``: the prices come from another device's
+    measured costs (the trees are this machine's), and the title says so."""
+    where = f"step {step_number}" if step_number else "this step"
+    title = f"The price of a tree at {where}: tokens and price against N ({curve_label})"
+    if projection:
+        title = f"Projection: the trees of {where} priced with {curve_label}"
+    fig = new_figure()
+    priced = [r for r in rows if r.get("price")]
+    xs = [r["budget"] for r in rows]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[r.get("expected") for r in rows],
+            mode="lines+markers",
+            name="expected tokens (calibrated confidence)",
+            line={"color": "#4C78A8"},
+            hovertemplate="N=%{x}: expected %{y:.2f} tokens<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[r["committed"] for r in rows],
+            mode="markers",
+            name="committed by the verifier (accepted + bonus)",
+            marker={"color": "#2E9E44", "size": 10, "symbol": "circle-open", "line": {"width": 2}},
+            hovertemplate="N=%{x}: the verifier committed %{y} tokens<extra></extra>",
+        )
+    )
+    if priced:
+        fig.add_trace(
+            go.Scatter(
+                x=[r["budget"] for r in priced],
+                y=[r["expected"] / r["price"] for r in priced],
+                mode="lines",
+                name="expected tokens ÷ price (the cost rule's measure)",
+                line={"color": "#B279A2", "dash": "dash"},
+                hovertemplate="N=%{x}: %{y:.2f} expected tokens per plain step of price<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[r["budget"] for r in priced],
+                y=[r["price"] for r in priced],
+                mode="lines+markers",
+                name="price (plain decoding steps, right axis)",
+                line={"color": "#F58518"},
+                yaxis="y2",
+                hovertemplate="N=%{x}: costs %{y:.2f} plain steps<extra></extra>",
+            )
+        )
+    if your_n is not None:
+        fig.add_vline(
+            x=your_n,
+            line={"dash": "dot", "color": "#555"},
+            annotation={"text": f"your N = {your_n}", "font": {"size": 11}},
+            annotation_position="top left",
+        )
+    if pick is not None:
+        fig.add_vline(
+            x=max(pick["nodes"], 0.2),
+            line={"dash": "dash", "color": "#D62728", "width": 2},
+            annotation={
+                "text": f"cost rule picks N = {pick['nodes']}" if pick["nodes"] else "cost rule: a plain step",
+                "font": {"size": 11, "color": "#D62728"},
+            },
+            annotation_position="top right",
+        )
+    _layout(
+        fig,
+        title,
+        height=400,
+        xaxis={"title": {"text": "budget N (draft nodes)"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "tokens per step"}, "rangemode": "tozero"},
+        yaxis2={
+            "title": {"text": "price (plain decoding steps)"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        },
+    )
+    if not priced:
+        fig.add_annotation(
+            text="no cost curve for this device yet: the first auto run (or this chart's button) measures it",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            font={"color": "#888"},
+        )
+    return fig
 
 
 SWEEP_AXIS_NAMES = {"budget": "budget N (draft nodes)", "mu": "confidence gate μ", "topk": "root width K"}

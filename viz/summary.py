@@ -6,6 +6,7 @@ import pandas as pd
 
 from talon import metrics
 from talon.trace import RunTrace
+from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_PLAIN, STOP_REASONS
 
 GLOSSARY = """
 **MAT (τ)**: tokens committed per target forward, *including* the bonus token. Plain autoregressive
@@ -13,14 +14,29 @@ decoding has MAT = 1.
 
 **δ (delta)**: drafter calls per target forward (one batched call per tree layer grown).
 
-**Acceptance by depth**: of the steps whose tree reached depth d, the share that accepted a node at
-depth d.
+**Acceptance per depth, two rates**: *accepted at d ÷ trees that reached d* (of the steps whose tree
+had a node at depth d, the share that accepted one), and *accepted at d ÷ trees whose node at d − 1 was
+accepted* (and had children there: the target checked depth d): the drafter's acceptance at depth d given
+everything above was right. Steps whose accepted path ended at a leaf ran out of tree: the tree, not the
+drafter, ended them.
 
-**Speedup**: wall time of plain autoregressive decoding of the same prompt with the same target /
-wall time of the method, measured on this machine in the same session. Times from different runs
-or machines are never compared.
+**Collapsed into a chain** (🔗): below its first layer the tree is a single path of 2 or more nodes, so
+the budget went into one long guess instead of alternatives.
 
-**Tokens/s**: generated tokens per second of wall time (prompt processing included).
+**Calibration**: whether the drafter's confidence means what it says. A reliability chart bins the
+run's checked nodes by the drafter's probability and plots the share actually accepted; on the
+diagonal, a probability of 0.6 is accepted 60 % of the time. ECE (expected calibration error) is the
+count-weighted mean distance from the diagonal.
+
+**Speedup**: wall time of plain autoregressive decoding of the same prompt by this app's engine, with
+the same target and settings, ÷ wall time of the method, measured on this machine in the same session
+(Compare: repeated and interleaved, median and spread). The Benchmark tab's speedups are over the same
+plain decoding in the suite's own run, next to transformers' `generate()` as a peer; the README's are
+pooled over many prompts. Times from different runs or machines are never compared.
+
+**Tokens/s**: generated tokens ÷ wall time of the run (the prompt's prefill plus every step; time the
+run waited in the queue between steps is not counted). The streaming line and the summary use this
+one definition.
 
 **Draft share**: share of the step time spent building draft trees (drafter calls included): the tree
 construction overhead.
@@ -53,10 +69,16 @@ HOW_TO_READ = """
   instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own
   next token after the accepted path, so every step commits at least one token.
 * **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
-* **Why TALON's shape changes**: TALON spends a fixed budget of N nodes. Where the drafter is sure,
-  only one or two candidates pass the confidence gate per layer, so the tree grows **deep and narrow**;
-  where it is unsure, many pass, the budget is used up in a few layers, and the tree is **shallow and
-  wide**. Static and EAGLE-2 trees keep a fixed depth whatever the context.
+* **Why TALON's shape changes**: TALON spends a fixed budget of N nodes. Its **first layer** is the
+  root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide at every step.
+  **Below it** the confidence gate decides: where the drafter is sure, only one or two candidates pass
+  per layer, so the tree grows **deep and narrow**; where it is unsure, many pass, the budget is used up
+  in a few layers, and the tree is **shallow and wide**. (K=0 gates the first layer too.) Static and
+  EAGLE-2 trees keep a fixed depth whatever the context.
+* **Why a tree stopped growing**: each step's caption says it: the budget N was used up, the drafter
+  had nothing more to offer, the method's depth or fixed shape was reached, or (Budget N = auto) the
+  cost rule found that one more node or layer would not pay for itself on this machine. The gate never
+  ends a tree: the best candidate of a layer always passes it; it sets how wide each layer is.
 * Every method here is lossless: at temperature 0 the output is exactly what plain greedy decoding
   of the target gives; above 0 it is a sample from the target's own distribution, and for a given seed
   it is the very sample plain autoregressive sampling draws (each output position's random choice is
@@ -64,35 +86,194 @@ HOW_TO_READ = """
 """
 
 
+def plural(n: int, word: str) -> str:
+    """``"1 step"``, ``"3 steps"``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+STOPPED_BY = {"eos": "end of sequence", "max_new_tokens": "max new tokens", "stopped": "the Stop button"}
+
+
+def settings_line(trace: RunTrace) -> str:
+    """The settings a run was made with, in one line: method, N (or auto and its cap), K, μ, depth or γ
+    where they apply, temperature, max new tokens, execution, drafter, target and device."""
+    cfg, dec = trace.tree_config, trace.decode_config
+    method = cfg.get("method", "?")
+    parts = [METHOD_NAMES.get(method, method)]
+    if method in ("talon", "hybrid", "eagle2", "static"):
+        parts.append(f"N=auto (cap {cfg.get('budget')})" if cfg.get("auto") else f"N={cfg.get('budget')}")
+    if method in ("talon", "hybrid", "eagle2"):
+        parts.append(f"K={cfg.get('topk')}")
+    if method in ("talon", "hybrid"):
+        parts.append(f"μ={cfg.get('mu'):g}" if isinstance(cfg.get("mu"), (int, float)) else "μ=?")
+    if method in ("eagle2", "static"):
+        parts.append(f"depth {cfg.get('depth')}")
+    if method == "chain":
+        parts.append(f"γ={cfg.get('gamma')}")
+    temperature = dec.get("temperature") or 0
+    parts.append("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
+    parts.append(f"max {dec.get('max_new_tokens')} new tokens")
+    if trace.execution == "async":
+        parts.append("async")
+    who = f"target {trace.target}" + (f", drafter {trace.drafter}" if trace.drafter else "")
+    return " · ".join(parts) + f" · {who} · {trace.device}" + (f" ({trace.dtype})" if trace.dtype else "")
+
+
+def shape_rows(trace: RunTrace) -> list[tuple[str, str]]:
+    """The tree-shape rows of a run's summary: draft nodes per step, mean depth, widest layer, plain steps
+    (when there are any, or the size varies) and trees that collapsed into a chain."""
+    st = metrics.shape_stats(trace.steps)
+    cfg = trace.tree_config
+    method = cfg.get("method")
+    budget = "auto" if cfg.get("auto") else cfg.get("gamma") if method == "chain" else cfg.get("budget")
+    limit = {"chain": "γ", "ar": None}.get(method, "N")
+    rows = [
+        (
+            "Draft nodes per step (mean" + (f"; {limit} = {budget}" if limit else "") + ")",
+            f"{st['mean_nodes']:.1f}",
+        ),
+        ("Mean depth (draft layers below the root)", f"{st['mean_depth']:.2f}"),
+        ("Widest layer (mean per step · largest)", f"{st['mean_widest']:.1f} · {st['max_widest']}"),
+    ]
+    plain = round(st["plain_share"] * st["steps"])
+    if plain or cfg.get("auto"):
+        rows.append(("Plain steps (no drafts)", f"{plain} of {st['steps']} ({st['plain_share']:.0%})"))
+    collapsed = metrics.collapsed_steps(trace)
+    if collapsed:
+        rows.append(("🔗 Trees collapsed into a chain", f"{len(collapsed)} of {st['steps']} steps"))
+    return rows
+
+
+def acceptance_markdown(trace: RunTrace, max_rows: int = 8) -> str:
+    """Acceptance per depth, both rates, as a small table (the first ``max_rows`` depths)."""
+    rows = metrics.acceptance_per_depth(trace.steps)
+    if not rows:
+        return ""
+    lines = [
+        "| depth d | trees that reached d | accepted at d ÷ reached d | accepted at d ÷ d−1 accepted (tree went on) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in rows[:max_rows]:
+        lines.append(
+            f"| {r['depth']} | {r['reached']} | {_share(r['accepted'], r['reached'])} | "
+            f"{_share(r['accepted'], r['checked'])} |"
+        )
+    more = f"\n\n*{len(rows) - max_rows} deeper layers on the Charts tab.*" if len(rows) > max_rows else ""
+    return "**Acceptance per depth**\n\n" + "\n".join(lines) + more
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%} ({part}/{whole})" if whole else "–"
+
+
 def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
-    """A one-table summary of a run (speedup only when an AR time for the same prompt is given)."""
+    """A one-table summary of a run (speedup only when an AR time for the same prompt is given), with its
+    tree shape and acceptance per depth."""
     s = metrics.summarize(trace)
     rows = [
         ("Tokens generated", f"{s['new_tokens']}"),
         ("Target forwards (steps)", f"{s['target_forwards']}"),
         ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"),
         ("δ (drafter calls / target forward)", f"{s['delta']:.2f}"),
-        ("Mean draft nodes per tree", f"{s['mean_tree_nodes']:.1f}"),
-        ("Tokens / s", f"{s['tokens_per_second']:.1f}"),
+        *shape_rows(trace),
+        ("Tokens / s (generated ÷ wall time of prefill + steps)", f"{s['tokens_per_second']:.1f}"),
         ("Draft share of step time", f"{s['draft_share']:.0%}"),
         ("Wall time", f"{s['seconds']:.2f} s"),
     ]
     if ar_seconds:
-        rows.append(("Speedup over autoregressive", f"{metrics.speedup(ar_seconds, s['seconds']):.2f}×"))
+        speed = metrics.speedup(ar_seconds, s["seconds"])
+        rows.append(("Speedup over plain decoding (this app, same settings)", f"{speed:.2f}×"))
     if trace.stop_reason:
-        rows.append(
-            (
-                "Stopped by",
-                {"eos": "end of sequence", "max_new_tokens": "max new tokens", "stopped": "the Stop button"}.get(
-                    trace.stop_reason, trace.stop_reason
-                ),
-            )
+        rows.append(("Stopped by", STOPPED_BY.get(trace.stop_reason, trace.stop_reason)))
+    head = f"**{settings_line(trace)}**"
+    table = "| metric | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    acceptance = acceptance_markdown(trace)
+    return head + "\n\n" + table + ("\n\n" + acceptance if acceptance else "")
+
+
+# ---- why each tree looks the way it does ------------------------------------------------------------------
+METHOD_NAMES = {
+    "ar": "autoregressive",
+    "chain": "chain",
+    "static": "static tree",
+    "eagle2": "EAGLE-2",
+    "talon": "TALON",
+    "hybrid": "hybrid",
+}
+
+
+def _widths(widths: list[int]) -> str:
+    return ", ".join(str(w) for w in widths)
+
+
+def growth_sentence(step, tree_config: dict) -> str:
+    """How the step's tree was grown, layer by layer (for the step's caption)."""
+    method = tree_config.get("method")
+    widths = step.layer_widths[1:]
+    if method == "ar" or not widths:
+        return "no drafts (a plain decoding step)" if method != "ar" else "plain decoding: no tree"
+    if method in ("talon", "hybrid"):
+        k = tree_config.get("topk")
+        first = (
+            f"gated root: {widths[0]} {'child' if widths[0] == 1 else 'children'} passed the gate (K=0)"
+            if not k
+            else f"Top-K root: {widths[0]} of K={k} children (no gate)"
         )
-    head = f"**{trace.tree_config.get('method', '?')}** · target {trace.target}"
-    if trace.drafter:
-        head += f" · drafter {trace.drafter}"
-    head += f" · {trace.device}"
-    return head + "\n\n| metric | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+        if len(widths) == 1:
+            return first + "; no gated layer below it"
+        mu = tree_config.get("mu")
+        mu_text = f" (μ={mu:g})" if isinstance(mu, (int, float)) else ""
+        return first + f"; gated layers 2–{len(widths)}{mu_text}: {_widths(widths[1:])} nodes"
+    if method == "eagle2":
+        return (
+            f"top-{tree_config.get('topk')} per expanded node over {step.drafter_forwards} drafter calls, re-ranked "
+            f"to the best {step.tree.num_drafts}: layers of {_widths(widths)} nodes"
+        )
+    if method == "static":
+        return f"fixed shape: layers of {_widths(widths)} nodes"
+    return f"a chain of {step.tree.num_drafts} drafts"
+
+
+def stop_sentence(step, tree_config: dict) -> str:
+    """Why the step's tree stopped growing (``step.stop``, a key of ``talon.tree.STOP_REASONS``), with the
+    numbers that make it true."""
+    method, stop = tree_config.get("method"), step.stop
+    cap = tree_config.get("budget")
+    if stop == STOP_PLAIN:
+        return "plain decoding: no drafts asked for"
+    if stop == STOP_CAP:
+        what = f"the cap of {cap} nodes (N = auto)" if tree_config.get("auto") else f"the budget N={cap}"
+        return f"{what} was used up in layer {step.tree.max_depth}"
+    if stop == STOP_COST:
+        if step.tree.num_drafts == 0:
+            text = "the cost rule made this a plain step: no tree was expected to beat one plain decoding step"
+        else:
+            text = (
+                f"the cost rule: one more node or layer would not have paid for its price on this machine "
+                f"({step.tree.num_drafts} of at most {cap} nodes)"
+            )
+        if step.expected is not None and step.price is not None:
+            text += f"; expected {step.expected:.2f} tokens for {step.price:.2f} plain steps"
+        return text
+    if stop == STOP_DEPTH:
+        if method == "eagle2":
+            return f"its depth of {tree_config.get('depth')} layers was drafted (then the best {cap} were kept)"
+        if method == "chain":
+            return f"its length γ={tree_config.get('gamma')} was reached"
+        if method == "static":
+            return f"its fixed shape (N={cap}, at most {tree_config.get('depth')} layers) was complete"
+        return STOP_REASONS[STOP_DEPTH]
+    if stop == STOP_DRAFTER:
+        return "the drafter proposed nothing more (no candidate with a probability above 0)"
+    return "not recorded (a trace from before stop reasons were kept)"
+
+
+def step_explanation(step, tree_config: dict) -> str:
+    """``Grown: ... · Stopped: ...`` for a step's caption, and a badge when the tree collapsed into a chain."""
+    text = f"Grown: {growth_sentence(step, tree_config)} · **Stopped: {stop_sentence(step, tree_config)}.**"
+    if tree_config.get("method") in metrics.CHAIN_METHODS and metrics.chain_collapsed(step):
+        text += " · 🔗 **collapsed into a chain** below layer 1"
+    return text
 
 
 def step_note(step) -> str:
@@ -113,30 +294,37 @@ def step_note(step) -> str:
     return note
 
 
-def async_table(traces: dict[str, RunTrace]) -> pd.DataFrame:
-    """Sync vs async runs of one method: wall time, MAT, hit rate of the async guesses, the waiting
-    left, and (for the sync run) the time projected for overlap on separate hardware."""
+def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] | None = None) -> pd.DataFrame:
+    """Sync vs async runs of one method: wall time (median and spread over the repetitions), MAT, hit rate
+    of the async guesses, the waiting left, and (for the sync run) the time projected for overlap on
+    separate hardware."""
+    repeats = repeats or {label: [t] for label, t in traces.items()}
     rows = []
     sync = traces.get("sync")
-    async_run = traces.get("async")
-    hit = metrics.speculation_hit_rate(async_run) if async_run is not None else None
+    async_runs = repeats.get("async") or []
+    hits = [h for h in (metrics.speculation_hit_rate(t) for t in async_runs) if h is not None]
+    hit = sum(hits) / len(hits) if hits else None
     for label, trace in traces.items():
+        times = metrics.spread([t.seconds for t in repeats.get(label) or [trace]])
         s = metrics.summarize(trace)
-        row = {
-            "run": label,
-            "wall s": round(s["seconds"], 3),
-            "MAT": round(s["mat"], 2),
-            "draft s": round(sum(st.draft_seconds for st in trace.steps), 3),
-            "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
-            "target waited s": round(sum(st.wait_seconds for st in trace.steps), 3),
-            "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2),
-        }
-        rows.append(row)
+        rows.append(
+            {
+                "run": label,
+                "wall s (median)": round(times["median"], 3),
+                "spread s": f"{times['low']:.2f}–{times['high']:.2f}" if times["n"] > 1 else "one run",
+                "MAT": round(s["mat"], 2),
+                "draft s": round(sum(st.draft_seconds for st in trace.steps), 3),
+                "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
+                "target waited s": round(sum(st.wait_seconds for st in trace.steps), 3),
+                "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2),
+                "repetitions": times["n"],
+            }
+        )
     if sync is not None and hit is not None:
         rows.append(
             {
                 "run": "async, projected (separate hardware)",
-                "wall s": round(metrics.projected_async_seconds(sync, hit), 3),
+                "wall s (median)": round(metrics.projected_async_seconds(sync, hit), 3),
                 "MAT": round(metrics.mat(sync.steps), 2),
                 "guess hit rate": round(hit, 2),
             }
@@ -144,53 +332,96 @@ def async_table(traces: dict[str, RunTrace]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def async_verdict(traces: dict[str, RunTrace]) -> str:
-    """A plain sentence on whether overlapping drafting with verification helps on this machine."""
-    sync, async_run = traces.get("sync"), traces.get("async")
-    if sync is None or async_run is None or not async_run.steps:
+NOISE = 0.05
+"""A measured saving larger than what overlap could possibly save by more than this share of the sync time
+is put down to the machine's noise, not to async."""
+
+
+def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] | None = None) -> str:
+    """A plain verdict on whether overlapping drafting with verification helps on this machine, from the
+    repetitions (interleaved sync / async pairs) and the guesses' hit rate; it never contradicts itself: a
+    measured difference larger than the most overlap could explain (every right guess hiding its whole
+    drafting) is put down to the machine, not to async, and one the repetitions disagree on is a tie."""
+    repeats = repeats or {label: [t] for label, t in traces.items() if t is not None}
+    sync_runs, async_runs = repeats.get("sync") or [], repeats.get("async") or []
+    if not sync_runs or not async_runs or not async_runs[0].steps:
         return "Running..."
-    same = (
-        "identical"
-        if sync.output_ids == async_run.output_ids
-        else "**different, which should never happen (same seed, same device): please report it**"
+    sync = sync_runs[0]
+    same = all(a.output_ids == sync.output_ids for a in async_runs + sync_runs)
+    same_text = (
+        "identical" if same else "**different, which should never happen (same seed, same device): please report it**"
     )
-    hit = metrics.speculation_hit_rate(async_run) or 0.0
-    draft = metrics.draft_share(sync)
+    hits = [h for h in (metrics.speculation_hit_rate(t) for t in async_runs) if h is not None]
+    hit = sum(hits) / len(hits) if hits else 0.0
+    pairs = list(zip(sync_runs, async_runs))
+    ratios = [s.seconds / a.seconds for s, a in pairs if a.seconds > 0]  # > 1: async faster
+    speed = metrics.spread(ratios)
     projected = metrics.projected_async_seconds(sync, hit)
-    saving = 1 - projected / sync.seconds if sync.seconds else 0.0
-    measured = sync.seconds / async_run.seconds if async_run.seconds else 0.0
+    possible = 1 - projected / sync.seconds if sync.seconds else 0.0  # the most overlap could save
+    measured_saving = 1 - 1 / speed["median"] if speed["median"] else 0.0
+    n = len(pairs)
+    reps = f"{n} interleaved repetitions" if n > 1 else "one run each"
     lines = [
-        f"Outputs are {same}. Measured: async took {async_run.seconds:.2f} s vs sync {sync.seconds:.2f} s "
-        f"({measured:.2f}× speed); {hit:.0%} of the guesses were right."
+        f"Outputs are {same_text}. Measured over {reps}: async ran at {speed['median']:.2f}× sync's speed"
+        + (f" (spread {speed['low']:.2f}–{speed['high']:.2f}×)" if n > 1 else "")
+        + f"; {hit:.0%} of the guesses were right, so overlap could have hidden at most {possible:.0%} of the sync "
+        "time here."
     ]
+    call = metrics.paired_verdict([1 / r for r in ratios if r > 0])  # A = sync, B = async
+    if measured_saving > possible + NOISE:
+        lines.append(
+            "**The measured difference is not async's doing:** it is larger than the most that hiding the right "
+            "guesses' drafting could save, so it comes from the machine (other load, how its threads are "
+            "scheduled), not from overlap."
+        )
+    elif n > 1 and call == "B":
+        lines.append(f"**Async was faster in all {n} repetitions.**")
+    elif n > 1 and call == "A":
+        lines.append(f"**Sync was faster in all {n} repetitions**: async's extra work cost more than it hid.")
+    elif n > 1:
+        lines.append("**No clear difference**: the repetitions disagree or lie within a few percent.")
     if "cuda" not in sync.device:
         lines.append(
-            "**On this machine async cannot help much:** drafter and target share the same CPU cores, so "
-            "running them at once slows both down."
+            "On a CPU async cannot help much: drafter and target share the same CPU cores, so running them at "
+            "once slows both down."
         )
+    draft = metrics.draft_share(sync)
     if draft < 0.05:
         lines.append(f"Drafting takes only {draft:.0%} of the step time here, so there is little to hide.")
     lines.append(
-        f"With the drafter on its own hardware, the overlap would save about {saving:.0%} of the sync "
-        f"time (projected from this run's phase times and hit rate; an upper bound)."
+        f"With the drafter on its own hardware, the overlap would save about {possible:.0%} of the sync "
+        "time (projected from this run's phase times and hit rate; an upper bound)."
     )
     return " ".join(lines)
 
 
-def comparison_table(traces: dict[str, RunTrace], ar_seconds: float | None) -> pd.DataFrame:
-    """One row per labelled run: MAT, delta, mean tree size, depth, tokens/s, speedup over AR."""
+def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]] | None = None) -> pd.DataFrame:
+    """One row per labelled run (the first labelled ``ar`` is plain decoding, the speedups' reference):
+    MAT, delta, draft nodes per step, mean depth, mean widest layer, and over the repetitions'
+    wall times (``repeats[label]``, the run's own when none): tokens/s and the speedup over plain decoding
+    in this app (median, and the spread low–high)."""
+    repeats = repeats or {}
+    ar_label = next((k for k in traces if k.startswith("ar")), None)
+    ar_times = repeats.get(ar_label) or ([traces[ar_label].seconds] if ar_label else [])
     rows = []
     for label, trace in traces.items():
         s = metrics.summarize(trace)
+        shape = metrics.shape_stats(trace.steps)
+        times = repeats.get(label) or [trace.seconds]
+        rate = metrics.spread([s["new_tokens"] / t for t in times if t > 0])
+        speed = metrics.spread([a / t for a, t in zip(ar_times, times) if t > 0])
         rows.append(
             {
                 "run": label,
                 "MAT": round(s["mat"], 2),
                 "delta": round(s["delta"], 2),
-                "mean nodes": round(s["mean_tree_nodes"], 1),
-                "mean depth": round(sum(st.tree.max_depth for st in trace.steps) / max(len(trace.steps), 1), 2),
-                "tokens/s": round(s["tokens_per_second"], 1),
-                "speedup": round(metrics.speedup(ar_seconds, s["seconds"]), 2) if ar_seconds else None,
+                "draft nodes / step": round(shape["mean_nodes"], 1),
+                "mean depth": round(shape["mean_depth"], 2),
+                "widest layer (mean)": round(shape["mean_widest"], 1),
+                "tokens/s (median)": round(rate["median"], 1),
+                "speedup over plain decoding (median)": round(speed["median"], 2) if ar_times else None,
+                "spread (low–high)": f"{speed['low']:.2f}–{speed['high']:.2f}" if speed["n"] > 1 else "one run",
+                "repetitions": len(times),
             }
         )
     return pd.DataFrame(rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -597,10 +598,21 @@ def tree_html(
     title: str | None = None,
     max_depth: int | None = None,
     max_width: float | None = None,
+    page_title: str | None = None,
+    heading: str = "",
 ) -> str:
     """Standalone HTML page of :func:`tree_figure` (same arguments) with plotly.js inlined, so the
-    file opens offline."""
+    file opens offline.  ``page_title``: the page's ``<title>`` (the figure's title by default);
+    ``heading``: HTML put above the figure (e.g. the prompt and the settings; the caller escapes it)."""
     fig = tree_figure(step, color_mode, title=title, max_depth=max_depth, max_width=max_width)
-    return fig.to_html(
+    page = fig.to_html(
         include_plotlyjs=True, full_html=True, include_mathjax=False, config={"displaylogo": False, "scrollZoom": True}
     )
+    if page_title is None:  # the figure's title is Plotly HTML: its text, unescaped
+        page_title = html.unescape(re.sub(r"<[^>]+>", "", default_title(step) if title is None else title))
+    name = html.escape(page_title)
+    page = page.replace("<head>", f"<head>\n    <title>{name}</title>", 1)
+    if heading:
+        box = f'<div style="font-family:Arial,sans-serif;margin:8px">{heading}</div>'
+        page = page.replace("<body>", f"<body>{box}", 1)
+    return page

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..config import ConfigError, TreeConfig
+from ..config import AUTO_CAP, AUTO_METHODS, ConfigError, TreeConfig
 from ..drafters.base import Drafter
 from ..drafters.calibration import Calibration
 from ..drafters.factory import drafter_for
@@ -40,7 +40,25 @@ from .sizing import CostRule
 from .verify import Verifier, sampling_accept
 
 LAB_METHODS = ("talon", "eagle2", "static", "chain")
-"""The tree methods shown side by side at a frozen step (same N)."""
+"""The tree methods shown side by side at a frozen step (same N; the chain at its length gamma)."""
+
+
+def sweep_row(step: StepRecord, field: str, value) -> dict:
+    """One row of a sweep: the setting's value and what the step's tree did (``FrozenStep.sweep``)."""
+    return {
+        field: value,
+        "accepted": step.accepted_tokens,
+        "committed": step.accepted_tokens + 1,
+        "depth": step.tree.max_depth,
+        "widest": step.tree.widest_layer,
+        "drafter_calls": step.drafter_forwards,
+        "nodes": step.tree.num_drafts,
+        "size": len(step.tree),
+        "call_widths": list(step.call_widths),
+        "expected": step.expected,
+        "price": step.price,
+        "stop": step.stop,
+    }
 
 
 def step_context(trace: RunTrace, index: int) -> list[int]:
@@ -140,13 +158,24 @@ class FrozenStep:
             trace.steps[:index],
         )
 
-    def rule(self, cfg: TreeConfig) -> CostRule:
-        """The cost rule a tree of ``cfg`` is valued, priced and (auto) sized by at this step; an auto tree
-        without a curve yet measures this device's first (with a drafter of its own; cached)."""
+    def rule(self, cfg: TreeConfig, curve: CostCurve | None = None) -> CostRule:
+        """The cost rule a tree of ``cfg`` is valued, priced and (auto) sized by at this step: with ``curve``
+        when given (e.g. another device's, for a projection), else this device's; an auto tree without a
+        curve yet measures this device's first (with a drafter of its own; cached)."""
+        if curve is not None:
+            return CostRule(self.calibration, curve, sizing=cfg.auto)
         if cfg.auto and self.curve is None:
-            fresh = drafter_for(cfg.method, self.drafter_spec, self.target, self.registry)
-            self.curve = cost_curve_for(self.target, fresh)
+            self.measure_curve(cfg.method)
         return CostRule(self.calibration, self.curve, sizing=cfg.auto)
+
+    def measure_curve(self, method: str = "talon", progress=None, refresh: bool = False) -> CostCurve:
+        """This device's cost curve for the run's drafter (cached, else measured now: a few seconds on a
+        CPU; ``progress(line)`` hears how it goes), kept for the step's later trees; ``refresh`` measures it
+        again (and replaces the cached one)."""
+        if self.curve is None or refresh:
+            fresh = drafter_for(method if method != "chain" else "talon", self.drafter_spec, self.target, self.registry)
+            self.curve = cost_curve_for(self.target, fresh, refresh=refresh, progress=progress)
+        return self.curve
 
     @property
     def root(self) -> int:
@@ -166,9 +195,10 @@ class FrozenStep:
             self._drafters["hybrid"] = drafter
         return self._drafters["hybrid"]
 
-    def explore(self, cfg: TreeConfig, index: int = 0) -> StepRecord:
+    def explore(self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None) -> StepRecord:
         """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
-        Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``)."""
+        Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``); its price and,
+        for an auto tree, its size come from ``curve`` when given (``rule``)."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
@@ -180,7 +210,7 @@ class FrozenStep:
                 self.context,
                 self.verifier.features,
                 record_gate=cfg.method in ("talon", "hybrid"),
-                rule=self.rule(cfg),
+                rule=self.rule(cfg, curve),
             )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
@@ -213,23 +243,20 @@ class FrozenStep:
         when ``cfg.topk`` is 0 (a gated TALON root; EAGLE-2 needs K >= 1)."""
         return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS if m != "eagle2" or cfg.topk}
 
-    def sweep(self, cfg: TreeConfig, field: str, values: Sequence) -> list[dict]:
+    def sweep(self, cfg: TreeConfig, field: str, values: Sequence, curve: CostCurve | None = None) -> list[dict]:
         """``explore`` with ``field`` (``budget``, ``mu`` or ``topk``) set to each of ``values``: per value the
-        accepted drafts, depth reached, widest layer and drafter calls."""
-        out = []
-        for v in values:
-            step = self.explore(replace(cfg, **{field: v}))
-            out.append(
-                {
-                    field: v,
-                    "accepted": step.accepted_tokens,
-                    "depth": step.tree.max_depth,
-                    "widest": step.tree.widest_layer,
-                    "drafter_calls": step.drafter_forwards,
-                    "nodes": step.tree.num_drafts,
-                }
-            )
-        return out
+        accepted drafts, depth reached, widest layer, drafter calls and draft nodes, and what a price needs:
+        ``committed`` (the tokens the verifier would commit: accepted + bonus), ``expected`` (by the
+        calibrated confidence), ``price`` (in plain steps, by ``curve`` or this device's curve; None
+        without one), ``size`` (nodes, root included), ``call_widths`` and ``stop``."""
+        return [sweep_row(self.explore(replace(cfg, **{field: v}), curve=curve), field, v) for v in values]
+
+    def pick(self, cfg: TreeConfig, curve: CostCurve | None = None, cap: int = AUTO_CAP) -> StepRecord:
+        """The tree the cost rule would grow at this step for ``cfg``'s method and shape settings (N =
+        auto, at most ``cap`` nodes), sized by ``curve`` or this device's curve (measured if needed)."""
+        if cfg.method not in AUTO_METHODS:
+            raise ConfigError(f"The cost rule sizes {', '.join(AUTO_METHODS)} trees, not {cfg.method}.")
+        return self.explore(replace(cfg, auto=True, budget=cap), curve=curve)
 
     @property
     def sampling_temperature(self) -> float:

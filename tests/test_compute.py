@@ -1,0 +1,176 @@
+"""Fast tier: the app's one queue for model work (``ui.compute.ComputeQueue``) and a decode that goes
+through it a step at a time (``ui.session.LiveRun``, ``run_stepwise``): priorities, first come first
+served, the bound, errors and context handed back, a lab job that waits for one step and not for a whole
+decode, and the same trace as a decode run straight through."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from talon.config import DecodeConfig, TreeConfig
+from talon.drafters.factory import drafter_for
+from talon.engine.decode import new_trace, run_to_end
+from tests.tiny import prompt_ids, tiny_target
+from ui.compute import INTERACTIVE, STEP, ComputeQueue, QueueFull, compute_slots, waited_note
+from ui.session import LiveRun, run_stepwise
+
+
+def blocked(queue: ComputeQueue) -> threading.Event:
+    """Occupy ``queue``'s only slot until the returned event is set."""
+    release, started = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(10)
+
+    queue.submit(hold, priority=STEP)
+    assert started.wait(5)
+    return release
+
+
+def test_lab_jobs_run_before_waiting_steps_and_steps_in_arrival_order():
+    queue = ComputeQueue(slots=1)
+    release = blocked(queue)
+    order: list[str] = []
+    tickets = [
+        queue.submit(order.append, "step 1", priority=STEP),
+        queue.submit(order.append, "step 2", priority=STEP),
+        queue.submit(order.append, "lab", priority=INTERACTIVE),
+        queue.submit(order.append, "step 3", priority=STEP),
+    ]
+    assert queue.waiting_ahead(tickets[2]) == 1  # only the running job is ahead of the lab change
+    assert queue.waiting_ahead(tickets[3]) == 4
+    assert queue.load()["waiting"] == 4 and queue.load()["running"] == 1
+    release.set()
+    for t in tickets:
+        t.result()
+    assert order == ["lab", "step 1", "step 2", "step 3"]
+    assert all(t.waited > 0 and t.ran >= 0 for t in tickets)
+
+
+def test_the_queue_is_bounded_and_hands_back_errors_and_context():
+    queue = ComputeQueue(slots=1, max_waiting=2)
+    release = blocked(queue)
+    waiting = [queue.submit(time.sleep, 0, priority=STEP) for _ in range(2)]
+    with pytest.raises(QueueFull, match="The machine is busy: 2 jobs"):
+        queue.submit(time.sleep, 0, priority=STEP)
+    release.set()
+    for ticket in waiting:
+        ticket.result()
+    with pytest.raises(ZeroDivisionError):
+        queue.run(lambda: 1 / 0)
+    var = contextvars.ContextVar("who", default="nobody")
+    var.set("the caller")
+    assert queue.run(var.get) == "the caller"  # Gradio's progress and request live in the context
+    waits = []
+    release = blocked(queue)
+    threading.Timer(0.6, release.set).start()
+    queue.run(lambda: None, on_wait=lambda ticket: waits.append((ticket.started_at, queue.waiting_ahead(ticket))))
+    assert waits and waits[0] == (None, 1)  # told while it waited, behind the one running job
+
+
+def test_one_worker_thread_runs_every_job():
+    queue = ComputeQueue(slots=1)
+    names = {queue.run(lambda: threading.current_thread().name) for _ in range(5)}
+    assert names == {"talon-compute-1"}
+    inline = ComputeQueue(inline=True)
+    assert inline.run(lambda: threading.current_thread().name) == threading.current_thread().name
+
+
+def test_slots_and_notes(monkeypatch):
+    monkeypatch.delenv("TALON_COMPUTE_SLOTS", raising=False)
+    assert compute_slots() == 1
+    monkeypatch.setenv("TALON_COMPUTE_SLOTS", "3")
+    assert compute_slots() == 3
+    monkeypatch.setenv("TALON_COMPUTE_SLOTS", "many")
+    assert compute_slots() == 1
+    assert waited_note(0.01) == ""
+    assert waited_note(1.25, 2) == " · waited 1.2 s in the queue behind 2 other jobs (the machine is shared)"
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target()
+
+
+CFG = TreeConfig(method="talon", budget=8, topk=3, mu=0.1)
+
+
+def test_a_decode_through_the_queue_is_the_same_decode(target):
+    direct = run_to_end(
+        target, drafter_for("talon", "layers:1", target), CFG, DecodeConfig(max_new_tokens=20), prompt_ids=prompt_ids(3)
+    )
+    queue = ComputeQueue(slots=1)
+    dec = DecodeConfig(max_new_tokens=20)
+    drafter = drafter_for("talon", "layers:1", target)
+    trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(3))
+    finished_before = queue.finished
+    stepped, waited = run_stepwise(trace, target, drafter, CFG, dec, queue)
+    assert stepped.output_ids == direct.output_ids
+    assert [s.tree.token for s in stepped.steps] == [s.tree.token for s in direct.steps]
+    assert queue.finished - finished_before == len(stepped.steps) + 1  # one job per step, and the end
+    assert waited >= 0.0
+
+
+def test_a_lab_change_waits_for_one_step_not_for_the_whole_decode(target):
+    """While a long decode runs, a lab job starts long before the decode ends, and the decode goes on
+    after it."""
+    queue = ComputeQueue(slots=1)
+    dec = DecodeConfig(max_new_tokens=120)
+    drafter = drafter_for("talon", "layers:1", target)
+    trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(5))
+    live = LiveRun(trace, target, drafter, CFG, dec, queue=queue)
+    while len(trace.steps) < 3 and not live.done:
+        live.wait(1.0)
+    steps_then = len(trace.steps)
+    lab = queue.submit(lambda: len(trace.steps), priority=INTERACTIVE)
+    seen = lab.result()
+    live.join(120)
+    assert live.done and live.error is None
+    assert seen <= steps_then + 1  # it ran after at most the step that was in flight
+    assert len(trace.steps) > seen  # and the decode went on after it
+    assert trace.stop_reason in ("eos", "max_new_tokens")
+
+
+def test_two_decodes_take_turns_step_by_step(target):
+    queue = ComputeQueue(slots=1)
+    order: list[int] = []
+    runs = []
+    for k in (1, 2):
+        dec = DecodeConfig(max_new_tokens=40)
+        drafter = drafter_for("talon", "layers:1", target)
+        trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(10 + k))
+        runs.append((k, trace, LiveRun(trace, target, drafter, CFG, dec, queue=queue)))
+    deadline = time.time() + 120
+    seen = {1: 0, 2: 0}
+    while any(not live.done for _, _, live in runs) and time.time() < deadline:
+        for k, trace, _ in runs:
+            if len(trace.steps) > seen[k]:
+                order.extend([k] * (len(trace.steps) - seen[k]))
+                seen[k] = len(trace.steps)
+        time.sleep(0.001)
+    assert all(live.done and live.error is None for _, _, live in runs)
+    both = min(len(t.steps) for _, t, _ in runs)
+    first_part = order[: 2 * both - 2]
+    # neither run finishes all its steps before the other starts: they alternate while both run
+    assert 1 in first_part[: len(first_part) // 2 + 2] and 2 in first_part[: len(first_part) // 2 + 2]
+
+
+def test_importing_ui_asks_openmp_for_passive_waits_unless_told_otherwise():
+    """Set before torch loads (libgomp reads it then), and never over a value the user chose."""
+    code = "import os, ui; print(os.environ['OMP_WAIT_POLICY'], 'torch' in __import__('sys').modules)"
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PASSIVE", "False"]
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ACTIVE", "False"]

@@ -1,0 +1,292 @@
+"""The Compare prompts tab, the lesson of the app: two prompts (by default a predictable and an open
+example) decoded with the same method and settings, side by side on one scale: a representative tree of
+each, their tree-shape heatmaps, the per-step depth and size distributions, acceptance per depth, and a
+table of mean depth, widest layer, draft nodes per step, plain steps and MAT.  In class mode the page asks
+which prompt will grow deeper trees before it shows any of it."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from talon import metrics
+from talon.trace import RunTrace
+from viz import charts, summary
+from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
+
+from .compute import model_work
+from .session import Session
+from .settings import SETTING_NAMES, RunSettings, prepare
+from .shared import DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
+
+PAIR_IDS = ("list-1", "chat-1")
+"""The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
+on sleep)."""
+FALLBACK_PAIR = (
+    "List the twelve months of the year in order, numbered 1 to 12, one per line.",
+    "What are three good habits for getting better sleep? Explain each briefly.",
+)
+LABELS = ("A", "B")
+NO_PROMPTS = (
+    "Press **Run both prompts**: each is decoded with the method and settings above, then shown side by side "
+    "on one scale."
+)
+HIDDEN = (
+    "**Both prompts are decoded.** Which one grew deeper trees: the predictable or the open one? Discuss, "
+    "answer below, then press **Reveal**."
+)
+GUESS_CHOICES = [
+    ("A grows deeper trees", "A"),
+    ("B grows deeper trees", "B"),
+    ("About the same", "same"),
+]
+SAME_DEPTH = 0.25
+"""Mean depths closer than this many layers count as "about the same"."""
+
+
+def example_pair(examples: list[dict] = EXAMPLES) -> tuple[str, str]:
+    """The predictable and the open example prompts (``PAIR_IDS``) from the shipped examples."""
+    by_id = {e.get("id"): e["prompt"] for e in examples}
+    return tuple(by_id.get(i, fallback) for i, fallback in zip(PAIR_IDS, FALLBACK_PAIR))  # type: ignore[return-value]
+
+
+def category_of(prompt: str, examples: list[dict] = EXAMPLES) -> str:
+    """The example category of ``prompt`` (``""`` for a typed prompt)."""
+    return next((e.get("category", "") for e in examples if e["prompt"] == prompt), "")
+
+
+def _runs(session: Session) -> dict[str, RunTrace]:
+    return {k: session.prompts[k] for k in LABELS if isinstance(session.prompts.get(k), RunTrace)}
+
+
+def _prompts_seconds(session, prompt_a, prompt_b, predict, color_mode, *panel) -> int:
+    settings = RunSettings.of(panel[-len(SETTING_NAMES) :])
+    return gpu_seconds(settings.max_new, settings.method, runs=2)
+
+
+@model_work(duration=_prompts_seconds)
+def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progress=gr.Progress(), *panel):
+    """Decode ``prompt_a`` and ``prompt_b`` with the settings ``panel`` (``SETTING_NAMES``; its prompt is
+    replaced), one after the other, and show them side by side; with ``predict`` the results stay hidden
+    behind the class's guess."""
+    settings = RunSettings.of(panel)
+    for label, prompt in zip(LABELS, (prompt_a, prompt_b)):
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise gr.Error(
+                f"Prompt {label} is empty: type one or press the example pair button.", print_exception=False
+            )
+    session.prompts = {}
+    runs = {}
+    for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):
+        progress(k / 2, desc=f"Prompt {label}: decoding...")
+        runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end()
+    session.prompts = {**runs, "guess": None, "hidden": bool(predict)}
+    return prompts_view(session, color_mode)
+
+
+def prompts_view(session: Session, color_mode) -> tuple:
+    """Everything the tab shows: results (hidden in class mode until the guess), the question, the table,
+    the caption, both step sliders, both trees, both heatmaps, the distributions and acceptance per depth."""
+    runs = _runs(session)
+    if len(runs) < 2:
+        return (gr.update(visible=True), gr.update(visible=False), None, NO_PROMPTS, *(gr.update(),) * 2, *(None,) * 6)
+    if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
+        return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
+    numbers = [metrics.representative_step(runs[k].steps) + 1 for k in LABELS]
+    figs = [prompt_tree(session, k, n, color_mode) for k, n in zip(LABELS, numbers)]
+    depth, _ = scale(session)
+    heats = [
+        charts.tree_shape_heatmap(
+            runs[k], max_depth=depth, max_width=widest(runs), title=f"Prompt {k}: nodes per layer, every step"
+        )
+        for k in LABELS
+    ]
+    sliders = [
+        gr.update(minimum=1, maximum=max(len(runs[k].steps), 2), value=n, interactive=len(runs[k].steps) > 1)
+        for k, n in zip(LABELS, numbers)
+    ]
+    return (
+        gr.update(visible=True),
+        gr.update(visible=False),
+        prompts_table(runs),
+        prompts_caption(runs),
+        *sliders,
+        *figs,
+        *heats,
+        charts.shape_distribution_chart({f"prompt {k}": runs[k] for k in LABELS}),
+        charts.acceptance_per_depth_chart({f"prompt {k}": runs[k] for k in LABELS}, max_depth=depth),
+    )
+
+
+def scale(session: Session) -> tuple[int, float]:
+    """The one depth and width scale of both prompts' trees: the deepest and widest over every step of both
+    (worked out once per pair of runs and kept in the session: every slider move reuses it)."""
+    if "scale" not in session.prompts:
+        runs = _runs(session)
+        session.prompts["scale"] = shared_extent([s for t in runs.values() for s in t.steps])
+    return session.prompts["scale"]
+
+
+def widest(runs: dict[str, RunTrace]) -> int:
+    """The widest layer over both runs (the heatmaps' shared colour scale)."""
+    return max((s.tree.widest_layer for t in runs.values() for s in t.steps), default=1) or 1
+
+
+def prompt_tree(session: Session, which: str, number, color_mode):
+    """Step ``number`` (from 1) of prompt ``which``'s run, on the scale both prompts share."""
+    runs = _runs(session)
+    trace = runs.get(which)
+    if trace is None or not trace.steps:
+        return None
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    step = trace.steps[number - 1]
+    depth, width = scale(session)
+    typical = " (typical)" if step.index == metrics.representative_step(trace.steps) else ""
+    title = (
+        f"{which}: step {number} of {len(trace.steps)}{typical} · depth {step.tree.max_depth}, "
+        f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
+    )
+    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    return tree_figure(step, mode, title=title, max_depth=depth, max_width=width)
+
+
+def show_prompt_step(session: Session, which: str, number, color_mode):
+    """The step slider of prompt A or B moved: redraw that tree (same scale)."""
+    if which not in LABELS:
+        raise gr.Error("Pick prompt A or B.", print_exception=False)
+    if which not in _runs(session):
+        raise gr.Error("Run both prompts first.", print_exception=False)
+    return prompt_tree(session, which, number, color_mode)
+
+
+def prompts_table(runs: dict[str, RunTrace]):
+    """Per prompt: its category, mean depth, widest layer, draft nodes per step, plain steps, chains, MAT."""
+    rows = []
+    for label in LABELS:
+        trace = runs[label]
+        st = metrics.shape_stats(trace.steps)
+        rows.append(
+            {
+                "prompt": f"{label}: {short(trace.prompt)}",
+                "category": category_of(trace.prompt) or "typed",
+                "mean depth": round(st["mean_depth"], 2),
+                "depth range": f"{min(st['depths'], default=0)}–{max(st['depths'], default=0)}",
+                "widest layer (mean · max)": f"{st['mean_widest']:.1f} · {st['max_widest']}",
+                "draft nodes / step": round(st["mean_nodes"], 1),
+                "plain steps": f"{st['plain_share']:.0%}",
+                "chains": len(metrics.collapsed_steps(trace)),
+                "MAT": round(metrics.mat(trace.steps), 2),
+                "steps": st["steps"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def short(text: str, chars: int = 24) -> str:
+    """The first ``chars`` characters of ``text`` on one line (an ellipsis when cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
+
+
+def deeper(runs: dict[str, RunTrace]) -> str:
+    """Which prompt grew deeper trees on average: ``"A"``, ``"B"`` or ``"same"`` (``SAME_DEPTH``)."""
+    a, b = (metrics.mean_tree_depth(runs[k].steps) for k in LABELS)
+    if abs(a - b) < SAME_DEPTH:
+        return "same"
+    return "A" if a > b else "B"
+
+
+def prompts_caption(runs: dict[str, RunTrace]) -> str:
+    """What the two runs show, in a sentence or two, and the settings they share."""
+    stats = {k: metrics.shape_stats(runs[k].steps) for k in LABELS}
+    a, b = stats["A"], stats["B"]
+    winner = deeper(runs)
+    if winner == "same":
+        head = (
+            f"Both prompts grew trees of about the same depth ({a['mean_depth']:.2f} vs {b['mean_depth']:.2f} layers)."
+        )
+    else:
+        other = "B" if winner == "A" else "A"
+        gap = stats[winner]["mean_depth"] - stats[other]["mean_depth"]
+        head = (
+            f"**Prompt {winner} grew deeper trees**: {stats[winner]['mean_depth']:.2f} layers on average against "
+            f"{stats[other]['mean_depth']:.2f} ({gap:.2f} deeper); widest layer {stats[winner]['mean_widest']:.1f} "
+            f"vs {stats[other]['mean_widest']:.1f} nodes."
+        )
+    spread = (
+        f" Depth varies between the steps of one prompt too (A: {min(a['depths'])}–{max(a['depths'])}, "
+        f"B: {min(b['depths'])}–{max(b['depths'])}): each tree below is a typical step (median depth), and every "
+        "figure uses one depth and width scale."
+    )
+    return head + spread + f"  \nSame settings for both: {summary.settings_line(runs['A'])}."
+
+
+def reveal(session: Session, guess, color_mode):
+    """The class's guess is in: show the results and say whether it was right."""
+    runs = _runs(session)
+    if len(runs) < 2:
+        raise gr.Error("Run both prompts first.", print_exception=False)
+    if guess not in {value for _, value in GUESS_CHOICES}:
+        raise gr.Error("Pick an answer first.", print_exception=False)
+    session.prompts["guess"] = guess
+    truth = deeper(runs)
+    said = dict((v, k) for k, v in GUESS_CHOICES)[guess]
+    right = "**Right.**" if guess == truth else "**Not this time.**"
+    verdict = f"You said: *{said}*. {right} " + prompts_caption(runs)
+    return (*prompts_view(session, color_mode), verdict)
+
+
+def export_prompts(session: Session) -> list[str]:
+    """Both prompts' traces as JSON files (load either in Export / load)."""
+    runs = _runs(session)
+    if len(runs) < 2:
+        raise gr.Error("Run both prompts first.", print_exception=False)
+    folder = Path(tempfile.mkdtemp(prefix="talon-prompts-"))
+    paths = []
+    for label in LABELS:
+        path = folder / f"talon_prompt_{label}.json"
+        path.write_text(metrics.trace_json(runs[label], indent=1), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (no extra package)."""
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "| " + " | ".join("---" for _ in table.columns) + " |"
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ui.prompts``: the shipped example pair (``PAIR_IDS``) at the app's defaults for this
+    machine, decoded as the Compare prompts tab does, with each prompt's mean depth, widest layer and draft
+    nodes per step printed as a Markdown table (tree shapes of greedy runs do not depend on timing)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (the app's default: 64)")
+    parser.add_argument("--drafter", default=DEFAULT_DRAFTER)
+    args = parser.parse_args(argv)
+    tree = DEFAULT_TREE
+    settings = RunSettings(
+        target_spec=DEFAULT_TARGET,
+        drafter_spec=args.drafter,
+        method=tree.method,
+        budget=tree.budget,
+        topk=tree.topk,
+        mu=tree.mu,
+        depth=tree.depth,
+        gamma=tree.gamma,
+        max_new=args.max_new,
+    )
+    runs = {label: prepare(settings.but(prompt=p)).run_to_end() for label, p in zip(LABELS, example_pair())}
+    print(markdown_table(prompts_table(runs)))
+    print()
+    print(prompts_caption(runs))
+
+
+if __name__ == "__main__":
+    main()
