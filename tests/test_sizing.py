@@ -161,6 +161,23 @@ def test_a_sure_drafter_on_cheap_verification_grows_to_the_cap():
     assert result.tree.num_drafts == 20 and result.stop == STOP_CAP and result.tree.max_depth == 20
 
 
+def test_a_layer_trimmed_by_cost_still_grows_below_the_nodes_it_kept():
+    # A sure drafter under a Top-6 root: the five unlikely root children do not pay and are cut, and the
+    # chain below the likely one is drafted layer after layer (the trimmed root does not end the tree).
+    rule = CostRule(Calibration(), curve(slope=0.05, call=0.02), sizing=True)
+    result = grown(TalonBuilder(budget=40, topk=6, mu=0.1), one_hot_fn(VOCAB, eps=0.02), rule, record_gate=True)
+    assert result.gate[0].status.count(CUT_BY_COST) >= 4
+    assert result.tree.max_depth >= 4 and result.tree.num_drafts < 40 and result.stop == STOP_COST
+
+
+def test_a_wide_frontier_pays_for_a_layer_when_its_likely_nodes_do():
+    # One likely frontier node among many unlikely ones: the call covers them all, but the layer pays
+    # for the likely node's child alone; a frontier of unlikely nodes only does not pay.
+    rule = CostRule(Calibration(), curve(slope=0.1, call=0.05), sizing=True)
+    assert rule.layer_pays(1.9, 7, [1], [0.9] + [0.01] * 5, depth=1)
+    assert not rule.layer_pays(1.05, 7, [1], [0.01] * 6, depth=1)
+
+
 def test_an_unsure_drafter_on_dear_verification_makes_a_plain_step():
     rule = CostRule(Calibration(), curve(slope=0.5, call=0.2), sizing=True)
     result = grown(TalonBuilder(budget=20, topk=4, mu=0.1), uniform_fn(VOCAB), rule)

@@ -387,13 +387,15 @@ class TalonBuilder(TreeBuilder):
             layer = self._keep(growth, candidates)
             if growth.gate is not None:
                 growth.gate.append(_root_gate(proposal, k, len(layer)))
-        while layer and tree.num_drafts < self.budget and growth.stop != STOP_COST:
+        # A layer the cost rule trims still grows below the nodes it kept; growth ends when a layer is
+        # empty (``_keep`` says why), the budget is spent, or the next layer would not pay.
+        while layer and tree.num_drafts < self.budget:
             if not growth.layer_pays(layer):
                 growth.stop = STOP_COST
-                break
+                return tree
             layer = self._gated_layer(growth, growth.expand(layer), layer)
-        if growth.stop != STOP_COST:
-            growth.stop = STOP_CAP if tree.num_drafts >= self.budget else STOP_DRAFTER
+        if layer:
+            growth.stop = STOP_CAP
         return tree
 
     @staticmethod
@@ -402,8 +404,8 @@ class TalonBuilder(TreeBuilder):
         does not size); returns their node ids."""
         growth.rule.learn_layer(growth.tree, candidates, growth.accept)
         keep = growth.affordable(candidates)
-        if keep < len(candidates):
-            growth.stop = STOP_COST
+        if not keep:
+            growth.stop = STOP_COST if candidates else STOP_DRAFTER
         return [n for n in growth.attach(candidates[:keep]) if n is not None]
 
     def _gated_layer(self, growth: Growth, proposal: Proposal, parents: list[int]) -> list[int]:

@@ -93,14 +93,19 @@ class CostRule:
         self, expected: float, nodes: int, call_widths: Sequence[int], frontier_accept: Sequence[float], depth: int
     ) -> bool:
         """Whether drafting one more layer below a frontier (path acceptances ``frontier_accept``, at
-        ``depth``) may pay: if each frontier node got one child accepted with the run's estimate for a
-        best child at ``depth + 1``, would E / price rise, the call and the extra rows paid for?"""
+        ``depth``) may pay: the drafter call covers the whole frontier; if the best children it yields
+        are accepted at the run's estimate for a best child at ``depth + 1``, does some number of them
+        (the likeliest first, one node each) raise E / price?"""
         if not frontier_accept:
             return False
-        gain = sum(frontier_accept) * self.best_child(depth + 1)
-        price = self.curve.price(nodes, call_widths)
-        new_price = self.curve.price(nodes + len(frontier_accept), [*call_widths, len(frontier_accept)])
-        return (expected + gain) * price > expected * new_price
+        widths = [*call_widths, len(frontier_accept)]
+        ratio = expected / self.curve.price(nodes, call_widths)
+        best_child = self.best_child(depth + 1)
+        for k, accept in enumerate(sorted(frontier_accept, reverse=True), start=1):
+            expected += accept * best_child
+            if expected / self.curve.price(nodes + k, widths) > ratio:
+                return True
+        return False
 
     def best_child(self, depth: int) -> float:
         return self._best_child.get(min(depth, MAX_DEPTH_BUCKET), BEST_CHILD_PRIOR)
