@@ -20,6 +20,7 @@ from ui.async_tab import run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
 from ui.shared import (
+    DEFAULT_BUDGET,
     DEFAULT_DRAFTER,
     DEFAULT_NOTE,
     DEFAULT_TARGET,
@@ -134,7 +135,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             budget = gr.Slider(
                 0,
                 120,
-                value=DEFAULT_TREE.budget,
+                value=DEFAULT_BUDGET,
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
                 info="0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's measured "

@@ -13,6 +13,16 @@ METHODS = ("ar", "chain", "static", "eagle2", "talon", "hybrid")
 """Decoding methods: plain autoregressive, the four tree builders, and ``hybrid`` (a TALON tree over the
 merged proposals of the chosen model drafter and prompt-lookup retrieval, ``talon.drafters.hybrid``)."""
 
+METHOD_NAMES = {
+    "ar": "autoregressive",
+    "chain": "chain",
+    "static": "static tree",
+    "eagle2": "EAGLE-2",
+    "talon": "TALON",
+    "hybrid": "hybrid",
+}
+"""What the pages and charts call each method."""
+
 
 AUTO_METHODS = ("talon", "hybrid", "eagle2")
 """Methods whose tree size the cost rule can choose (``TreeConfig.auto``)."""
@@ -151,14 +161,16 @@ class ModelSpec:
 
 
 def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
-    """Default tree settings for the device, and a sentence saying why.
+    """Default tree settings for the device, and a sentence saying why.  The config is the fixed-size one
+    (what a fixed N means for every method, and the Tree lab's starting N); ``device_default_auto`` says
+    whether a default run sizes its trees by the cost rule instead.
 
     On a GPU (an H100, CUDA graphs) verifying a tree of 64 nodes costs 1.35 autoregressive steps and a
     draft-head call 0.12-0.15 of one, so the paper's N=60, K=10, mu=0.03 are the default (the N sweep
-    there, 16 to 96, stays within the run-to-run noise of each other).  On the 2-core CPU the cost suite
-    (docs/benchmarks.md) prices verifying 25 nodes at about 1.7 autoregressive steps and 33 at 2, so the
-    default is the smallest tree that still adapts: N=24 with K=6 root children (18 of the 24 nodes left
-    to the gated layers) and mu=0.1, which was the fastest of the N=24 settings in our CPU sweep."""
+    there, 16 to 96, stays within the run-to-run noise of each other; auto-sized trees have not been
+    measured on a GPU yet).  On the 2-core CPU a tree of 25 nodes costs about 1.6 plain steps to verify
+    (docs/benchmarks.md); N=24 with K=6 root children and mu=0.1 was the fastest fixed setting of our CPU
+    sweep, and the same K and mu sized by the cost rule beat it side by side in the headline suite."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
@@ -167,8 +179,15 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
-        "CPU: N=24, K=6, mu=0.1. On this CPU verifying a tree costs more the more nodes it has "
-        "(25 nodes cost about 1.7 plain decoding steps, 65 about 3: see the Benchmark tab's cost chart), "
-        "so the budget is the smallest that still leaves room for the gate to shape the tree. Raise N "
-        "to see bigger trees; they run slower here.",
+        "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on this CPU a "
+        "tree of 25 nodes costs about 1.6 plain decoding steps to verify, so trees stay small and an unsure "
+        "step is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side here (docs/benchmarks.md). "
+        "Set N to 24 for the fixed-size tree the gate shapes on its own.",
     )
+
+
+def device_default_auto(on_gpu: bool) -> bool:
+    """Whether a default run sizes its trees by the cost rule (N = auto): on the CPU, where auto-sized
+    trees beat the fixed N=24 (the fastest fixed N of our CPU sweep) side by side in the headline suite
+    (docs/benchmarks.md); not on a GPU, where auto has not been measured yet."""
+    return not on_gpu

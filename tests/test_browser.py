@@ -179,6 +179,9 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     assert page.locator("#more-settings").is_visible()  # the other settings fold into one accordion
     assert not page.locator("#drafter").is_visible()
     page.screenshot(path=str(tmp_path / "first-screen-1024.png"))
+    from ui.shared import DEFAULT_BUDGET
+
+    assert page.locator("#budget input[type=number]").input_value() == str(DEFAULT_BUDGET)  # 0 = auto on a CPU
     # A typed value outside a slider's range is clamped by the page, and the page says so.
     box = page.locator("#budget input[type=number]")
     box.fill("500")

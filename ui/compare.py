@@ -10,7 +10,7 @@ from itertools import accumulate
 import gradio as gr
 
 from talon import metrics
-from talon.config import ConfigError
+from talon.config import METHOD_NAMES, ConfigError
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
@@ -18,7 +18,7 @@ from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 from .compute import model_work
 from .session import Session
 from .settings import SETTING_NAMES, RunSettings, prepare
-from .shared import SHORT_LABEL, busy_note, gpu_seconds
+from .shared import busy_note, gpu_seconds
 
 NO_COMPARE = (
     "Press **Run comparison** to decode the prompt with both methods and with plain decoding, repeated and interleaved."
@@ -61,7 +61,7 @@ def compare_view(session: Session, position, color_mode):
         numbers.append(step.index + 1)
         start = first_position(trace, step.index)
         title = (
-            f"{label}: {SHORT_LABEL.get(trace.tree_config['method'])} · step {step.index + 1} of "
+            f"{label}: {METHOD_NAMES.get(trace.tree_config['method'])} · step {step.index + 1} of "
             f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}"
         )
         figs.append(tree_figure(step, mode, title=title, max_depth=depth, max_width=width))
@@ -69,7 +69,7 @@ def compare_view(session: Session, position, color_mode):
     caption = f"Output token {position} of {length} (“{token}”): the step of each run that committed it."
     slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
     runs_by_label = {k: traces[k] for k in ("ar", "A", "B") if k in traces and traces[k].steps}
-    names = {k: f"{k}: {SHORT_LABEL.get(t.tree_config['method'])}" for k, t in runs_by_label.items()}
+    names = {k: f"{k}: {METHOD_NAMES.get(t.tree_config['method'])}" for k, t in runs_by_label.items()}
     labelled = {names[k]: t for k, t in runs_by_label.items()}
     seconds = repeat_seconds(session)
     table = summary.comparison_table(labelled, {names[k]: seconds.get(k, []) for k in runs_by_label})
@@ -160,7 +160,7 @@ def verdict_markdown(session: Session) -> str:
     seconds = repeat_seconds(session)
     if not seconds.get("A") or not seconds.get("B"):
         return ""
-    label = {k: f"{k} ({SHORT_LABEL.get(session.compare[k].tree_config['method'])})" for k in ("A", "B")}
+    label = {k: f"{k} ({METHOD_NAMES.get(session.compare[k].tree_config['method'])})" for k in ("A", "B")}
     pairs = list(zip(seconds["A"], seconds["B"]))
     ratios = [b / a for a, b in pairs if a > 0]
     n = len(pairs)

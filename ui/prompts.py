@@ -21,7 +21,7 @@ from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 from .compute import model_work
 from .session import Session
 from .settings import SETTING_NAMES, RunSettings, prepare
-from .shared import DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
+from .shared import DEFAULT_BUDGET, DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
 
 PAIR_IDS = ("list-1", "chat-1")
 """The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         target_spec=DEFAULT_TARGET,
         drafter_spec=args.drafter,
         method=tree.method,
-        budget=tree.budget,
+        budget=DEFAULT_BUDGET,
         topk=tree.topk,
         mu=tree.mu,
         depth=tree.depth,

@@ -15,7 +15,7 @@ import gradio as gr
 
 from talon.bench import results
 from talon.bench.cost import curve_from_rows
-from talon.config import ASSETS, ConfigError, device_default_tree
+from talon.config import ASSETS, ConfigError, device_default_auto, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
 from talon.drafters.head_model import SHIPPED_HEAD
@@ -59,6 +59,8 @@ DEVICE_KIND = "cuda" if ON_GPU else "cpu"
 DEFAULT_TARGET = default_target_spec()
 DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
+DEFAULT_BUDGET = 0 if device_default_auto(ON_GPU) else DEFAULT_TREE.budget
+"""The Budget N slider's starting value (0 = auto: trees sized by the cost rule)."""
 EXAMPLES = read_examples()
 METHOD_CHOICES = [
     ("Autoregressive (no drafts)", "ar"),
@@ -69,14 +71,6 @@ METHOD_CHOICES = [
     ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid"),
 ]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
-SHORT_LABEL = {
-    "ar": "autoregressive",
-    "chain": "chain",
-    "static": "static tree",
-    "eagle2": "EAGLE-2",
-    "talon": "TALON",
-    "hybrid": "hybrid",
-}
 DRAFTER_CHOICES = [
     ("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
     ("n-gram prompt lookup (free, copies from the context)", "ngram"),

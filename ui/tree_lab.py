@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import gradio as gr
 
-from talon.config import AUTO_METHODS, ConfigError, TreeConfig
+from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
@@ -26,7 +26,7 @@ from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .session import LabState, Session
 from .settings import tree_config
-from .shared import DEFAULT_DRAFTER, REGISTRY, SHORT_LABEL, cost_model, load_target, measured_curves
+from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, measured_curves
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -206,7 +206,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
     fig = lab_viz_tree(step, mode, cfg)
     cost = _price(step)
     caption = (
-        f"**{SHORT_LABEL.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
+        f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
         f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
         f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
         f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
@@ -234,7 +234,7 @@ def lab_viz_tree(step, mode: str, cfg: TreeConfig):
     return tree_figure(
         step,
         mode,
-        title=f"Step {step.index + 1}, rebuilt: {SHORT_LABEL.get(cfg.method)} "
+        title=f"Step {step.index + 1}, rebuilt: {METHOD_NAMES.get(cfg.method)} "
         f"N={cfg.budget}, K={cfg.topk}, μ={cfg.mu:g}",
     )
 
@@ -249,7 +249,7 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
     rows = {}
     for method in LAB_METHODS:
         step = results.get(method)
-        label = SHORT_LABEL[method] if method != "chain" else f"chain (γ={cfg.gamma})"
+        label = METHOD_NAMES[method] if method != "chain" else f"chain (γ={cfg.gamma})"
         rows[label] = (
             "needs root width K >= 1, not run at K=0"
             if step is None

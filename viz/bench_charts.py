@@ -15,17 +15,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from talon.bench.suites import TREE_METHODS, is_auto, split_method
+from talon.config import METHOD_NAMES
 
 from .style import TEMPLATE, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
-    "ar": "autoregressive",
-    "chain": "chain",
-    "static": "static tree",
-    "eagle2": "EAGLE-2",
-    "talon": "TALON",
-    "hybrid": "hybrid",
+    **METHOD_NAMES,
     "hf_generate": "HF generate",
     "hf_prompt_lookup": "HF prompt lookup",
     "hf_assisted": "HF assisted",

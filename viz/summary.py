@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from talon import metrics
+from talon.config import METHOD_NAMES
 from talon.trace import RunTrace
 from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_PLAIN, STOP_REASONS
 
@@ -192,14 +193,6 @@ def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
 
 
 # ---- why each tree looks the way it does ------------------------------------------------------------------
-METHOD_NAMES = {
-    "ar": "autoregressive",
-    "chain": "chain",
-    "static": "static tree",
-    "eagle2": "EAGLE-2",
-    "talon": "TALON",
-    "hybrid": "hybrid",
-}
 
 
 def _widths(widths: list[int]) -> str:

@@ -24,7 +24,17 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..config import AUTO_CAP, METHODS, ConfigError, DecodeConfig, ModelSpec, TreeConfig, device_default_tree
+from ..config import (
+    AUTO_CAP,
+    AUTO_METHODS,
+    METHODS,
+    ConfigError,
+    DecodeConfig,
+    ModelSpec,
+    TreeConfig,
+    device_default_auto,
+    device_default_tree,
+)
 from ..drafters.factory import DRAFTER_HELP
 from ..models.device import gpu_available
 from ..models.loaded import ModelLoadError
@@ -33,7 +43,16 @@ from . import results
 from .cost import measure_cost
 from .prompts import read_prompts
 from .runner import TREE_FIELDS, environment, run_benchmark, run_suite, tree_for
-from .suites import ALL_METHODS, COST_SUITE, PEER_METHODS, SUITE_NAMES, get_suite, with_overrides
+from .suites import (
+    ALL_METHODS,
+    AUTO_SUFFIX,
+    COST_SUITE,
+    PEER_METHODS,
+    SUITE_NAMES,
+    get_suite,
+    split_method,
+    with_overrides,
+)
 
 
 def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
@@ -81,7 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
         "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
-        "device's default tree, as in the app; suite mode: the suite's)",
+        "device's default, as in the app: auto on a CPU, reported as METHOD+auto, N=60 on a GPU; other "
+        "methods take the device's fixed N; suite mode: the suite's)",
     )
     p.add_argument("--max-nodes", type=int, default=None, help=f"the cap of --budget auto (default {AUTO_CAP})")
     tree_help = {
@@ -165,10 +185,13 @@ def main_methods(args: argparse.Namespace) -> int:
         unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
-        default = device_default_tree(gpu_available())[0]
+        on_gpu = gpu_available()
+        default = device_default_tree(on_gpu)[0]
         tree_kwargs = {**{k: getattr(default, k) for k in TREE_FIELDS}, **tree_overrides(args)}
+        if args.budget is None and device_default_auto(on_gpu):  # the app's default: auto-sized trees
+            methods = [m + AUTO_SUFFIX if m in AUTO_METHODS else m for m in methods]
         for method in methods:  # every tree method's settings, before a model loads
-            if method in METHODS and method != "ar":
+            if split_method(method)[0] in METHODS and method != "ar":
                 TreeConfig(method=method, **tree_for(method, tree_kwargs))
         decode_cfg = DecodeConfig(
             temperature=args.temperature,
