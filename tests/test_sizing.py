@@ -174,8 +174,27 @@ def test_a_wide_frontier_pays_for_a_layer_when_its_likely_nodes_do():
     # One likely frontier node among many unlikely ones: the call covers them all, but the layer pays
     # for the likely node's child alone; a frontier of unlikely nodes only does not pay.
     rule = CostRule(Calibration(), curve(slope=0.1, call=0.05), sizing=True)
-    assert rule.layer_pays(1.9, 7, [1], [0.9] + [0.01] * 5, depth=1)
-    assert not rule.layer_pays(1.05, 7, [1], [0.01] * 6, depth=1)
+    assert rule.layer_pays(1.9, 7, [1], [0.9] + [0.01] * 5, [0.9] + [0.05] * 5)
+    assert not rule.layer_pays(1.05, 7, [1], [0.01] * 6, [0.05] * 6)
+
+
+def test_a_sure_chain_is_extended_and_an_unsure_one_is_not():
+    # A node's best child is expected to be as sure (given the node) as the node was given its parent:
+    # the same frontier path probability pays for a layer below a sure node and not below an unsure one.
+    rule = CostRule(Calibration(), curve(slope=0.1, call=0.1), sizing=True)
+    assert rule.layer_pays(1.9, 2, [1], [0.9], [0.9])
+    assert not rule.layer_pays(1.4, 2, [1], [0.4], [0.4])
+    assert not rule.layer_pays(1.9, 3, [1, 1], [0.9], [0.3])  # sure path, but its last node was unsure
+
+
+def test_a_run_that_turns_sure_grows_deeper_trees_again():
+    # Unsure first, then one-hot: the rule judges every step afresh, so once the drafter is sure the
+    # trees grow deep (no estimate learned while unsure holds them shallow).
+    rule = CostRule(Calibration(), curve(slope=0.05, call=0.05), sizing=True)
+    builder = TalonBuilder(budget=40, topk=4, mu=0.1)
+    unsure = builder.build(TableDrafter(VOCAB, random_fn(VOCAB, 1, scale=(0.2, 0.3))), [1, 2, 3], rule=rule)
+    sure = builder.build(TableDrafter(VOCAB, one_hot_fn(VOCAB, eps=0.02)), [1, 2, 3], rule=rule)
+    assert unsure.tree.max_depth <= 1 and sure.tree.max_depth >= 4
 
 
 def test_an_unsure_drafter_on_dear_verification_makes_a_plain_step():

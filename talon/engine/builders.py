@@ -165,9 +165,13 @@ class Growth:
         """Whether the cost rule would draft a layer below ``frontier`` (always, when it does not size)."""
         if not self.sizing:
             return True
-        depth = self.tree.depth[frontier[0]] if frontier else 0
+        parents = [self.tree.parent[n] for n in frontier]
         return self.rule.layer_pays(
-            self.expected, len(self.tree), self.call_widths, [self.accept[n] for n in frontier], depth
+            self.expected,
+            len(self.tree),
+            self.call_widths,
+            [self.accept[n] for n in frontier],
+            [self.accept[n] / self.accept[p] if self.accept[p] > 0 else 0.0 for n, p in zip(frontier, parents)],
         )
 
     def result(self, tree: DraftTree | None = None) -> BuildResult:
@@ -402,7 +406,6 @@ class TalonBuilder(TreeBuilder):
     def _keep(growth: Growth, candidates: list[Candidate]) -> list[int]:
         """Attach the prefix of a layer's candidates (best first) that the cost rule affords (all, when it
         does not size); returns their node ids."""
-        growth.rule.learn_layer(growth.tree, candidates, growth.accept)
         keep = growth.affordable(candidates)
         if not keep:
             growth.stop = STOP_COST if candidates else STOP_DRAFTER

@@ -9,9 +9,7 @@ top-k expansion and re-rank) proposes candidates best first; the rule keeps a ca
 ``E / price``, drafts another layer while an optimistic estimate of that layer's gain beats its price,
 and a step whose best tree does not beat a plain step (``1 / price(root only)``) is a plain step.
 
-One ``CostRule`` per run: it holds the run's calibration (learned online from the verdicts) and a
-running estimate, per depth, of how likely a parent's best child is accepted (what a layer not drafted
-yet may add).
+One ``CostRule`` per run: it holds the run's calibration (learned online from the verdicts).
 """
 
 from __future__ import annotations
@@ -20,14 +18,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..drafters.calibration import MAX_DEPTH_BUCKET, Calibration
+from ..drafters.calibration import Calibration
 from ..runtime.cost_curve import CostCurve
 from ..tree import DraftTree, Verdict
-
-BEST_CHILD_PRIOR = 0.5
-"""Assumed acceptance of a parent's best child at a depth no layer has reached yet in this run."""
-BEST_CHILD_DECAY = 0.9
-"""Weight of the running estimate against a new layer's value."""
 
 
 @dataclass
@@ -62,7 +55,6 @@ class CostRule:
         self.calibration = calibration or Calibration()
         self.curve = curve
         self.sizing = sizing
-        self._best_child: dict[int, float] = {}
 
     # ---- values and prices ---------------------------------------------------------------------------
     def accept(self, tree: DraftTree, candidate: Candidate, path_accept: Sequence[float]) -> float:
@@ -90,41 +82,32 @@ class CostRule:
         return len(candidates)
 
     def layer_pays(
-        self, expected: float, nodes: int, call_widths: Sequence[int], frontier_accept: Sequence[float], depth: int
+        self,
+        expected: float,
+        nodes: int,
+        call_widths: Sequence[int],
+        frontier_accept: Sequence[float],
+        frontier_given_parent: Sequence[float],
     ) -> bool:
-        """Whether drafting one more layer below a frontier (path acceptances ``frontier_accept``, at
-        ``depth``) may pay: the drafter call covers the whole frontier; if the best children it yields
-        are accepted at the run's estimate for a best child at ``depth + 1``, does some number of them
-        (the likeliest first, one node each) raise E / price?"""
+        """Whether drafting one more layer below a frontier may pay.  Per frontier node,
+        ``frontier_accept`` is the calibrated probability that its path is accepted and
+        ``frontier_given_parent`` that it is accepted given its parent was.  The estimate assumes
+        confidence persists along a path: a node's best child is accepted (given the node was) as
+        likely as the node itself was given its parent, so a sure chain is extended and an unsure one is
+        not, judged afresh at every step.  The call covers the whole frontier; does some number of the
+        likeliest children (one node each) raise E / price?"""
         if not frontier_accept:
             return False
         widths = [*call_widths, len(frontier_accept)]
         ratio = expected / self.curve.price(nodes, call_widths)
-        best_child = self.best_child(depth + 1)
-        for k, accept in enumerate(sorted(frontier_accept, reverse=True), start=1):
-            expected += accept * best_child
+        gains = sorted((a * g for a, g in zip(frontier_accept, frontier_given_parent)), reverse=True)
+        for k, gain in enumerate(gains, start=1):
+            expected += gain
             if expected / self.curve.price(nodes + k, widths) > ratio:
                 return True
         return False
 
-    def best_child(self, depth: int) -> float:
-        return self._best_child.get(min(depth, MAX_DEPTH_BUCKET), BEST_CHILD_PRIOR)
-
     # ---- learning ----------------------------------------------------------------------------------------
-    def learn_layer(self, tree: DraftTree, candidates: Sequence[Candidate], path_accept: Sequence[float]) -> None:
-        """Fold a drafted layer's best child per parent (its calibrated acceptance given the parent)
-        into the estimate for that depth."""
-        best: dict[int, float] = {}
-        for c in candidates:
-            given_parent = c.accept / path_accept[c.parent] if path_accept[c.parent] > 0 else 0.0
-            best[c.parent] = max(best.get(c.parent, 0.0), given_parent)
-        if not best:
-            return
-        depth = min(tree.depth[next(iter(best))] + 1, MAX_DEPTH_BUCKET)
-        value = sum(best.values()) / len(best)
-        old = self._best_child.get(depth)
-        self._best_child[depth] = value if old is None else BEST_CHILD_DECAY * old + (1 - BEST_CHILD_DECAY) * value
-
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         """The step's verdict, for the calibration."""
         self.calibration.observe(tree, verdict)
