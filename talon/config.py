@@ -180,8 +180,8 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
         "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on this CPU a "
-        "tree of 25 nodes costs about 1.6 plain decoding steps to verify, so trees stay small and an unsure "
-        "step is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side here (docs/benchmarks.md). "
+        "tree of 25 nodes costs about 1.6 plain decoding steps to verify, so trees stay small, and a step no "
+        "tree pays for is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side here (docs/benchmarks.md). "
         "Set N to 24 for the fixed-size tree the gate shapes on its own.",
     )
 

@@ -11,6 +11,7 @@ import torch
 
 from talon.drafters.calibration import (
     Q_EDGES,
+    SCALE_STRENGTH,
     Calibration,
     Observation,
     cell,
@@ -88,9 +89,26 @@ def test_only_reached_nodes_are_counted_and_pull_the_estimate():
     assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx(0.8)  # no data yet: the raw q
     for _ in range(10):
         cal.observe(tree, verdict)
-    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * 0.8) / (10 + 4))
-    assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * 0.1) / (10 + 4))
-    assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(0.9)  # the unreached node taught nothing
+    # Reached: a (q .8, accepted), b (q .1), c (q .5): 10 accepted where the priors summed to 14.
+    r = (10 + SCALE_STRENGTH) / (14 + SCALE_STRENGTH)
+    assert cal.scale(SOURCE_MODEL) == pytest.approx(r) and cal.scale(SOURCE_RETRIEVAL) == 1.0
+    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * 0.8 * r) / (10 + 4))
+    assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * 0.1 * r) / (10 + 4))
+    assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(0.9 * r)  # an unseen cell moves with the run's scale
+
+
+def test_a_run_accepted_less_than_the_fitted_table_lowers_every_cell():
+    # The table says 0.6 at depth 1 for q in 0.6's bin; this run's drafts there are accepted 30 % of the
+    # time: after 40 steps the scale brings even unseen cells (depth 2) down with it.
+    table = {(SOURCE_MODEL, 1, q_bin(0.6), 0): 0.6, (SOURCE_MODEL, 2, q_bin(0.6), 0): 0.6}
+    cal = Calibration(table)
+    tree = DraftTree.with_root(0)
+    tree.add(0, 1, math.log(0.6))
+    for step in range(40):
+        ok = step % 10 < 3
+        cal.observe(tree, Verdict(["root", ACCEPTED if ok else REJECTED], [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
+    assert cal.scale(SOURCE_MODEL) == pytest.approx((12 + SCALE_STRENGTH) / (24 + SCALE_STRENGTH))
+    assert cal(0.6, 2, SOURCE_MODEL) < 0.4 and abs(cal(0.6, 1, SOURCE_MODEL) - 0.3) < 0.05
 
 
 def test_expected_tokens_is_one_plus_the_path_acceptances():

@@ -7,9 +7,12 @@ and a node is *reached* (checked by the target) exactly when its parent was acce
 labels its reached nodes accepted or not, and those labels are what a calibration counts.
 
 ``Calibration`` keeps counts per cell (source, depth bucket, q bin, match bucket) and answers
-``(accepted + s * prior) / (reached + s)``: the prior (a fitted table shipped with a drafter, else the
-raw q, or for prompt lookup a prior by match length) is worth ``s`` observations, and a run's own
-verdicts pull each cell toward what this run sees.  Torch-free.
+``(accepted + s * r * prior) / (reached + s)``: the prior (a fitted table shipped with a drafter, else
+the raw q, or for prompt lookup a prior by match length) is worth ``s`` observations, and a run's own
+verdicts pull each cell toward what this run sees.  ``r`` is the run's acceptance relative to the prior
+over all of a source's reached nodes so far (``(accepted + k) / (prior sum + k)``): a fitted table is an
+average over prompts, and on a prompt where the drafter is accepted less (or more) often than on
+average every cell, seen or not, moves with it long before each cell has data of its own.  Torch-free.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ MAX_MATCH_BUCKET = 3
 """Prompt lookup's match lengths 1, 2 and 3+ have cells of their own."""
 PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
+SCALE_STRENGTH = 10.0
+"""How many expected acceptances the run-level scale starts from at 1 (the prior as fitted)."""
 LOOKUP_PRIOR = {0: 0.2, 1: 0.25, 2: 0.45, 3: 0.6}
 """Acceptance assumed for a retrieval draft by match length before any verdict (then learned)."""
 CALIBRATION_FILE = "calibration.json"
@@ -77,17 +82,24 @@ class Calibration:
         self.prior = dict(prior or {})
         self.strength = strength
         self.counts: dict[Cell, Counts] = {}
+        self.totals: dict[str, Counts] = {}  # per source: the priors of reached nodes (as ``reached``), accepted
 
     def prior_of(self, key: Cell, q: float) -> float:
+        """The cell's prior as given (fitted table, raw q or the lookup prior), before the run's scale."""
         if key in self.prior:
             return self.prior[key]
         return LOOKUP_PRIOR[key[3]] * (0.5 + 0.5 * q) if key[0] == SOURCE_RETRIEVAL else q
 
+    def scale(self, source: str) -> float:
+        """The run's acceptance of ``source``'s drafts relative to the prior so far (1 before any)."""
+        t = self.totals.get(source)
+        return 1.0 if t is None else (t.accepted + SCALE_STRENGTH) / (t.reached + SCALE_STRENGTH)
+
     def __call__(self, q: float, depth: int, source: str, match: int = 0) -> float:
         """P(accepted | parent accepted) for a node the drafter gave probability ``q``."""
         key = cell(q, depth, source, match)
+        prior = min(1.0, self.prior_of(key, q) * self.scale(source))
         c = self.counts.get(key)
-        prior = self.prior_of(key, q)
         if c is None:
             return prior
         return (c.accepted + self.strength * prior) / (c.reached + self.strength)
@@ -110,11 +122,14 @@ class Calibration:
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         """Count the step's reached nodes (online learning from the run's own verdicts)."""
         for node, accepted in reached_nodes(tree, verdict):
-            c = self.counts.setdefault(
-                cell(_q(tree, node), tree.depth[node], tree.source[node], tree.match[node]), Counts()
-            )
+            q = _q(tree, node)
+            key = cell(q, tree.depth[node], tree.source[node], tree.match[node])
+            c = self.counts.setdefault(key, Counts())
             c.reached += 1.0
             c.accepted += float(accepted)
+            t = self.totals.setdefault(key[0], Counts())
+            t.reached += self.prior_of(key, q)
+            t.accepted += float(accepted)
 
 
 def _q(tree: DraftTree, node: int) -> float:
