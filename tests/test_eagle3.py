@@ -368,6 +368,7 @@ def test_a_hub_id_loads_from_the_local_hugging_face_cache_offline(target, tmp_pa
         make_drafter("eagle3:someone/not-cached", target, ModelRegistry())
 
 
+@pytest.mark.slow  # seconds each: CI's second stage
 def test_sampling_with_an_eagle3_head_gives_the_autoregressive_sample(target, tmp_path):
     """At temperature > 0 (position-keyed noise) every tree method with an EAGLE-3 head, sync or async,
     emits exactly the autoregressive sample of the seed; another seed samples something else."""

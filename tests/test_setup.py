@@ -41,6 +41,7 @@ def test_good_settings_give_no_problem(monkeypatch):
         graphs_setting()
 
 
+@pytest.mark.slow  # seconds each: CI's second stage
 def test_import_app_with_a_bad_dtype_shows_the_problem_on_the_page():
     env = {**os.environ, "TALON_DTYPE": "fp8"}
     out = subprocess.run(

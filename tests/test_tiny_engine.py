@@ -380,6 +380,7 @@ def test_targets_without_full_attention_are_refused(config, word):
 
 
 # ---- sampling: every method emits the autoregressive sample of the seed ------------------------------------
+@pytest.mark.slow  # seconds each: CI's second stage
 @pytest.mark.parametrize("drafter_kind", ["self", "layers:1", "head", "ngram"])
 def test_sampling_gives_the_autoregressive_sample_for_every_method(target, registry, head, drafter_kind):
     """At temperature > 0 the target's token at each position comes from position-keyed noise, so every

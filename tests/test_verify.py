@@ -147,6 +147,7 @@ def test_sampling_never_accepts_a_zero_probability_child() -> None:
         assert v.accepted_path == [0] and v.status == [ROOT, REJECTED] and v.bonus_token in (0, 1)
 
 
+@pytest.mark.slow  # seconds each: CI's second stage
 def test_sampling_one_step_distribution() -> None:
     """Over many draws, the token emitted after the root (accepted child or bonus) follows p, each child
     is accepted with probability p(child), and given that every child was refused the bonus follows
@@ -298,6 +299,7 @@ def test_toy_target_has_structural_zeros_and_draft_hits_them() -> None:
     assert int(DRAFTERS["one-hot-wrong"]((0, 2)).argmax()) == 3
 
 
+@pytest.mark.slow  # seconds each: CI's second stage
 @pytest.mark.parametrize("builder", list(BUILDERS))
 @pytest.mark.parametrize("drafter", ["identical", "adversarial", "one-hot-wrong"])
 def test_sampling_preserves_target_joint(builder: str, drafter: str) -> None:
@@ -355,6 +357,7 @@ def accept_bonus_from_full_p(tree: DraftTree, probs: torch.Tensor, generator: to
         path.append(nxt)
 
 
+@pytest.mark.slow  # seconds each: CI's second stage
 @pytest.mark.parametrize("wrong", [accept_first_child, accept_without_renormalising, accept_bonus_from_full_p])
 def test_negative_control_wrong_rules_fail_the_check(wrong: Accept) -> None:
     """The same harness, sample size and thresholds reject a broken acceptance rule."""

@@ -191,8 +191,9 @@ def main_methods(args: argparse.Namespace) -> int:
         if args.budget is None and device_default_auto(on_gpu):  # the app's default: auto-sized trees
             methods = [m + AUTO_SUFFIX if m in AUTO_METHODS else m for m in methods]
         for method in methods:  # every tree method's settings, before a model loads
-            if split_method(method)[0] in METHODS and method != "ar":
-                TreeConfig(method=method, **tree_for(method, tree_kwargs))
+            base = split_method(method)[0]
+            if base in METHODS and base != "ar":
+                TreeConfig(method=base, **tree_for(method, tree_kwargs))
         decode_cfg = DecodeConfig(
             temperature=args.temperature,
             seed=args.seed or 0,
