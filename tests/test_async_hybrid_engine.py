@@ -68,7 +68,7 @@ def test_hybrid_spec_and_method_agree(target):
 )
 def test_async_emits_the_synchronous_tokens(target, reference, method, drafter_spec):
     cfg = TreeConfig(method=method, budget=12, topk=4, mu=0.03, depth=4, gamma=4)
-    for prompt in PROMPTS[:3]:
+    for prompt in PROMPTS[0::2]:  # chat (guesses often wrong) and extraction (often right)
         trace = run_to_end(
             target,
             drafter_for(method, drafter_spec, target),
