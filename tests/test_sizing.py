@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from talon.drafters.calibration import (
+    CALIBRATION_FILE,
+    LOOKUP_CALIBRATION_FILE,
     Q_EDGES,
     SCALE_STRENGTH,
     Calibration,
@@ -17,7 +19,9 @@ from talon.drafters.calibration import (
     cell,
     expected_calibration_error,
     fit,
+    fit_match_prior,
     load,
+    load_drafter_tables,
     observations,
     q_bin,
     reliability,
@@ -121,7 +125,39 @@ def test_expected_tokens_is_one_plus_the_path_acceptances():
 
 def test_prompt_lookup_starts_from_a_prior_by_match_length():
     cal = Calibration()
-    assert cal(1.0, 1, SOURCE_RETRIEVAL, 3) > cal(1.0, 1, SOURCE_RETRIEVAL, 1)
+    # a single continuation (q = 1) of a one-token match is a guess; of a three-token match, likely
+    assert cal(1.0, 1, SOURCE_RETRIEVAL, 1) < 0.5 < cal(1.0, 1, SOURCE_RETRIEVAL, 2) < cal(1.0, 1, SOURCE_RETRIEVAL, 3)
+    assert cal(0.5, 1, SOURCE_RETRIEVAL, 3) == pytest.approx(cal(1.0, 1, SOURCE_RETRIEVAL, 3) / 2)
+    # a fitted retrieval cell wins over the match-length prior
+    assert Calibration({(SOURCE_RETRIEVAL, 1, q_bin(0.5), 3): 0.9})(0.5, 1, SOURCE_RETRIEVAL, 3) == pytest.approx(0.9)
+
+
+def test_the_match_prior_fit_recovers_acceptance_per_match_length():
+    g = torch.Generator().manual_seed(1)
+    qs = torch.rand(6000, generator=g).tolist()
+    truth = {1: 0.3, 2: 0.6, 3: 0.9}
+    obs = [
+        Observation(q, 1, SOURCE_RETRIEVAL, 1 + k % 3, bool(u < truth[1 + k % 3] * q))
+        for k, (q, u) in enumerate(zip(qs, torch.rand(6000, generator=g).tolist()))
+    ]
+    obs.append(Observation(0.9, 1, SOURCE_MODEL, 0, False))  # a model draft is not a lookup observation
+    fitted = fit_match_prior(obs)
+    assert set(fitted) == {1, 2, 3}
+    assert all(abs(fitted[m] - truth[m]) < 0.05 for m in truth)
+
+
+def test_a_head_directory_merges_its_own_table_with_its_lookup_table(tmp_path):
+    own = {(SOURCE_MODEL, 1, 3, 0): 0.25, (SOURCE_RETRIEVAL, 1, 3, 3): 0.5}
+    lookup = {(SOURCE_RETRIEVAL, 1, 3, 3): 0.75, (SOURCE_RETRIEVAL, 2, 13, 1): 0.95, (SOURCE_MODEL, 1, 3, 0): 0.0}
+    assert load_drafter_tables(tmp_path) is None
+    save(own, tmp_path / CALIBRATION_FILE)
+    assert load_drafter_tables(tmp_path) == own
+    save(lookup, tmp_path / LOOKUP_CALIBRATION_FILE)
+    assert load_drafter_tables(tmp_path) == {
+        (SOURCE_MODEL, 1, 3, 0): 0.25,
+        (SOURCE_RETRIEVAL, 1, 3, 3): 0.75,
+        (SOURCE_RETRIEVAL, 2, 13, 1): 0.95,
+    }
 
 
 def test_fit_is_monotone_in_q_and_calibrates_a_miscalibrated_drafter():

@@ -8,7 +8,7 @@ labels its reached nodes accepted or not, and those labels are what a calibratio
 
 ``Calibration`` keeps counts per cell (source, depth bucket, q bin, match bucket) and answers
 ``(accepted + s * r * prior) / (reached + s)``: the prior (a fitted table shipped with a drafter, else
-the raw q, or for prompt lookup a prior by match length) is worth ``s`` observations, and a run's own
+the raw q, or for prompt lookup ``LOOKUP_PRIOR[match length] * q``) is worth ``s`` observations, and a run's own
 verdicts pull each cell toward what this run sees.  ``r`` is the run's acceptance relative to the prior
 over all of a source's reached nodes so far (``(accepted + k) / (prior sum + k)``): a fitted table is an
 average over prompts, and on a prompt where the drafter is accepted less (or more) often than on
@@ -36,9 +36,15 @@ PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
 SCALE_STRENGTH = 10.0
 """How many expected acceptances the run-level scale starts from at 1 (the prior as fitted)."""
-LOOKUP_PRIOR = {0: 0.2, 1: 0.25, 2: 0.45, 3: 0.6}
-"""Acceptance assumed for a retrieval draft by match length before any verdict (then learned)."""
+LOOKUP_PRIOR = {0: 0.32, 1: 0.32, 2: 0.64, 3: 0.83}
+"""A retrieval draft without a fitted cell is assumed accepted with probability ``LOOKUP_PRIOR[match
+length] * q`` before any verdict (then learned): prompt lookup's q is how often a continuation followed
+the n-gram, and a single continuation of a one-token match is still a guess.  Least-squares fit
+(``fit_match_prior``) to prompt lookup's drafts on the embedded target's held-out answers (docs/head.md)."""
 CALIBRATION_FILE = "calibration.json"
+"""A head's fitted table of its own drafts (source ``model``), in the head's directory."""
+LOOKUP_CALIBRATION_FILE = "calibration-lookup.json"
+"""A head's fitted table of prompt lookup's drafts when merged with it (source ``retrieval``)."""
 
 Cell = tuple[str, int, int, int]
 """``(source, depth bucket, q bin, match bucket)``."""
@@ -74,7 +80,7 @@ class Calibration:
 
     Args:
         prior: fitted acceptance per cell (``fit`` / ``load``), e.g. the shipped head's; cells it lacks
-            use the raw q (model drafts) or ``LOOKUP_PRIOR`` (retrieval drafts).
+            use the raw q (model drafts) or ``LOOKUP_PRIOR[match] * q`` (retrieval drafts).
         strength: what the prior is worth, in observations.
     """
 
@@ -88,7 +94,7 @@ class Calibration:
         """The cell's prior as given (fitted table, raw q or the lookup prior), before the run's scale."""
         if key in self.prior:
             return self.prior[key]
-        return LOOKUP_PRIOR[key[3]] * (0.5 + 0.5 * q) if key[0] == SOURCE_RETRIEVAL else q
+        return LOOKUP_PRIOR[key[3]] * q if key[0] == SOURCE_RETRIEVAL else q
 
     def scale(self, source: str) -> float:
         """The run's acceptance of ``source``'s drafts relative to the prior so far (1 before any)."""
@@ -176,6 +182,18 @@ def fit(obs: Sequence[Observation], min_count: int = 20) -> dict[Cell, float]:
     return table
 
 
+def fit_match_prior(obs: Sequence[Observation]) -> dict[int, float]:
+    """Per match bucket of the retrieval observations, the least-squares ``c`` of acceptance ~ ``c * q``
+    (the form of ``LOOKUP_PRIOR``)."""
+    sums: dict[int, list[float]] = {}
+    for o in obs:
+        if o.source == SOURCE_RETRIEVAL:
+            s = sums.setdefault(min(max(o.match, 0), MAX_MATCH_BUCKET), [0.0, 0.0])
+            s[0] += o.accepted * o.q
+            s[1] += o.q * o.q
+    return {m: s[0] / s[1] for m, s in sorted(sums.items()) if s[1] > 0}
+
+
 def _isotonic(cells: list[tuple[int, float, float]]) -> list[tuple[int, float]]:
     """Non-decreasing weighted fit of ``(bin, value, weight)`` sorted by bin."""
     blocks: list[list] = []  # [value, weight, bins]
@@ -230,3 +248,16 @@ def load(path: Path) -> dict[Cell, float] | None:
         }
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def load_drafter_tables(directory: Path) -> dict[Cell, float] | None:
+    """A head directory's fitted tables, merged: its own drafts' (``CALIBRATION_FILE``) and, over them,
+    the retrieval cells of prompt lookup's merged with it (``LOOKUP_CALIBRATION_FILE``); None when
+    neither is there."""
+    own = load(Path(directory) / CALIBRATION_FILE)
+    lookup = load(Path(directory) / LOOKUP_CALIBRATION_FILE)
+    if own is None and lookup is None:
+        return None
+    merged = dict(own or {})
+    merged.update({k: v for k, v in (lookup or {}).items() if k[0] == SOURCE_RETRIEVAL})
+    return merged

@@ -14,8 +14,7 @@ from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import check_same_tokenizer, truncated_copy
 from ..models.registry import ModelRegistry
 from .base import Drafter
-from .calibration import CALIBRATION_FILE
-from .calibration import load as load_calibration
+from .calibration import load_drafter_tables
 from .eagle3_model import EAGLE3_FILES, Eagle3Head, load_eagle3
 from .head import HeadDrafter
 from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
@@ -149,7 +148,7 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
     else:
         return ModelDrafter(draft_model(parsed, target, registry))
     drafter.calibration_prior = registry.get_derived(
-        ("calibration", str(directory.resolve())), lambda: load_calibration(directory / CALIBRATION_FILE)
+        ("calibration", str(directory.resolve())), lambda: load_drafter_tables(directory)
     )
     return drafter
 

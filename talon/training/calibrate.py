@@ -12,6 +12,12 @@ for the benchmarks' open prompts (on the example prompts it overestimated the ex
 trees by a quarter); ``--extra`` adds prompt files to the fitting half, by default the original
 benchmark-style prompts (``assets/bench_style_prompts.jsonl``: MT-Bench-, GSM- and code-editing-style,
 none of them in the headline suite).
+
+``--source retrieval`` fits only prompt lookup's drafts, for a drafter merged with it
+(``--drafter lookup+head``; TALON trees over the merged proposal, as the hybrid method grows them):
+``python -m talon.training.calibrate --drafter lookup+head --source retrieval --out
+assets/heads/smollm2-135m-instruct/calibration-lookup.json``.  Decoding loads a head directory's two
+files together (``talon.drafters.calibration.load_drafter_tables``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..drafters.calibration import (
     Observation,
     expected_calibration_error,
     fit,
+    fit_match_prior,
     observations,
     reliability,
     save,
@@ -37,6 +44,7 @@ from ..drafters.calibration import (
 from ..drafters.factory import make_drafter
 from ..engine.decode import run_to_end
 from ..models.registry import ModelRegistry
+from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 from .prompt_pool import build_prompt_pool
 
 TREES = (TreeConfig(method="talon", budget=24, topk=6, mu=0.1), TreeConfig(method="talon", budget=60, topk=10, mu=0.03))
@@ -51,8 +59,11 @@ def heldout_prompts(pool_size: int = 1500, heldout: float = 0.1, seed: int = 0) 
     return [item for item in pool if split[item["id"]]]
 
 
-def collect(target, registry, spec: str, prompts: Sequence[dict], max_new_tokens: int, log=print) -> list[Observation]:
-    """Observations of every reached node of TALON trees (``TREES``) decoding ``prompts``."""
+def collect(
+    target, registry, spec: str, prompts: Sequence[dict], max_new_tokens: int, source: str = "all", log=print
+) -> list[Observation]:
+    """Observations of every reached node of TALON trees (``TREES``) decoding ``prompts``; only the
+    nodes drafted by ``source`` (``model`` or ``retrieval``) unless it is ``all``."""
     obs: list[Observation] = []
     for k, item in enumerate(prompts):
         for cfg in TREES:
@@ -64,19 +75,20 @@ def collect(target, registry, spec: str, prompts: Sequence[dict], max_new_tokens
                 item["prompt"],
                 texts=False,
             )
-            obs += observations([(s.tree, s) for s in trace.steps])
+            obs += [o for o in observations([(s.tree, s) for s in trace.steps]) if source in ("all", o.source)]
         log(f"{k + 1}/{len(prompts)} prompts, {len(obs)} observations")
     return obs
 
 
 def report(obs: Sequence[Observation], table: dict | None) -> dict:
-    """Reliability rows and ECE of ``obs``, raw and (with ``table``) calibrated."""
+    """Reliability rows and ECE of ``obs``: raw, by what a run assumes without a table (``untabled``: the
+    raw q for a model's drafts, the match-length prior for prompt lookup's) and (with ``table``) fitted."""
     raw = reliability(obs)
     out = {"observations": len(obs), "ece_raw": expected_calibration_error(raw), "raw": raw}
-    if table is not None:
-        cal = Calibration(table)
-        fitted = reliability(obs, lambda o: cal(o.q, o.depth, o.source, o.match))
-        out.update(ece_calibrated=expected_calibration_error(fitted), calibrated=fitted)
+    for name, cal in (("untabled", Calibration()), ("calibrated", None if table is None else Calibration(table))):
+        if cal is not None:
+            rows = reliability(obs, lambda o, cal=cal: cal(o.q, o.depth, o.source, o.match))
+            out.update({f"ece_{name}": expected_calibration_error(rows), name: rows})
     return out
 
 
@@ -86,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drafter", default="head", help="the drafter spec whose confidence is calibrated")
     p.add_argument("--prompts", type=int, default=80, help="held-out prompts used (half fit, half score)")
     p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument(
+        "--source",
+        choices=("all", SOURCE_MODEL, SOURCE_RETRIEVAL),
+        default="all",
+        help="fit only the drafts of this source (retrieval: prompt lookup's, with --drafter lookup+SPEC)",
+    )
     p.add_argument("--out", type=Path, required=True, help="where to write the calibration JSON")
     p.add_argument(
         "--extra",
@@ -100,21 +118,24 @@ def main(argv: list[str] | None = None) -> int:
     prompts = heldout_prompts()[: args.prompts]
     fit_prompts, score_prompts = prompts[::2], prompts[1::2]
     fit_prompts += [row for path in args.extra for row in read_prompts(path)]
-    table = fit(collect(target, registry, args.drafter, fit_prompts, args.max_new_tokens))
-    scored = report(collect(target, registry, args.drafter, score_prompts, args.max_new_tokens), table)
+    fit_obs = collect(target, registry, args.drafter, fit_prompts, args.max_new_tokens, args.source)
+    table = fit(fit_obs)
+    scored = report(collect(target, registry, args.drafter, score_prompts, args.max_new_tokens, args.source), table)
     meta = {
         "drafter": args.drafter,
+        "source": args.source,
         "target": target.name,
         "fit_prompts": len(fit_prompts),
         "extra": [str(path) for path in args.extra],
         "score_prompts": len(score_prompts),
         "trees": [f"N={c.budget}, K={c.topk}, mu={c.mu}" for c in TREES],
         "score": scored,
+        "match_prior": fit_match_prior(fit_obs),
         "command": "python -m talon.training.calibrate " + " ".join(sys.argv[1:] if argv is None else argv),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save(table, args.out, meta)
-    print(json.dumps({k: scored[k] for k in ("observations", "ece_raw", "ece_calibrated")}))
+    print(json.dumps({k: scored[k] for k in ("observations", "ece_raw", "ece_untabled", "ece_calibrated")}))
     return 0
 
 
