@@ -85,10 +85,12 @@ def report(obs: Sequence[Observation], table: dict | None) -> dict:
     raw q for a model's drafts, the match-length prior for prompt lookup's) and (with ``table``) fitted."""
     raw = reliability(obs)
     out = {"observations": len(obs), "ece_raw": expected_calibration_error(raw), "raw": raw}
-    for name, cal in (("untabled", Calibration()), ("calibrated", None if table is None else Calibration(table))):
-        if cal is not None:
-            rows = reliability(obs, lambda o, cal=cal: cal(o.q, o.depth, o.source, o.match))
-            out.update({f"ece_{name}": expected_calibration_error(rows), name: rows})
+    calibrations = {"untabled": Calibration()}
+    if table is not None:
+        calibrations["calibrated"] = Calibration(table)
+    for name, cal in calibrations.items():
+        rows = reliability(obs, lambda o, cal=cal: cal(o.q, o.depth, o.source, o.match))
+        out.update({f"ece_{name}": expected_calibration_error(rows), name: rows})
     return out
 
 
