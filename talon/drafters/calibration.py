@@ -188,7 +188,7 @@ def fit_match_prior(obs: Sequence[Observation]) -> dict[int, float]:
     sums: dict[int, list[float]] = {}
     for o in obs:
         if o.source == SOURCE_RETRIEVAL:
-            s = sums.setdefault(min(max(o.match, 0), MAX_MATCH_BUCKET), [0.0, 0.0])
+            s = sums.setdefault(cell(o.q, o.depth, o.source, o.match)[3], [0.0, 0.0])
             s[0] += o.accepted * o.q
             s[1] += o.q * o.q
     return {m: s[0] / s[1] for m, s in sorted(sums.items()) if s[1] > 0}
