@@ -4,12 +4,21 @@ refreshing it, and auto-sized runs that record their expected tokens, price and 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.head import HeadDrafter
 from talon.engine import cost_measure
-from talon.engine.cost_measure import CALL_WIDTHS, VERIFY_SIZES, cost_curve_for, curve_for_run, measure_curve
+from talon.engine.cost_measure import (
+    CALL_WIDTHS,
+    VERIFY_SIZES,
+    cost_curve_for,
+    curve_for_run,
+    heap_tree,
+    measure_curve,
+)
 from talon.engine.decode import new_trace, run_to_end
+from talon.engine.verify import Verifier
 from talon.trace import RunTrace
 from talon.tree import STOP_REASONS
 from tests.tiny import prompt_ids, random_head, tiny_target
@@ -70,3 +79,53 @@ def test_an_auto_run_records_why_each_tree_stopped_and_its_price(target, cache):
         assert step.price == pytest.approx(curve.price(len(step.tree), step.call_widths))
     back = RunTrace.from_json(trace.to_json())
     assert [s.stop for s in back.steps] == [s.stop for s in trace.steps] and back.cost_curve == trace.cost_curve
+
+
+def test_the_measured_trees_walk_the_targets_own_chain_down_to_a_leaf(target):
+    ids = prompt_ids(3)
+    greedy = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=3), prompt_ids=ids)
+    chain = [s.committed_ids[0] for s in greedy.steps]
+    tree = heap_tree(ids[-1], 8, ids, chain)
+    assert [tree.token[n] for n in (1, 3, 7)] == chain and not tree.children(7)
+    with torch.inference_mode():
+        verifier = Verifier(target)
+        verifier.prefill(ids)
+        assert verifier.verify(tree, 0.0).accepted_path == [0, 1, 3, 7]
+
+
+class _SpikyPieces:
+    """Stand-in step pieces with known costs (plain 1, verify(n) = 1 + n / 10 except a dip at 4, call(w)
+    = w / 100), all scaled by each round's load, with one piece spiking in one round."""
+
+    spiked = False
+
+    def __init__(self, target, drafter, ids, sizes, widths) -> None:
+        self.widths, self.load, self.timed = widths, 1.0, 0
+        self.calls: dict[tuple[str, int], int] = {}
+        _SpikyPieces.spiked = False
+
+    def plain_step(self) -> float:
+        self.timed += 1
+        if self.timed % 2:  # a round's first plain step: the load changes between rounds
+            self.load = 1.0 + 0.7 * (self.timed % 3)
+        return self.load
+
+    def time(self, kind: str, size: int) -> float:
+        seconds = (1.0 + size / 10 - (0.3 if size == 4 else 0.0)) if kind == "verify" else size / 100
+        self.calls[kind, size] = self.calls.get((kind, size), 0) + 1
+        spike = (kind, size, self.calls[kind, size]) == ("verify", 2, 3)  # in round 2 of 0-5
+        _SpikyPieces.spiked |= spike
+        return seconds * self.load * (6.0 if spike else 1.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_curve_is_priced_from_round_ratios_robust_to_load_and_spikes(target, monkeypatch):
+    monkeypatch.setattr(cost_measure, "_Pieces", _SpikyPieces)
+    curve = measure_curve(target, HeadDrafter(random_head(target), target), reps=5, sizes=(1, 2, 4, 8), widths=(1, 2))
+    ratios = dict((n, s / curve.plain) for n, s in curve.verify)
+    assert ratios[1] == pytest.approx(1.1) and ratios[2] == pytest.approx(1.2)  # the spiked round is outvoted
+    assert ratios[4] == pytest.approx(1.2) and ratios[8] == pytest.approx(1.8)  # the dip is evened out
+    assert [s / curve.plain for _, s in curve.call] == pytest.approx([0.01, 0.02])
+    assert curve.key["method"] == cost_measure.MEASUREMENT and _SpikyPieces.spiked

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from ..drafters.factory import make_drafter
 from ..engine.cost_measure import curve_key, heap_tree, measure_curve
+from ..engine.verify import logit_nodes
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
 from ..runtime.cost_curve import CostCurve, store_curve
@@ -29,8 +30,14 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
     """``cost.csv`` rows (``talon.bench.results.COST_COLUMNS``) of a measured curve."""
     rows = [{"component": "ar", "size": 1, "lm_head_rows": 1, "seconds": curve.plain}]
     for size, seconds in curve.verify:
-        internal = sum(1 for kids in heap_tree(0, size, [0]).children_lists() if kids)
-        rows.append({"component": "target", "size": size, "lm_head_rows": internal, "seconds": seconds})
+        rows.append(
+            {
+                "component": "target",
+                "size": size,
+                "lm_head_rows": len(logit_nodes(heap_tree(0, size, [0]))),
+                "seconds": seconds,
+            }
+        )
     rows += [{"component": "head", "size": w, "lm_head_rows": w, "seconds": s} for w, s in curve.call]
     return [{**r, "ratio": r["seconds"] / curve.plain, "reps": reps, "prefix_tokens": None} for r in rows]
 

@@ -1,14 +1,18 @@
 """Measuring the device's cost curve (``talon.runtime.cost_curve``) for a target and drafter: a plain
 decoding step through the real loop, verifying trees of 1 to 128 nodes, and one drafter call per
-frontier width, each the least of a few wall-clock timings (on a machine shared with other work the
-least is the piece's own cost; a median drifts with the neighbours' load, and only ratios are used).
-About ten seconds on the 2-core CPU; the result is cached next to the model cache and reused until
-``refresh``.
+frontier width.  Only ratios to a plain step are used, so each piece is timed as a ratio to the plain
+steps of its own round, the rounds take the pieces in a shuffled order, and the curve keeps each
+piece's median ratio: on a machine shared with other work (a VM whose neighbours come and go) the
+load drifts within seconds, and a piece timed at a quiet moment against a plain step timed at a busy
+one is a wrong price.  About ten seconds on the 2-core CPU; the result is cached next to the model
+cache and reused until ``refresh``.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -35,6 +39,10 @@ CALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 CONTEXT_TOKENS = 128
 PLAIN_TOKENS = 64
 """Length of the plain run whose steps are timed (one per round)."""
+MEASUREMENT = "round ratios, median"
+"""Names how ``measure_curve`` measures (part of a curve's key): curves cached by an earlier way of
+measuring (the least time of each piece, which under a neighbour's drifting load priced small trees at
+half their cost) are measured again."""
 Progress = Callable[[str], None]
 
 
@@ -58,12 +66,17 @@ def timed(fn: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def heap_tree(root: int, nodes: int, tokens: Sequence[int]) -> DraftTree:
+def heap_tree(root: int, nodes: int, tokens: Sequence[int], chain: Sequence[int] = ()) -> DraftTree:
     """A tree of ``nodes`` nodes (root included) shaped like a binary heap: about half the nodes are
-    internal, as in the TALON trees the head grows, so the LM head runs on a typical number of rows."""
+    internal, as in the TALON trees the head grows, so the LM head runs on a typical number of rows.
+    ``chain``: tokens for the leftmost path (nodes 1, 3, 7, ...), e.g. the target's own greedy
+    continuation, so verification walks down to a leaf as it does after an accepted chain; the other
+    nodes take ``tokens`` in turn."""
     tree = DraftTree.with_root(root)
     for i in range(1, nodes):
-        tree.add((i - 1) // 2, tokens[i % len(tokens)], -1.0)
+        depth = (i + 1).bit_length() - 1
+        on_chain = i + 1 == 1 << depth and depth <= len(chain)
+        tree.add((i - 1) // 2, chain[depth - 1] if on_chain else tokens[i % len(tokens)], -1.0)
     return tree
 
 
@@ -77,8 +90,9 @@ class _Pieces:
     ) -> None:
         self.target, self.drafter, self.ids = target, drafter, ids
         self.plain = self._plain_run()
-        self.verifier = Verifier(target, rows=len(ids) + max(sizes) + 1)
-        self.trees = {size: heap_tree(ids[-1], size, ids) for size in sizes}
+        chain = [s.committed_ids[0] for s in self._plain_run(max(sizes).bit_length(), skip_first=False)]
+        self.verifier = Verifier(target, drafter.feature_layers, rows=len(ids) + max(sizes) + 1)
+        self.trees = {size: heap_tree(ids[-1], size, ids, chain) for size in sizes}
         self.widths = widths if not isinstance(drafter, NoDrafter) else ()
         self.features = None
         if self.widths:
@@ -89,10 +103,12 @@ class _Pieces:
         with torch.inference_mode():
             self.verifier.prefill(ids)
 
-    def _plain_run(self) -> Iterator[StepRecord]:
-        cfg, dec = TreeConfig(method="ar"), DecodeConfig(max_new_tokens=PLAIN_TOKENS)
+    def _plain_run(self, tokens: int = PLAIN_TOKENS, skip_first: bool = True) -> Iterator[StepRecord]:
+        """Plain decoding of ``tokens`` tokens after the context, one step per ``next``."""
+        cfg, dec = TreeConfig(method="ar"), DecodeConfig(max_new_tokens=tokens)
         steps = run(new_trace(self.target, None, cfg, dec, "", self.ids), self.target, None, cfg, dec)
-        next(steps)  # the first step of a run is not a typical one
+        if skip_first:
+            next(steps)  # the first step of a run is not a typical one
         return steps
 
     def plain_step(self) -> float:
@@ -122,6 +138,10 @@ class _Pieces:
             self.drafter.begin_step(self.ids, self.features)
             return timed(once, self.target.device)
 
+    def time(self, kind: str, size: int) -> float:
+        """``verify(size)`` or ``call(size)`` by ``kind`` ("verify" or "call")."""
+        return self.verify(size) if kind == "verify" else self.call(size)
+
     def close(self) -> None:
         self.plain.close()
         self.verifier.close()
@@ -137,44 +157,62 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}",
         torch=torch.__version__,
+        method=MEASUREMENT,
     )
 
 
 def measure_curve(
     target: LoadedModel,
     drafter: Drafter | None,
-    reps: int = 6,
+    reps: int = 10,
     progress: Progress | None = None,
     note: str = "measured on first use",
     sizes: Sequence[int] = VERIFY_SIZES,
     widths: Sequence[int] = CALL_WIDTHS,
 ) -> CostCurve:
-    """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device: ``reps``
-    rounds, each timing every piece once (so a busy spell on a shared machine touches all pieces alike),
-    then the least time of each piece (its own cost; ratios between pieces are what prices use)."""
+    """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device.
+    ``reps`` rounds (after one that warms up), each timing two plain steps and every other piece once in
+    a shuffled order; a piece's price is its median over the rounds of its time over the mean of its
+    round's two plain steps, and the curve holds those ratios times the median plain step.  Verify and
+    call times are then made non-decreasing in size (a bigger tree or frontier never costs less: a dip
+    is noise)."""
     report = progress or (lambda line: None)
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
     pieces = _Pieces(target, drafter, ids, sizes, widths)
-    plain, verify, call = [], {n: [] for n in sizes}, {w: [] for w in pieces.widths}
+    jobs = [("verify", n) for n in sizes] + [("call", w) for w in pieces.widths]
+    order = random.Random(0)
+    plain: list[float] = []
+    ratios: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
     try:
         for k in range(reps + 1):  # round 0 warms up
             report(f"Measuring this machine's cost curve: round {k} of {reps}...")
-            keep = k > 0
-            p = pieces.plain_step()
-            plain += [p] if keep else []
-            for n in sizes:
-                t = pieces.verify(n)
-                verify[n] += [t] if keep else []
-            for w in pieces.widths:
-                t = pieces.call(w)
-                call[w] += [t] if keep else []
+            order.shuffle(jobs)
+            half = len(jobs) // 2
+            unit = [pieces.plain_step()]
+            seconds = {job: pieces.time(*job) for job in jobs[:half]}
+            unit.append(pieces.plain_step())
+            seconds.update({job: pieces.time(*job) for job in jobs[half:]})
+            if k == 0:
+                continue
+            plain += unit
+            for job, t in seconds.items():
+                ratios[job].append(t / statistics.fmean(unit))
     finally:
         pieces.close()
+    unit = statistics.median(plain)
+
+    def points(kind: str, xs: Sequence[int]) -> tuple[tuple[int, float], ...]:
+        out, floor = [], 0.0
+        for x in xs:
+            floor = max(floor, statistics.median(ratios[(kind, x)]) * unit)
+            out.append((x, floor))
+        return tuple(out)
+
     return CostCurve(
-        plain=min(plain),
-        verify=tuple((n, min(ts)) for n, ts in verify.items()),
-        call=tuple((w, min(ts)) for w, ts in call.items()),
+        plain=unit,
+        verify=points("verify", sizes),
+        call=points("call", pieces.widths),
         key=asdict(curve_key(target, drafter)),
         measured=datetime.now(UTC).isoformat(timespec="seconds"),
         note=note,

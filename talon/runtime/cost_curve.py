@@ -42,6 +42,7 @@ class CurveKey:
     threads: int
     kernels: str  # CPU linear mode and static-forward mode, e.g. "cpu_linear=onednn, graphs=off"
     torch: str
+    method: str = ""  # how it was measured (a curve measured another way is measured again)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
