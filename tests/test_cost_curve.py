@@ -95,7 +95,8 @@ def test_the_measured_trees_walk_the_targets_own_chain_down_to_a_leaf(target):
 
 class _SpikyPieces:
     """Stand-in step pieces with known costs (plain 1, verify(n) = 1 + n / 10 except a dip at 4, call(w)
-    = w / 100), all scaled by each round's load, with one piece spiking in one round."""
+    = w / 100), all scaled by a load that changes after every other plain step, with one piece spiking
+    in one round."""
 
     spiked = False
 
@@ -106,7 +107,7 @@ class _SpikyPieces:
 
     def plain_step(self) -> float:
         self.timed += 1
-        if self.timed % 2:  # a round's first plain step: the load changes between rounds
+        if self.timed % 2:  # the load changes (a piece is timed right after its plain step)
             self.load = 1.0 + 0.7 * (self.timed % 3)
         return self.load
 

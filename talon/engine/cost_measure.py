@@ -1,11 +1,11 @@
 """Measuring the device's cost curve (``talon.runtime.cost_curve``) for a target and drafter: a plain
 decoding step through the real loop, verifying trees of 1 to 128 nodes, and one drafter call per
-frontier width.  Only ratios to a plain step are used, so each piece is timed as a ratio to the plain
-steps of its own round, the rounds take the pieces in a shuffled order, and the curve keeps each
+frontier width.  Only ratios to a plain step are used, so each piece is timed as a ratio to a plain
+step timed just before it, the rounds take the pieces in a shuffled order, and the curve keeps each
 piece's median ratio: on a machine shared with other work (a VM whose neighbours come and go) the
 load drifts within seconds, and a piece timed at a quiet moment against a plain step timed at a busy
-one is a wrong price.  About ten seconds on the 2-core CPU; the result is cached next to the model
-cache and reused until ``refresh``.
+one is a wrong price.  About fifteen seconds on the 2-core CPU; the result is cached next to the
+model cache and reused until ``refresh``.
 """
 
 from __future__ import annotations
@@ -164,40 +164,37 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
 def measure_curve(
     target: LoadedModel,
     drafter: Drafter | None,
-    reps: int = 10,
+    reps: int = 8,
     progress: Progress | None = None,
     note: str = "measured on first use",
     sizes: Sequence[int] = VERIFY_SIZES,
     widths: Sequence[int] = CALL_WIDTHS,
 ) -> CostCurve:
     """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device.
-    ``reps`` rounds (after one that warms up), each timing two plain steps and every other piece once in
-    a shuffled order; a piece's price is its median over the rounds of its time over the mean of its
-    round's two plain steps, and the curve holds those ratios times the median plain step.  Verify and
-    call times are then made non-decreasing in size (a bigger tree or frontier never costs less: a dip
-    is noise)."""
+    ``reps`` rounds (after one that warms up), each timing every piece once (verify(1), which every
+    price is a difference from, three times) in a shuffled order, each right after a plain step; a
+    piece's price is the median over the rounds of its time over that plain step's, and the curve holds
+    those ratios times the median plain step.  Verify and call times are then made non-decreasing in
+    size (a bigger tree or frontier never costs less: a dip is noise)."""
     report = progress or (lambda line: None)
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
     pieces = _Pieces(target, drafter, ids, sizes, widths)
-    jobs = [("verify", n) for n in sizes] + [("call", w) for w in pieces.widths]
+    # Every price is a difference from verify(1), so it is timed three times a round.
+    jobs = [("verify", n) for n in sizes] + [("verify", 1)] * 2 + [("call", w) for w in pieces.widths]
     order = random.Random(0)
     plain: list[float] = []
-    ratios: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
+    ratios: dict[tuple[str, int], list[float]] = {job: [] for job in set(jobs)}
     try:
         for k in range(reps + 1):  # round 0 warms up
             report(f"Measuring this machine's cost curve: round {k} of {reps}...")
             order.shuffle(jobs)
-            half = len(jobs) // 2
-            unit = [pieces.plain_step()]
-            seconds = {job: pieces.time(*job) for job in jobs[:half]}
-            unit.append(pieces.plain_step())
-            seconds.update({job: pieces.time(*job) for job in jobs[half:]})
-            if k == 0:
-                continue
-            plain += unit
-            for job, t in seconds.items():
-                ratios[job].append(t / statistics.fmean(unit))
+            for job in jobs:
+                unit = pieces.plain_step()
+                seconds = pieces.time(*job)
+                if k > 0:
+                    plain.append(unit)
+                    ratios[job].append(seconds / unit)
     finally:
         pieces.close()
     unit = statistics.median(plain)
