@@ -38,7 +38,7 @@ CALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 """Frontier widths whose drafter call is timed."""
 CONTEXT_TOKENS = 128
 PLAIN_TOKENS = 64
-"""Length of the plain run whose steps are timed (one per round)."""
+"""Length of the plain run whose steps are timed (one before each timed piece; started again at its end)."""
 MEASUREMENT = "round ratios, median"
 """Names how ``measure_curve`` measures (part of a curve's key): curves cached by an earlier way of
 measuring (the least time of each piece, which under a neighbour's drifting load priced small trees at
