@@ -302,7 +302,7 @@ def price_choices() -> list[tuple[str, str]]:
 def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, progress=gr.Progress()):
     """Expected committed tokens and price against N at the frozen step, the N the cost rule picks, the
     slider's N and what the verifier accepted at each N; priced with this machine's cost curve (measured
-    first if there is none: a few seconds) or, as a projection, another device's measured cost table."""
+    first if there is none: about 20 s on the 2-core CPU) or, as a projection, another device's measured cost table."""
     state = _lab(session)
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
@@ -352,7 +352,7 @@ def curve_warning(curve: CostCurve | None) -> str:
 
 @model_work()
 def remeasure(session: Session, method, progress=gr.Progress()):
-    """Measure this machine's cost curve again (it replaces the cached one, a few seconds, alone on the
+    """Measure this machine's cost curve again (it replaces the cached one, about 20 s on the 2-core CPU, alone on the
     machine: a job of the shared queue) and say what it found."""
     state = _lab(session)
     report = lambda line: progress(0.0, desc=line)  # noqa: E731

@@ -3,11 +3,13 @@ as ratios to one plain decoding step, so a tree's price can be read off before i
 
 It is the cost curve the app and the engine size trees by (``talon.engine.cost_measure.measure_curve``:
 a plain step through the real loop, verifying trees of 1 to 128 nodes, one drafter call per frontier
-width, the least of a few interleaved rounds each), written as ``cost.csv`` rows and stored in the
-curve cache too, so a later auto-sized run on this machine uses exactly what the suite measured:
+width, each the median of its ratios to the plain step timed just before it), written as ``cost.csv``
+rows and stored in the curve cache too, so a later auto-sized run on this machine uses exactly what the
+suite measured:
 
 * ``ar``: one plain decoding step (the unit);
-* ``target``: verifying a tree of ``size`` nodes (root included; the LM head on ``lm_head_rows`` rows);
+* ``target``: verifying a tree of ``size`` nodes (root included; the LM head on ``lm_head_rows`` rows in
+  one call, and the leaf's row in a second where more than four leaves kept it out);
 * ``head``: one drafter call over a frontier of ``size`` nodes (for any drafter, not only a head).
 
 Forwards take the path decoding takes: static runners replayed as CUDA graphs on a GPU
