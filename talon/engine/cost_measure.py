@@ -4,7 +4,7 @@ frontier width.  Only ratios to a plain step are used, so each piece is timed as
 step timed just before it, the rounds take the pieces in a shuffled order, and the curve keeps each
 piece's median ratio: on a machine shared with other work (a VM whose neighbours come and go) the
 load drifts within seconds, and a piece timed at a quiet moment against a plain step timed at a busy
-one is a wrong price.  About fifteen seconds on the 2-core CPU; the result is cached next to the
+one is a wrong price.  About twenty seconds on the 2-core CPU; the result is cached next to the
 model cache and reused until ``refresh``.
 """
 
