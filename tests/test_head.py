@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -370,14 +371,18 @@ def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(ta
 def test_shipped_head_carries_a_calibration_that_beats_its_raw_confidence(target):
     from talon.drafters.calibration import CALIBRATION_FILE, LOOKUP_CALIBRATION_FILE
     from talon.drafters.factory import drafter_for, make_drafter
+    from talon.training.calibrate import CALIBRATION_PROMPTS
     from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 
     drafter = make_drafter("head", target)
     assert drafter.calibration_prior and all(0.0 <= v <= 1.0 for v in drafter.calibration_prior.values())
-    score = json.loads((SHIPPED_HEAD / CALIBRATION_FILE).read_text())["score"]
+    own = json.loads((SHIPPED_HEAD / CALIBRATION_FILE).read_text())
+    score = own["score"]
     assert score["observations"] > 5000 and score["ece_calibrated"] < score["ece_raw"]
     # prompt lookup's drafts merged with the head have a fit of their own, which the hybrid method reads
     lookup = json.loads((SHIPPED_HEAD / LOOKUP_CALIBRATION_FILE).read_text())
+    for table in (own, lookup):  # fitted on prompts no benchmark suite runs (test_bench checks that file)
+        assert [Path(p).name for p in table["extra"]] == [CALIBRATION_PROMPTS.name]
     assert lookup["source"] == SOURCE_RETRIEVAL and lookup["score"]["observations"] > 2000
     assert lookup["score"]["ece_calibrated"] < lookup["score"]["ece_untabled"]
     prior = drafter_for("hybrid", "head", target).calibration_prior

@@ -9,9 +9,9 @@ prompts fit the table, the other half score it: reliability per depth and expect
 
 The pool is synthetic and close to what the head was trained on, so a fit on it alone is optimistic
 for the benchmarks' open prompts (on the example prompts it overestimated the expected tokens of N=24
-trees by a quarter); ``--extra`` adds prompt files to the fitting half, by default the original
-benchmark-style prompts (``assets/bench_style_prompts.jsonl``: MT-Bench-, GSM- and code-editing-style,
-none of them in the headline suite).
+trees by a quarter); ``--extra`` adds prompt files to the fitting half, by default
+``CALIBRATION_PROMPTS``: original prompts in the example prompts' categories and MT-Bench's kinds of
+question, written for this and in no benchmark suite's prompt set (a test checks).
 
 ``--source retrieval`` fits only prompt lookup's drafts, for a drafter merged with it
 (``--drafter lookup+head``; TALON trees over the merged proposal, as the hybrid method grows them):
@@ -46,6 +46,11 @@ from ..engine.decode import run_to_end
 from ..models.registry import ModelRegistry
 from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 from .prompt_pool import build_prompt_pool
+
+CALIBRATION_PROMPTS = ASSETS / "calibration_prompts.jsonl"
+"""The default extra fitting prompts (32, in no suite; ``assets/bench_style_prompts.jsonl`` is not one:
+its prompts are the paper and sources suites' GSM- and code-editing-style sets and the headline's
+MT-Bench where MT-Bench is not installed)."""
 
 TREES = (TreeConfig(method="talon", budget=24, topk=6, mu=0.1), TreeConfig(method="talon", budget=60, topk=10, mu=0.03))
 """The trees the observations come from: the CPU default and the paper's (deeper layers)."""
@@ -111,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         "--extra",
         type=Path,
         nargs="*",
-        default=[ASSETS / "bench_style_prompts.jsonl"],
-        help="JSONL prompt files added to the fitting half (default: the benchmark-style prompts)",
+        default=[CALIBRATION_PROMPTS],
+        help="JSONL prompt files added to the fitting half (default: assets/calibration_prompts.jsonl)",
     )
     args = p.parse_args(argv)
     registry = ModelRegistry()
