@@ -48,9 +48,9 @@ from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 from .prompt_pool import build_prompt_pool
 
 CALIBRATION_PROMPTS = ASSETS / "calibration_prompts.jsonl"
-"""The default extra fitting prompts (32, in no suite; ``assets/bench_style_prompts.jsonl`` is not one:
-its prompts are the paper and sources suites' GSM- and code-editing-style sets and the headline's
-MT-Bench where MT-Bench is not installed)."""
+"""The default extra fitting prompts (32, in no suite). Not ``assets/bench_style_prompts.jsonl``: the
+paper and sources suites run its prompts, and the headline suite runs its MT-Bench-style ones where
+MT-Bench is not installed."""
 
 TREES = (TreeConfig(method="talon", budget=24, topk=6, mu=0.1), TreeConfig(method="talon", budget=60, topk=10, mu=0.03))
 """The trees the observations come from: the CPU default and the paper's (deeper layers)."""
