@@ -1,5 +1,5 @@
 """Side by side: METHOD+auto (talon or hybrid) with the shipped calibration tables against the previous fit
-(the two JSON files beside this script), interleaved per prompt with ``ar`` on the headline suite's 30
+(``previous/``, a head directory's two calibration files), interleaved per prompt with ``ar`` on the headline suite's 30
 prompts, under the cached cost curve.  One drafter object; only its ``calibration_prior`` is swapped.
 
     PYTHONPATH=. python docs/bench/calibration-ab-cpu-epyc/measure.py talon|hybrid
@@ -16,18 +16,9 @@ from talon.drafters.factory import drafter_for
 from talon.engine.cost_measure import cost_curve_for
 from talon.engine.decode import run_to_end
 from talon.models.registry import ModelRegistry
-from talon.tree import SOURCE_RETRIEVAL
 
 HERE = Path(__file__).resolve().parent
 ARMS = ("new", "old")
-
-
-def previous_tables(method: str) -> dict:
-    own = C.load(HERE / "previous-calibration.json")
-    if method != "hybrid":
-        return own
-    lookup = C.load(HERE / "previous-calibration-lookup.json")
-    return {**own, **{k: v for k, v in lookup.items() if k[0] == SOURCE_RETRIEVAL}}
 
 
 def main(method: str) -> None:
@@ -36,7 +27,7 @@ def main(method: str) -> None:
     target = registry.get("embedded")
     drafter = drafter_for(method, "head", target, registry)
     curve = cost_curve_for(target, drafter)
-    priors = {"new": drafter.calibration_prior, "old": previous_tables(method)}
+    priors = {"new": drafter.calibration_prior, "old": C.load_drafter_tables(HERE / "previous")}
     cfg = TreeConfig(method=method, budget=128, topk=6, mu=0.1, auto=True)
     dec = DecodeConfig(max_new_tokens=64)
     seconds = dict.fromkeys(("ar", *ARMS), 0.0)
