@@ -48,7 +48,7 @@ from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 from .prompt_pool import build_prompt_pool
 
 CALIBRATION_PROMPTS = ASSETS / "calibration_prompts.jsonl"
-"""The default extra fitting prompts (32, in no suite). Not ``assets/bench_style_prompts.jsonl``: the
+"""The default extra fitting prompts (in no suite). Not ``assets/bench_style_prompts.jsonl``: the
 paper and sources suites run its prompts, and the headline suite runs its MT-Bench-style ones where
 MT-Bench is not installed."""
 

@@ -1,8 +1,9 @@
 """Side by side: METHOD+auto (talon or hybrid) with the shipped calibration tables against the previous fit
-(``previous/``, a head directory's two calibration files), interleaved per prompt with ``ar`` on the headline suite's 30
-prompts, under the cached cost curve.  One drafter object; only its ``calibration_prior`` is swapped.
+(``PREVIOUS``, a head directory's two calibration files; by default ``previous/`` beside this script), interleaved per
+prompt with ``ar`` on the headline suite's 30 prompts, under the cached cost curve.  One drafter object; only its
+``calibration_prior`` is swapped.
 
-    PYTHONPATH=. python docs/bench/calibration-ab-cpu-epyc/measure.py talon|hybrid
+    PYTHONPATH=. python docs/bench/calibration-ab-cpu-epyc/measure.py talon|hybrid [PREVIOUS]
 """
 
 import sys
@@ -21,13 +22,13 @@ HERE = Path(__file__).resolve().parent
 ARMS = ("new", "old")
 
 
-def main(method: str) -> None:
+def main(method: str, previous: Path = HERE / "previous") -> None:
     prompts = [p for ps in HEADLINE_PROMPTS for p in load_prompt_set(ps)[0]]
     registry = ModelRegistry()
     target = registry.get("embedded")
     drafter = drafter_for(method, "head", target, registry)
     curve = cost_curve_for(target, drafter)
-    priors = {"new": drafter.calibration_prior, "old": C.load_drafter_tables(HERE / "previous")}
+    priors = {"new": drafter.calibration_prior, "old": C.load_drafter_tables(previous)}
     cfg = TreeConfig(method=method, budget=128, topk=6, mu=0.1, auto=True)
     dec = DecodeConfig(max_new_tokens=64)
     seconds = dict.fromkeys(("ar", *ARMS), 0.0)
@@ -78,4 +79,4 @@ def main(method: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *map(Path, sys.argv[2:3]))
