@@ -234,12 +234,14 @@ class Verdict:
 
 # Why a tree stopped growing (``StepRecord.stop``).
 STOP_PLAIN, STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER = "plain", "cap", "cost", "depth", "drafter"
+STOP_END = "end"
 STOP_REASONS = {
     STOP_PLAIN: "plain decoding: no drafts asked for",
     STOP_CAP: "the budget N was used up",
     STOP_COST: "the cost rule: another node or layer would not pay for its price on this device",
     STOP_DEPTH: "the method's depth (layers) or fixed shape was reached",
     STOP_DRAFTER: "the drafter proposed nothing more",
+    STOP_END: "the run's end: a deeper draft could not be committed before the max new tokens",
 }
 """Stop reason -> what it means.  TALON's gate never ends growth (a layer's best candidate always passes
 it); it decides how wide each layer is."""

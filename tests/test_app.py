@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from gradio_client import Client, handle_file
 
-from talon.config import DecodeConfig, TreeConfig
+from talon.config import TreeConfig
 from talon.drafters.factory import drafter_for
-from talon.engine.decode import run_to_end
 from talon.engine.frozen_step import step_context
 from talon.metrics import CONFIDENCE_EDGES, representative_step
 from talon.trace import RunTrace
+from tests.first_step import first_step
 
 pytestmark = pytest.mark.app
 
@@ -329,9 +329,7 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, 
     for budget, topk, mu in ((8, 6, 0.03), (24, 6, 0.03), (16, 6, 0.3), (16, 6, 0.005), (16, 0, 0.1)):
         plot, caption, gate = _redraw(client, budget=budget, topk=topk, mu=mu)
         cfg = TreeConfig(method="talon", budget=budget, topk=topk, mu=mu)
-        fresh = run_to_end(
-            target, drafter_for("talon", LAB_DRAFTER, target), cfg, DecodeConfig(max_new_tokens=2), prompt_ids=context
-        ).steps[0]
+        fresh = first_step(target, drafter_for("talon", LAB_DRAFTER, target), cfg, context)
         nodes = sum(len(t.get("x", [])) for t in _figure(plot)["data"] if t.get("meta") == "node")
         assert nodes == len(fresh.tree)
         assert f"{fresh.accepted_tokens} accepted" in caption
@@ -350,9 +348,7 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     context = step_context(trace, 1)
     for label, method in (("TALON", "talon"), ("EAGLE-2", "eagle2"), ("chain (γ=4)", "chain")):
         cfg = TreeConfig(method=method, budget=16, topk=6, mu=0.03, depth=5, gamma=4)
-        fresh = run_to_end(
-            target, drafter_for(method, LAB_DRAFTER, target), cfg, DecodeConfig(max_new_tokens=2), prompt_ids=context
-        ).steps[0]
+        fresh = first_step(target, drafter_for(method, LAB_DRAFTER, target), cfg, context)
         assert rows[label]["accepted"] == fresh.accepted_tokens
         assert str(rows[label]["draft nodes"]).split()[0] == str(fresh.tree.num_drafts)
     assert rows["chain (γ=4)"]["draft nodes"] == "4 (its length γ, not N=16)"  # honest about what it counts

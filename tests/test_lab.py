@@ -16,6 +16,7 @@ from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
+from tests.first_step import first_step
 from tests.tiny import prompt_ids, random_head, tiny_target
 
 CONFIGS = [
@@ -50,18 +51,6 @@ def run(target, registry):
     return run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=30), prompt_ids=prompt_ids(4))
 
 
-def first_step(target, registry, spec: str, cfg: TreeConfig, context: list[int], decode: DecodeConfig):
-    """The first step of a decode started at ``context`` (as its prompt) with ``cfg``."""
-    trace = run_to_end(
-        target,
-        drafter_for(cfg.method, spec, target, registry),
-        cfg,
-        dataclasses.replace(decode, max_new_tokens=2),
-        prompt_ids=context,
-    )
-    return trace.steps[0]
-
-
 def test_step_context_is_the_prompt_and_what_came_before(run):
     assert step_context(run, 0) == run.prompt_ids
     k = len(run.steps) - 1
@@ -80,7 +69,7 @@ def test_a_frozen_step_gives_what_a_fresh_decode_gives_for_every_setting(target,
         if cfg.method == "hybrid" and spec == "ngram":
             continue
         got = lab.explore(cfg)
-        want = first_step(target, registry, spec, cfg, context, DecodeConfig())
+        want = first_step(target, drafter_for(cfg.method, spec, target, registry), cfg, context)
         assert (got.tree.token, got.tree.parent) == (want.tree.token, want.tree.parent), cfg
         assert (got.status, got.accepted_path, got.bonus_token) == (
             want.status,
@@ -113,7 +102,7 @@ def test_the_head_drafter_in_the_lab(target, registry):
     results = [lab.explore(CONFIGS[0]) for _ in range(2)]
     assert results[0].tree.token == results[1].tree.token
     drafter = HeadDrafter(head, target)
-    fresh = run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=2), prompt_ids=context).steps[0]
+    fresh = first_step(target, drafter, CONFIGS[0], context)
     assert results[0].tree.token == fresh.tree.token and results[0].accepted_path == fresh.accepted_path
 
 

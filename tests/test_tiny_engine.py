@@ -244,11 +244,34 @@ def test_eos_ends_the_run_like_generate(target):
         assert trace.output_ids == expected and trace.stop_reason == "eos"
 
 
-def test_max_new_tokens_cuts_the_last_step(target, reference):
+@pytest.mark.parametrize("execution", ["sync", "async"])
+@pytest.mark.parametrize("method", ["chain", "static", "eagle2", "talon", "talon-auto", "eagle2-auto"])
+def test_no_draft_goes_past_max_new_tokens(target, reference, method, execution):
+    """The target drafting for itself (its greedy drafts are accepted) with 7 new tokens: no step's tree
+    is deeper than the tokens the run has left less the bonus, a step with one token left is plain (and,
+    synchronously, asks the drafter nothing), and the output is ``generate``'s first 7 tokens."""
+    cfg = METHODS[method]
     trace = run_to_end(
-        target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=7), prompt_ids=prompt_ids(1)
+        target,
+        ModelDrafter(target),
+        cfg,
+        DecodeConfig(max_new_tokens=7, execution=execution),
+        prompt_ids=prompt_ids(1),
+        cost_curve=curve_of(cfg),
     )
     assert trace.output_ids == reference[1][:7] and trace.stop_reason == "max_new_tokens"
+    left = 7
+    for step in trace.steps:
+        assert step.tree.max_depth <= left - 1, (step.index, left)
+        if step.tree.max_depth == left - 1 and step.stop == "end":
+            assert step.accepted_tokens + 1 == left  # a self-drafted tree is accepted to its deepest node
+        if left == 1:
+            assert len(step.tree) == 1 and step.stop == "end"
+            assert execution == "async" or step.drafter_forwards == 0
+        left -= len(step.committed_ids)
+    assert left == 0
+    if method in ("chain", "static"):  # 5 tokens a step: the second tree meets the limit
+        assert [s.stop for s in trace.steps] == ["depth", "end"]
 
 
 def test_sampling_async_equals_sync_for_a_model_drafter(target, registry):
@@ -428,7 +451,9 @@ def test_phases_add_up_to_the_runs_wall_clock(target, head):
     )
     assert trace.seconds == pytest.approx(phases)
     assert wall - 0.05 < trace.seconds <= wall
-    assert all(s.bookkeeping_seconds > 0 and s.root_top1 is not None for s in trace.steps)
+    assert all(s.bookkeeping_seconds > 0 for s in trace.steps)
+    # The drafter's root confidence, wherever it was asked (not at a last step with one token left).
+    assert all(s.root_top1 is not None for s in trace.steps if s.drafter_forwards)
     assert not any(s.texts_filled for s in trace.steps)
     fill_texts(trace, target.tokenizer)
     assert all(s.texts_filled for s in trace.steps)

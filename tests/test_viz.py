@@ -570,6 +570,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
         ("depth", "chain", {}, "its length γ=4 was reached"),
         ("depth", "static", {}, "its fixed shape (N=12, at most 5 layers) was complete"),
         ("plain", "ar", {}, "plain decoding: no drafts asked for"),
+        ("end", "talon", {}, "the run's end:"),
     ],
 )
 def test_every_stop_reason_has_its_own_sentence(recorded: RunTrace, stop, method, extra, phrase):
@@ -584,7 +585,13 @@ def test_every_stop_reason_has_its_own_sentence(recorded: RunTrace, stop, method
     finally:
         step.stop = original
     assert f"Stopped: {phrase}" in text
-    others = {"cap": "was used up", "cost": "the cost rule", "drafter": "proposed nothing", "plain": "plain decoding"}
+    others = {
+        "cap": "was used up",
+        "cost": "the cost rule",
+        "drafter": "proposed nothing",
+        "plain": "plain decoding",
+        "end": "the run's end",
+    }
     assert not any(p in text for k, p in others.items() if k != stop and not (stop == "cost" and k == "plain"))
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 from talon import metrics
 from talon.config import METHOD_NAMES
 from talon.trace import RunTrace
-from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_PLAIN, STOP_REASONS
+from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_END, STOP_PLAIN, STOP_REASONS
 
 GLOSSARY = """
 **MAT (τ)**: tokens committed per target forward, *including* the bonus token. Plain autoregressive
@@ -258,6 +258,11 @@ def stop_sentence(step, tree_config: dict) -> str:
         return STOP_REASONS[STOP_DEPTH]
     if stop == STOP_DRAFTER:
         return "the drafter proposed nothing more (no candidate with a probability above 0)"
+    if stop == STOP_END:
+        left = step.tree.max_depth + 1
+        if left == 1:
+            return "the run's end: one new token left before the max new tokens, so a plain step"
+        return f"the run's end: {left} new tokens left before the max new tokens, so no draft below layer {left - 1}"
     return "not recorded (a trace from before stop reasons were kept)"
 
 

@@ -31,6 +31,7 @@ from ..tree import (
     STOP_COST,
     STOP_DEPTH,
     STOP_DRAFTER,
+    STOP_END,
     STOP_PLAIN,
     DraftTree,
     GateLayer,
@@ -72,6 +73,7 @@ class Growth:
         target_features: torch.Tensor | None,
         record_gate: bool = False,
         rule: CostRule | None = None,
+        max_depth: int | None = None,
     ) -> None:
         self.drafter = drafter
         self.committed_ids, self.target_features = committed_ids, target_features
@@ -83,6 +85,8 @@ class Growth:
         self.rule = rule or CostRule()
         self.accept = [1.0]  # per node: calibrated P(path to it accepted)
         self.stop = STOP_DEPTH
+        self.max_depth = max_depth
+        """The deepest draft layer the step can use (root at depth 0; None: no limit)."""
 
     @property
     def sizing(self) -> bool:
@@ -161,6 +165,14 @@ class Growth:
             return len(candidates)
         return self.rule.affordable(self.expected, len(self.tree), self.call_widths, candidates)
 
+    def deeper(self, frontier: Sequence[int]) -> bool:
+        """Whether a layer below ``frontier`` (nodes of one depth) is within ``max_depth``; sets the stop
+        reason when it is not."""
+        if self.max_depth is not None and frontier and self.tree.depth[frontier[0]] >= self.max_depth:
+            self.stop = STOP_END
+            return False
+        return True
+
     def layer_pays(self, frontier: Sequence[int]) -> bool:
         """Whether the cost rule would draft a layer below ``frontier`` (always, when it does not size)."""
         if not self.sizing:
@@ -193,6 +205,8 @@ class TreeBuilder(ABC):
     """Strategy interface for tree construction; a new method is one new subclass."""
 
     name: str = "builder"
+    drafts: bool = True
+    """Whether the builder asks the drafter at all (not for plain decoding)."""
 
     def build(
         self,
@@ -201,13 +215,20 @@ class TreeBuilder(ABC):
         target_features: torch.Tensor | None = None,
         record_gate: bool = False,
         rule: CostRule | None = None,
+        max_depth: int | None = None,
     ) -> BuildResult:
         """Grow a tree below the last of ``committed_ids`` (the whole committed sequence; the root is its
         last token) with ``drafter``; ``target_features``: the target's states so far, for a feature
         drafter (``talon.drafters.base``).  ``record_gate``: keep what TALON's gate saw
         (``BuildResult.gate``; other builders ignore it).  ``rule``: the run's cost rule (calibration,
-        cost curve), which values and prices the tree and, when it sizes, decides how many nodes."""
-        growth = Growth(drafter, committed_ids, target_features, record_gate, rule)
+        cost curve), which values and prices the tree and, when it sizes, decides how many nodes.
+        ``max_depth``: the deepest draft layer the step can commit (root at depth 0): a run with ``r``
+        new tokens left commits at most ``r`` a step, bonus included, so it passes ``r - 1``; at 0 the
+        step is plain and the drafter is not asked.  None: no limit."""
+        growth = Growth(drafter, committed_ids, target_features, record_gate, rule, max_depth)
+        if self.drafts and max_depth is not None and max_depth < 1:
+            growth.stop = STOP_END
+            return growth.result()
         return growth.result(self._grow(growth))
 
     @abstractmethod
@@ -221,6 +242,7 @@ class RootOnlyBuilder(TreeBuilder):
     step costs one target forward of one row, like ``generate()``'s."""
 
     name = "ar"
+    drafts = False
 
     def _grow(self, growth: Growth) -> DraftTree:
         growth.stop = STOP_PLAIN
@@ -244,6 +266,8 @@ class ChainBuilder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         node = 0
         for _ in range(self.gamma):
+            if node and not growth.deeper([node]):
+                break
             proposal = growth.root() if node == 0 else growth.expand([node])
             added = growth.add(proposal, [node], *_root_top(proposal, 1))
             if not added or added[0] is None:
@@ -295,6 +319,8 @@ class StaticBuilder(TreeBuilder):
                 growth.stop = STOP_DRAFTER
                 break
             parents = list(dict.fromkeys(node_of[p[:-1]] for p in layer))
+            if depth > 1 and not growth.deeper(parents):
+                break
             proposal = growth.root() if depth == 1 else growth.expand(parents)
             row_of = {parent: row for row, parent in enumerate(parents)}
             ranked_lp, ranked_tokens = proposal.logprobs.topk(
@@ -327,6 +353,8 @@ class Eagle2Builder(TreeBuilder):
         for _ in range(self.depth - 1):
             if not frontier:
                 growth.stop = STOP_DRAFTER
+                break
+            if not growth.deeper(frontier):
                 break
             if not growth.layer_pays(frontier):
                 growth.stop = STOP_COST
@@ -394,6 +422,8 @@ class TalonBuilder(TreeBuilder):
         # A layer the cost rule trims still grows below the nodes it kept; growth ends when a layer is
         # empty (``_keep`` says why), the budget is spent, or the next layer would not pay.
         while layer and tree.num_drafts < self.budget:
+            if not growth.deeper(layer):
+                return tree
             if not growth.layer_pays(layer):
                 growth.stop = STOP_COST
                 return tree

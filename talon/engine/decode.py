@@ -231,8 +231,15 @@ class _Loop:
         """Draft, verify, commit and record one step; appends it to the trace and sets its stop reason."""
         return self._async_step() if self.worker is not None else self._sync_step()
 
+    def left(self, committed: Sequence[int]) -> int:
+        """New tokens the run may still commit after ``committed`` (prompt + output so far)."""
+        return self.decode_cfg.max_new_tokens - (len(committed) - len(self.trace.prompt_ids))
+
     def _build(self) -> tuple[BuildResult, dict]:
-        built = self.builder.build(self.drafter, self.committed, self.verifier.features, rule=self.rule)
+        deepest = self.left(self.committed) - 1  # a step commits at most the tokens left, bonus included
+        built = self.builder.build(
+            self.drafter, self.committed, self.verifier.features, rule=self.rule, max_depth=deepest
+        )
         return built, self.drafter.step_info()
 
     def _verify(self, tree: DraftTree) -> Verdict:
@@ -267,6 +274,7 @@ class _Loop:
             self.side_stream,
             self.clock0,
             self.rule,
+            self.left(self.committed),
         )
         verdict = self._verify(built.tree)
         t2 = time.perf_counter()
@@ -295,7 +303,7 @@ class _Loop:
         new_ids, reason = cut_step(
             tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
             self.eos,
-            self.decode_cfg.max_new_tokens - (len(self.committed) - len(self.trace.prompt_ids)),
+            self.left(self.committed),
         )
         self.committed.extend(new_ids)
         self.drafter.observe(tree, verdict)

@@ -198,7 +198,8 @@ class FrozenStep:
     def explore(self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None) -> StepRecord:
         """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
         Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``); its price and,
-        for an auto tree, its size come from ``curve`` when given (``rule``)."""
+        for an auto tree, its size come from ``curve`` when given (``rule``).  No token limit applies: at a
+        run's last steps, where the run drafts no deeper than the tokens it has left, the tree can be deeper."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)

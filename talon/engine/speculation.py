@@ -73,13 +73,16 @@ def speculate(
     stream: torch.cuda.Stream | None,
     clock0: float,
     rule: CostRule | None = None,
+    tokens_left: int | None = None,
 ) -> Speculation:
     """Worker side of async mode: guess the outcome of verifying ``built.tree`` (``likely_outcome``,
     then as bonus the drafter's best token there that the tree does not already hold) and build the
     next tree at ``committed`` + that guess.  ``committed``: the committed sequence the tree was built
     at (its root last); ``target_features``: the target's states before that root (the drafter stands in
     its own for the guessed positions).  One more drafter forward than a synchronous step when the guess
-    goes below the root.  ``stream``: the run's side CUDA stream (``None`` on a CPU)."""
+    goes below the root.  ``stream``: the run's side CUDA stream (``None`` on a CPU).  ``tokens_left``:
+    new tokens the run may still commit at ``committed`` (None: no limit); the next tree is no deeper
+    than the guess leaves room for."""
     t0 = time.perf_counter()
     tree = built.tree
     stop = likely_outcome(tree)[-1]
@@ -93,7 +96,8 @@ def speculate(
         bonus = best_outside(logprobs, children)
         if bonus is not None:
             guess = path_tokens + [bonus]
-            next_built = builder.build(drafter, committed + guess, target_features, rule=rule)
+            max_depth = None if tokens_left is None else tokens_left - len(guess) - 1
+            next_built = builder.build(drafter, committed + guess, target_features, rule=rule, max_depth=max_depth)
             next_built.drafter_forwards += 1 if path_tokens else 0
             info = drafter.step_info()
         if stream is not None:
