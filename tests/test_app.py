@@ -444,12 +444,14 @@ STOP_FACTS = {
     "the drafter proposed nothing more": lambda step, cfg: step.tree.num_drafts < cfg["budget"],
     "its depth of 3 layers was drafted": lambda step, cfg: step.drafter_forwards == cfg["depth"],
     "its length γ=4 was reached": lambda step, cfg: step.tree.num_drafts == cfg["gamma"],
+    "the run's end:": lambda step, cfg: step.tree.max_depth == cfg["left"] - 1,
 }
 STOP_KEY = {
     "the budget N=16 was used up in layer": "cap",
     "the drafter proposed nothing more": "drafter",
     "its depth of 3 layers was drafted": "depth",
     "its length γ=4 was reached": "depth",
+    "the run's end:": "end",
 }
 
 
@@ -464,15 +466,16 @@ STOP_KEY = {
 def test_every_steps_caption_says_why_its_tree_stopped_and_the_tree_agrees(client, overrides):
     _run(client, **overrides)
     trace = _exported_trace(client)
-    said = []
+    said, left = [], overrides["max_new"]  # new tokens the run had left before the step
     for number in range(1, len(trace.steps) + 1):
         caption = client.predict(number, "verdict", api_name="/show_step")[3]
         step = trace.steps[number - 1]
         phrase = next((p for p in STOP_FACTS if f"Stopped: {p}" in caption), None)
         assert phrase is not None, caption
         assert STOP_KEY[phrase] == step.stop, (number, caption, step.stop)
-        assert STOP_FACTS[phrase](step, trace.tree_config), (number, caption)
+        assert STOP_FACTS[phrase](step, {**trace.tree_config, "left": left}), (number, caption)
         said.append(STOP_KEY[phrase])
+        left -= len(step.committed_ids)
     if overrides["method"] == "talon":
         assert {"cap", "drafter"} <= set(said)  # both happen in this run, so a caption stuck on one fails
 
