@@ -650,3 +650,12 @@ def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: Run
     row = table.set_index("run").loc["B: TALON"]
     assert row["speedup over plain decoding (median)"] == pytest.approx(1.25)  # 4/2, 5/4, 6/5 -> median 1.25
     assert row["spread (low–high)"] == "1.20–2.00" and row["repetitions"] == 3
+
+
+def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded: RunTrace):
+    from ui.explore import caption
+
+    assert recorded.stop_reason
+    text = caption(recorded, recorded.steps[-1])
+    assert "  \nThe run ends here: " in text and ".." not in text
+    assert "The run ends here" not in caption(recorded, recorded.steps[0])

@@ -57,7 +57,7 @@ def caption(trace: RunTrace, step: StepRecord) -> str:
     text += "  \n" + summary.step_explanation(step, trace.tree_config)
     if step.index == n - 1 and trace.stop_reason:
         cut = len(step.accepted_path) > len(step.committed_ids)
-        text += f". The run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + (
+        text += f"  \nThe run ends here: {END_NOTES.get(trace.stop_reason, trace.stop_reason)}" + (
             " (the step's last tokens were cut there)." if cut else "."
         )
     return text
