@@ -231,12 +231,13 @@ class _Loop:
         """Draft, verify, commit and record one step; appends it to the trace and sets its stop reason."""
         return self._async_step() if self.worker is not None else self._sync_step()
 
-    def left(self, committed: Sequence[int]) -> int:
-        """New tokens the run may still commit after ``committed`` (prompt + output so far)."""
-        return self.decode_cfg.max_new_tokens - (len(committed) - len(self.trace.prompt_ids))
+    @property
+    def tokens_left(self) -> int:
+        """New tokens the run may still commit (max new tokens less the output so far)."""
+        return self.decode_cfg.max_new_tokens - (len(self.committed) - len(self.trace.prompt_ids))
 
     def _build(self) -> tuple[BuildResult, dict]:
-        deepest = self.left(self.committed) - 1  # a step commits at most the tokens left, bonus included
+        deepest = self.tokens_left - 1  # a step commits at most the tokens left, bonus included
         built = self.builder.build(
             self.drafter, self.committed, self.verifier.features, rule=self.rule, max_depth=deepest
         )
@@ -274,7 +275,7 @@ class _Loop:
             self.side_stream,
             self.clock0,
             self.rule,
-            self.left(self.committed),
+            self.tokens_left,
         )
         verdict = self._verify(built.tree)
         t2 = time.perf_counter()
@@ -303,7 +304,7 @@ class _Loop:
         new_ids, reason = cut_step(
             tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token],
             self.eos,
-            self.left(self.committed),
+            self.tokens_left,
         )
         self.committed.extend(new_ids)
         self.drafter.observe(tree, verdict)
