@@ -51,6 +51,21 @@ def test_ngram_datastore_is_used_after_the_sequence_itself():
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
 
 
+def test_ngram_proposes_what_followed_the_longest_span_and_reports_its_length():
+    # (3, 4, 5) was followed by 6 and by 7, but only the longer span (1, 2, 3, 4, 5) by 6: the longer
+    # match proposes just its own continuation, and says how long it was.
+    seq = [1, 2, 3, 4, 5, 6, 9, 3, 4, 5, 7, 1, 2, 3, 4, 5]
+    trigram = NgramDrafter(VOCAB, max_ngram=3)
+    trigram.start(seq)
+    short = trigram.begin_step(seq)
+    assert torch.isfinite(short.logprobs[0]).nonzero().flatten().tolist() == [6, 7] and short.match == [3]
+    longest = NgramDrafter(VOCAB, max_ngram=8)
+    longest.start(seq)
+    long = longest.begin_step(seq)
+    assert torch.isfinite(long.logprobs[0]).nonzero().flatten().tolist() == [6] and long.match == [5]
+    assert long.logprobs[0, 6].item() == 0.0
+
+
 # ---- hybrid drafter --------------------------------------------------------------------------------------
 def _verdict(tree: DraftTree, path: list[int]) -> Verdict:
     """A verdict accepting ``path`` (only what ``observe`` reads is filled in)."""
