@@ -446,8 +446,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "The trees are shown at the same output token: the step of each run that committed it."
             )
             with gr.Row():
-                method_a = gr.Dropdown(METHOD_CHOICES, value="static", label="Method A")
-                method_b = gr.Dropdown(METHOD_CHOICES, value="talon", label="Method B")
+                method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A")
+                method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B")
                 repeats = gr.Slider(
                     1,
                     compare.MAX_REPEATS,
@@ -574,7 +574,18 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
     pause_btn.click(lambda: gr.Timer(active=False), None, timer)
     timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
-    gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note])
+    gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note]).success(
+        tree_lab.status_line, session, lab_status, queue=False, api_visibility="private"
+    )  # the gate froze its step: the Tree lab's status line says so
+    for new_run in (run_btn.click, upload.upload):  # what explained the run before goes with it
+        new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
+        new_run(
+            tree_lab.unfrozen,
+            None,
+            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods],
+            queue=False,
+            api_visibility="private",
+        )
 
     # ---- wiring: Compare prompts --------------------------------------------------------------------------
     prompts_view_out = [

@@ -217,3 +217,28 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
     page.locator("#prompt-a-plot").scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "compare-prompts.png"))
     page.close()
+
+
+def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path):
+    # "Why this shape?" freezes the step, and the Tree lab says so; a new run takes both away again, so
+    # neither explains a tree of the run before.
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#run").click()
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    page.locator("#show-gate").click()
+    page.locator("#explore-gate .js-plotly-plot").wait_for(timeout=120_000)
+    assert "rebuilt at its context" in page.locator("#gate-note").inner_text()
+    page.get_by_role("tab", name="Tree lab").click()
+    page.get_by_text(re.compile(r"^Frozen: step \d+ of")).wait_for(timeout=30_000)
+    page.screenshot(path=str(tmp_path / "lab-after-gate.png"), full_page=True)
+    page.get_by_role("tab", name="Explore").click()
+    page.locator("#run").click()
+    page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
+    assert page.locator("#gate-note").inner_text().strip() == ""
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    page.get_by_role("tab", name="Tree lab").click()
+    page.get_by_text("No step frozen yet").wait_for(timeout=30_000)
+    assert not page.get_by_text(re.compile(r"^Frozen: step")).count()
+    page.close()

@@ -61,3 +61,30 @@ def test_unreadable_examples_give_none(tmp_path):
     bad.write_text("{not json\n")
     assert read_examples(bad) == [] and read_examples(tmp_path / "missing.jsonl") == []
     assert read_examples()  # the shipped file
+
+
+@pytest.mark.parametrize("budget", [0, 24])
+def test_compare_tabs_default_methods_run_at_the_panels_budget(budget):
+    # The tab's two default methods must both accept the settings panel's starting N (0 = auto on the CPU).
+    from ui.compare import DEFAULT_METHODS
+    from ui.settings import RunSettings
+    from ui.shared import DEFAULT_BUDGET
+
+    for method in DEFAULT_METHODS:
+        for n in (budget, DEFAULT_BUDGET):
+            tree, _ = RunSettings(method=method, budget=n).configs()
+            assert tree.method == method and tree.auto == (n == 0)
+
+
+def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
+    from dataclasses import asdict
+
+    from talon.config import DecodeConfig, TreeConfig
+    from talon.trace import RunTrace
+    from ui.compare import panel_line
+
+    def line(tree: TreeConfig) -> str:
+        return panel_line(RunTrace("p", [1], asdict(tree), asdict(DecodeConfig()), "t", "d", "cpu"))
+
+    assert line(TreeConfig(method="talon", budget=128, auto=True)).startswith("N=auto (cap 128) · K=")
+    assert line(TreeConfig(method="static", budget=24)).startswith("N=24 · K=")

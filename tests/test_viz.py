@@ -659,3 +659,16 @@ def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded:
     text = caption(recorded, recorded.steps[-1])
     assert "  \nThe run ends here: " in text and ".." not in text
     assert "The run ends here" not in caption(recorded, recorded.steps[0])
+
+
+def test_the_gate_chart_draws_every_status_a_candidate_can_have():
+    # An auto-sized tree's candidates can be cut by the cost rule: those must be drawn too, not dropped.
+    from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
+    from viz.lab_charts import gate_figure
+
+    root = GateLayer(1, [0, 0, 0], [5, 6, 7], [-0.1, -0.5, -3.0], [ADMITTED, CUT_BY_COST, BEYOND_K], -0.1, None)
+    deeper = GateLayer(2, [1, 1, 1], [8, 9, 10], [-0.2, -0.4, -6.0], [ADMITTED, CUT_BY_BUDGET, BELOW_GATE], -0.2, -2.5)
+    fig = gate_figure([root, deeper], 0.1)
+    drawn = {t.name: len(t.x) for t in fig.data if t.mode == "markers"}
+    assert drawn == {ADMITTED: 2, CUT_BY_BUDGET: 1, CUT_BY_COST: 1, BELOW_GATE: 1, BEYOND_K: 1}
+    assert sum(t.mode == "lines" for t in fig.data) == 1  # the gate's line of layer 2 only

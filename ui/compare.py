@@ -97,6 +97,9 @@ def go_to_step(session: Session, which: str, number, color_mode):
 
 REPEATS = 3
 """Repetitions of the Compare runs by default (each one: autoregressive, A, B, interleaved)."""
+DEFAULT_METHODS = ("eagle2", "talon")
+"""Method A and method B when the tab opens: the two dynamic trees, both of which run at every Budget N
+the settings panel starts at (a static tree has no "auto" size)."""
 
 
 def _compare_seconds(session, method_a, method_b, color_mode, repeats, *panel) -> int:
@@ -141,11 +144,13 @@ def repeat_seconds(session: Session) -> dict[str, list[float]]:
 
 
 def panel_line(trace: RunTrace) -> str:
-    """The settings a comparison ran with, whatever the method: N, K, μ, depth, γ, temperature, tokens, device."""
+    """The settings a comparison ran with, whatever the method: N (``auto`` with its cap where the cost rule
+    sized ``trace``'s trees), K, μ, depth, γ, temperature, tokens, device."""
     cfg, dec = trace.tree_config, trace.decode_config
     temperature = dec.get("temperature") or 0
+    budget = f"N=auto (cap {cfg.get('budget')})" if cfg.get("auto") else f"N={cfg.get('budget')}"
     return (
-        f"N={cfg.get('budget')} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
+        f"{budget} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
         f"γ={cfg.get('gamma')} · "
         + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
         + f" · max {dec.get('max_new_tokens')} new tokens · {trace.device}"

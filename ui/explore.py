@@ -451,6 +451,11 @@ def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.P
     return gate_view(state, trace, number)
 
 
+def hide_gate():
+    """The gate panel hidden and its note cleared (a new run or a loaded trace replaces the one it explained)."""
+    return gr.update(value=None, visible=False), ""
+
+
 def load_trace(session: Session, file, color_mode):
     """Load a saved trace: its first step on show, its prompt and settings back in the panel, and a
     line saying what was loaded."""

@@ -19,6 +19,7 @@ from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
+from talon.tree import CUT_BY_COST
 from viz import lab_charts
 from viz.summary import plural, stop_sentence
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
@@ -50,6 +51,12 @@ PRICE_BUDGETS = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 """The N of the price chart (draft nodes)."""
 THIS_MACHINE = "this machine"
 """The price chart's choice for this machine's own cost curve (the run's, else measured here)."""
+
+
+def unfrozen() -> tuple:
+    """The lab as it opens, for a new run or a loaded trace (the step it held belonged to the run before):
+    the status line, an empty tree, caption and methods table, and the gate chart hidden."""
+    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None
 
 
 def _lab(session: Session) -> LabState:
@@ -127,14 +134,23 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
     tok = state.frozen.target.tokenizer
     ran = trace.steps[state.index]
     same = step.tree.token == ran.tree.token and step.tree.parent == ran.tree.parent
+    gate = step.gate or []
+    gated = any(layer.threshold is not None for layer in gate)
+    priced = any(status == CUT_BY_COST for layer in gate for status in layer.status)
     line = (
         f"Step {number}'s tree, rebuilt at its context with the run's settings "
         + ("(the same tree as the run's)" if same else "(it differs from the run's tree: " + _why_differs(trace) + ")")
         + ": each column is a layer; a candidate joins when its path probability is at least μ × the layer's "
-        "best (the red dashes); the first layer is the root's Top-K, with no gate. The Tree lab now holds "
-        f"this step frozen.{note}"
+        + ("best (the red dashes)" if gated else "best (no layer here reached the gate)")
+        + "; the first layer is the root's Top-K, with no gate."
+        + (
+            " Candidates marked “cut by the cost rule” passed the gate but would not have paid for their price."
+            if priced
+            else ""
+        )
+        + f" The Tree lab now holds this step frozen.{note}"
     )
-    fig = lab_charts.gate_figure(step.gate or [], cfg.mu, lambda t: tok.decode([t]))
+    fig = lab_charts.gate_figure(gate, cfg.mu, lambda t: tok.decode([t]))
     return gr.update(value=fig, visible=True), line
 
 
@@ -146,20 +162,17 @@ def _why_differs(trace: RunTrace) -> str:
     return "the drafter's state at this step is rebuilt from the context, not carried over from the run"
 
 
-@model_work()
-def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
-    """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
-    context once.  Returns the status line and the lab's sliders set to the run's settings."""
-    trace = _trace_for_lab(session)
-    number = max(1, min(int(number or 1), len(trace.steps)))
-    state = frozen_for(session, number, target_spec, drafter_spec, progress)
+def status_line(session: Session) -> str:
+    """What the lab holds: the frozen step of the session's run (which, its context, root and drafter), or
+    ``NOT_FROZEN``."""
+    state = session.lab
+    if state is None or state.trace is not session.trace:
+        return NOT_FROZEN
     frozen = state.frozen
     root = visible_text(frozen.target.tokenizer.decode([frozen.root]), 30)
-    cfg = trace.tree_config
-    method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    status = (
-        f"Frozen: **step {number} of {len(trace.steps)}** ({len(frozen.context)} tokens of context, root "
-        f"“{root}”, drafter `{frozen.drafter_spec}`"
+    return (
+        f"Frozen: **step {state.index + 1} of {len(state.trace.steps)}** ({len(frozen.context)} tokens of "
+        f"context, root “{root}”, drafter `{frozen.drafter_spec}`"
         + (
             f", temperature {frozen.temperature:g}: verdicts use the run's own random draws"
             if frozen.temperature
@@ -167,6 +180,18 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
         )
         + "). Move the lab's settings below: each change rebuilds this step's tree and verifies it."
     )
+
+
+@model_work()
+def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
+    """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
+    context once.  Returns the status line and the lab's sliders set to the run's settings."""
+    trace = _trace_for_lab(session)
+    number = max(1, min(int(number or 1), len(trace.steps)))
+    frozen_for(session, number, target_spec, drafter_spec, progress)
+    status = status_line(session)
+    cfg = trace.tree_config
+    method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
     budget = cfg.get("budget") if not cfg.get("auto") else 24
     return (
         status,

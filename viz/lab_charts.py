@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from talon.trace import RunTrace
-from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, GateLayer
+from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
 
 from .style import TEMPLATE, new_figure
 from .tree_figure import visible_text
@@ -20,6 +20,7 @@ from .tree_figure import visible_text
 STATUS_STYLE = {
     ADMITTED: {"color": "#2E9E44", "symbol": "circle", "size": 10},
     CUT_BY_BUDGET: {"color": "#F58518", "symbol": "x", "size": 10},
+    CUT_BY_COST: {"color": "#B279A2", "symbol": "x", "size": 10},
     BELOW_GATE: {"color": "#9AA3AE", "symbol": "circle-open", "size": 8},
     BEYOND_K: {"color": "#9AA3AE", "symbol": "diamond-open", "size": 8},
 }
@@ -40,7 +41,8 @@ def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure
 
 def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = str) -> go.Figure:
     """TALON's gate, one column per layer: every candidate's path probability (log scale), marked
-    admitted, refused by the gate, or cut by the budget, and the gate's line at mu x the layer's best
+    admitted, refused by the gate, cut by the budget or by the cost rule (an auto-sized tree), and the
+    gate's line at mu x the layer's best
     (a Top-K root layer has no line and marks candidates past K ``beyond K``; with K=0 the root is
     gated like the rest and has its line)."""
     title = f"TALON's gate per layer: admitted if path prob ≥ μ × the layer's best (μ = {mu:g})"
