@@ -672,3 +672,15 @@ def test_the_gate_chart_draws_every_status_a_candidate_can_have():
     drawn = {t.name: len(t.x) for t in fig.data if t.mode == "markers"}
     assert drawn == {ADMITTED: 2, CUT_BY_BUDGET: 1, CUT_BY_COST: 1, BELOW_GATE: 1, BEYOND_K: 1}
     assert sum(t.mode == "lines" for t in fig.data) == 1  # the gate's line of layer 2 only
+
+
+def test_depth_ticks_stop_at_the_bonus_column(recorded: RunTrace):
+    # Past the bonus token's column the axis only makes room for labels: no depth ticks there.
+    from viz.tree_figure import tree_layout
+
+    step = max(recorded.steps, key=lambda s: s.tree.max_depth)
+    drawn = tree_layout(step.tree, bonus_parent=step.accepted_path[-1]).depth  # the bonus's column included
+    for room, last in ((None, drawn), (step.tree.max_depth, step.tree.max_depth + 1), (12, 13)):
+        fig = tree_figure(step, "verdict", max_depth=room)  # the run's depth scale: its deepest tree + bonus
+        assert list(fig.layout.xaxis.tickvals) == list(range(last + 1))
+        assert fig.layout.xaxis.range[1] > last + 0.5  # the room for labels past it has no tick

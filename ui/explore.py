@@ -106,7 +106,10 @@ def opening_note(trace: RunTrace, number: int) -> str:
 
 
 def deepest_note(trace: RunTrace) -> str:
-    return f"all trees drawn on one depth scale, 0 to {deepest(trace)}"
+    d = deepest(trace)
+    if d == 0:
+        return "no step drafted: every tree is its root, and the column after it the bonus token"
+    return f"all trees drawn on one depth scale: draft layers 1 to {d}, and the bonus token's column {d + 1}"
 
 
 def slider_update(trace: RunTrace | None, value: int | None = None, follow: bool = True) -> dict:

@@ -522,9 +522,9 @@ def tree_figure(
         xaxis={
             "range": [-0.6, x_hi + label_room],
             "title": {"text": "depth", "font": {"size": 11}},
-            "tickmode": "linear",
-            "tick0": 0,
-            "dtick": 1 if depth_span <= 20 else 5,
+            # ticks up to the bonus column only: past it is room for the labels, not a depth
+            "tickmode": "array",
+            "tickvals": list(range(0, depth_span + 1, 1 if depth_span <= 20 else 5)),
             "showgrid": True,
             "zeroline": False,
         },
