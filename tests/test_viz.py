@@ -641,6 +641,23 @@ def test_async_verdict_never_contradicts_itself(recorded: RunTrace):
     assert "No clear difference" in tie
 
 
+def test_async_projection_is_a_saving_on_the_sync_median(recorded: RunTrace):
+    # A slow first sync repetition must not make the projected overlap slower than sync itself.
+    from dataclasses import replace
+
+    from talon.metrics import projected_async_seconds
+    from viz.summary import async_table
+
+    slow = replace(recorded, execution="sync", prefill_seconds=recorded.prefill_seconds + recorded.seconds)
+    sync = replace(recorded, execution="sync")
+    asyn = replace(recorded, execution="async", steps=[replace(st, speculate_hit=True) for st in recorded.steps])
+    table = async_table({"sync": slow, "async": asyn}, {"sync": [slow, sync, sync], "async": [asyn] * 3})
+    walls = table.set_index("run")["wall s (median)"]
+    share = projected_async_seconds(slow, 1.0) / slow.seconds
+    assert walls["async, projected (separate hardware)"] == pytest.approx(round(sync.seconds * share, 3))
+    assert walls["async, projected (separate hardware)"] <= walls["sync"]
+
+
 def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: RunTrace):
     from viz.summary import comparison_table
 
