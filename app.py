@@ -560,12 +560,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
     follow.change(explore.set_follow, [session, follow], None, queue=False)
     step_out = [tree_plot, text_html, nodes_df, caption]
-    step_slider.input(
+    step_slider.input(  # unprocessed: a typed step outside 1..steps is clamped by show_step, not refused
         explore.show_step,
         [session, step_slider, color_mode],
         step_out,
         show_progress="hidden",
         trigger_mode="always_last",
+        preprocess=False,
     )
     step_slider.change(lambda n: n, step_slider, lab_step, queue=False, api_visibility="private")
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")

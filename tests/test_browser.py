@@ -227,6 +227,13 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     page.locator("#run").wait_for(timeout=60_000)
     page.locator("#run").click()
     page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    box = page.locator("#step-slider input[type=number]")  # a typed step below 1 shows step 1
+    box.click()
+    box.press("Control+a")
+    box.press_sequentially("0", delay=50)
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#step-caption').innerText.startsWith('Step 1 of')")
+    assert box.input_value() == "1"
     page.locator("#show-gate").click()
     page.locator("#explore-gate .js-plotly-plot").wait_for(timeout=120_000)
     assert "rebuilt at its context" in page.locator("#gate-note").inner_text()

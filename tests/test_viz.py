@@ -557,6 +557,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
     assert best["TALON"] == "★ winner" and best["static tree"] == "" and best["chain (γ=4)"] == ""
     assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (its length γ, not N=16)"
     assert "price (plain steps)" in table.columns
+    assert list(table.columns[:2]) == ["method", "best"]  # the answer stays in view when the table scrolls
 
 
 @pytest.mark.parametrize(
@@ -667,6 +668,7 @@ def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: Run
     row = table.set_index("run").loc["B: TALON"]
     assert row["speedup over plain decoding (median)"] == pytest.approx(1.25)  # 4/2, 5/4, 6/5 -> median 1.25
     assert row["spread (low–high)"] == "1.20–2.00" and row["repetitions"] == 3
+    assert list(table.columns[:2]) == ["run", "speedup over plain decoding (median)"]  # the answer first
 
 
 def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded: RunTrace):
@@ -701,3 +703,24 @@ def test_depth_ticks_stop_at_the_bonus_column(recorded: RunTrace):
         fig = tree_figure(step, "verdict", max_depth=room)  # the run's depth scale: its deepest tree + bonus
         assert list(fig.layout.xaxis.tickvals) == list(range(last + 1))
         assert fig.layout.xaxis.range[1] > last + 0.5  # the room for labels past it has no tick
+
+
+def test_tree_shape_by_category_tells_nine_categories_apart():
+    # The headline suite has nine categories: each line needs its own look, and the legend must not sit
+    # on the panels' axis titles.
+    import pandas as pd
+
+    from viz.bench_charts import tree_shape_figure
+
+    cats = [f"category {k}" for k in range(9)]
+    summary = pd.DataFrame(
+        [
+            {"kind": "categories", "category": c, "method": m, "temperature": 0.0, "mean_layer_widths": [3.0, 2.0]}
+            for c in cats
+            for m in ("eagle2", "talon")
+        ]
+    )
+    fig = tree_shape_figure(summary)
+    looks = {(t.line.color, t.line.dash) for t in fig.data if t.showlegend}
+    assert len(looks) == len(cats) == sum(bool(t.showlegend) for t in fig.data)
+    assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1

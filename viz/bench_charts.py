@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from talon.bench.suites import TREE_METHODS, is_auto, split_method
 from talon.config import METHOD_NAMES
 
-from .style import TEMPLATE, new_figure
+from .style import CATEGORY_COLORS, TEMPLATE, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
@@ -366,7 +366,6 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
         return _empty(title, "no tree runs by category in these results")
     methods = [m for m in ("eagle2", "talon") if m in set(rows["method"])] or list(dict.fromkeys(rows["method"]))
     fig = make_subplots(rows=1, cols=len(methods), subplot_titles=[label(m) for m in methods], shared_yaxes=True)
-    palette = TEMPLATE["layout"]["colorway"]
     cats = list(dict.fromkeys(rows["category"]))
     for col, method in enumerate(methods, 1):
         for k, cat in enumerate(cats):
@@ -382,7 +381,10 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
                     name=cat,
                     legendgroup=cat,
                     showlegend=col == 1,
-                    line={"color": palette[k % len(palette)]},
+                    line={
+                        "color": CATEGORY_COLORS[k % len(CATEGORY_COLORS)],
+                        "dash": ("solid", "dot", "dash")[k // len(CATEGORY_COLORS) % 3],
+                    },
                     hovertemplate=f"{cat}: depth %{{x}}, %{{y:.2f}} nodes<extra></extra>",
                 ),
                 row=1,
@@ -390,7 +392,12 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
             )
     fig.update_xaxes(title_text="depth (draft layer)", dtick=1)
     fig.update_yaxes(title_text="mean nodes", row=1, col=1)
-    return _layout(fig, title)
+    _layout(fig, title)
+    # the legend to the right: below the panels it would sit on their axis titles
+    return fig.update_layout(
+        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1.0, "yanchor": "top"},
+        margin={"r": 110},
+    )
 
 
 def cost_table(cost: pd.DataFrame) -> pd.DataFrame:

@@ -133,7 +133,10 @@ def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.
             row["best"] = "★ winner" if row["_score"] == best else ""
     for row in scored:
         del row["_score"]
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    if "best" in table:  # the answer next to the method: a table wider than the page scrolls
+        table = table[["method", "best", *(c for c in table.columns if c not in ("method", "best"))]]
+    return table
 
 
 def price_figure(

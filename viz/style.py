@@ -20,6 +20,12 @@ TEMPLATE: dict = {
 }
 
 
+CATEGORY_COLORS = (
+    "#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B", "#FF9DA6", "#9D755D", "#BAB0AC",
+)  # fmt: skip
+"""Ten distinct line colours, for charts with a line per prompt category (the headline suite has nine)."""
+
+
 def new_figure():
     """An empty ``plotly.graph_objects.Figure`` on ``TEMPLATE`` alone.  ``go.Figure()`` followed by
     ``update_layout(template=...)`` merges into plotly's default template instead: ~15 ms more per figure

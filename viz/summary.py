@@ -413,16 +413,16 @@ def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]
         rate = metrics.spread([s["new_tokens"] / t for t in times if t > 0])
         speed = metrics.spread([a / t for a, t in zip(ar_times, times) if t > 0])
         rows.append(
-            {
+            {  # the answer first: a table wider than the page scrolls, and its first columns stay in view
                 "run": label,
+                "speedup over plain decoding (median)": round(speed["median"], 2) if ar_times else None,
+                "spread (low–high)": f"{speed['low']:.2f}–{speed['high']:.2f}" if speed["n"] > 1 else "one run",
+                "tokens/s (median)": round(rate["median"], 1),
                 "MAT": round(s["mat"], 2),
                 "delta": round(s["delta"], 2),
                 "draft nodes / step": round(shape["mean_nodes"], 1),
                 "mean depth": round(shape["mean_depth"], 2),
                 "widest layer (mean)": round(shape["mean_widest"], 1),
-                "tokens/s (median)": round(rate["median"], 1),
-                "speedup over plain decoding (median)": round(speed["median"], 2) if ar_times else None,
-                "spread (low–high)": f"{speed['low']:.2f}–{speed['high']:.2f}" if speed["n"] > 1 else "one run",
                 "repetitions": len(times),
             }
         )
