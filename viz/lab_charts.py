@@ -32,8 +32,9 @@ def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
         height=height,
-        margin={"l": 55, "r": 15, "t": 60, "b": 80},
-        legend={"orientation": "h", "x": 0.0, "y": -0.24, "yanchor": "top"},
+        margin={"l": 55, "r": 15, "t": 60, "b": 100},
+        # below the x axis's title, not beside it (at -0.24 a two-run legend ran into the title)
+        legend={"orientation": "h", "x": 0.0, "y": -0.34, "yanchor": "top"},
         **extra,
     )
     return fig
