@@ -141,7 +141,7 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
         f"Step {number}'s tree, rebuilt at its context with the run's settings "
         + ("(the same tree as the run's)" if same else "(it differs from the run's tree: " + _why_differs(trace) + ")")
         + ": each column is a layer; a candidate joins when its path probability is at least μ × the layer's "
-        + ("best (the red dashes)" if gated else "best (no layer here reached the gate)")
+        + ("best (the red dashes)" if gated else "best (this tree has no gated layer, so no line is drawn)")
         + "; the first layer is the root's Top-K, with no gate."
         + (
             " Candidates marked “cut by the cost rule” passed the gate but would not have paid for their price."
