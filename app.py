@@ -568,16 +568,21 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         trigger_mode="always_last",
         preprocess=False,
     )
-    step_slider.change(lambda n: n, step_slider, lab_step, queue=False, api_visibility="private")
+    step_slider.change(lambda n: n, step_slider, lab_step, queue=False, api_visibility="private", preprocess=False)
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]
     play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
     pause_btn.click(lambda: gr.Timer(active=False), None, timer)
     timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
-    gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note]).success(
-        tree_lab.status_line, session, lab_status, queue=False, api_visibility="private"
-    )  # the gate froze its step: the Tree lab's status line says so
+    lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
+    lab_out = [lab_plot, lab_caption, gate_plot]
+    (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
+        gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note])
+        .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings])
+        .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
+        .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
+    )
     for new_run in (run_btn.click, upload.upload):  # what explained the run before goes with it
         new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
         new_run(
@@ -630,8 +635,6 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
 
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
-    lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
-    lab_out = [lab_plot, lab_caption, gate_plot]
     (
         freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)

@@ -239,6 +239,7 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     assert "rebuilt at its context" in page.locator("#gate-note").inner_text()
     page.get_by_role("tab", name="Tree lab").click()
     page.get_by_text(re.compile(r"^Frozen: step \d+ of")).wait_for(timeout=30_000)
+    page.wait_for_function(f"() => ({COUNT_NODES_JS})('lab-plot') > 0", timeout=60_000)  # drawn, as after Freeze
     page.screenshot(path=str(tmp_path / "lab-after-gate.png"), full_page=True)
     page.get_by_role("tab", name="Explore").click()
     page.locator("#run").click()

@@ -204,6 +204,19 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     )
 
 
+def holds_run_step(session: Session) -> bool:
+    """Whether the lab holds a frozen step of the run on show (Explore's gate freezes one)."""
+    return session.lab is not None and session.lab.trace is session.trace
+
+
+def follow_gate(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
+    """After Explore's gate: the lab's status line and sliders as **Freeze** sets them for the step the
+    gate froze, or nothing changed where it froze none (a method without a gate)."""
+    if not holds_run_step(session):
+        return tuple(gr.skip() for _ in range(7))
+    return freeze(session, number, target_spec, drafter_spec, progress)
+
+
 def _price(step: StepRecord) -> float | None:
     """The step's price in plain decoding steps: by the run's cost curve when it had one, else by the cost
     suite's curve for this kind of device (None without either)."""
@@ -290,6 +303,18 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
             }
         )
     return lab_charts.methods_table(rows, price_note="plain steps")
+
+
+def redraw_held(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):
+    """``redraw`` for the step Explore's gate froze; nothing changed where it froze none."""
+    if not holds_run_step(session):
+        return gr.skip(), gr.skip(), gr.skip()
+    return redraw(session, method, budget, topk, mu, depth, gamma, color_mode, progress)
+
+
+def every_method_held(session: Session, *settings):
+    """``every_method`` for the step Explore's gate froze; nothing changed where it froze none."""
+    return every_method(session, *settings) if holds_run_step(session) else gr.skip()
 
 
 def _sweep_points(frozen: FrozenStep, cfg: TreeConfig, field: str, values, curve: CostCurve | None = None):

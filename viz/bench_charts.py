@@ -395,8 +395,17 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
     _layout(fig, title)
     # the legend to the right: below the panels it would sit on their axis titles
     return fig.update_layout(
-        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1.0, "yanchor": "top"},
-        margin={"r": 110},
+        legend={
+            "orientation": "v",
+            "x": 1.01,
+            "xanchor": "left",
+            "y": 1.0,
+            "yanchor": "top",
+            "font": {"size": 11},
+            "tracegroupgap": 0,
+        },
+        margin={"r": 110, "b": 50},
+        height=max(HEIGHT + 40, 24 * len(cats) + 140),  # every category's legend entry in view
     )
 
 
