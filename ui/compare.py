@@ -148,9 +148,8 @@ def panel_line(trace: RunTrace) -> str:
     sized ``trace``'s trees), K, μ, depth, γ, temperature, tokens, device."""
     cfg, dec = trace.tree_config, trace.decode_config
     temperature = dec.get("temperature") or 0
-    budget = f"N=auto (cap {cfg.get('budget')})" if cfg.get("auto") else f"N={cfg.get('budget')}"
     return (
-        f"{budget} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
+        f"{summary.budget_text(cfg)} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
         f"γ={cfg.get('gamma')} · "
         + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
         + f" · max {dec.get('max_new_tokens')} new tokens · {trace.device}"

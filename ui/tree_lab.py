@@ -162,12 +162,17 @@ def _why_differs(trace: RunTrace) -> str:
     return "the drafter's state at this step is rebuilt from the context, not carried over from the run"
 
 
+def holds_run_step(session: Session) -> bool:
+    """Whether the lab holds a frozen step of the run on show (Explore's gate freezes one)."""
+    return session.lab is not None and session.lab.trace is session.trace
+
+
 def status_line(session: Session) -> str:
     """What the lab holds: the frozen step of the session's run (which, its context, root and drafter), or
     ``NOT_FROZEN``."""
-    state = session.lab
-    if state is None or state.trace is not session.trace:
+    if not holds_run_step(session):
         return NOT_FROZEN
+    state = session.lab
     frozen = state.frozen
     root = visible_text(frozen.target.tokenizer.decode([frozen.root]), 30)
     return (
@@ -202,11 +207,6 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
         gr.update(value=cfg.get("depth")),
         gr.update(value=cfg.get("gamma")),
     )
-
-
-def holds_run_step(session: Session) -> bool:
-    """Whether the lab holds a frozen step of the run on show (Explore's gate freezes one)."""
-    return session.lab is not None and session.lab.trace is session.trace
 
 
 def follow_gate(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):

@@ -95,6 +95,12 @@ def plural(n: int, word: str) -> str:
 STOPPED_BY = {"eos": "end of sequence", "max_new_tokens": "max new tokens", "stopped": "the Stop button"}
 
 
+def budget_text(tree_config: dict) -> str:
+    """Budget N as a run used it: ``N=24``, or ``N=auto (cap 128)`` where the cost rule sized the trees."""
+    budget = tree_config.get("budget")
+    return f"N=auto (cap {budget})" if tree_config.get("auto") else f"N={budget}"
+
+
 def settings_line(trace: RunTrace) -> str:
     """The settings a run was made with, in one line: method, N (or auto and its cap), K, μ, depth or γ
     where they apply, temperature, max new tokens, execution, drafter, target and device."""
@@ -102,7 +108,7 @@ def settings_line(trace: RunTrace) -> str:
     method = cfg.get("method", "?")
     parts = [METHOD_NAMES.get(method, method)]
     if method in ("talon", "hybrid", "eagle2", "static"):
-        parts.append(f"N=auto (cap {cfg.get('budget')})" if cfg.get("auto") else f"N={cfg.get('budget')}")
+        parts.append(budget_text(cfg))
     if method in ("talon", "hybrid", "eagle2"):
         parts.append(f"K={cfg.get('topk')}")
     if method in ("talon", "hybrid"):
@@ -302,8 +308,10 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
     async_runs = repeats.get("async") or []
     hits = [h for h in (metrics.speculation_hit_rate(t) for t in async_runs) if h is not None]
     hit = sum(hits) / len(hits) if hits else None
+    medians = {}
     for label, trace in traces.items():
         times = metrics.spread([t.seconds for t in repeats.get(label) or [trace]])
+        medians[label] = times["median"]
         s = metrics.summarize(trace)
         rows.append(
             {
@@ -322,11 +330,10 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
         # The saving is projected from the first sync run's phase times and applied to the sync median,
         # so the row compares with the rows above (a slow first repetition would otherwise show here).
         share = metrics.projected_async_seconds(sync, hit) / sync.seconds if sync.seconds else 1.0
-        sync_median = metrics.spread([t.seconds for t in repeats.get("sync") or [sync]])["median"]
         rows.append(
             {
                 "run": "async, projected (separate hardware)",
-                "wall s (median)": round(sync_median * share, 3),
+                "wall s (median)": round(medians["sync"] * share, 3),
                 "MAT": round(metrics.mat(sync.steps), 2),
                 "guess hit rate": round(hit, 2),
             }
