@@ -554,7 +554,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
     run_btn.click(lambda: gr.Tabs(selected="explore"), None, tabs, queue=False, api_visibility="private")
-    run_btn.click(
+    # Settings no run could start from are refused before the page changes (no error marks on the last run)
+    run_starts = run_btn.click(explore.check_run, settings, None, api_visibility="private").success
+    run_starts(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
     )
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
@@ -583,7 +585,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )
-    for new_run in (run_btn.click, upload.upload):  # what explained the run before goes with it
+    for new_run in (run_starts, upload.upload):  # what explained the run before goes with it
         new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
         new_run(
             tree_lab.unfrozen,

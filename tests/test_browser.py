@@ -36,6 +36,11 @@ COUNT_NODES_JS = """(id) => {
   if (!gd || !gd.data) return -1;
   return gd.data.filter(t => t.meta === 'node').reduce((n, t) => n + t.x.length, 0);
 }"""
+LEGEND_CLEAR_JS = """(id) => {
+  const gd = document.querySelector(`#${id} .js-plotly-plot`);
+  const box = (sel) => gd.querySelector(sel).getBoundingClientRect();
+  return box('.gtitle').bottom <= box('.legend').top && box('.legend').bottom <= box('.nsewdrag').top;
+}"""
 TITLE_JS = """(id) => {
   const gd = document.querySelector(`#${id} .js-plotly-plot`);
   const title = gd && gd.layout && gd.layout.title;
@@ -139,6 +144,16 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         timeout=60_000,
     )
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
+
+    # Run with an empty prompt: a message says what to do, and the last run, its lab step stay on show
+    page.get_by_role("tab", name="Explore").click()
+    page.locator("#prompt textarea").fill("  ")
+    page.locator("#run").click()
+    page.locator(".toast-body").get_by_text("The prompt is empty").wait_for(timeout=30_000)
+    assert page.locator("#step-caption").inner_text() == caption and _nodes(page, "tree-plot") == drafts + 1
+    assert page.locator("#tree-plot .error, #step-caption .error").count() == 0
+    page.get_by_role("tab", name="Tree lab").click()
+    assert page.get_by_text(re.compile(rf"^Frozen: step {step} of")).is_visible()
     page.close()
 
 
@@ -210,6 +225,8 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
     box_a = page.locator("#prompt-a-plot").bounding_box()
     box_b = page.locator("#prompt-b-plot").bounding_box()
     assert abs(box_a["y"] - box_b["y"]) < 5 and box_b["x"] > box_a["x"] + box_a["width"] - 5  # side by side
+    for plot in ("prompt-a-plot", "prompt-b-plot"):  # at this width the legend takes two rows
+        assert page.evaluate(LEGEND_CLEAR_JS, plot), f"{plot}: the legend overlaps the title or the tree"
     assert (
         "grew deeper trees" in page.locator("#prompts-caption").inner_text()
         or "about the same" in page.locator("#prompts-caption").inner_text()

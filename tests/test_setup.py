@@ -88,3 +88,10 @@ def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
 
     assert line(TreeConfig(method="talon", budget=128, auto=True)).startswith("N=auto (cap 128) · K=")
     assert line(TreeConfig(method="static", budget=24)).startswith("N=24 · K=")
+
+
+def test_compare_titles_name_one_committed_token_once():
+    from ui.compare import token_span
+
+    assert token_span(31, 1) == "token 31"
+    assert token_span(31, 3) == "tokens 31–33"

@@ -468,6 +468,22 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
     assert any(r["rate"] != r["conditional"] for r in rows)  # the recorded run tells the two apart
 
 
+def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):
+    """Compare methods draws A and B in the adaptation and acceptance charts side by side: one run, one
+    colour in both (they had different palettes: A was blue in one and green in the other)."""
+    from viz.charts import acceptance_per_depth_chart
+    from viz.lab_charts import adaptation_figure
+
+    runs = {"A: EAGLE-2": recorded, "B: TALON": recorded}
+    dots = {t.name: t.marker.color for t in adaptation_figure(runs).data}
+    bars = {
+        t.name.rsplit(": accepted", 1)[0]: t.marker.color
+        for t in acceptance_per_depth_chart(runs).data
+        if t.type == "bar"
+    }
+    assert dots["A: EAGLE-2"] == bars["A: EAGLE-2"] != dots["B: TALON"] == bars["B: TALON"]
+
+
 def test_heatmaps_share_depth_axis_and_colour_scale(recorded: RunTrace):
     a = tree_shape_heatmap(recorded, max_depth=12, max_width=20)
     b = tree_shape_heatmap(random_trace(3, 10), max_depth=12, max_width=20)

@@ -37,6 +37,11 @@ def first_position(trace: RunTrace, index: int) -> int:
     return sum(len(s.committed_ids) for s in trace.steps[:index]) + 1
 
 
+def token_span(start: int, count: int) -> str:
+    """The output positions a step committed, from 1: ``token 31`` for one, ``tokens 31–33`` for three."""
+    return f"token {start}" if count == 1 else f"tokens {start}–{start + count - 1}"
+
+
 def compare_view(session: Session, position, color_mode):
     """Both trees at output token ``position``, on one depth and width scale for every step of both runs
     (so moving along the output never rescales them), the runs' table, the step numbers (from 1) of A and
@@ -62,7 +67,7 @@ def compare_view(session: Session, position, color_mode):
         start = first_position(trace, step.index)
         title = (
             f"{label}: {METHOD_NAMES.get(trace.tree_config['method'])} · step {step.index + 1} of "
-            f"{len(trace.steps)} · tokens {start}–{start + len(step.committed_ids) - 1}"
+            f"{len(trace.steps)} · {token_span(start, len(step.committed_ids))}"
         )
         figs.append(tree_figure(step, mode, title=title, max_depth=depth, max_width=width))
     token = runs[0].output_text and _token_text(runs[0], position)

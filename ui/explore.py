@@ -27,7 +27,7 @@ from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_fig
 from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, Session
-from .settings import SETTING_NAMES, RunSettings, prepare, settings_of
+from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
 from .shared import gpu_seconds
 from .tree_lab import frozen_for, gate_view
 
@@ -237,6 +237,12 @@ def calibration_figures(trace: RunTrace, prior: dict | None = None) -> tuple:
 
 
 # ---- run, stop, follow ------------------------------------------------------------------------------------
+def check_run(*panel) -> None:
+    """Refuse the settings ``panel`` (``SETTING_NAMES``) before anything on the page changes (``gr.Error``
+    says what to fix; the previous run, its gate and the Tree lab stay as they were)."""
+    check(RunSettings.of(panel))
+
+
 def _explore_seconds(session, color_mode, *panel) -> int:
     settings = RunSettings.of(panel[-len(SETTING_NAMES) :])
     return gpu_seconds(settings.max_new, settings.method)

@@ -12,7 +12,7 @@ import gradio as gr
 from talon.config import AUTO_CAP, AUTO_METHODS, ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
 from talon.engine.cost_measure import curve_for_run
-from talon.engine.decode import encode_prompt, new_trace
+from talon.engine.decode import check_prompt_text, encode_prompt, new_trace
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
 
@@ -131,6 +131,16 @@ def check_prompt_length(ids: list[int], device_kind: str) -> None:
             f"kept to {limit:,} tokens here: shorten it to about {limit * CHARS_PER_TOKEN:,} characters or fewer.",
             print_exception=False,
         )
+
+
+def check(settings: RunSettings) -> None:
+    """``gr.Error`` for settings no run could start from (an empty prompt, a bad field), found without
+    loading a model: checked before a run's page changes, so a refused run leaves the last one on show."""
+    try:
+        settings.configs()
+        check_prompt_text(settings.prompt)
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
 
 
 def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_stats
 from talon.trace import RunTrace, StepRecord
 
-from .style import TEMPLATE
+from .style import RUN_COLORS, TEMPLATE
 from .tree_figure import PATH_COLOR, VERDICT_COLORS, visible_text
 
 CHART_HEIGHT = 300
@@ -124,10 +124,6 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
         barmode="stack",
         yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})},
     )
-
-
-RUN_COLORS = ("#2E9E44", "#4C78A8", "#F58518", "#B279A2", "#E45756", "#72B7B2")
-"""One colour per run in the figures that draw several runs (a single run is green, like accepted nodes)."""
 
 
 def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:

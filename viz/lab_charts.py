@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from talon.trace import RunTrace
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
 
-from .style import TEMPLATE, new_figure
+from .style import RUN_COLORS, TEMPLATE, new_figure
 from .tree_figure import visible_text
 
 STATUS_STYLE = {
@@ -287,7 +287,6 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
     """One dot per step: the drafter's top-1 probability at the root (its confidence) against the
     depth the step's tree reached, per run.  TALON grows deeper where the drafter is sure."""
     fig = new_figure()
-    palette = TEMPLATE["layout"]["colorway"]
     for k, (label, trace) in enumerate(traces.items()):
         steps = [s for s in trace.steps if s.root_top1 is not None]
         if not steps:
@@ -298,7 +297,7 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
                 y=[s.tree.max_depth for s in steps],
                 mode="markers",
                 name=label,
-                marker={"color": palette[k % len(palette)], "size": 8, "opacity": 0.75},
+                marker={"color": RUN_COLORS[k % len(RUN_COLORS)], "size": 8, "opacity": 0.75},
                 customdata=[[s.index + 1, s.accepted_tokens, max(s.layer_widths[1:], default=0)] for s in steps],
                 hovertemplate="step %{customdata[0]}: top-1 %{x:.2f}, depth %{y}, widest layer %{customdata[2]}, "
                 "%{customdata[1]} accepted<extra>" + label + "</extra>",

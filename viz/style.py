@@ -25,6 +25,10 @@ CATEGORY_COLORS = (
 )  # fmt: skip
 """Ten distinct line colours, for charts with a line per prompt category (the headline suite has nine)."""
 
+RUN_COLORS = ("#2E9E44", "#4C78A8", "#F58518", "#B279A2", "#E45756", "#72B7B2")
+"""One colour per run, in that order, in every figure that draws several runs, so one run keeps its
+colour from chart to chart (a single run is green, like accepted nodes)."""
+
 
 def new_figure():
     """An empty ``plotly.graph_objects.Figure`` on ``TEMPLATE`` alone.  ``go.Figure()`` followed by

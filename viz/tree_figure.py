@@ -55,6 +55,11 @@ SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#E45756"}
 OTHER_COLOR = "#9E9E9E"
 PATH_COLOR = "#2E9E44"
 EDGE_COLOR = "#B0B7C3"
+TITLE_TOP_PX = 30
+"""The title's top edge below the figure's top, in pixels: clear of the label the app draws over a plot's
+top-left corner."""
+LEGEND_TOP_PX = TITLE_TOP_PX + 24
+"""The legend's top edge below the figure's top, in pixels: under a one-line title."""
 CONFIDENCE_SCALE = "Viridis"
 
 _WHITESPACE = str.maketrans({" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"})
@@ -496,23 +501,31 @@ def tree_figure(
     x_hi = depth_span + 0.9
     y_hi = rows - 0.5
     label_room = 0.0 if st.alternate else 0.9  # room for labels right of the deepest column
+    legend_top = LEGEND_TOP_PX if title != "" else TITLE_TOP_PX
     layout = dict(
+        # Title and legend hang from the figure's top edge, the legend below the title: in a half-width
+        # panel the legend wraps to two rows, which grow down (pushing the plot) instead of up into it.
         title={
             "text": default_title(step) if title is None else title,
             "x": 0.01,
             "xanchor": "left",
+            "y": 1,
+            "yref": "container",
+            "yanchor": "top",
+            "pad": {"t": TITLE_TOP_PX},
             "font": {"size": 14},
         },
         height=st.height,
         template=TEMPLATE,
         hovermode="closest",
-        margin={"l": 10, "r": 10, "t": 64 if title != "" else 34, "b": 36},
+        margin={"l": 10, "r": 10, "t": legend_top + 24, "b": 36},  # one legend row; more rows push it
         legend={
             "orientation": "h",
             "x": 0.0,
             "xanchor": "left",
-            "y": 1.0,
-            "yanchor": "bottom",
+            "yref": "container",
+            "y": 1 - legend_top / st.height,
+            "yanchor": "top",
             "font": {"size": 11},
             "itemsizing": "constant",
         },

@@ -30,13 +30,18 @@ from .verify import Verifier
 MAX_PROMPT_CHARS = 20_000
 
 
-def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
-    """Token ids of ``prompt`` as one user message in the tokenizer's chat template, with the
-    generation prompt added (plain encoding if the tokenizer has no template)."""
+def check_prompt_text(prompt: str) -> None:
+    """``ConfigError`` for a prompt no model could run: empty, or over ``MAX_PROMPT_CHARS`` characters."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError("The prompt is empty: type a question or pick an example.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ConfigError(f"The prompt has {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
+
+
+def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
+    """Token ids of ``prompt`` as one user message in the tokenizer's chat template, with the
+    generation prompt added (plain encoding if the tokenizer has no template)."""
+    check_prompt_text(prompt)
     tok = target.tokenizer
     if tok.chat_template:
         ids = tok.apply_chat_template(
