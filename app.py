@@ -16,7 +16,7 @@ import gradio as gr
 
 from ui import bench_tab, compare, explore, prompts, tree_lab
 from ui.async_tab import REPEATS as ASYNC_REPEATS
-from ui.async_tab import run_sync_async
+from ui.async_tab import check_async, run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
 from ui.shared import (
@@ -612,7 +612,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
-        prompts_btn.click(
+        prompts_btn.click(prompts.check_prompts, [prompt_a, prompt_b, *settings], None, api_visibility="private")
+        .success(
             prompts.run_prompts,
             [session, prompt_a, prompt_b, predict, color_mode, *settings],
             prompts_view_out,
@@ -672,7 +673,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare_verdict,
         compare_acceptance,
     ]
-    compare_btn.click(
+    compare_btn.click(compare.check_compare, [method_a, method_b, *settings], None, api_visibility="private").success(
         compare.run_compare,
         [session, method_a, method_b, color_mode, repeats, *settings],
         compare_out,
@@ -687,7 +688,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
-    async_btn.click(
+    async_btn.click(check_async, settings, None, api_visibility="private").success(
         run_sync_async,
         [async_repeats, *settings],
         [async_plot, async_table, async_verdict],

@@ -95,3 +95,35 @@ def test_compare_titles_name_one_committed_token_once():
 
     assert token_span(31, 1) == "token 31"
     assert token_span(31, 3) == "tokens 31–33"
+
+
+def test_every_run_button_refuses_bad_settings_before_the_page_changes():
+    # Each tab's run button first asks its check (no model needed): gr.Error there leaves the page as it was.
+    import gradio as gr
+
+    from ui.async_tab import check_async
+    from ui.compare import check_compare
+    from ui.explore import check_run
+    from ui.prompts import check_prompts
+    from ui.settings import SETTING_NAMES, RunSettings
+
+    def panel(**changes) -> list:
+        settings = RunSettings(prompt="List three colours.", budget=0).but(**changes)
+        return [getattr(settings, name) for name in SETTING_NAMES]
+
+    check_run(*panel())
+    check_compare("eagle2", "talon", *panel())
+    check_async(*panel())
+    check_prompts("a", "b", *panel())
+    with pytest.raises(gr.Error, match=r"^\W?The prompt is empty"):
+        check_run(*panel(prompt=" \n"))
+    with pytest.raises(gr.Error, match=r"^\W?The prompt is empty"):
+        check_compare("static", "talon", *panel(prompt=""))
+    with pytest.raises(gr.Error, match=r"^\W?Method A: A static tree has a fixed size"):
+        check_compare("static", "talon", *panel())
+    with pytest.raises(gr.Error, match=r"^\W?Budget N must be a number"):
+        check_run(*panel(budget="many"))
+    with pytest.raises(gr.Error, match="no drafter to overlap"):
+        check_async(*panel(method="ar"))
+    with pytest.raises(gr.Error, match=r"^\W?Prompt B is empty"):
+        check_prompts("a", "", *panel())

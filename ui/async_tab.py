@@ -10,12 +10,21 @@ from talon.trace import RunTrace
 from viz import charts, summary
 
 from .compute import model_work
-from .settings import SETTING_NAMES, RunSettings, prepare
+from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
 
 REPEATS = 3
 """Repetitions of the sync / async pair by default."""
 MAX_REPEATS = 5
+
+
+def check_async(*panel) -> None:
+    """``gr.Error`` before anything runs (or the page changes) if the settings ``panel`` (``SETTING_NAMES``)
+    cannot run, or have no drafter to overlap."""
+    settings = RunSettings.of(panel)
+    check(settings)
+    if settings.method == "ar":
+        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.", print_exception=False)
 
 
 def _async_seconds(repeats, *panel) -> int:
@@ -27,9 +36,8 @@ def _async_seconds(repeats, *panel) -> int:
 def run_sync_async(repeats, progress=gr.Progress(), *panel):
     """Run the settings ``panel`` (``SETTING_NAMES``) synchronously, then asynchronously, ``repeats`` times
     interleaved, and draw both timelines (the first repetition's)."""
+    check_async(*panel)
     settings = RunSettings.of(panel)
-    if settings.method == "ar":
-        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.", print_exception=False)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     runs: dict[str, list[RunTrace]] = {"sync": [], "async": []}
     for rep in range(repeats):

@@ -10,14 +10,14 @@ from itertools import accumulate
 import gradio as gr
 
 from talon import metrics
-from talon.config import METHOD_NAMES, ConfigError
+from talon.config import METHOD_NAMES
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session
-from .settings import SETTING_NAMES, RunSettings, prepare
+from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
 
 NO_COMPARE = (
@@ -107,6 +107,14 @@ DEFAULT_METHODS = ("eagle2", "talon")
 the settings panel starts at (a static tree has no "auto" size)."""
 
 
+def check_compare(method_a, method_b, *panel) -> None:
+    """``gr.Error`` before anything runs (or the page changes) if the settings ``panel`` (``SETTING_NAMES``)
+    cannot run with method A or with method B."""
+    settings = RunSettings.of(panel)
+    for label, method in (("A", method_a), ("B", method_b)):
+        check(settings.but(method=method), f"Method {label}: ")
+
+
 def _compare_seconds(session, method_a, method_b, color_mode, repeats, *panel) -> int:
     runs = 3 * max(1, int(repeats or 1))
     return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES) :]).max_new, "talon", runs=runs)
@@ -119,12 +127,8 @@ def run_compare(session: Session, method_a, method_b, color_mode, repeats, progr
     a busy spell of the machine hits all three alike; both methods' settings are checked before anything
     runs.  The trees shown are the first repetition's (greedy runs repeat the same trees); the table and
     the verdict use every repetition's wall time."""
+    check_compare(method_a, method_b, *panel)
     settings = RunSettings.of(panel)
-    for label, method in (("A", method_a), ("B", method_b)):
-        try:
-            settings.but(method=method).configs()
-        except ConfigError as err:
-            raise gr.Error(f"Method {label}: {err}", print_exception=False) from None
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
     for rep in range(repeats):

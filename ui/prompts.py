@@ -20,7 +20,7 @@ from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session
-from .settings import SETTING_NAMES, RunSettings, prepare
+from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import DEFAULT_BUDGET, DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
 
 PAIR_IDS = ("list-1", "chat-1")
@@ -69,16 +69,23 @@ def _prompts_seconds(session, prompt_a, prompt_b, predict, color_mode, *panel) -
 
 
 @model_work(duration=_prompts_seconds)
-def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progress=gr.Progress(), *panel):
-    """Decode ``prompt_a`` and ``prompt_b`` with the settings ``panel`` (``SETTING_NAMES``; its prompt is
-    replaced), one after the other, and show them side by side; with ``predict`` the results stay hidden
-    behind the class's guess."""
-    settings = RunSettings.of(panel)
+def check_prompts(prompt_a, prompt_b, *panel) -> None:
+    """``gr.Error`` before anything runs (or the page changes) if prompt A or B is empty or the settings
+    ``panel`` (``SETTING_NAMES``) cannot run."""
     for label, prompt in zip(LABELS, (prompt_a, prompt_b)):
         if not isinstance(prompt, str) or not prompt.strip():
             raise gr.Error(
                 f"Prompt {label} is empty: type one or press the example pair button.", print_exception=False
             )
+    check(RunSettings.of(panel).but(prompt=prompt_a))
+
+
+def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progress=gr.Progress(), *panel):
+    """Decode ``prompt_a`` and ``prompt_b`` with the settings ``panel`` (``SETTING_NAMES``; its prompt is
+    replaced), one after the other, and show them side by side; with ``predict`` the results stay hidden
+    behind the class's guess."""
+    check_prompts(prompt_a, prompt_b, *panel)
+    settings = RunSettings.of(panel)
     session.prompts = {}
     runs = {}
     for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):

@@ -133,14 +133,18 @@ def check_prompt_length(ids: list[int], device_kind: str) -> None:
         )
 
 
-def check(settings: RunSettings) -> None:
+def check(settings: RunSettings, label: str = "") -> None:
     """``gr.Error`` for settings no run could start from (an empty prompt, a bad field), found without
-    loading a model: checked before a run's page changes, so a refused run leaves the last one on show."""
+    loading a model: checked before a run's page changes, so a refused run leaves the last one on show.
+    ``label`` starts the message about a field (e.g. "Method A: ")."""
     try:
-        settings.configs()
         check_prompt_text(settings.prompt)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
+    try:
+        settings.configs()
+    except ConfigError as err:
+        raise gr.Error(f"{label}{err}", print_exception=False) from None
 
 
 def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
