@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -206,6 +207,17 @@ def test_curves_are_cached_by_what_they_depend_on(tmp_path):
     store_curve(c, key, tmp_path)
     assert cached_curve(key, tmp_path) == c
     assert cached_curve(replace(key, threads=1), tmp_path) is None
+    assert cached_curve(replace(key, cpu="AMD EPYC · family 25 model 17 · avx2 avx512f"), tmp_path) is None
+
+
+def test_the_curve_key_names_this_cpu():
+    # A cached curve is another machine's if the VM moved host: the key holds what tells CPUs apart.
+    from talon.models.device import CPU_FLAGS, cpu_flags, cpu_identity
+
+    identity = cpu_identity()
+    assert set(cpu_flags().split()) <= set(CPU_FLAGS)
+    if Path("/proc/cpuinfo").exists():
+        assert "family" in identity and cpu_flags() in identity
 
 
 # ---- the cost rule in the builders --------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -31,7 +30,7 @@ from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models.cpu_linear import cpu_linear_mode
-from ..models.device import device_label, synchronize
+from ..models.device import cpu_flags, cpu_name, device_label, synchronize
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
 from ..runtime.cost_curve import CostCurve
@@ -472,38 +471,10 @@ class SuiteRunner:
                 yield self.run_prompt(experiment, plan, item, ids, temperature)
 
 
-def cpu_flags() -> str:
-    """The vector extensions of this CPU that decide its kernels (AVX2, AVX-512, BF16, AMX)."""
-    try:
-        flags = next(
-            (
-                line.split(":", 1)[1].split()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("flags")
-            ),
-            [],
-        )
-    except OSError:
-        return ""
-    wanted = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
-    return " ".join(f for f in wanted if f in flags)
-
-
 def environment(target: LoadedModel) -> dict:
     """Where the numbers were measured: device, CPU, versions."""
 
-    cpu = ""
-    try:
-        cpu = next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            "",
-        )
-    except OSError:
-        pass
+    cpu = cpu_name()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     packed = next((m for m in target.model.modules() if hasattr(m, "plain_rows")), None)
     return {

@@ -23,7 +23,7 @@ import torch
 from ..config import ASSETS, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
 from ..models.cpu_linear import cpu_linear_mode
-from ..models.device import device_label, synchronize
+from ..models.device import cpu_identity, device_label, synchronize
 from ..models.loaded import LoadedModel
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
@@ -158,6 +158,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}",
         torch=torch.__version__,
         method=MEASUREMENT,
+        cpu=cpu_identity(),
     )
 
 

@@ -1,9 +1,11 @@
-"""Where models run: device and dtype choice, the one host-device synchronisation helper, and the
-device's display name."""
+"""Where models run: device and dtype choice, the one host-device synchronisation helper, the device's
+display name and the CPU's identity."""
 
 from __future__ import annotations
 
+import functools
 import os
+from pathlib import Path
 
 import torch
 
@@ -51,3 +53,40 @@ def device_label(lm: LoadedModel) -> str:
     if lm.device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(lm.device)})"
     return lm.device.type
+
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+"""The vector extensions that decide which CPU kernels run (and so what a step costs)."""
+
+
+@functools.cache
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo`` (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    info: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        name, _, value = line.partition(":")
+        info.setdefault(name.strip(), value.strip())
+    return info
+
+
+def cpu_flags() -> str:
+    """Which of ``CPU_FLAGS`` this CPU has, space-separated (AVX2, AVX-512, BF16, AMX)."""
+    flags = set(_cpuinfo().get("flags", "").split())
+    return " ".join(f for f in CPU_FLAGS if f in flags)
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``""`` where ``/proc/cpuinfo`` is missing)."""
+    return _cpuinfo().get("model name", "")
+
+
+def cpu_identity() -> str:
+    """What tells two CPUs' costs apart: model name, family / model numbers (a VM may only say "AMD EPYC")
+    and the vector extensions, e.g. ``"AMD EPYC · family 25 model 17 · avx2 avx512f ..."``."""
+    info = _cpuinfo()
+    family = f"family {info['cpu family']} model {info.get('model', '?')}" if "cpu family" in info else ""
+    return " · ".join(part for part in (cpu_name(), family, cpu_flags()) if part)

@@ -43,6 +43,7 @@ class CurveKey:
     kernels: str  # CPU linear mode and static-forward mode, e.g. "cpu_linear=onednn, graphs=off"
     torch: str
     method: str = ""  # how it was measured (a curve measured another way is measured again)
+    cpu: str = ""  # the CPU's identity (a VM moved to another host measures again)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
