@@ -168,9 +168,10 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     On a GPU (an H100, CUDA graphs) verifying a tree of 64 nodes costs 1.35 autoregressive steps and a
     draft-head call 0.12-0.15 of one, so the paper's N=60, K=10, mu=0.03 are the default (the N sweep
     there, 16 to 96, stays within the run-to-run noise of each other; auto-sized trees have not been
-    measured on a GPU yet).  On the 2-core CPU a tree of 25 nodes costs about 1.6 plain steps to verify
-    (docs/benchmarks.md); N=24 with K=6 root children and mu=0.1 was the fastest fixed setting of our CPU
-    sweep, and the same K and mu sized by the cost rule beat it side by side in the headline suite."""
+    measured on a GPU yet).  On the 2-core CPUs we measured a tree of 25 nodes costs 1.6-2.1 plain steps to
+    verify (AVX2 and AVX-512 EPYCs, docs/benchmarks.md); N=24 with K=6 root children and mu=0.1 was the
+    fastest fixed setting of our CPU sweep, and the same K and mu sized by the cost rule beat it side by
+    side in the headline suite on both machines."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
@@ -179,9 +180,10 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
-        "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on this CPU a "
-        "tree of 25 nodes costs about 1.6 plain decoding steps to verify, so trees stay small, and a step no "
-        "tree pays for is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side here (docs/benchmarks.md). "
+        "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on the 2-core CPUs "
+        "we measured, a tree of 25 nodes costs 1.6-2.1 plain decoding steps to verify, so trees stay small, and "
+        "a step no tree pays for is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side there "
+        "(docs/benchmarks.md). "
         "Set N to 24 for the fixed-size tree the gate shapes on its own.",
     )
 
