@@ -1,16 +1,20 @@
 """Prototype, not adopted: a batch-invariant bfloat16 target on this AVX512-BF16 CPU.  Does TALON auto then
-emit exactly ar's tokens on the headline suite's 14 example prompts (64 tokens, greedy, shipped head)?
+emit exactly ar's tokens on the headline suite's 14 example prompts, or on all 30 with ``headline`` (64
+tokens, greedy, the shipped head)?
 
-``invariant``: attention computed per query row over its visible keys in position order (rows grouped by
-their number of visible keys, so a row of a tree runs the same ops on the same shapes as the one-row plain
-step that later computes the same token), and the MLP's down projection (1536 inputs, past the length up
-to which this CPU's bfloat16 kernels give every row the same result at any row count) as two 768-input
-halves added in float32.  ``sdpa``: the model as shipped.  Wall clock per run, sequential, no peers.
+``invariant``: attention computed per query row over its visible keys in position order, in float32
+products and sums (rows grouped by their number of visible keys, so a row of a tree runs the same ops on
+the same shapes as the one-row plain step that later computes the same token), and the MLP's down
+projection (1536 inputs, past the length up to which this CPU's bfloat16 kernels give every row the same
+result at any row count) as two 768-input halves added in float32.  ``sdpa``: the model as shipped.
+Wall clock per run, sequential, no peers.
 
     TALON_DTYPE=bfloat16 TALON_CPU_LINEAR=onednn PYTHONPATH=. \\
-        python docs/bench/bf16-invariance-cpu-epyc-zen4/prototype.py invariant|sdpa|block invariant|block sdpa
+        python docs/bench/bf16-invariance-cpu-epyc-zen4/prototype.py invariant|sdpa [headline]
+    ... prototype.py block|trees invariant|sdpa
 """
 
+import random
 import sys
 import time
 
@@ -22,10 +26,11 @@ from talon.bench.suites import HEADLINE_PROMPTS
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.cost_measure import cost_curve_for
-from talon.engine.decode import run_to_end
+from talon.engine.decode import encode_prompt, run_to_end
 from talon.models.cpu_linear import PackedLinear
 from talon.models.registry import ModelRegistry
 from talon.runtime.kv_cache import CachedLM
+from talon.tree import DraftTree
 
 
 def invariant_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
@@ -49,9 +54,12 @@ def invariant_attention(module, query, key, value, attention_mask, dropout=0.0, 
         idx = vis[rows].nonzero()[:, 1].view(r, n)
         k = key[0][:, idx].float().unsqueeze(1)  # [kv_heads, 1, r, n, dim]
         v = value[0][:, idx].float().unsqueeze(1)
-        qq = query[0][:, rows].float().view(kv_heads, group, r, 1, dim)
-        p = torch.softmax(torch.matmul(qq, k.transpose(-1, -2)) * scaling, dim=-1)
-        out[rows] = torch.matmul(p, v).reshape(heads, r, dim).transpose(0, 1).to(query.dtype)
+        qq = query[0][:, rows].float().view(kv_heads, group, r, 1, dim)  # [kv_heads, group, r, 1, dim]
+        # products and sums, not batched matmuls: a batched matmul's result for one row depends on how
+        # many rows share the call (float32 scores over about 130 keys and more, this CPU)
+        p = torch.softmax((qq * k).sum(-1) * scaling, dim=-1)  # [kv_heads, group, r, n]
+        o = (p.unsqueeze(-1) * v).sum(-2)  # [kv_heads, group, r, dim]
+        out[rows] = o.reshape(heads, r, dim).transpose(0, 1).to(query.dtype)
     return out[None], None
 
 
@@ -99,8 +107,39 @@ def block(mode: str) -> None:
     print(f"{mode} ({target.dtype}): rows 1-{len(tokens)} of the block equal to one at a time: {equal}")
 
 
-def main(mode: str) -> None:
-    prompts = load_prompt_set(HEADLINE_PROMPTS[0])[0]
+def trees(mode: str) -> None:
+    """Random trees of 6 to 127 drafts after two example prompts, verified in one forward: does each row on
+    the deepest path get the bits it gets when the path is fed one token at a time?"""
+    target = ModelRegistry().get("embedded")
+    if mode == "invariant":
+        make_invariant(target)
+    prompts = {p["id"]: p for p in load_prompt_set(HEADLINE_PROMPTS[0])[0]}
+    rng = random.Random(0)
+    for pid in ("summ-1", "list-1"):
+        ids = encode_prompt(target, prompts[pid]["prompt"])
+        for size in (6, 20, 60, 100, 127):
+            tree = DraftTree.with_root(ids[-1])
+            for _ in range(size):
+                tree.add(rng.randrange(len(tree)), rng.randrange(100, 20000), -1.0)
+            path = [max(range(len(tree)), key=lambda n: tree.depth[n])]
+            while tree.parent[path[-1]] != -1:
+                path.append(tree.parent[path[-1]])
+            path.reverse()
+            with torch.no_grad():
+                one = CachedLM(target)
+                one.extend_committed(ids[:-1])
+                rows = [one.extend_committed([tree.token[n]], logit_rows="all").hidden[0] for n in path]
+                verify = CachedLM(target)
+                verify.extend_committed(ids[:-1])
+                hidden = verify.forward_nodes(tree, list(range(len(tree))), len(ids) - 1, logit_rows=None).hidden
+            equal = "".join("=" if torch.equal(rows[k], hidden[n]) else "x" for k, n in enumerate(path))
+            print(f"{mode}: {pid}, tree of {len(tree)} nodes, path rows (root first) equal: {equal}", flush=True)
+
+
+def main(mode: str, suite: str = "examples") -> None:
+    """``suite``: ``examples`` (the 14 example prompts) or ``headline`` (all 30 of the headline suite)."""
+    sets = HEADLINE_PROMPTS if suite == "headline" else HEADLINE_PROMPTS[:1]
+    prompts = [p for prompt_set in sets for p in load_prompt_set(prompt_set)[0]]
     registry = ModelRegistry()
     target = registry.get("embedded")
     drafter = drafter_for("talon", "head", target, registry)  # before the split: the head checks the weights
@@ -134,5 +173,7 @@ def main(mode: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "block":
         block(sys.argv[2])
+    elif sys.argv[1] == "trees":
+        trees(sys.argv[2])
     else:
-        main(sys.argv[1])
+        main(*sys.argv[1:3])
