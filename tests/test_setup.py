@@ -127,3 +127,15 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes():
         check_async(*panel(method="ar"))
     with pytest.raises(gr.Error, match=r"^\W?Prompt B is empty"):
         check_prompts("a", "", *panel())
+
+
+def test_the_run_handlers_do_the_model_work_and_the_checks_do_not():
+    # The runs go through model_work (fresh threads; a GPU lease on Spaces); a check must stay a plain
+    # call, or the button would take a GPU lease to say the prompt is empty.
+    from ui.async_tab import check_async, run_sync_async
+    from ui.compare import check_compare, run_compare
+    from ui.explore import check_run, run_explore
+    from ui.prompts import check_prompts, run_prompts
+
+    assert all(hasattr(f, "__wrapped__") for f in (run_explore, run_prompts, run_compare, run_sync_async))
+    assert not any(hasattr(f, "__wrapped__") for f in (check_run, check_prompts, check_compare, check_async))

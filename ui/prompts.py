@@ -68,7 +68,6 @@ def _prompts_seconds(session, prompt_a, prompt_b, predict, color_mode, *panel) -
     return gpu_seconds(settings.max_new, settings.method, runs=2)
 
 
-@model_work(duration=_prompts_seconds)
 def check_prompts(prompt_a, prompt_b, *panel) -> None:
     """``gr.Error`` before anything runs (or the page changes) if prompt A or B is empty or the settings
     ``panel`` (``SETTING_NAMES``) cannot run."""
@@ -80,6 +79,7 @@ def check_prompts(prompt_a, prompt_b, *panel) -> None:
     check(RunSettings.of(panel).but(prompt=prompt_a))
 
 
+@model_work(duration=_prompts_seconds)
 def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progress=gr.Progress(), *panel):
     """Decode ``prompt_a`` and ``prompt_b`` with the settings ``panel`` (``SETTING_NAMES``; its prompt is
     replaced), one after the other, and show them side by side; with ``predict`` the results stay hidden
