@@ -127,6 +127,8 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes():
         check_async(*panel(method="ar"))
     with pytest.raises(gr.Error, match=r"^\W?Prompt B is empty"):
         check_prompts("a", "", *panel())
+    with pytest.raises(gr.Error, match="characters; keep it under"):
+        check_prompts("a", "b" * 30_000, *panel())
 
 
 def test_the_run_handlers_do_the_model_work_and_the_checks_do_not():

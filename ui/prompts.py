@@ -71,12 +71,13 @@ def _prompts_seconds(session, prompt_a, prompt_b, predict, color_mode, *panel) -
 def check_prompts(prompt_a, prompt_b, *panel) -> None:
     """``gr.Error`` before anything runs (or the page changes) if prompt A or B is empty or the settings
     ``panel`` (``SETTING_NAMES``) cannot run."""
+    settings = RunSettings.of(panel)
     for label, prompt in zip(LABELS, (prompt_a, prompt_b)):
         if not isinstance(prompt, str) or not prompt.strip():
             raise gr.Error(
                 f"Prompt {label} is empty: type one or press the example pair button.", print_exception=False
             )
-    check(RunSettings.of(panel).but(prompt=prompt_a))
+        check(settings.but(prompt=prompt))  # each prompt's length, and the panel's fields
 
 
 @model_work(duration=_prompts_seconds)
