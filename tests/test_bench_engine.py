@@ -14,6 +14,7 @@ from talon.bench.cli import main
 from talon.bench.peers import assistant_for, run_peer
 from talon.config import DecodeConfig, TreeConfig, device_default_auto
 from talon.engine.decode import encode_prompt, run_to_end
+from talon.models.cpu_attention import GQA_ATTENTION
 from talon.models.device import gpu_available
 from viz.bench_plots import main as plots_main
 
@@ -189,6 +190,8 @@ def test_the_peers_run_an_unmodified_transformers_model():
     stock, ours = registry.get_stock("embedded"), registry.get("embedded")
     assert not any(isinstance(m, PackedLinear) for m in stock.model.modules())
     assert any(isinstance(m, PackedLinear) for m in ours.model.modules())
+    assert stock.model.config._attn_implementation == "sdpa"  # transformers' own attention
+    assert ours.model.config._attn_implementation == GQA_ATTENTION
     assert stock.model is not ours.model and registry.get_stock("embedded") is stock
     ids = encode_prompt(ours, EXAMPLES["code-1"])
     ar = run_to_end(ours, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=ids)

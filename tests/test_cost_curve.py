@@ -3,6 +3,8 @@ refreshing it, and auto-sized runs that record their expected tokens, price and 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -18,7 +20,7 @@ from talon.engine.cost_measure import (
     measure_curve,
 )
 from talon.engine.decode import new_trace, run_to_end
-from talon.engine.verify import Verifier
+from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, logit_nodes
 from talon.trace import RunTrace
 from talon.tree import STOP_REASONS
 from tests.tiny import prompt_ids, random_head, tiny_target
@@ -91,6 +93,15 @@ def test_the_measured_trees_walk_the_targets_own_chain_down_to_a_leaf(target):
         verifier = Verifier(target)
         verifier.prefill(ids)
         assert verifier.verify(tree, 0.0).accepted_path == [0, 1, 3, 7]
+
+
+def test_a_measured_trees_chain_leaf_is_headed_so_its_walk_takes_one_lm_head_call():
+    tree = heap_tree(0, 32, [5, 6, 7], chain=[1, 2, 3, 4, 5])
+    leaves = [i for i, kids in enumerate(tree.children_lists()) if not kids]
+    assert len(leaves) > LEAVES_WITH_INTERNAL and 31 in leaves  # node 31 ends the chain 1, 3, 7, 15, 31
+    headed = logit_nodes(tree)
+    assert 31 in headed and len(headed) < len(tree)
+    assert heap_tree(0, 32, [5, 6, 7]).path_logprob[31] < math.log(LEAF_HEAD_PROB)  # no chain: not headed
 
 
 class _SpikyPieces:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 
 import pytest
@@ -17,7 +18,7 @@ from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import fill_texts, run_to_end
-from talon.engine.verify import LEAVES_WITH_INTERNAL, Verifier, greedy_accept
+from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, greedy_accept, logit_nodes
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
@@ -359,7 +360,9 @@ def test_the_cache_is_written_in_place_and_commit_moves_only_the_path(target):
 
 
 @pytest.mark.parametrize("size", [3, 5, 20])
-def test_the_lm_head_runs_once_on_a_tree_with_few_leaves_else_on_internal_nodes_and_the_final_leaf(target, size):
+def test_the_lm_head_runs_once_on_the_internal_nodes_and_likely_leaves_and_again_only_for_another_final_leaf(
+    target, size
+):
     ids = prompt_ids(12)
     tree = random_tree(12, ids[-1], size=size)
     rows = []
@@ -372,12 +375,32 @@ def test_the_lm_head_runs_once_on_a_tree_with_few_leaves_else_on_internal_nodes_
             checked = verifier.verify(tree, 0.0)
     finally:
         handle.remove()
-    internal = sum(1 for kids in tree.children_lists() if kids)
-    if len(tree) - internal <= LEAVES_WITH_INTERNAL:
-        assert rows == [len(tree)]
-    else:
-        ends_at_leaf = not tree.children(checked.accepted_path[-1])
-        assert rows == [internal] + ([1] if ends_at_leaf else []) and internal < len(tree)
+    headed = logit_nodes(tree)
+    internal = [i for i, kids in enumerate(tree.children_lists()) if kids]
+    assert set(internal) <= set(headed)
+    if len(tree) - len(internal) <= LEAVES_WITH_INTERNAL:
+        assert headed == list(range(len(tree)))
+    end = checked.accepted_path[-1]
+    assert rows == [len(headed)] + ([1] if end not in headed else [])
+    verifier.drop_tree()
+    with torch.inference_mode():
+        full = greedy_accept(tree, verifier.node_logits(tree))
+    assert (checked.accepted_path, checked.bonus_token) == (full.accepted_path, full.bonus_token)
+
+
+def test_a_wide_tree_heads_its_internal_nodes_and_the_leaves_its_walk_is_likely_to_end_at():
+    tree = DraftTree.with_root(0)
+    sure = tree.add(0, 1, math.log(0.9))
+    for k in range(5):  # five unlikely leaves under the root
+        tree.add(0, 10 + k, math.log(0.01))
+    deep = tree.add(sure, 2, math.log(0.8))  # path 0.72: the walk often ends here
+    odd = tree.add(sure, 3, math.log(0.05))  # path 0.045: just under LEAF_HEAD_PROB
+    assert LEAF_HEAD_PROB == 0.05
+    assert logit_nodes(tree) == [0, sure, deep]
+    assert odd not in logit_nodes(tree)
+    few = DraftTree.with_root(0)
+    few.add(few.add(0, 1, math.log(0.01)), 2, math.log(0.01))
+    assert logit_nodes(few) == [0, 1, 2]  # few leaves: every row, whatever the probabilities
 
 
 def test_prefill_computes_no_logits(target):

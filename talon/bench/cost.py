@@ -36,7 +36,7 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
             {
                 "component": "target",
                 "size": size,
-                "lm_head_rows": len(logit_nodes(heap_tree(0, size, [0]))),
+                "lm_head_rows": len(logit_nodes(heap_tree(0, size, [0], chain=[0] * size))),
                 "seconds": seconds,
             }
         )

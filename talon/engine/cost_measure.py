@@ -11,6 +11,7 @@ model cache and reused until ``refresh``.
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import time
@@ -66,17 +67,29 @@ def timed(fn: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+CHAIN_LOGPROB = math.log(0.8)
+"""Draft log-probability of each node on a measured tree's leftmost path (the target's own greedy
+continuation, which a useful drafter proposes with confidence); every other node has log-probability
+-1.  A walk that runs down an accepted chain to a leaf then finds the leaf's row in the one LM head call
+(``talon.engine.verify.LEAF_HEAD_PROB``), as four in five such walks did in the headline suite's auto
+runs; at -1 everywhere the leaf of a deep chain fell under that bar and every measured tree paid a
+second LM head call."""
+
+
 def heap_tree(root: int, nodes: int, tokens: Sequence[int], chain: Sequence[int] = ()) -> DraftTree:
     """A tree of ``nodes`` nodes (root included) shaped like a binary heap: about half the nodes are
     internal, as in the TALON trees the head grows, so the LM head runs on a typical number of rows.
     ``chain``: tokens for the leftmost path (nodes 1, 3, 7, ...), e.g. the target's own greedy
-    continuation, so verification walks down to a leaf as it does after an accepted chain; the other
-    nodes take ``tokens`` in turn."""
+    continuation, so verification walks down to a leaf as it does after an accepted chain; they carry
+    ``CHAIN_LOGPROB``, the other nodes take ``tokens`` in turn at log-probability -1."""
     tree = DraftTree.with_root(root)
     for i in range(1, nodes):
         depth = (i + 1).bit_length() - 1
         on_chain = i + 1 == 1 << depth and depth <= len(chain)
-        tree.add((i - 1) // 2, chain[depth - 1] if on_chain else tokens[i % len(tokens)], -1.0)
+        if on_chain:
+            tree.add((i - 1) // 2, chain[depth - 1], CHAIN_LOGPROB)
+        else:
+            tree.add((i - 1) // 2, tokens[i % len(tokens)], -1.0)
     return tree
 
 
@@ -155,7 +168,8 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         dtype=str(target.dtype).removeprefix("torch."),
         device=device_label(target),
         threads=torch.get_num_threads(),
-        kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}",
+        kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}, "
+        f"attention={getattr(target.model.config, '_attn_implementation', None)}",
         torch=torch.__version__,
         method=MEASUREMENT,
         cpu=cpu_identity(),

@@ -5,15 +5,18 @@ argmax of the tempered logits plus position-keyed Gumbel noise, ``talon.engine.s
 descends into the child holding that token; the first node without such a child gives the bonus token.
 
 The target's LM head runs only on the rows acceptance needs: the internal nodes (every visited node
-but the last is one) and, when the walk ends at a leaf, that leaf.  A tree with few leaves gets its
-leaves' rows in the same LM head call as the internal ones (``LEAVES_WITH_INTERNAL``): the head's
-weights are read once whatever the row count, so a second call for the leaf costs more than the rows.
+but the last is one) and, when the walk ends at a leaf, that leaf.  The head's weights are read once
+per call whatever the row count, so a second call for a leaf costs far more than a few more rows in the
+first: a tree with few leaves gets every leaf's row in the one call (``LEAVES_WITH_INTERNAL``), and a
+tree with more gets the leaves the walk is likely to end at, those whose draft path probability is at
+least ``LEAF_HEAD_PROB``.
 ``greedy_accept`` and ``sampling_accept`` are the same walk as pure functions of full per-node logits,
 for tests and the lab.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -30,6 +33,15 @@ LEAVES_WITH_INTERNAL = 4
 [vocab, H] matrix read once per call: on the 2-core CPU (SmolLM2-135M, vocab 49,152) a call took
 4.3 ms at 1 row and about 0.36 ms more per extra row, so a walk that ends at a leaf (an accepted chain
 does) saves a call's 4 ms for a few rows' 1-2 ms."""
+LEAF_HEAD_PROB = 0.05
+"""In a tree with more leaves, a leaf whose draft path probability (``exp(path_logprob)``) is at least
+this gets its row in the one LM head call.  The walk ends at a leaf only when the target accepts the
+whole path to it, which happens about as often as the path's draft probability says (the head is close
+to calibrated along paths), so heading the leaf pays when that probability times a call's cost exceeds
+one row's cost: 0.16-0.25 ms a row against 4.6 ms a call on the 2-core AVX-512 machine, 0.36 against 4.3
+on the AVX2 one.  In the headline suite's TALON and hybrid auto runs 605 of 1,110 trees with more than
+four leaves ended at a leaf; heading the leaves above 0.05 took 3.3 more rows a tree and left 117 of
+those 605 walks a second call (docs/benchmarks.md, "Cheaper verification")."""
 
 
 def walk(tree: DraftTree, choice: Callable[[int], int]) -> tuple[list[str], list[int], int, list[int]]:
@@ -55,15 +67,19 @@ def walk(tree: DraftTree, choice: Callable[[int], int]) -> tuple[list[str], list
         path.append(nxt)
 
 
-def node_token_probs(tree: DraftTree, parent_logits: torch.Tensor, temperature: float) -> list[float]:
+def node_token_probs(
+    tree: DraftTree, logits: torch.Tensor, parent_rows: Sequence[int], temperature: float
+) -> list[float]:
     """Per node, the target's probability of its token given its parent's context (1.0 for the root).
-    ``parent_logits``: float ``[len(tree) - 1, vocab]``, row k = logits after node k + 1's parent;
-    tempered by ``temperature`` when > 0 (untempered at 0)."""
+    ``logits``: float ``[rows, vocab]``; ``parent_rows[k]``: the row of ``logits`` after node k + 1's
+    parent (``len(tree) - 1`` entries); tempered by ``temperature`` when > 0 (untempered at 0).  The
+    normaliser is taken once per row, not once per child."""
     if len(tree) == 1:
         return [1.0]
-    scores = parent_logits / temperature if temperature > 0 else parent_logits
+    scores = logits / temperature if temperature > 0 else logits
+    rows = torch.tensor(parent_rows, device=scores.device)
     tokens = torch.tensor(tree.token[1:], device=scores.device)
-    picked = scores.gather(1, tokens[:, None])[:, 0] - torch.logsumexp(scores, dim=-1)
+    picked = scores[rows, tokens] - torch.logsumexp(scores, dim=-1)[rows]
     return [1.0] + picked.exp().tolist()
 
 
@@ -71,7 +87,7 @@ def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
     """The greedy walk over full logits ``[len(tree), vocab]`` (row i = the target after node i)."""
     choices = logits.argmax(dim=-1).tolist()
     status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, logits[tree.parent[1:]], 0.0)
+    probs = node_token_probs(tree, logits, tree.parent[1:], 0.0)
     return Verdict(status, path, bonus, target_token, probs)
 
 
@@ -82,16 +98,20 @@ def sampling_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, n
     scores = logits / temperature + noise[torch.tensor(tree.depth, device=noise.device)]
     choices = scores.argmax(dim=-1).tolist()
     status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, logits[tree.parent[1:]], temperature)
+    probs = node_token_probs(tree, logits, tree.parent[1:], temperature)
     return Verdict(status, path, bonus, target_token, probs)
 
 
 def logit_nodes(tree: DraftTree) -> list[int]:
-    """The nodes whose logits verification computes in its one LM head call: the internal ones, or
-    every node when the tree has at most ``LEAVES_WITH_INTERNAL`` leaves."""
+    """The nodes whose logits verification computes in its one LM head call, in tree order: every node
+    when the tree has at most ``LEAVES_WITH_INTERNAL`` leaves, else the internal ones and the leaves
+    whose draft path probability is at least ``LEAF_HEAD_PROB``."""
     kids = tree.children_lists()
-    internal = [i for i in range(len(tree)) if kids[i]]
-    return internal if len(tree) - len(internal) > LEAVES_WITH_INTERNAL else list(range(len(tree)))
+    leaves = sum(1 for k in kids if not k)
+    if leaves <= LEAVES_WITH_INTERNAL:
+        return list(range(len(tree)))
+    likely = math.log(LEAF_HEAD_PROB)
+    return [i for i in range(len(tree)) if kids[i] or tree.path_logprob[i] >= likely]
 
 
 class Verifier:
@@ -162,8 +182,7 @@ class Verifier:
             return int(scores(leaf, [node]).argmax(dim=-1)[0])
 
         status, path, bonus, target_token = walk(tree, choice)
-        parent_rows = to_device([index[p] for p in tree.parent[1:]], torch.long, logits.device)
-        probs = node_token_probs(tree, logits[parent_rows], temperature)
+        probs = node_token_probs(tree, logits, [index[p] for p in tree.parent[1:]], temperature)
         return Verdict(status, path, bonus, target_token, probs)
 
     def commit(self, accepted_path: Sequence[int]) -> None:

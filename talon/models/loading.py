@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from .cpu_attention import use_gqa_attention
 from .cpu_linear import pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
@@ -41,7 +42,8 @@ def load_model(
     stock: bool = False,
 ) -> LoadedModel:
     """Load ``spec``: ``"embedded"``, a local directory, or a Hugging Face Hub id.  ``stock`` leaves the
-    model exactly as transformers builds it (no packed CPU kernels): what the transformers peers run.
+    model exactly as transformers builds it (no packed CPU kernels, transformers' own attention): what
+    the transformers peers run.
 
     A Hub id is tried from the local Hugging Face cache first; the network is tried only when the Hub
     is reachable (``talon.models.hub.hub_reachable``, decided once), so an unknown id fails at once
@@ -94,6 +96,7 @@ def load_model(
     model.requires_grad_(False)
     if not stock:
         pack_for_device(model)
+        use_gqa_attention(model)
     identity = str(Path(source).resolve()) if local_only else spec
     return LoadedModel(name, model, tokenizer, device, dtype, identity)
 

@@ -40,7 +40,7 @@ class CurveKey:
     dtype: str
     device: str  # e.g. "cpu" or "cuda (NVIDIA H100 80GB HBM3)"
     threads: int
-    kernels: str  # CPU linear mode and static-forward mode, e.g. "cpu_linear=onednn, graphs=off"
+    kernels: str  # CPU linears, static forwards, attention: "cpu_linear=onednn, graphs=off, attention=sdpa"
     torch: str
     method: str = ""  # how it was measured (a curve measured another way is measured again)
     cpu: str = ""  # the CPU's identity (a VM moved to another host measures again)

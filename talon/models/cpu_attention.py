@@ -1,0 +1,79 @@
+"""Grouped-query attention on the CPU without copying the keys and values for every query head.
+
+transformers' ``sdpa`` attention, given a mask and more than one query row (tree verification always
+passes a mask), repeats each key/value head for the query heads that share it (``repeat_kv``: one copy
+of K and V per layer per forward) and runs SDPA on the copies.  PyTorch's CPU SDPA maps query heads to
+key/value heads itself (``enable_gqa=True``), with a mask too, and gives bit-for-bit the output it
+gives on the repeated heads; on the 2-core AVX-512 machine a 16-row tree forward of SmolLM2-135M
+(9 query heads, 3 key/value heads) spent 5.2 ms per forward in the copies and the wider SDPA, against
+about 2.7 ms this way (docs/benchmarks.md, "Cheaper verification").
+
+Only CPU models loaded for our own loop use it (``use_gqa_attention``); the transformers peers run
+transformers' own attention.  On a GPU, SDPA with a mask and ``enable_gqa`` may fall back to the math
+kernel, so GPU models keep transformers' ``sdpa``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+GQA_ATTENTION = "talon_cpu_gqa_sdpa"
+"""The attention implementation's registered name (``model.config._attn_implementation``)."""
+
+
+def gqa_sdpa_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function contract: ``query`` ``[B, heads, q, D]``, ``key`` / ``value``
+    ``[B, kv_heads, k, D]``, ``attention_mask`` bool (True = visible) or additive float ``[B, 1, q, k]``
+    or None -> ``([B, q, heads, D], None)``.  Grouped heads go to SDPA as they are (``enable_gqa``);
+    anything else (no grouping, a GPU, position biases, a paged cache, soft-capping) takes
+    transformers' ``sdpa`` unchanged."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    plain = groups == 1 or query.device.type != "cpu" or any(kwargs.get(k) is not None for k in _DELEGATED)
+    if plain:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask=attention_mask,
+        dropout_p=dropout,
+        scale=scaling,
+        is_causal=bool(is_causal and attention_mask is None and query.shape[2] > 1),
+        enable_gqa=True,
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+_DELEGATED = ("position_bias", "cache", "softcap", "s_aux", "sinks")
+"""Keyword arguments that ``gqa_sdpa_forward`` leaves to transformers' ``sdpa`` when given."""
+
+
+def use_gqa_attention(model: nn.Module) -> bool:
+    """Switch ``model`` (on the CPU, with grouped key/value heads) to ``gqa_sdpa_forward``.  Returns
+    whether it did: a model on another device, without grouped heads, or whose attention is not
+    transformers' ``sdpa`` is left as it is."""
+    config = getattr(model, "config", None)
+    weight = next((p for p in model.parameters()), None)
+    if config is None or weight is None or weight.device.type != "cpu":
+        return False
+    heads = getattr(config, "num_attention_heads", None)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    if not heads or kv_heads == heads or getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    AttentionInterface.register(GQA_ATTENTION, gqa_sdpa_forward)
+    model.set_attn_implementation(GQA_ATTENTION)
+    return True
