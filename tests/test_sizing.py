@@ -27,6 +27,7 @@ from talon.drafters.calibration import (
     q_bin,
     reliability,
     save,
+    scale_odds,
 )
 from talon.engine.builders import ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder, TalonBuilder
 from talon.engine.sizing import CostRule
@@ -96,10 +97,12 @@ def test_only_reached_nodes_are_counted_and_pull_the_estimate():
         cal.observe(tree, verdict)
     # Reached: a (q .8, accepted), b (q .1), c (q .5): 10 accepted where the priors summed to 14.
     r = (10 + SCALE_STRENGTH) / (14 + SCALE_STRENGTH)
-    assert cal.scale(SOURCE_MODEL) == pytest.approx(r) and cal.scale(SOURCE_RETRIEVAL) == 1.0
-    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * 0.8 * r) / (10 + 4))
-    assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * 0.1 * r) / (10 + 4))
-    assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(0.9 * r)  # an unseen cell moves with the run's scale
+    assert cal.ratio(SOURCE_MODEL) == pytest.approx(r) and cal.scale(SOURCE_RETRIEVAL) == 1.0
+    s = cal.scale(SOURCE_MODEL)  # the odds multiplier that lowers the reached priors' sum by r
+    assert s < 1 and sum(10 * scale_odds(q, s) for q in (0.8, 0.1, 0.5)) == pytest.approx(14 * r)
+    assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * scale_odds(0.8, s)) / (10 + 4))
+    assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * scale_odds(0.1, s)) / (10 + 4))
+    assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(scale_odds(0.9, s))  # an unseen cell moves with the run
 
 
 def test_a_run_accepted_less_than_the_fitted_table_lowers_every_cell():
@@ -112,8 +115,40 @@ def test_a_run_accepted_less_than_the_fitted_table_lowers_every_cell():
     for step in range(40):
         ok = step % 10 < 3
         cal.observe(tree, Verdict(["root", ACCEPTED if ok else REJECTED], [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
-    assert cal.scale(SOURCE_MODEL) == pytest.approx((12 + SCALE_STRENGTH) / (24 + SCALE_STRENGTH))
+    r = (12 + SCALE_STRENGTH) / (24 + SCALE_STRENGTH)
+    assert cal.ratio(SOURCE_MODEL) == pytest.approx(r)
+    assert scale_odds(0.6, cal.scale(SOURCE_MODEL)) == pytest.approx(0.6 * r)
     assert cal(0.6, 2, SOURCE_MODEL) < 0.4 and abs(cal(0.6, 1, SOURCE_MODEL) - 0.3) < 0.05
+
+
+def test_a_run_accepted_more_than_the_table_raises_sure_cells_without_making_them_certain():
+    # Copy chains: the table says 0.9 for deep nodes; this run's first nodes (prior 0.3) are accepted
+    # twice as often.  A multiplied-and-clamped prior made the deep cell 1.0, so a 30-node chain looked
+    # sure to be accepted to its end; the odds stay below 1, so the chain's path acceptance decays.
+    deep = (SOURCE_RETRIEVAL, 4, q_bin(0.85), 3)
+    table = {(SOURCE_RETRIEVAL, 1, q_bin(0.5), 3): 0.3, deep: 0.9}
+    cal = Calibration(table)
+    tree = DraftTree.with_root(0)
+    tree.add(0, 1, math.log(0.5), SOURCE_RETRIEVAL, 3)
+    for step in range(50):
+        ok = step % 10 < 6
+        cal.observe(tree, Verdict(["root", ACCEPTED if ok else REJECTED], [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
+    assert cal.ratio(SOURCE_RETRIEVAL) == pytest.approx(40 / 25)  # 30 accepted of 50 where the table said 15
+    assert 0.9 < cal(0.85, 6, SOURCE_RETRIEVAL, 3) < 0.97  # raised, but not to 1
+    assert cal(0.85, 6, SOURCE_MODEL) == pytest.approx(0.85)  # another source keeps its own scale
+    chain = DraftTree.with_root(0)
+    node = 0
+    for k in range(30):
+        node = chain.add(node, k + 1, math.log(0.85), SOURCE_RETRIEVAL, 3)
+    assert cal.path_acceptance(chain)[-1] < 0.5
+
+
+def test_scaling_odds_keeps_probabilities_in_bounds_and_one_is_the_identity():
+    assert scale_odds(0.3, 1.0) == pytest.approx(0.3)
+    assert scale_odds(0.01, 2.0) == pytest.approx(0.02, rel=0.02)  # small p: about p * s
+    assert scale_odds(0.9, 100.0) < 1.0 and scale_odds(0.9, 0.01) > 0.0
+    assert scale_odds(0.0, 5.0) == 0.0 and scale_odds(1.0, 0.2) == 1.0
+    assert [scale_odds(0.5, s) for s in (0.5, 1.0, 2.0)] == sorted(scale_odds(0.5, s) for s in (0.5, 1.0, 2.0))
 
 
 def test_expected_tokens_is_one_plus_the_path_acceptances():

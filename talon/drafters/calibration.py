@@ -7,12 +7,14 @@ and a node is *reached* (checked by the target) exactly when its parent was acce
 labels its reached nodes accepted or not, and those labels are what a calibration counts.
 
 ``Calibration`` keeps counts per cell (source, depth bucket, q bin, match bucket) and answers
-``(accepted + s * r * prior) / (reached + s)``: the prior (a fitted table shipped with a drafter, else
+``(accepted + s * prior') / (reached + s)``: the prior (a fitted table shipped with a drafter, else
 the raw q, or for prompt lookup ``LOOKUP_PRIOR[match length] * q``) is worth ``s`` observations, and a run's own
-verdicts pull each cell toward what this run sees.  ``r`` is the run's acceptance relative to the prior
-over all of a source's reached nodes so far (``(accepted + k) / (prior sum + k)``): a fitted table is an
-average over prompts, and on a prompt where the drafter is accepted less (or more) often than on
-average every cell, seen or not, moves with it long before each cell has data of its own.  Torch-free.
+verdicts pull each cell toward what this run sees.  ``prior'`` is the prior with its odds multiplied by
+the run's scale: the ratio ``r`` of the run's acceptances to the summed priors of a source's reached
+nodes so far (``(accepted + k) / (prior sum + k)``), turned into the odds multiplier that changes that
+sum by ``r``.  A fitted table is an average over prompts, and on a prompt where the drafter is accepted
+less (or more) often than on average every cell, seen or not, moves with it long before each cell has
+data of its own; on the odds a sure cell never reaches 1.  Torch-free.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
 SCALE_STRENGTH = 10.0
 """How many expected acceptances the run-level scale starts from at 1 (the prior as fitted)."""
+PRIOR_BINS = 50
+"""The reached nodes' priors are kept in this many equal bins of [0, 1] (count and sum) to fit the scale."""
+ODDS_LOG_RANGE = 7.0
+"""The run-level odds multiplier stays within ``exp(+-ODDS_LOG_RANGE)``."""
 LOOKUP_PRIOR = {0: 0.32, 1: 0.32, 2: 0.64, 3: 0.83}
 """A retrieval draft without a fitted cell is assumed accepted with probability ``LOOKUP_PRIOR[match
 length] * q`` before any verdict (then learned): prompt lookup's q is how often a continuation followed
@@ -89,6 +95,8 @@ class Calibration:
         self.strength = strength
         self.counts: dict[Cell, Counts] = {}
         self.totals: dict[str, Counts] = {}  # per source: the priors of reached nodes (as ``reached``), accepted
+        self._priors: dict[str, list[list[float]]] = {}  # per source, per PRIOR_BINS bin: [count, sum of priors]
+        self._odds: dict[str, float] = {}  # per source: the odds multiplier ``scale`` gives
 
     def prior_of(self, key: Cell, q: float) -> float:
         """The cell's prior as given (fitted table, raw q or the lookup prior), before the run's scale."""
@@ -96,15 +104,34 @@ class Calibration:
             return self.prior[key]
         return LOOKUP_PRIOR[key[3]] * q if key[0] == SOURCE_RETRIEVAL else q
 
-    def scale(self, source: str) -> float:
-        """The run's acceptance of ``source``'s drafts relative to the prior so far (1 before any)."""
+    def ratio(self, source: str) -> float:
+        """The run's acceptance of ``source``'s drafts relative to the prior so far (1 before any):
+        accepted over the sum of the reached nodes' priors, each with ``SCALE_STRENGTH`` added."""
         t = self.totals.get(source)
         return 1.0 if t is None else (t.accepted + SCALE_STRENGTH) / (t.reached + SCALE_STRENGTH)
+
+    def scale(self, source: str) -> float:
+        """The odds multiplier applied to ``source``'s priors (``scale_odds``): the one that, applied to
+        the priors of the nodes reached so far, raises their sum by ``ratio`` (1 before any)."""
+        return self._odds.get(source, 1.0)
+
+    def _refit_scale(self, source: str) -> None:
+        bins = [(n, total / n) for n, total in self._priors[source] if n]
+        want = self.ratio(source) * sum(n * p for n, p in bins)
+        lo, hi = -ODDS_LOG_RANGE, ODDS_LOG_RANGE  # bisection on log(s): the sum rises with s
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            s = math.exp(mid)
+            if sum(n * scale_odds(p, s) for n, p in bins) < want:
+                lo = mid
+            else:
+                hi = mid
+        self._odds[source] = math.exp((lo + hi) / 2)
 
     def __call__(self, q: float, depth: int, source: str, match: int = 0) -> float:
         """P(accepted | parent accepted) for a node the drafter gave probability ``q``."""
         key = cell(q, depth, source, match)
-        prior = min(1.0, self.prior_of(key, q) * self.scale(source))
+        prior = scale_odds(self.prior_of(key, q), self.scale(source))
         c = self.counts.get(key)
         if c is None:
             return prior
@@ -126,7 +153,9 @@ class Calibration:
         return sum(self.path_acceptance(tree))
 
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
-        """Count the step's reached nodes (online learning from the run's own verdicts)."""
+        """Count the step's reached nodes (online learning from the run's own verdicts) and refit the
+        run-level scale of each source seen."""
+        seen: set[str] = set()
         for node, accepted in reached_nodes(tree, verdict):
             q = _q(tree, node)
             key = cell(q, tree.depth[node], tree.source[node], tree.match[node])
@@ -134,8 +163,26 @@ class Calibration:
             c.reached += 1.0
             c.accepted += float(accepted)
             t = self.totals.setdefault(key[0], Counts())
-            t.reached += self.prior_of(key, q)
+            prior = self.prior_of(key, q)
+            t.reached += prior
             t.accepted += float(accepted)
+            b = self._priors.setdefault(key[0], [[0, 0.0] for _ in range(PRIOR_BINS)])[
+                min(int(prior * PRIOR_BINS), PRIOR_BINS - 1)
+            ]
+            b[0] += 1
+            b[1] += prior
+            seen.add(key[0])
+        for source in seen:
+            self._refit_scale(source)
+
+
+def scale_odds(p: float, s: float) -> float:
+    """``p`` with its odds multiplied by ``s``: about ``p * s`` for small ``p``, but it stays below 1.  A
+    run whose drafts are accepted 30 % more often than the table says raises a 0.9 cell to 0.92, not to
+    1 (clamped), which would make every deeper node of a copy chain look certain to be accepted."""
+    if p <= 0.0 or p >= 1.0:
+        return min(max(p, 0.0), 1.0)
+    return s * p / (1.0 - p + s * p)
 
 
 def _q(tree: DraftTree, node: int) -> float:
