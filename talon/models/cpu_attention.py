@@ -4,9 +4,12 @@ transformers' ``sdpa`` attention, given a mask and more than one query row (tree
 passes a mask), repeats each key/value head for the query heads that share it (``repeat_kv``: one copy
 of K and V per layer per forward) and runs SDPA on the copies.  PyTorch's CPU SDPA maps query heads to
 key/value heads itself (``enable_gqa=True``), with a mask too, and gives bit-for-bit the output it
-gives on the repeated heads; on the 2-core AVX-512 machine a 16-row tree forward of SmolLM2-135M
-(9 query heads, 3 key/value heads) spent 5.2 ms per forward in the copies and the wider SDPA, against
-about 2.7 ms this way (docs/benchmarks.md, "Cheaper verification").
+gives on the repeated heads (at one query row transformers folds the heads instead, ``pack_gqa``, whose
+output differs from this in the last bits: greedy decoding is checked against stock ``generate()``, as
+for every kernel difference).  On the 2-core AVX-512 machine a 16-node tree forward of SmolLM2-135M
+(9 query heads, 3 key/value heads) spent 5.2 ms of its 60 in the copies and SDPA (profiled); without the
+copies verifying 16 nodes took 57.5 ms against 60.7 (medians of 40 interleaved rounds), one row 39.4 /
+40.0 ms (docs/benchmarks.md, "Cheaper verification").
 
 Only CPU models loaded for our own loop use it (``use_gqa_attention``); the transformers peers run
 transformers' own attention.  On a GPU, SDPA with a mask and ``enable_gqa`` may fall back to the math
