@@ -36,6 +36,10 @@ def test_grouped_heads_switch_to_the_cpu_attention_and_give_sdpa_bits_on_tree_ro
     for seed, size in ((1, 5), (2, 20), (3, 40)):
         # several query rows under a tree mask: the same kernel on the same numbers, so the same bits
         assert torch.equal(tree_logits(stock, seed, size), tree_logits(ours, seed, size))
+    # without a mask (a plain causal forward, as generate() prefills) transformers' own path runs
+    ids = torch.tensor([prompt_ids(4)])
+    with torch.inference_mode():
+        assert torch.equal(stock.model(ids).logits, ours.model(ids).logits)
 
 
 def test_greedy_decoding_with_the_cpu_attention_equals_stock_generate():

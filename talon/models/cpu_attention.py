@@ -40,23 +40,20 @@ def gqa_sdpa_forward(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function contract: ``query`` ``[B, heads, q, D]``, ``key`` / ``value``
     ``[B, kv_heads, k, D]``, ``attention_mask`` bool (True = visible) or additive float ``[B, 1, q, k]``
-    or None -> ``([B, q, heads, D], None)``.  Grouped heads go to SDPA as they are (``enable_gqa``);
-    anything else (no grouping, a GPU, position biases, a paged cache, soft-capping) takes
-    transformers' ``sdpa`` unchanged."""
+    or None -> ``([B, q, heads, D], None)``.  Grouped heads under a mask (every forward of our KV
+    caches) go to SDPA as they are (``enable_gqa``); anything else (no grouping, no mask, a GPU,
+    position biases, a paged cache, soft-capping) takes transformers' ``sdpa`` unchanged."""
     groups = getattr(module, "num_key_value_groups", 1)
-    plain = groups == 1 or query.device.type != "cpu" or any(kwargs.get(k) is not None for k in _DELEGATED)
+    plain = (
+        groups == 1
+        or attention_mask is None  # causal alignment and cropping: transformers' own handling
+        or query.device.type != "cpu"
+        or any(kwargs.get(k) is not None for k in _DELEGATED)
+    )
     if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     out = torch.nn.functional.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attention_mask,
-        dropout_p=dropout,
-        scale=scaling,
-        is_causal=bool(is_causal and attention_mask is None and query.shape[2] > 1),
-        enable_gqa=True,
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
     )
     return out.transpose(1, 2).contiguous(), None
 
