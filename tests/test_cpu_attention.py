@@ -59,6 +59,34 @@ def test_greedy_decoding_with_the_cpu_attention_equals_stock_generate():
             assert trace.output_ids == expected, (method, seed)
 
 
+def test_generate_with_several_tokens_a_step_on_the_switched_model_equals_stock():
+    """transformers gives no mask at all to an attention name without a mask function; prompt lookup's
+    multi-token steps through ``generate()`` on our model then attended causally from the cache's start."""
+    stock, ours = tiny_target(), tiny_target()
+    use_gqa_attention(ours.model)
+    for seed in (7, 8):
+        ids = prompt_ids(seed) * 2  # repeated, so prompt lookup proposes several tokens a step
+        x = torch.tensor([ids])
+        out = ours.model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+            prompt_lookup_num_tokens=4,
+            eos_token_id=None,
+            pad_token_id=1,
+        )
+        expected = stock.model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+            eos_token_id=None,
+            pad_token_id=1,
+        )
+        assert out[0].tolist() == expected[0].tolist()
+
+
 def test_models_without_grouped_heads_keep_their_attention():
     config = tiny_config()
     config.num_key_value_heads = config.num_attention_heads

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 GQA_ATTENTION = "talon_cpu_gqa_sdpa"
 """The attention implementation's registered name (``model.config._attn_implementation``)."""
@@ -75,5 +76,9 @@ def use_gqa_attention(model: nn.Module) -> bool:
     if not heads or kv_heads == heads or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
     AttentionInterface.register(GQA_ATTENTION, gqa_sdpa_forward)
+    # sdpa's masks too: an attention name without a mask function gets no mask at all from transformers
+    # (generate()'s multi-token steps, e.g. prompt lookup on this model, would then attend causally from
+    # the cache's start)
+    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     model.set_attn_implementation(GQA_ATTENTION)
     return True
