@@ -66,25 +66,8 @@ def test_generate_with_several_tokens_a_step_on_the_switched_model_equals_stock(
     use_gqa_attention(ours.model)
     for seed in (7, 8):
         ids = prompt_ids(seed) * 2  # repeated, so prompt lookup proposes several tokens a step
-        x = torch.tensor([ids])
-        out = ours.model.generate(
-            x,
-            attention_mask=torch.ones_like(x),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            prompt_lookup_num_tokens=4,
-            eos_token_id=None,
-            pad_token_id=1,
-        )
-        expected = stock.model.generate(
-            x,
-            attention_mask=torch.ones_like(x),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            eos_token_id=None,
-            pad_token_id=1,
-        )
-        assert out[0].tolist() == expected[0].tolist()
+        with_lookup = greedy_generate(ours, ids, NEW_TOKENS, prompt_lookup_num_tokens=4)
+        assert with_lookup == greedy_generate(stock, ids, NEW_TOKENS)
 
 
 def test_models_without_grouped_heads_keep_their_attention():

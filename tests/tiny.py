@@ -63,8 +63,9 @@ def prompt_ids(seed: int, length: int = 12) -> list[int]:
     return torch.randint(2, VOCAB, (length,), generator=g).tolist()
 
 
-def greedy_generate(target: LoadedModel, ids: list[int], new_tokens: int) -> list[int]:
-    """transformers' own greedy ``generate``, cut after the first EOS like our loop."""
+def greedy_generate(target: LoadedModel, ids: list[int], new_tokens: int, **generate_kwargs) -> list[int]:
+    """transformers' own greedy ``generate`` (``generate_kwargs`` passed on, e.g. prompt lookup's), cut
+    after the first EOS like our loop."""
     x = torch.tensor([ids])
     out = target.model.generate(
         x,
@@ -73,6 +74,7 @@ def greedy_generate(target: LoadedModel, ids: list[int], new_tokens: int) -> lis
         max_new_tokens=new_tokens,
         eos_token_id=EOS,
         pad_token_id=1,
+        **generate_kwargs,
     )
     new = out[0, len(ids) :].tolist()
     return new[: new.index(EOS) + 1] if EOS in new else new
