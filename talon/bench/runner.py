@@ -482,6 +482,7 @@ def environment(target: LoadedModel) -> dict:
         "dtype": str(target.dtype).removeprefix("torch."),
         "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
         "mkl_rows": packed.plain_rows if packed is not None else None,
+        "lm_head": target.screen.name if target.screen is not None else "float32",
         "cpu_flags": cpu_flags(),
         "load_average_1min": round(load[0], 2) if load else None,
         "cpu": cpu or platform.processor(),

@@ -169,7 +169,8 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         device=device_label(target),
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}, "
-        f"attention={getattr(target.model.config, '_attn_implementation', None)}",
+        f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
+        f"lm_head={target.screen.name if target.screen is not None else 'float32'}",
         torch=torch.__version__,
         method=MEASUREMENT,
         cpu=cpu_identity(),

@@ -9,7 +9,9 @@ but the last is one) and, when the walk ends at a leaf, that leaf.  The head's w
 per call whatever the row count, so a second call for a leaf costs far more than a few more rows in the
 first: a tree with few leaves gets every leaf's row in the one call (``LEAVES_WITH_INTERNAL``), and a
 tree with more gets the leaves the walk is likely to end at, those whose draft path probability is at
-least ``LEAF_HEAD_PROB``.
+least ``LEAF_HEAD_PROB``.  On a CPU with native bfloat16 linears the head scores a few rows in
+bfloat16 and recomputes in float32 only the tokens that could be the answer
+(``talon.models.lm_head``), so the token picked is still the float32 argmax.
 ``greedy_accept`` and ``sampling_accept`` are the same walk as pure functions of full per-node logits,
 for tests and the lab.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..models.device import to_device
+from ..models.lm_head import FullScores, RowScores
 from ..models.loaded import LoadedModel
 from ..runtime.kv_cache import CachedLM
 from ..runtime.rows import GrowingRows
@@ -68,19 +71,19 @@ def walk(tree: DraftTree, choice: Callable[[int], int]) -> tuple[list[str], list
 
 
 def node_token_probs(
-    tree: DraftTree, logits: torch.Tensor, parent_rows: Sequence[int], temperature: float
+    tree: DraftTree, scores: RowScores | torch.Tensor, parent_rows: Sequence[int], temperature: float
 ) -> list[float]:
     """Per node, the target's probability of its token given its parent's context (1.0 for the root).
-    ``logits``: float ``[rows, vocab]``; ``parent_rows[k]``: the row of ``logits`` after node k + 1's
-    parent (``len(tree) - 1`` entries); tempered by ``temperature`` when > 0 (untempered at 0).  The
-    normaliser is taken once per row, not once per child."""
+    ``scores``: the target's scores of some rows (``RowScores``, or float logits ``[rows, vocab]``);
+    ``parent_rows[k]``: the row after node k + 1's parent (``len(tree) - 1`` entries); tempered by
+    ``temperature`` when > 0 (untempered at 0)."""
     if len(tree) == 1:
         return [1.0]
-    scores = logits / temperature if temperature > 0 else logits
+    if isinstance(scores, torch.Tensor):
+        scores = FullScores(scores)
     rows = torch.tensor(parent_rows, device=scores.device)
     tokens = torch.tensor(tree.token[1:], device=scores.device)
-    picked = scores[rows, tokens] - torch.logsumexp(scores, dim=-1)[rows]
-    return [1.0] + picked.exp().tolist()
+    return [1.0] + scores.token_probs(rows, tokens, temperature).tolist()
 
 
 def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
@@ -166,23 +169,20 @@ class Verifier:
         headed = logit_nodes(tree)
         index = {node: k for k, node in enumerate(headed)}
         rows = to_device(headed, torch.long, out.hidden.device)
-        logits = self.cached.logits(out.hidden.index_select(0, rows))
+        scores = self.cached.scores(out.hidden.index_select(0, rows))
 
-        def scores(logits: torch.Tensor, nodes: list[int]) -> torch.Tensor:
-            if temperature == 0:
-                return logits
-            return logits / temperature + noise.rows([root_position + tree.depth[n] for n in nodes])
+        def noise_for(nodes: list[int]) -> torch.Tensor | None:
+            return noise.rows([root_position + tree.depth[n] for n in nodes]) if temperature > 0 else None
 
-        choices = scores(logits, headed).argmax(dim=-1).tolist()
+        choices = scores.pick(temperature, noise_for(headed))
 
         def choice(node: int) -> int:
             if node in index:
                 return choices[index[node]]
-            leaf = self.cached.logits(out.hidden[node : node + 1])
-            return int(scores(leaf, [node]).argmax(dim=-1)[0])
+            return self.cached.scores(out.hidden[node : node + 1]).pick(temperature, noise_for([node]))[0]
 
         status, path, bonus, target_token = walk(tree, choice)
-        probs = node_token_probs(tree, logits, [index[p] for p in tree.parent[1:]], temperature)
+        probs = node_token_probs(tree, scores, [index[p] for p in tree.parent[1:]], temperature)
         return Verdict(status, path, bonus, target_token, probs)
 
     def commit(self, accepted_path: Sequence[int]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -18,6 +18,16 @@ Progress = Callable[[str], None]
 
 class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says what to do about it."""
+
+
+class TokenScreen(Protocol):
+    """What picks the target's tokens from its last hidden states without a float32 LM head over the
+    whole vocabulary (``talon.models.lm_head.ScreenedHead``)."""
+
+    name: str
+
+    def scores(self, hidden: torch.Tensor) -> Any:
+        """The ``RowScores`` of hidden states ``[rows, H]``."""
 
 
 class ResourcePool:
@@ -52,6 +62,8 @@ class LoadedModel:
             identity, device and dtype hold the same weights.
         runners: idle static-forward runners for this model (``talon.runtime.graphs``), lent to one
             run at a time; the model itself stays read-only.
+        screen: the LM head's bfloat16 screen for picking the target's tokens (``talon.models.lm_head``),
+            or None where the float32 head is used.
     """
 
     name: str
@@ -61,6 +73,7 @@ class LoadedModel:
     dtype: torch.dtype
     identity: str = ""
     runners: ResourcePool = field(default_factory=ResourcePool, compare=False, repr=False)
+    screen: TokenScreen | None = field(default=None, compare=False, repr=False)
 
     @property
     def eos_token_ids(self) -> frozenset[int]:

@@ -11,10 +11,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .cpu_attention import use_gqa_attention
-from .cpu_linear import pack_for_device
+from .cpu_linear import cpu_linear_mode, pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
 from .hub import hub_reachable
+from .lm_head import screen_for
 from .loaded import LoadedModel, ModelLoadError, Progress
 
 log = logging.getLogger(__name__)
@@ -94,11 +95,13 @@ def load_model(
         ) from err
     model.to(device).eval()
     model.requires_grad_(False)
+    screen = None
     if not stock:
         pack_for_device(model)
         use_gqa_attention(model)
+        screen = screen_for(model) if cpu_linear_mode() != "plain" else None
     identity = str(Path(source).resolve()) if local_only else spec
-    return LoadedModel(name, model, tokenizer, device, dtype, identity)
+    return LoadedModel(name, model, tokenizer, device, dtype, identity, screen=screen)
 
 
 def truncated_copy(target: LoadedModel, num_layers: int) -> LoadedModel:

@@ -32,6 +32,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from ..config import ConfigError
 from ..models.device import to_device
+from ..models.lm_head import RowScores, row_scores
 from ..models.loaded import LoadedModel, ResourcePool
 from ..tree import DraftTree
 from .graphs import StaticRunner, capacity_for, static_mode
@@ -409,3 +410,8 @@ class CachedLM(TreeKVCache):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm.logits(hidden)
+
+    def scores(self, hidden: torch.Tensor) -> RowScores:
+        """The target's token choices and probabilities for hidden rows ``[rows, H]``
+        (``talon.models.lm_head``: screened in bfloat16 where the model has a screen)."""
+        return row_scores(self.lm, hidden)

@@ -1,0 +1,200 @@
+"""The target's next token without a float32 LM head over the whole vocabulary.
+
+Verification needs, per headed row, the target's token (the argmax of the logits, or at temperature > 0
+of the tempered logits plus Gumbel noise) and the probability of each node's token.  On the CPU the LM
+head is a ``[vocab, H]`` matrix (SmolLM2-135M: 49,152 x 576, 113 MB in float32) read at every step: 4.1
+ms of a 40 ms plain step on the 2-core AVX-512 machine, 6.7 ms for 20 rows.  ``ScreenedHead`` scores
+every token with a bfloat16 copy of the matrix (1.5 ms at one row, 3.4 ms at 20 where AVX512-BF16
+runs it natively), then recomputes in float32 only the tokens that could still be the answer, so the
+token picked is the float32 argmax:
+
+- bfloat16 rounds each of ``h`` and ``w`` to 8 significant bits (relative error at most ``u = 2^-8``)
+  and the product is accumulated in float32, so ``|approx_j - exact_j| <= (2u + u^2 + K 2^-24) *
+  sum_i |h_i w_ji| <= BOUND * ||h|| * ||w_j||`` (Cauchy-Schwarz; ``K`` the hidden size, which covers
+  the float32 accumulation of either computation, twice).  With ``floor = approx_k - radius_k`` at the
+  approximate best ``k``, no token with ``approx_j + radius_j < floor`` can beat ``k`` in float32, so
+  the float32 argmax is among the rest, which are recomputed exactly (on the embedded model a row has
+  1 such token at the median and at most 19 over 234 decoding steps; the bfloat16 argmax alone was the
+  float32 one at 98.7 % of them).
+- At temperature > 0 the same holds for ``logit / T + noise`` with the radius divided by ``T``.
+- A node's probability is its float32 logit over a normaliser in which the row's ``NORMALISER_EXACT``
+  best tokens are float32 and the rest bfloat16: the bfloat16 normaliser alone put a probability up
+  to 0.15 off where one token held most of the mass, while over many tokens the rounding errors
+  average out.
+
+Plain decoding takes the same path as verification, so the two pick their tokens the same way; the
+float32 logits of the recomputed tokens differ from a float32 matrix product's in the last bits, as
+any two float32 kernels do (greedy decoding is checked against transformers' ``generate()``).
+``screen_for`` gives a model its screen where the model's logits are its LM head's output (no logit
+scaling, soft-capping or bias), oneDNN has bfloat16 linears, and a one-row pick measured at load is
+faster screened; rows beyond ``SCREEN_MAX_ROWS`` and every other model take the float32 head
+(``FullScores``).  Read-only after construction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+
+from .cpu_linear import MARGIN, fastest_seconds, onednn_linear_works
+from .loaded import LoadedModel
+
+SCREEN_MAX_ROWS = 8
+"""More rows than this take the float32 head: at 20 rows the bfloat16 product saves 3.3 ms, which the
+screen's own work over every row (the picks, the normalisers' best tokens) gives back (8.2 against 8.7
+ms with the probabilities; at one row 3.0 against 4.8, at 8 rows 4.4 against 5.2)."""
+BF16_UNIT = 2.0**-8
+"""Largest relative error of rounding a float32 to bfloat16 (8 significant bits, round to nearest)."""
+FLOAT32_UNIT = 2.0**-24
+NORMALISER_EXACT = 16
+"""A row's normaliser takes its best this-many tokens (by the bfloat16 scores) in float32, the rest in
+bfloat16."""
+
+
+class RowScores(Protocol):
+    """The target's next-token scores for some hidden-state rows (``rows`` of them, on ``device``)."""
+
+    rows: int
+    device: torch.device
+
+    def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
+        """Per row, the target's token: the argmax of the logits (``temperature == 0``) or of
+        ``logits / temperature + noise`` (``noise``: float32 ``[rows, vocab]``); ties to the lowest id."""
+
+    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+        """Float32 ``[n]``: the probability of ``tokens[i]`` in row ``rows[i]`` (tempered when
+        ``temperature > 0``, untempered at 0)."""
+
+
+class FullScores:
+    """``RowScores`` over float32 logits ``[rows, vocab]`` of the whole vocabulary."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.logits = logits
+        self.rows, self.device = logits.shape[0], logits.device
+
+    def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
+        scores = self.logits if temperature == 0 else self.logits / temperature + noise
+        return scores.argmax(dim=-1).tolist()
+
+    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+        scores = self.logits / temperature if temperature > 0 else self.logits
+        return (scores[rows, tokens] - torch.logsumexp(scores, dim=-1)[rows]).exp()
+
+
+class ScreenedHead:
+    """A float32 LM head ``weight`` ``[vocab, H]`` (shared, not copied) with a packed bfloat16 copy for
+    screening and the rows' norms for the error bound.  ``scores(hidden)`` gives ``RowScores``."""
+
+    def __init__(self, weight: torch.Tensor, native: bool = True) -> None:
+        vocab, hidden = weight.shape
+        self.weight = weight
+        self.native = native
+        """Whether the bfloat16 product runs on oneDNN's packed kernel (AVX512-BF16); otherwise it is
+        computed in float32 from the bfloat16-rounded operands, the same arithmetic slower (tests)."""
+        rounded = weight.detach().bfloat16()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(rounded, 64) if native else rounded.float()
+        self.row_norms = weight.detach().norm(dim=1)  # [vocab]
+        self.bound = (2 * BF16_UNIT + BF16_UNIT**2 + 2 * hidden * FLOAT32_UNIT) * 1.01
+        """``|approx - exact| <= bound * ||h|| * ||w_j||`` for every token j (with 1 % to spare)."""
+
+    @property
+    def name(self) -> str:
+        """What the curve key and the benchmark's meta say about the LM head."""
+        return "bfloat16 screen, float32 pick" if self.native else "bfloat16 screen (emulated), float32 pick"
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module) -> ScreenedHead | None:
+        """The screened head of a float32 CPU causal LM whose logits are its LM head's output (no logit
+        scale, no soft-capping, no bias) on a CPU with native bfloat16 linears; None otherwise."""
+        head = model.get_output_embeddings()
+        weight = getattr(head, "weight", None)
+        config = model.config
+        scale = getattr(config, "logit_scale", None)
+        if (
+            weight is None
+            or weight.device.type != "cpu"
+            or weight.dtype != torch.float32
+            or getattr(head, "bias", None) is not None
+            or (isinstance(scale, (int, float)) and scale != 1)
+            or getattr(config, "final_logit_softcapping", None)
+            or not onednn_linear_works(torch.bfloat16)
+        ):
+            return None
+        return cls(weight)
+
+    def scores(self, hidden: torch.Tensor) -> ScreenedScores:
+        """``hidden``: float32 ``[rows, H]`` last hidden states (after the final norm)."""
+        hidden = hidden.float().contiguous()
+        if self.native:
+            approx = torch.ops.mkldnn._linear_pointwise(hidden.bfloat16(), self.packed, None, "none", [], "").float()
+        else:
+            approx = hidden.bfloat16().float() @ self.packed.T
+        return ScreenedScores(self, hidden, approx, self.bound * hidden.norm(dim=1))
+
+
+class ScreenedScores:
+    """``RowScores`` from a ``ScreenedHead``: bfloat16 scores ``approx`` ``[rows, vocab]`` (as float32),
+    each within ``radius[r] * row_norms[j]`` of the float32 logit."""
+
+    def __init__(self, head: ScreenedHead, hidden: torch.Tensor, approx: torch.Tensor, radius: torch.Tensor) -> None:
+        self.head, self.hidden, self.approx, self.radius = head, hidden, approx, radius
+        self.rows, self.device = hidden.shape[0], hidden.device
+
+    def exact(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Float32 logits ``[n]`` of ``tokens[i]`` in row ``rows[i]``."""
+        return (self.hidden[rows] * self.head.weight[tokens]).sum(dim=-1)
+
+    def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
+        scale = 1.0 if temperature == 0 else 1.0 / temperature
+        scores = self.approx if temperature == 0 else self.approx * scale + noise
+        slack = self.radius * scale  # [rows]
+        best = scores.argmax(dim=-1)
+        floor = scores[torch.arange(self.rows), best] - slack * self.head.row_norms[best]
+        reach = torch.addcmul(scores, slack[:, None], self.head.row_norms[None, :])  # the most each can be
+        rows, tokens = torch.nonzero(reach >= floor[:, None], as_tuple=True)
+        exact = self.exact(rows, tokens) * scale
+        if temperature > 0:
+            exact = exact + noise[rows, tokens]
+        top = torch.full((self.rows,), -math.inf).scatter_reduce(0, rows, exact, "amax")
+        vocab = self.approx.shape[1]
+        first = torch.where(exact == top[rows], tokens, vocab)  # ties: the lowest id, as argmax
+        return torch.full((self.rows,), vocab).scatter_reduce(0, rows, first, "amin").tolist()
+
+    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+        scale = 1.0 if temperature == 0 else 1.0 / temperature
+        used = torch.unique(rows)
+        scores = self.approx[used] * scale  # [u, vocab]
+        top = scores.topk(min(NORMALISER_EXACT, scores.shape[1]), dim=1).indices  # [u, k]
+        exact_top = self.exact(used[:, None].expand_as(top).flatten(), top.flatten()).view_as(top) * scale
+        tail = torch.logsumexp(scores.scatter_(1, top, -math.inf), dim=1)
+        log_norm = torch.zeros(self.rows)
+        log_norm[used] = torch.logaddexp(tail, torch.logsumexp(exact_top, dim=1))
+        return (self.exact(rows, tokens) * scale - log_norm[rows]).exp()
+
+
+def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:
+    """The target's next-token scores of ``hidden`` ``[rows, H]``: screened where ``lm`` has a screen
+    and there are at most ``SCREEN_MAX_ROWS`` rows, else over the float32 logits of the whole
+    vocabulary."""
+    if lm.screen is not None and hidden.shape[0] <= SCREEN_MAX_ROWS:
+        return lm.screen.scores(hidden)
+    return FullScores(lm.logits(hidden))
+
+
+def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | None:
+    """``model``'s screened head when it can have one (``ScreenedHead.for_model``) and picking the
+    token of ``hidden_rows`` random rows with it takes at most ``MARGIN`` of the float32 head's time
+    (least of 15 timings each, about 0.1 s): a CPU whose oneDNN emulates bfloat16 keeps the float32
+    head.  None otherwise."""
+    screen = ScreenedHead.for_model(model)
+    if screen is None:
+        return None
+    hidden = torch.randn(hidden_rows, screen.weight.shape[1]) * 4
+    head = model.get_output_embeddings()
+    with torch.inference_mode():
+        full = fastest_seconds(lambda: FullScores(head(hidden)).pick(0.0, None))
+        screened = fastest_seconds(lambda: screen.scores(hidden).pick(0.0, None))
+    return screen if screened <= MARGIN * full else None

@@ -1,0 +1,152 @@
+"""The screened LM head (``talon.models.lm_head``): bfloat16 scores, float32 picks.
+
+The pick must be the float32 argmax (and at temperature > 0 the float32 argmax of the tempered logits
+plus noise) even where bfloat16 cannot tell two tokens apart; the probabilities must stay close to
+float32's.  Each check runs on the emulated product (every machine) and, where this CPU has native
+bfloat16 linears, on oneDNN's packed kernel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from talon.config import DecodeConfig, TreeConfig
+from talon.drafters.head import HeadDrafter
+from talon.engine.decode import run_to_end
+from talon.models.cpu_linear import onednn_linear_works
+from talon.models.lm_head import SCREEN_MAX_ROWS, FullScores, ScreenedHead, ScreenedScores, row_scores, screen_for
+from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_target
+
+NATIVE = [False] + ([True] if onednn_linear_works(torch.bfloat16) else [])
+
+
+def near_tie_weights(vocab: int = 512, hidden: int = 576, seed: int = 0) -> torch.Tensor:
+    """Random LM-head rows in which every odd row is its even neighbour nudged by 1e-3 of a typical
+    logit: bfloat16 (8 significant bits) cannot order such pairs, float32 can."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(vocab, hidden, generator=g) * 0.05
+    w[1::2] = w[0::2] * (1 + 1e-3 * torch.randn(vocab // 2, 1, generator=g).sign())
+    return w
+
+
+def hidden_rows(rows: int, hidden: int = 576, seed: int = 1, spread: float = 8.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, hidden, generator=g) * spread
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_bfloat16_scores_stay_within_the_bound(native: bool) -> None:
+    w, h = near_tie_weights(), hidden_rows(64)
+    scores = ScreenedHead(w, native=native).scores(h)
+    exact = h @ w.T
+    allowed = scores.radius[:, None] * scores.head.row_norms[None, :]
+    assert ((scores.approx - exact).abs() <= allowed).all()
+    assert (scores.approx - exact).abs().max() > 1e-3  # the bound is not trivially met: bfloat16 is coarse
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_greedy_pick_is_the_float32_argmax_where_bfloat16_alone_is_not(native: bool) -> None:
+    w, h = near_tie_weights(), hidden_rows(200)
+    scores = ScreenedHead(w, native=native).scores(h)
+    exact = h @ w.T
+    assert scores.pick(0.0, None) == exact.argmax(dim=1).tolist()
+    assert (scores.approx.argmax(dim=1) != exact.argmax(dim=1)).any()  # the negative control
+
+
+@pytest.mark.parametrize("native", NATIVE)
+@pytest.mark.parametrize("temperature", [0.7, 1.0, 2.5])
+def test_sampling_pick_is_the_float32_argmax_of_tempered_logits_plus_noise(native: bool, temperature: float) -> None:
+    w, h = near_tie_weights(), hidden_rows(100, spread=2.0)
+    g = torch.Generator().manual_seed(7)
+    noise = -torch.log(-torch.log(torch.rand(100, w.shape[0], generator=g)))
+    scores = ScreenedHead(w, native=native).scores(h)
+    want = ((h @ w.T) / temperature + noise).argmax(dim=1).tolist()
+    assert scores.pick(temperature, noise) == want
+    assert FullScores(h @ w.T).pick(temperature, noise) == want
+
+
+def test_exact_ties_go_to_the_lowest_token_id_as_argmax_does() -> None:
+    w = near_tie_weights(64, 64)
+    w[40] = w[9]  # token 40 ties token 9 exactly
+    h = w[9:10] * 10  # token 9's own direction: 9 (and 40) score highest
+    assert ScreenedHead(w, native=False).scores(h).pick(0.0, None) == [9] == (h @ w.T).argmax(dim=1).tolist()
+
+
+@pytest.mark.parametrize("native", NATIVE)
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_token_probabilities_are_close_to_float32(native: bool, temperature: float) -> None:
+    w = near_tie_weights(4096, 576)
+    h = hidden_rows(6, spread=12.0)  # peaked rows: one token holds most of the mass
+    logits = h @ w.T
+    rows = torch.arange(6).repeat_interleave(5)
+    tokens = logits.topk(5, dim=1).indices.flatten()
+    got = ScreenedHead(w, native=native).scores(h).token_probs(rows, tokens, temperature)
+    want = FullScores(logits).token_probs(rows, tokens, temperature)
+    assert want.max() > 0.5
+    assert torch.allclose(got, want, atol=2e-3)
+
+
+def test_the_screen_is_only_made_where_logits_are_the_heads_output() -> None:
+    plain = tiny_target()
+    if onednn_linear_works(torch.bfloat16):
+        assert ScreenedHead.for_model(plain.model) is not None
+    else:
+        assert ScreenedHead.for_model(plain.model) is None  # no native bfloat16 linears here
+    for field, value in (("logit_scale", 0.5), ("final_logit_softcapping", 30.0)):
+        model = tiny_target().model
+        setattr(model.config, field, value)
+        assert ScreenedHead.for_model(model) is None
+    double = tiny_target().model.double()
+    assert ScreenedHead.for_model(double) is None
+
+
+def screened(seed: int = 0):
+    """The tiny target with an (emulated) screen on its LM head."""
+    target = tiny_target(seed)
+    return dataclasses.replace(target, screen=ScreenedHead(target.model.lm_head.weight, native=False))
+
+
+def test_row_scores_screens_few_rows_and_takes_float32_for_many() -> None:
+    target = screened()
+    assert isinstance(row_scores(target, torch.randn(SCREEN_MAX_ROWS, 64)), ScreenedScores)
+    assert isinstance(row_scores(target, torch.randn(SCREEN_MAX_ROWS + 1, 64)), FullScores)
+    assert isinstance(row_scores(tiny_target(), torch.randn(1, 64)), FullScores)
+
+
+@pytest.mark.parametrize("method", ["ar", "talon", "eagle2"])
+def test_decoding_with_the_screen_equals_greedy_decoding(method: str) -> None:
+    target = screened()
+    cfg = TreeConfig(method=method, budget=6, topk=3, mu=0.1, depth=3)
+    for seed in range(3):
+        ids = prompt_ids(seed)
+        drafter = HeadDrafter(random_head(target), target) if method != "ar" else None
+        trace = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=24), prompt_ids=ids, texts=False)
+        assert trace.output_ids == greedy_generate(target, ids, 24)
+        assert any(len(s.tree) > 1 for s in trace.steps) or method == "ar"
+        probs = [p for s in trace.steps for p in s.target_prob[1:]]
+        assert all(0.0 <= p <= 1.0 for p in probs)
+
+
+def test_sampling_with_the_screen_emits_the_float32_ar_sample() -> None:
+    target, plain = screened(), tiny_target()
+    dec = DecodeConfig(max_new_tokens=24, temperature=0.9, seed=3)
+    for seed in range(3):
+        ids = prompt_ids(seed)
+        want = run_to_end(plain, None, TreeConfig(method="ar"), dec, prompt_ids=ids, texts=False).output_ids
+        for method in ("ar", "talon"):
+            drafter = HeadDrafter(random_head(target), target) if method != "ar" else None
+            cfg = TreeConfig(method=method, budget=6, topk=3, mu=0.1)
+            assert run_to_end(target, drafter, cfg, dec, prompt_ids=ids, texts=False).output_ids == want
+
+
+def test_a_screen_that_is_not_faster_here_is_not_kept(monkeypatch) -> None:
+    model = tiny_target().model
+    monkeypatch.setattr(ScreenedHead, "for_model", classmethod(lambda cls, m: cls(m.lm_head.weight, native=False)))
+    times = iter([1.0, 0.95])  # float32, then screened: within MARGIN (0.9) of it is not enough
+    monkeypatch.setattr("talon.models.lm_head.fastest_seconds", lambda fn: next(times))
+    assert screen_for(model) is None
+    times = iter([1.0, 0.5])
+    assert isinstance(screen_for(model), ScreenedHead)
