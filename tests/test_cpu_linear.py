@@ -13,7 +13,6 @@ from talon.bench.cli import _budget, parse_args, tree_overrides
 from talon.config import AUTO_CAP
 from talon.models.cpu_linear import (
     PackedLinear,
-    choose_row_padding,
     choose_small_row_kernel,
     onednn_linear_works,
     pack_for_device,
@@ -56,39 +55,6 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     plain = nn.Sequential(nn.Linear(16, 16))
     monkeypatch.setenv("TALON_CPU_LINEAR", "plain")
     assert pack_for_device(plain) == 0 and type(plain[0]) is nn.Linear
-
-
-def test_padded_rows_run_at_the_padded_count_and_give_the_same_rows(monkeypatch):
-    torch.manual_seed(0)
-    lin = nn.Linear(64, 32)
-    packed = PackedLinear(lin)
-    packed.pad_rows = (0, 1, 4, 3, 4)  # 2 rows run as 4; 1, 3 and 4 as they are
-    shapes = []
-    real = torch.ops.mkldnn._linear_pointwise
-    monkeypatch.setattr(
-        torch.ops.mkldnn, "_linear_pointwise", lambda x, *a: shapes.append(x.numel() // 64) or real(x, *a)
-    )
-    with torch.inference_mode():
-        for rows, runs_at in ((1, 1), (2, 4), (3, 3), (4, 4), (9, 9)):
-            shapes.clear()
-            x = torch.randn(1, rows, 64)
-            out = packed(x)
-            assert out.shape == (1, rows, 32) and torch.allclose(out, lin(x), atol=1e-5)
-            assert shapes == [runs_at]
-
-
-def test_row_padding_takes_a_faster_count_only_by_the_margin(monkeypatch):
-    model = nn.Sequential(*[PackedLinear(nn.Linear(32, 32)) for _ in range(3)])
-    times = {1: 10.0, 2: 12.0, 3: 9.5, 4: 8.0, 5: 8.5, 6: 8.0, 7: 11.0, 8: 10.5}
-    rows_of = iter(range(1, 9))
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn: times[next(rows_of)])
-    # 1, 2 and 3 run as 4 (8.0 is within 0.9 of 10, 12 and 9.5); 5 (8.5 -> 8.0) and 7 (11 -> 10.5) do not move
-    assert choose_row_padding(model) == (0, 4, 4, 4, 4, 5, 6, 7, 8)
-    assert all(m.pad_rows == (0, 4, 4, 4, 4, 5, 6, 7, 8) for m in model)
-    flat = {r: 10.0 for r in range(1, 9)}
-    rows_of = iter(range(1, 9))
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn: flat[next(rows_of)])
-    assert choose_row_padding(model) == () and model[0].pad_rows == ()
 
 
 def test_budget_auto_sets_the_cap_and_the_flag():

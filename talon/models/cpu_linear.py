@@ -53,9 +53,6 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_BATCH_HINT)
         self.plain_rows = 0
         """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
-        self.pad_rows: tuple[int, ...] = ()
-        """``pad_rows[m]`` (where given and above ``m``): an input of ``m`` rows is padded with zero rows to
-        that many for the packed kernel, which is faster at some row counts than at fewer."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` float32 on the CPU -> ``[..., out_features]``.  When a gradient
@@ -65,11 +62,6 @@ class PackedLinear(nn.Module):
             x.numel() <= self.plain_rows * self.in_features
         ):
             return nn.functional.linear(x, self.weight, self.bias)
-        rows = x.numel() // self.in_features
-        if rows < len(self.pad_rows) and self.pad_rows[rows] > rows:
-            flat = nn.functional.pad(x.reshape(rows, self.in_features), (0, 0, 0, self.pad_rows[rows] - rows))
-            out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
-            return out[:rows].reshape(*x.shape[:-1], self.out_features)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
@@ -165,41 +157,6 @@ def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
     for m in layers:
         m.plain_rows = plain_rows
     return plain_rows
-
-
-PAD_LIMIT = 8
-"""Row counts up to this are measured for ``choose_row_padding``."""
-
-
-def choose_row_padding(module: nn.Module, plain_rows: int = 0, sample: int = 16) -> tuple[int, ...]:
-    """Time the packed kernel on up to ``sample`` of ``module``'s packed layers at every row count up to
-    ``PAD_LIMIT`` (least of 15 timings each, about 0.3 s), and pad an input of ``m`` rows (above
-    ``plain_rows``, which take MKL) to the row count at or above ``m`` that is fastest, when that takes
-    at most ``MARGIN`` of ``m`` rows' time.  oneDNN's blocked kernels are not monotone in the row count: on
-    the 2-core Zen 4 EPYC the decoder's linears took 24.6 ms at 2 rows, 20.7 at 4 and 19.9 at 6 (22.7 at
-    1).  Sets every packed layer's ``pad_rows`` and returns it (entry ``m``: rows an ``m``-row input runs
-    at)."""
-    layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
-    probe = layers[:sample]
-    seconds = {}
-    with torch.inference_mode():
-        for rows in range(plain_rows + 1, PAD_LIMIT + 1):
-            inputs = [torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in probe]
-
-            def packed(inputs=inputs) -> None:
-                for m, x in zip(probe, inputs):
-                    torch.ops.mkldnn._linear_pointwise(x, m.packed, m.bias, "none", [], "")
-
-            seconds[rows] = fastest_seconds(packed)
-    pad = list(range(PAD_LIMIT + 1))
-    for rows in seconds:
-        best = min(range(rows, PAD_LIMIT + 1), key=lambda r: (seconds[r], r))
-        if seconds[best] <= MARGIN * seconds[rows]:
-            pad[rows] = best
-    pad_rows = tuple(pad) if any(p != r for r, p in enumerate(pad)) else ()
-    for m in layers:
-        m.pad_rows = pad_rows
-    return pad_rows
 
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
