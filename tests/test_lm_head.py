@@ -17,7 +17,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.head import HeadDrafter
 from talon.engine.decode import run_to_end
 from talon.models.cpu_linear import onednn_linear_works
-from talon.models.lm_head import SCREEN_MAX_ROWS, FullScores, ScreenedHead, ScreenedScores, row_scores, screen_for
+from talon.models.lm_head import FullScores, ScreenedHead, ScreenedScores, row_scores, screen_for
 from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_target
 
 NATIVE = [False] + ([True] if onednn_linear_works(torch.bfloat16) else [])
@@ -109,10 +109,8 @@ def screened(seed: int = 0):
     return dataclasses.replace(target, screen=ScreenedHead(target.model.lm_head.weight, native=False))
 
 
-def test_row_scores_screens_few_rows_and_takes_float32_for_many() -> None:
-    target = screened()
-    assert isinstance(row_scores(target, torch.randn(SCREEN_MAX_ROWS, 64)), ScreenedScores)
-    assert isinstance(row_scores(target, torch.randn(SCREEN_MAX_ROWS + 1, 64)), FullScores)
+def test_row_scores_screen_where_the_model_has_a_screen() -> None:
+    assert isinstance(row_scores(screened(), torch.randn(40, 64)), ScreenedScores)
     assert isinstance(row_scores(tiny_target(), torch.randn(1, 64)), FullScores)
 
 
@@ -150,3 +148,18 @@ def test_a_screen_that_is_not_faster_here_is_not_kept(monkeypatch) -> None:
     assert screen_for(model) is None
     times = iter([1.0, 0.5])
     assert isinstance(screen_for(model), ScreenedHead)
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_flat_and_peaked_rows_in_one_call_pick_the_float32_argmax(native: bool) -> None:
+    w = near_tie_weights()
+    g = torch.Generator().manual_seed(5)
+    w[100:140] = w[100] * (1 + 1e-4 * torch.randn(40, 1, generator=g))  # 40 tokens bfloat16 cannot tell apart
+    # peaked rows (their candidates are among the best few) and rows along those 40 tokens, where more than
+    # the best few are within the error bound of the best, so every token's reach is checked
+    h = torch.cat([hidden_rows(6), w[100:101] * 40 + 0.01 * hidden_rows(4, seed=2)])
+    scores = ScreenedHead(w, native=native).scores(h)
+    assert scores.pick(0.0, None) == (h @ w.T).argmax(dim=1).tolist()
+    values = scores.approx.topk(16, dim=1).values
+    assert (values[6:, 0] - values[6:, -1] < scores.radius[6:] * scores.head.max_norm).all()  # the full check
+    assert (values[:6, 0] - values[:6, -1] > 2 * scores.radius[:6] * scores.head.max_norm).sum() >= 3  # fast ones

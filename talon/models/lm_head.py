@@ -2,32 +2,32 @@
 
 Verification needs, per headed row, the target's token (the argmax of the logits, or at temperature > 0
 of the tempered logits plus Gumbel noise) and the probability of each node's token.  On the CPU the LM
-head is a ``[vocab, H]`` matrix (SmolLM2-135M: 49,152 x 576, 113 MB in float32) read at every step: 4.1
-ms of a 40 ms plain step on the 2-core AVX-512 machine, 6.7 ms for 20 rows.  ``ScreenedHead`` scores
-every token with a bfloat16 copy of the matrix (1.5 ms at one row, 3.4 ms at 20 where AVX512-BF16
-runs it natively), then recomputes in float32 only the tokens that could still be the answer, so the
-token picked is the float32 argmax:
+head is a ``[vocab, H]`` matrix (SmolLM2-135M: 49,152 x 576, 113 MB in float32) read at every step:
+about 4 ms of a 40 ms plain step on the 2-core AVX-512 machine.  ``ScreenedHead`` scores every token
+with a bfloat16 copy of the matrix (native where the CPU has AVX512-BF16), then recomputes in float32
+only the tokens that could still be the answer, so the token picked is the float32 argmax:
 
 - bfloat16 rounds each of ``h`` and ``w`` to 8 significant bits (relative error at most ``u = 2^-8``)
-  and the product is accumulated in float32, so ``|approx_j - exact_j| <= (2u + u^2 + K 2^-24) *
-  sum_i |h_i w_ji| <= BOUND * ||h|| * ||w_j||`` (Cauchy-Schwarz; ``K`` the hidden size, which covers
-  the float32 accumulation of either computation, twice).  With ``floor = approx_k - radius_k`` at the
-  approximate best ``k``, no token with ``approx_j + radius_j < floor`` can beat ``k`` in float32, so
-  the float32 argmax is among the rest, which are recomputed exactly (on the embedded model a row has
-  1 such token at the median and at most 19 over 234 decoding steps; the bfloat16 argmax alone was the
-  float32 one at 98.7 % of them).
-- At temperature > 0 the same holds for ``logit / T + noise`` with the radius divided by ``T``.
-- A node's probability is its float32 logit over a normaliser in which the row's ``NORMALISER_EXACT``
-  best tokens are float32 and the rest bfloat16: the bfloat16 normaliser alone put a probability up
-  to 0.15 off where one token held most of the mass, while over many tokens the rounding errors
-  average out.
+  and the products add up in float32, so ``|approx_j - exact_j| <= (2u + u^2 + 2K 2^-24) * sum_i
+  |h_i w_ji| <= bound * ||h|| * ||w_j||`` (Cauchy-Schwarz; ``K`` the hidden size, the float32 sums of
+  either computation).  With ``floor`` the approximate best token's score less its error, no token whose
+  score plus its error stays below ``floor`` can be the float32 argmax; the rest are recomputed in
+  float32.  They are looked for among the row's ``TOP`` best scores, and over the whole vocabulary only
+  when the ``TOP``-th is itself within reach of ``floor`` (a flat row).  On the embedded model a row
+  kept 1 token at the median and at most 25; the bfloat16 argmax alone differed from float32's at
+  1.3 % of 234 decoding steps.
+- At temperature > 0 the same holds for ``logit / T + noise`` with the error divided by ``T``.
+- A node's probability is its float32 logit over a normaliser in which the row's ``TOP`` best tokens
+  are float32 and the rest bfloat16 (within 1.2e-3 of float32's on the embedded model; with a
+  bfloat16 normaliser a peaked row's probabilities were up to 0.15 off).
 
-Plain decoding takes the same path as verification, so the two pick their tokens the same way; the
-float32 logits of the recomputed tokens differ from a float32 matrix product's in the last bits, as
-any two float32 kernels do (greedy decoding is checked against transformers' ``generate()``).
-``screen_for`` gives a model its screen where the model's logits are its LM head's output (no logit
-scaling, soft-capping or bias), oneDNN has bfloat16 linears, and a one-row pick measured at load is
-faster screened; rows beyond ``SCREEN_MAX_ROWS`` and every other model take the float32 head
+Head only, on the 2-core Zen 4 (median of 40 interleaved rounds, pick and probabilities): 3.1 ms
+against 4.8 for float32 at 1 row, 3.8 / 5.3 at 8, 6.7 / 8.6 at 20, 9.6 / 11.9 at 32.  Plain decoding
+takes the same path as verification, so both pick their tokens the same way; the float32 logits of the
+recomputed tokens differ from a float32 matrix product's in the last bits, as any two float32 kernels'
+do (greedy decoding is checked against transformers' ``generate()``).  ``screen_for`` gives a model its
+screen where its logits are its LM head's output (no logit scaling, soft-capping or bias), oneDNN has
+bfloat16 linears and a one-row pick measures faster screened; every other model takes the float32 head
 (``FullScores``).  Read-only after construction.
 """
 
@@ -41,14 +41,12 @@ import torch
 from .cpu_linear import MARGIN, fastest_seconds, onednn_linear_works
 from .loaded import LoadedModel
 
-SCREEN_MAX_ROWS = 8
-"""More rows than this take the float32 head: at 20 rows the bfloat16 product saves 3.3 ms, which the
-screen's own work over every row (the picks, the normalisers' best tokens) gives back (8.2 against 8.7
-ms with the probabilities; at one row 3.0 against 4.8, at 8 rows 4.4 against 5.2)."""
 BF16_UNIT = 2.0**-8
 """Largest relative error of rounding a float32 to bfloat16 (8 significant bits, round to nearest)."""
 FLOAT32_UNIT = 2.0**-24
-NORMALISER_EXACT = 16
+TOP = 16
+"""Best tokens per row (by the bfloat16 scores) looked at first: the pick's candidates are among them
+unless the row is flat, and the normaliser takes them in float32."""
 """A row's normaliser takes its best this-many tokens (by the bfloat16 scores) in float32, the rest in
 bfloat16."""
 
@@ -97,6 +95,7 @@ class ScreenedHead:
         rounded = weight.detach().bfloat16()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(rounded, 64) if native else rounded.float()
         self.row_norms = weight.detach().norm(dim=1)  # [vocab]
+        self.max_norm = float(self.row_norms.max())
         self.bound = (2 * BF16_UNIT + BF16_UNIT**2 + 2 * hidden * FLOAT32_UNIT) * 1.01
         """``|approx - exact| <= bound * ||h|| * ||w_j||`` for every token j (with 1 % to spare)."""
 
@@ -142,19 +141,39 @@ class ScreenedScores:
     def __init__(self, head: ScreenedHead, hidden: torch.Tensor, approx: torch.Tensor, radius: torch.Tensor) -> None:
         self.head, self.hidden, self.approx, self.radius = head, hidden, approx, radius
         self.rows, self.device = hidden.shape[0], hidden.device
+        self._approx_top: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def exact(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Float32 logits ``[n]`` of ``tokens[i]`` in row ``rows[i]``."""
         return (self.hidden[rows] * self.head.weight[tokens]).sum(dim=-1)
 
+    def _top(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``scores.topk(TOP)`` (values and ids, best first), kept for the untempered scores, which the pick
+        and the normalisers of a greedy step both use."""
+        if scores is self.approx and self._approx_top is not None:
+            return self._approx_top
+        top = scores.topk(min(TOP, scores.shape[1]), dim=1)
+        if scores is self.approx:
+            self._approx_top = (top.values, top.indices)
+        return top.values, top.indices
+
     def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
         scores = self.approx if temperature == 0 else self.approx * scale + noise
         slack = self.radius * scale  # [rows]
-        best = scores.argmax(dim=-1)
-        floor = scores[torch.arange(self.rows), best] - slack * self.head.row_norms[best]
-        reach = torch.addcmul(scores, slack[:, None], self.head.row_norms[None, :])  # the most each can be
-        rows, tokens = torch.nonzero(reach >= floor[:, None], as_tuple=True)
+        norms = self.head.row_norms
+        values, ids = self._top(scores)
+        floor = values[:, 0] - slack * norms[ids[:, 0]]  # the best token's float32 score is at least this
+        # Where no token below the TOP best can reach the floor, the candidates are among those TOP.
+        inside = values[:, -1] + slack * self.head.max_norm < floor
+        keep = (values + slack[:, None] * norms[ids] >= floor[:, None]) & inside[:, None]
+        rows, cols = torch.nonzero(keep, as_tuple=True)
+        tokens = ids[rows, cols]
+        outside = torch.nonzero(~inside).flatten()
+        if outside.numel():  # a flat row: every token's reach against its floor
+            reach = torch.addcmul(scores[outside], slack[outside, None], norms[None, :])
+            more_rows, more_tokens = torch.nonzero(reach >= floor[outside, None], as_tuple=True)
+            rows, tokens = torch.cat([rows, outside[more_rows]]), torch.cat([tokens, more_tokens])
         exact = self.exact(rows, tokens) * scale
         if temperature > 0:
             exact = exact + noise[rows, tokens]
@@ -165,21 +184,25 @@ class ScreenedScores:
 
     def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
-        used = torch.unique(rows)
-        scores = self.approx[used] * scale  # [u, vocab]
-        top = scores.topk(min(NORMALISER_EXACT, scores.shape[1]), dim=1).indices  # [u, k]
-        exact_top = self.exact(used[:, None].expand_as(top).flatten(), top.flatten()).view_as(top) * scale
-        tail = torch.logsumexp(scores.scatter_(1, top, -math.inf), dim=1)
-        log_norm = torch.zeros(self.rows)
-        log_norm[used] = torch.logaddexp(tail, torch.logsumexp(exact_top, dim=1))
+        scores = self.approx if temperature == 0 else self.approx * scale
+        values, top = self._top(scores)  # [rows, k], best first
+        everyone = torch.arange(self.rows)[:, None].expand_as(top)
+        exact_top = self.exact(everyone.flatten(), top.flatten()).view_as(top) * scale
+        # Mass relative to the best bfloat16 score: everything less the best k as bfloat16 has them (the
+        # tail; the difference in float64, clamped at 0 where rounding leaves nothing), plus the best k in
+        # float32.
+        best = values[:, :1].double()
+        everything = (torch.logsumexp(scores, dim=1, keepdim=True).double() - best).exp()
+        tail = everything - (values.double() - best).exp().sum(dim=1, keepdim=True)
+        mass = tail.clamp_min(0.0) + (exact_top.double() - best).exp().sum(dim=1, keepdim=True)
+        log_norm = (best + mass.log()).flatten().float()
         return (self.exact(rows, tokens) * scale - log_norm[rows]).exp()
 
 
 def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:
-    """The target's next-token scores of ``hidden`` ``[rows, H]``: screened where ``lm`` has a screen
-    and there are at most ``SCREEN_MAX_ROWS`` rows, else over the float32 logits of the whole
-    vocabulary."""
-    if lm.screen is not None and hidden.shape[0] <= SCREEN_MAX_ROWS:
+    """The target's next-token scores of ``hidden`` ``[rows, H]``: screened where ``lm`` has a screen,
+    else over the float32 logits of the whole vocabulary."""
+    if lm.screen is not None:
         return lm.screen.scores(hidden)
     return FullScores(lm.logits(hidden))
 
