@@ -436,6 +436,10 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "test CPU" in text and "python -m talon.bench --suite fake" in text and "a note" in text
     assert "Partial" not in text
     assert "Partial results" in bench_charts.meta_markdown({**meta, "complete": False}, "r")
+    assert "LM head" not in text  # older results did not record it
+    assert "LM head: bfloat16 screen, float32 pick)" in bench_charts.meta_markdown(
+        {**meta, "lm_head": "bfloat16 screen, float32 pick"}, "r"
+    )
 
 
 def test_settings_resolve_device_defaults():

@@ -139,8 +139,9 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + (f", load average {load} at the start" if load is not None else "")
         + ")"
         + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
-        f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}); "
-        f"drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
+        f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}"
+        + (f", LM head: {meta['lm_head']}" if meta.get("lm_head") else "")
+        + f"); drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
         "here was measured at",
         "- Speedups: wall time of plain decoding by this app's engine (`ar`, the same prompts in the same run) "
