@@ -31,6 +31,7 @@ from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models.cpu_linear import cpu_linear_mode
 from ..models.device import cpu_flags, cpu_name, device_label, synchronize
+from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
 from ..runtime.cost_curve import CostCurve
@@ -482,7 +483,7 @@ def environment(target: LoadedModel) -> dict:
         "dtype": str(target.dtype).removeprefix("torch."),
         "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
         "mkl_rows": packed.plain_rows if packed is not None else None,
-        "lm_head": target.screen.name if target.screen is not None else "float32",
+        "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),
         "load_average_1min": round(load[0], 2) if load else None,
         "cpu": cpu or platform.processor(),

@@ -25,6 +25,7 @@ from ..config import ASSETS, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
 from ..models.cpu_linear import cpu_linear_mode
 from ..models.device import cpu_identity, device_label, synchronize
+from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
@@ -170,7 +171,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}, "
         f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
-        f"lm_head={target.screen.name if target.screen is not None else 'float32'}",
+        f"lm_head={head_name(target)}",
         torch=torch.__version__,
         method=MEASUREMENT,
         cpu=cpu_identity(),

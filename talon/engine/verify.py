@@ -70,17 +70,13 @@ def walk(tree: DraftTree, choice: Callable[[int], int]) -> tuple[list[str], list
         path.append(nxt)
 
 
-def node_token_probs(
-    tree: DraftTree, scores: RowScores | torch.Tensor, parent_rows: Sequence[int], temperature: float
-) -> list[float]:
+def node_token_probs(tree: DraftTree, scores: RowScores, parent_rows: Sequence[int], temperature: float) -> list[float]:
     """Per node, the target's probability of its token given its parent's context (1.0 for the root).
-    ``scores``: the target's scores of some rows (``RowScores``, or float logits ``[rows, vocab]``);
+    ``scores``: the target's scores of some rows (screened, or ``FullScores`` over float logits);
     ``parent_rows[k]``: the row after node k + 1's parent (``len(tree) - 1`` entries); tempered by
     ``temperature`` when > 0 (untempered at 0)."""
     if len(tree) == 1:
         return [1.0]
-    if isinstance(scores, torch.Tensor):
-        scores = FullScores(scores)
     rows = torch.tensor(parent_rows, device=scores.device)
     tokens = torch.tensor(tree.token[1:], device=scores.device)
     return [1.0] + scores.token_probs(rows, tokens, temperature).tolist()
@@ -90,7 +86,7 @@ def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
     """The greedy walk over full logits ``[len(tree), vocab]`` (row i = the target after node i)."""
     choices = logits.argmax(dim=-1).tolist()
     status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, logits, tree.parent[1:], 0.0)
+    probs = node_token_probs(tree, FullScores(logits), tree.parent[1:], 0.0)
     return Verdict(status, path, bonus, target_token, probs)
 
 
@@ -101,7 +97,7 @@ def sampling_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, n
     scores = logits / temperature + noise[torch.tensor(tree.depth, device=noise.device)]
     choices = scores.argmax(dim=-1).tolist()
     status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, logits, tree.parent[1:], temperature)
+    probs = node_token_probs(tree, FullScores(logits), tree.parent[1:], temperature)
     return Verdict(status, path, bonus, target_token, probs)
 
 

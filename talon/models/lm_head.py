@@ -47,8 +47,6 @@ FLOAT32_UNIT = 2.0**-24
 TOP = 16
 """Best tokens per row (by the bfloat16 scores) looked at first: the pick's candidates are among them
 unless the row is flat, and the normaliser takes them in float32."""
-"""A row's normaliser takes its best this-many tokens (by the bfloat16 scores) in float32, the rest in
-bfloat16."""
 
 
 class RowScores(Protocol):
@@ -87,7 +85,7 @@ class ScreenedHead:
     screening and the rows' norms for the error bound.  ``scores(hidden)`` gives ``RowScores``."""
 
     def __init__(self, weight: torch.Tensor, native: bool = True) -> None:
-        vocab, hidden = weight.shape
+        hidden = weight.shape[1]
         self.weight = weight
         self.native = native
         """Whether the bfloat16 product runs on oneDNN's packed kernel (AVX512-BF16); otherwise it is
@@ -221,3 +219,8 @@ def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | N
         full = fastest_seconds(lambda: FullScores(head(hidden)).pick(0.0, None))
         screened = fastest_seconds(lambda: screen.scores(hidden).pick(0.0, None))
     return screen if screened <= MARGIN * full else None
+
+
+def head_name(lm: LoadedModel) -> str:
+    """What the LM head that picks ``lm``'s tokens is, for cost-curve keys and benchmark meta."""
+    return lm.screen.name if lm.screen is not None else "float32"
