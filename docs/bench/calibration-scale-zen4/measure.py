@@ -1,0 +1,87 @@
+"""How fast the run-level calibration scale and each cell's counts should learn: TALON auto and hybrid
+auto's planned expected tokens (E) against the tokens they committed, per category, on 40 prompts no
+suite runs (MT-Bench questions 9-32 of the round-robin order, three per MT-Bench category, and HumanEval
+problems 8-23), for pairs ``SCALE:PRIOR`` of ``SCALE_STRENGTH`` (expected acceptances the run-level scale
+starts from) and ``PRIOR_STRENGTH`` (observations a cell's prior is worth).  Greedy, 64 new tokens, the
+device's cached cost curve; not timed (the decoded tokens and the trees do not depend on the clock).
+
+    PYTHONPATH=. python docs/bench/calibration-scale-zen4/measure.py 10:8,5:8,3:8,10:4,20:8,10:16 > summary.txt
+"""
+
+import sys
+from collections import defaultdict
+
+from talon.bench.prompts import _humaneval, _mtbench
+from talon.bench.runner import MethodRunner
+from talon.config import device_default_tree
+from talon.drafters import calibration as C
+from talon.engine.decode import encode_prompt
+from talon.engine.sizing import CostRule
+from talon.models.registry import ModelRegistry
+
+METHODS = ("talon+auto", "hybrid+auto")
+MT_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+
+
+def category(item: dict) -> str:
+    if item["id"].startswith("mtbench-"):
+        return MT_CATEGORIES[(int(item["id"].removeprefix("mtbench-")) - 81) // 10]
+    return "humaneval"
+
+
+def main(configs: list[tuple[float, float]]) -> None:
+    items = _mtbench()[0][8:32] + _humaneval()[0][8:24]
+    registry = ModelRegistry()
+    target = registry.get("embedded")
+    runner = MethodRunner(target, registry, "head")
+    tree = device_default_tree(False)[0]
+    kwargs = {k: getattr(tree, k) for k in ("budget", "topk", "mu", "depth", "gamma")}
+    # (method, config, category) -> [planned E, committed, draft nodes, steps, plain steps]
+    sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
+    arm: dict[str, object] = {}
+    observe = CostRule.observe
+
+    def counted(self, tree, verdict, *rest):
+        e = sum(self.calibration.path_acceptance(tree))
+        for cat in (arm["category"], "all"):
+            s = sums[(arm["method"], arm["config"], cat)]
+            s[0] += e
+            s[1] += len(verdict.accepted_path)
+            s[2] += len(tree) - 1
+            s[3] += 1
+            s[4] += len(tree) == 1
+        return observe(self, tree, verdict, *rest)
+
+    CostRule.observe = counted
+    for item in items:
+        ids = encode_prompt(target, item["prompt"])
+        for method in METHODS:
+            for scale, prior in configs:
+                C.SCALE_STRENGTH = scale
+                C.Calibration.__init__.__defaults__ = (None, prior)
+                arm.update(method=method, config=(scale, prior), category=category(item))
+                runner.run_one(method, kwargs, ids, 0.0, 64)
+        print(item["id"], file=sys.stderr, flush=True)
+    cats = (*MT_CATEGORIES, "humaneval")
+    for method in METHODS:
+        for config in configs:
+            dev = {c: 100 * (sums[(method, config, c)][0] / sums[(method, config, c)][1] - 1) for c in cats}
+            a = sums[(method, config, "all")]
+            print(
+                f"{method} scale {config[0]:g} prior {config[1]:g}: pooled {100 * (a[0] / a[1] - 1):+.1f} %, "
+                f"mean |category| {sum(map(abs, dev.values())) / len(dev):.1f}, max {max(map(abs, dev.values())):.1f}"
+            )
+            print("   E vs committed, %: " + ", ".join(f"{c} {d:+.0f}" for c, d in dev.items()))
+            w = sums[(method, config, "writing")]
+            print(
+                "   nodes/step (x writing), plain steps: "
+                + ", ".join(
+                    f"{c} {s[2] / s[3]:.1f} ({s[2] / s[3] / (w[2] / w[3]):.2f}x) {100 * s[4] / s[3]:.0f} %"
+                    for c in cats
+                    for s in [sums[(method, config, c)]]
+                )
+            )
+
+
+if __name__ == "__main__":
+    main([tuple(float(x) for x in c.split(":")) for c in sys.argv[1].split(",")])
