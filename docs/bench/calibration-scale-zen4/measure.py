@@ -11,7 +11,7 @@ device's cached cost curve; not timed (the decoded tokens and the trees do not d
 import sys
 from collections import defaultdict
 
-from talon.bench.prompts import _humaneval, _mtbench
+from talon.bench.prompts import PromptSet, load_prompt_set
 from talon.bench.runner import MethodRunner
 from talon.config import device_default_tree
 from talon.drafters import calibration as C
@@ -30,7 +30,7 @@ def category(item: dict) -> str:
 
 
 def main(configs: list[tuple[float, float]]) -> None:
-    items = _mtbench()[0][8:32] + _humaneval()[0][8:24]
+    items = load_prompt_set(PromptSet("mtbench"))[0][8:32] + load_prompt_set(PromptSet("humaneval"))[0][8:24]
     registry = ModelRegistry()
     target = registry.get("embedded")
     runner = MethodRunner(target, registry, "head")
