@@ -6,6 +6,9 @@ starts from) and ``PRIOR_STRENGTH`` (observations a cell's prior is worth).  Gre
 device's cached cost curve; not timed (the decoded tokens and the trees do not depend on the clock).
 
     PYTHONPATH=. python docs/bench/calibration-scale-zen4/measure.py 10:8,5:8,3:8,10:4,20:8,10:16 > summary.txt
+
+``--no-cells``: without the per-cell counts (each node's acceptance is its cell's prior under the
+run-level scale alone), to see what the cells' own learning adds.
 """
 
 import sys
@@ -83,5 +86,12 @@ def main(configs: list[tuple[float, float]]) -> None:
             )
 
 
+def without_cells(self, q: float, depth: int, source: str, match: int = 0) -> float:
+    """``Calibration.__call__`` without the cell counts: the prior under the run-level scale."""
+    return C.scale_odds(self.prior_of(C.cell(q, depth, source, match), q), self.scale(source))
+
+
 if __name__ == "__main__":
+    if "--no-cells" in sys.argv:
+        C.Calibration.__call__ = without_cells
     main([tuple(float(x) for x in c.split(":")) for c in sys.argv[1].split(",")])
