@@ -19,7 +19,6 @@ from talon.bench.runner import MethodRunner
 from talon.config import device_default_tree
 from talon.drafters import calibration as C
 from talon.engine.decode import encode_prompt
-from talon.engine.sizing import CostRule
 from talon.models.registry import ModelRegistry
 
 METHODS = ("talon+auto", "hybrid+auto")
@@ -39,31 +38,23 @@ def main(configs: list[tuple[float, float]]) -> None:
     runner = MethodRunner(target, registry, "head")
     tree = device_default_tree(False)[0]
     kwargs = {k: getattr(tree, k) for k in ("budget", "topk", "mu", "depth", "gamma")}
-    # (method, config, category) -> [planned E, committed, draft nodes, steps, plain steps]
+    # (method, config, category) -> [planned E, committed, draft nodes, steps, plain steps], from the
+    # per-step entries the benchmark writes (its E / realised columns)
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
-    arm: dict[str, object] = {}
-    observe = CostRule.observe
-
-    def counted(self, tree, verdict, *rest):
-        e = sum(self.calibration.path_acceptance(tree))
-        for cat in (arm["category"], "all"):
-            s = sums[(arm["method"], arm["config"], cat)]
-            s[0] += e
-            s[1] += len(verdict.accepted_path)
-            s[2] += len(tree) - 1
-            s[3] += 1
-            s[4] += len(tree) == 1
-        return observe(self, tree, verdict, *rest)
-
-    CostRule.observe = counted
     for item in items:
         ids = encode_prompt(target, item["prompt"])
         for method in METHODS:
             for scale, prior in configs:
                 C.SCALE_STRENGTH = scale
                 C.Calibration.__init__.__defaults__ = (None, prior)
-                arm.update(method=method, config=(scale, prior), category=category(item))
-                runner.run_one(method, kwargs, ids, 0.0, 64)
+                for step in runner.run_one(method, kwargs, ids, 0.0, 64)["steps"]:
+                    for cat in (category(item), "all"):
+                        s = sums[(method, (scale, prior), cat)]
+                        s[0] += step["expected"]
+                        s[1] += step["accepted"] + 1
+                        s[2] += step["nodes"]
+                        s[3] += 1
+                        s[4] += step["nodes"] == 0
         print(item["id"], file=sys.stderr, flush=True)
     cats = (*MT_CATEGORIES, "humaneval")
     for method in METHODS:
