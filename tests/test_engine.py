@@ -12,7 +12,10 @@ import torch
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for, make_drafter
 from talon.engine.decode import encode_prompt, new_trace, run, run_to_end
+from talon.models.cpu_linear import onednn_linear_works
 from talon.models.loaded import ModelLoadError
+from talon.models.loading import load_model
+from talon.models.row_invariant import INVARIANT_ATTENTION
 from talon.runtime.cost_curve import CostCurve
 
 pytestmark = pytest.mark.engine
@@ -216,3 +219,22 @@ def test_tree_method_without_drafter_is_refused(target):
 def test_bad_drafter_specs_are_refused(target, spec, match):
     with pytest.raises((ConfigError, ModelLoadError), match=match):
         make_drafter(spec, target)
+
+
+@pytest.mark.skipif(not onednn_linear_works(torch.bfloat16), reason="no packed bfloat16 linear on this CPU")
+def test_a_bfloat16_target_is_exact_with_the_row_invariant_forward():
+    """The embedded model in bfloat16 takes the row-invariant forward, and auto-sized TALON, EAGLE-2
+    and hybrid trees with the head emit plain bfloat16 decoding's tokens on a prompt of every category
+    (the stock bfloat16 forward differed on 7 of 14 example prompts), as does fixed N=60 TALON."""
+    bf16 = load_model("embedded", device=torch.device("cpu"), dtype=torch.bfloat16)
+    assert bf16.model.config._attn_implementation == INVARIANT_ATTENTION
+    configs = {m: TreeConfig(method=m, budget=128, topk=6, mu=0.1, auto=True) for m in ("talon", "eagle2", "hybrid")}
+    for k, prompt in enumerate(GREEDY_PROMPTS):
+        dec = DecodeConfig(max_new_tokens=NEW_TOKENS)
+        plain = run_to_end(bf16, None, TreeConfig(method="ar"), dec, prompt).output_ids
+        method = ("talon", "eagle2", "hybrid")[k % 3]
+        runs = {method: (configs[method], CPU_LIKE), "talon N=60": (TreeConfig(method="talon", budget=60), None)}
+        for name, (cfg, curve) in runs.items():
+            drafter = drafter_for(cfg.method, "head", bf16)
+            trace = run_to_end(bf16, drafter, cfg, dec, prompt, cost_curve=curve)
+            assert trace.output_ids == plain, f"bfloat16 {name} diverged on {prompt!r}"

@@ -17,6 +17,7 @@ from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
 from .hub import hub_reachable
 from .lm_head import screen_for
 from .loaded import LoadedModel, ModelLoadError, Progress
+from .row_invariant import make_row_invariant
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ def load_model(
     screen = None
     if not stock:
         pack_for_device(model)
-        use_gqa_attention(model)
+        if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
+            use_gqa_attention(model)
         screen = screen_for(model) if cpu_linear_mode() != "plain" else None
     identity = str(Path(source).resolve()) if local_only else spec
     return LoadedModel(name, model, tokenizer, device, dtype, identity, screen=screen)

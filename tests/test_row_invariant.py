@@ -1,0 +1,194 @@
+"""The row-invariant bfloat16 CPU forward (``talon.models.row_invariant``): its attention is attention
+(SDPA's numbers within rounding), a tree row gets the bits a one-row forward of the same path gets (the
+attention alone over contexts that cross its chunk boundaries, then whole tiny Llamas in bfloat16),
+greedy speculative decoding equals plain decoding, and models it does not apply to are left alone.
+The stock bfloat16 forward is the negative control: it does not give tree rows those bits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from talon.config import DecodeConfig, TreeConfig
+from talon.drafters.model import ModelDrafter
+from talon.engine.decode import run_to_end
+from talon.models.cpu_attention import use_gqa_attention
+from talon.models.cpu_linear import PackedLinear, onednn_linear_works, pack_linears
+from talon.models.loaded import LoadedModel
+from talon.models.row_invariant import (
+    CHUNK,
+    INVARIANT_ATTENTION,
+    LONGEST_CHAIN,
+    SPLIT_INPUTS,
+    SplitLinear,
+    invariant_attention,
+    make_row_invariant,
+)
+from talon.runtime.kv_cache import CachedLM
+from tests.test_tiny_engine import random_tree
+from tests.tiny import prompt_ids, tiny_target
+
+needs_bf16_kernel = pytest.mark.skipif(
+    not onednn_linear_works(torch.bfloat16), reason="no packed bfloat16 linear on this CPU (needs AVX512-BF16)"
+)
+
+
+class _Heads:
+    num_key_value_groups = 3
+
+
+def tree_parents(size: int, seed: int, chain: int) -> list[int]:
+    """Parents of a tree's ``size`` nodes (node 0 the root, -1): a chain of ``chain`` nodes, so paths
+    reach past a chunk boundary, then nodes under random earlier ones."""
+    g = torch.Generator().manual_seed(seed)
+    parents = [-1]
+    for i in range(1, size):
+        parents.append(i - 1 if i < chain else int(torch.randint(0, i, (), generator=g)))
+    return parents
+
+
+def ancestors(parents: list[int], node: int) -> list[int]:
+    path = [node]
+    while parents[path[-1]] != -1:
+        path.append(parents[path[-1]])
+    return path[::-1]
+
+
+def tree_case(prefix: int, size: int, dtype: torch.dtype, seed: int = 0, chain: int = 40):
+    """Random query / key / value for ``prefix`` committed keys and a tree of ``size`` rows (9 query
+    heads on 3 key/value heads, as SmolLM2's), and the tree's mask ``[1, 1, size, prefix + size]``."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 9, size, 64, generator=g).to(dtype)
+    k = torch.randn(1, 3, prefix + size, 64, generator=g).to(dtype)
+    v = torch.randn(1, 3, prefix + size, 64, generator=g).to(dtype)
+    parents = tree_parents(size, seed, chain)
+    mask = torch.zeros(size, prefix + size, dtype=torch.bool)
+    mask[:, :prefix] = True
+    for node in range(size):
+        mask[node, [prefix + a for a in ancestors(parents, node)]] = True
+    return q, k, v, mask[None, None], parents
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_attention_is_sdpa_within_rounding(dtype):
+    q, k, v, mask, _ = tree_case(prefix=150, size=40, dtype=dtype)
+    ours, _ = invariant_attention(_Heads, q, k, v, mask, scaling=0.125)
+    ref = nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), attn_mask=mask, scale=0.125, enable_gqa=True
+    ).transpose(1, 2)
+    assert ours.dtype == dtype and ours.shape == (1, 40, 9, 64)
+    assert torch.allclose(ours.float(), ref, atol=1e-5 if dtype == torch.float32 else 1e-2)
+    # without a mask: causal over the last rows, as a plain forward's block
+    causal, _ = invariant_attention(_Heads, q[:, :, :5], k[:, :, :155], v[:, :, :155], None, scaling=0.125)
+    full = torch.ones(5, 155, dtype=torch.bool).tril(150)
+    ref = nn.functional.scaled_dot_product_attention(
+        q[:, :, :5].float(), k[:, :, :155].float(), v[:, :, :155].float(), attn_mask=full, scale=0.125, enable_gqa=True
+    )
+    assert torch.allclose(causal.float(), ref.transpose(1, 2), atol=1e-5 if dtype == torch.float32 else 1e-2)
+
+
+@pytest.mark.parametrize("prefix,size", [(10, 30), (100, 60), (200, 129), (300, 8)])
+def test_a_tree_row_gets_the_bits_of_its_path_computed_alone(prefix, size):
+    """Each tree row against the same row in a one-row call over the committed keys and its path's
+    keys, contiguous (what plain decoding computes once the path is committed); the paths cross chunk
+    boundaries (chunks of 64 positions) and the largest tree spans ``LONGEST_CHAIN`` keys."""
+    assert CHUNK - 1 + 129 <= LONGEST_CHAIN
+    q, k, v, mask, parents = tree_case(prefix, size, torch.bfloat16, seed=prefix)
+    tree_out, _ = invariant_attention(_Heads, q, k, v, mask, scaling=0.125)
+    for node in range(size):
+        keep = list(range(prefix)) + [prefix + a for a in ancestors(parents, node)]
+        alone, _ = invariant_attention(
+            _Heads, q[:, :, node : node + 1], k[:, :, keep], v[:, :, keep], None, scaling=0.125
+        )
+        assert torch.equal(alone[0, 0], tree_out[0, node]), (prefix, size, node)
+
+
+def bf16_tiny(seed: int = 0, invariant: bool = True) -> LoadedModel:
+    """A tiny random Llama in bfloat16 with packed linears and, if ``invariant``, the row-invariant
+    forward (else the stock-attention negative control)."""
+    target = replace(tiny_target(seed), dtype=torch.bfloat16)
+    target.model.to(torch.bfloat16)
+    pack_linears(target.model)
+    if invariant:
+        assert make_row_invariant(target.model)
+        assert target.model.config._attn_implementation == INVARIANT_ATTENTION
+    else:
+        use_gqa_attention(target.model)
+    return target
+
+
+def path_rows_equal(target: LoadedModel, prefix: list[int], size: int, seed: int) -> list[bool]:
+    """Verify a random tree after ``prefix`` in one forward; for its deepest path, whether each row's
+    logits equal (bitwise) those of the same token fed alone after the path before it."""
+    tree = random_tree(seed, prefix[-1], size=size)
+    path = tree.path_to(max(range(len(tree)), key=lambda n: tree.depth[n]))
+    with torch.inference_mode():
+        one = CachedLM(target)
+        one.extend_committed(prefix[:-1])
+        alone = [one.extend_committed([tree.token[n]], logit_rows="all").logits[0] for n in path]
+        verify = CachedLM(target)
+        verify.extend_committed(prefix[:-1])
+        rows = verify.forward_nodes(tree, list(range(len(tree))), len(prefix) - 1, logit_rows="all").logits
+    return [torch.equal(alone[i], rows[n]) for i, n in enumerate(path)]
+
+
+@needs_bf16_kernel
+def test_tree_rows_of_a_bfloat16_model_equal_plain_rows_and_the_stock_forward_does_not():
+    long_prompt = (prompt_ids(3, length=40) * 4)[:150]  # past two chunk boundaries
+    for seed, prefix, size in ((1, prompt_ids(1), 20), (2, long_prompt, 60), (3, long_prompt, 120)):
+        assert all(path_rows_equal(bf16_tiny(), prefix, size, seed)), (seed, size)
+    stock = [all(path_rows_equal(bf16_tiny(invariant=False), long_prompt, 60, s)) for s in (4, 5, 6)]
+    assert not all(stock)  # the control: the stock bfloat16 forward gives some tree row other bits
+
+
+@needs_bf16_kernel
+def test_greedy_speculative_decoding_in_bfloat16_equals_plain_decoding():
+    target = bf16_tiny()
+    for seed in (4, 5, 6, 7):
+        ids = prompt_ids(seed, length=70)
+        runs = {}
+        for method in ("ar", "talon", "eagle2"):
+            trace = run_to_end(
+                target,
+                ModelDrafter(bf16_tiny(seed=9)) if method != "ar" else None,
+                TreeConfig(method=method, budget=40),
+                DecodeConfig(max_new_tokens=40),
+                prompt_ids=ids,
+            )
+            runs[method] = trace.output_ids
+        assert runs["talon"] == runs["ar"] == runs["eagle2"], seed
+
+
+@needs_bf16_kernel
+def test_long_linears_are_split_and_every_row_count_gets_the_same_bits():
+    torch.manual_seed(0)
+    linear = nn.Linear(1536, 48, bias=True).to(torch.bfloat16)
+    parent = nn.Sequential(linear)
+    pack_linears(parent)
+    packed = parent[0]
+    assert isinstance(packed, PackedLinear) and packed.in_features > SPLIT_INPUTS
+    split = SplitLinear(packed)
+    x = torch.randn(40, 1536).to(torch.bfloat16)
+    with torch.inference_mode():
+        rows = split(x)
+        reference = nn.functional.linear(x.float(), linear.weight.float(), linear.bias.float())
+        assert torch.allclose(rows.float(), reference, atol=0.1)
+        for n in (1, 2, 3, 17):
+            assert torch.equal(split(x[:n]), rows[:n])
+
+
+def test_models_it_does_not_apply_to_are_left_alone():
+    fp32 = tiny_target()
+    pack_linears(fp32.model)
+    assert not make_row_invariant(fp32.model)  # float32 keeps SDPA and MKL's one-row kernel
+    assert fp32.model.config._attn_implementation == "sdpa"
+    unpacked = tiny_target()
+    unpacked.model.to(torch.bfloat16)
+    assert not make_row_invariant(unpacked.model)  # no packed linears ($TALON_CPU_LINEAR=plain)
+    assert unpacked.model.config._attn_implementation == "sdpa"
+    with pytest.raises(ValueError, match="one sequence"):
+        q, k, v, mask, _ = tree_case(10, 4, torch.float32)
+        invariant_attention(_Heads, q.expand(2, -1, -1, -1), k, v, mask)
