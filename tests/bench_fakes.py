@@ -98,10 +98,15 @@ def fake_runs() -> list[dict]:
 
 
 def write_fake_results(
-    directory: Path, date: str = "2026-01-01T00:00:00+00:00", device: str = "cpu", kinds: tuple[str, ...] | None = None
+    directory: Path,
+    date: str = "2026-01-01T00:00:00+00:00",
+    device: str = "cpu",
+    kinds: tuple[str, ...] | None = None,
+    dtype: str | None = None,
 ) -> Path:
     """A complete fake results directory (tables and meta.json, no plots) measured on ``device``;
-    ``kinds``: the experiment kinds meta.json lists (None: no list)."""
+    ``kinds``: the experiment kinds meta.json lists (None: no list); ``dtype``: the model's (None: not
+    recorded, as in early results)."""
     runs = fake_runs()
     bench_results.write_tables(directory, runs, bench_results.summarize(runs))
     meta = {
@@ -117,5 +122,7 @@ def write_fake_results(
     }
     if kinds is not None:
         meta["experiments"] = [{"name": kind, "kind": kind} for kind in kinds]
+    if dtype is not None:
+        meta["dtype"] = dtype
     bench_results.write_meta(directory, meta)
     return directory

@@ -82,3 +82,13 @@ def test_benchmark_tab_opens_on_a_comparison_of_methods_before_a_newer_lone_swee
     dropdown, meta, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
     assert dropdown["value"] == str(tmp_path / "methods")
     assert [value for _label, value in dropdown["choices"]][0] == str(tmp_path / "sweep")  # still listed first
+
+
+def test_benchmark_tab_prefers_results_in_the_apps_dtype(app_url, tmp_path, monkeypatch):
+    """The test app runs in float32: a newer bfloat16 run is listed but a float32 one is shown first."""
+    write_fake_results(tmp_path / "fp32-run", date="2026-01-01T00:00:00+00:00", dtype="float32")
+    write_fake_results(tmp_path / "bf16-run", date="2026-03-01T00:00:00+00:00", dtype="bfloat16")
+    monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
+    dropdown, meta, *_ = Client(app_url, verbose=False).predict(api_name="/bench_load")
+    assert dropdown["value"] == str(tmp_path / "fp32-run")
+    assert [value for _label, value in dropdown["choices"]][0] == str(tmp_path / "bf16-run")

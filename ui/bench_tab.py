@@ -14,7 +14,7 @@ from talon.bench import results
 from talon.bench.suites import COST_SUITE
 from viz import bench_charts
 
-from .shared import DEVICE_KIND, ROOT
+from .shared import DEVICE_KIND, ROOT, measured_like_this_app
 
 BENCH_DIR_ENV = "TALON_BENCH_DIR"
 NO_BENCH = (
@@ -95,13 +95,14 @@ def bench_show(directory):
 
 def bench_load():
     """Page load: the results directories (newest first) and the view of the newest one measured on
-    this kind of device, preferring one that compares methods over a lone sweep or cost table; a line
+    this kind of device, in the app's dtype where there is one, preferring one that compares methods
+    over a lone sweep or cost table; a line
     says when there is none from this device and what is shown instead."""
     dirs = results.result_dirs(bench_root())
     choices = [(results.describe(d), str(d)) for d in dirs]
     metas = {d: _meta(d) for d in dirs}
     local = [d for d in dirs if str(metas[d].get("device", "")).startswith(DEVICE_KIND)]
-    pool = local or dirs
+    pool = [d for d in local if measured_like_this_app(metas[d])] or local or dirs
     shown = next((d for d in pool if _has_methods_table(metas[d])), pool[0] if pool else None)
     value = str(shown) if shown else None
     meta, *views = bench_show(value)

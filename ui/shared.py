@@ -56,6 +56,25 @@ REGISTRY = ModelRegistry()  # read-only models shared by all users; one lock per
 SETUP_PROBLEM = setup_problem()
 ON_GPU = gpu_available()
 DEVICE_KIND = "cuda" if ON_GPU else "cpu"
+
+
+def app_dtype() -> str:
+    """The dtype the app's models load in (``$TALON_DTYPE``), spelled as results' ``meta.json`` spells
+    it; float32 when the setting is wrong (the page then says so)."""
+    try:
+        return str(pick_device()[1]).removeprefix("torch.")
+    except ModelLoadError:
+        return "float32"
+
+
+APP_DTYPE = app_dtype()
+
+
+def measured_like_this_app(meta: dict) -> bool:
+    """Whether results were measured in the app's dtype (results without a dtype were float32)."""
+    return str(meta.get("dtype") or "float32") == APP_DTYPE
+
+
 DEFAULT_TARGET = default_target_spec()
 DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
@@ -135,7 +154,9 @@ def model_status() -> tuple[str, dict]:
     if SETUP_PROBLEM:
         return f"**This machine's settings need fixing.** {SETUP_PROBLEM}", gr.Timer(active=False)
     if DEFAULT_TARGET in REGISTRY.loaded():
-        return f"Model ready: {model_name(DEFAULT_TARGET)} on {'GPU' if ON_GPU else 'CPU'}.", gr.Timer(active=False)
+        precision = "" if APP_DTYPE == "float32" else f", in {APP_DTYPE} ($TALON_DTYPE)"
+        where = "GPU" if ON_GPU else "CPU"
+        return f"Model ready: {model_name(DEFAULT_TARGET)} on {where}{precision}.", gr.Timer(active=False)
     error = REGISTRY.error(DEFAULT_TARGET)
     if error:
         return f"**Could not load the default model.** {error}", gr.Timer(active=False)
@@ -161,14 +182,16 @@ def preload_default_model() -> threading.Thread:
 # ---- the cost model of this device ------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
-    """The cost curve of the newest ``cost`` results measured on this kind of device (None if none)."""
+    """The cost curve of the newest ``cost`` results measured on this kind of device, in the app's dtype
+    if there are any (a bfloat16 curve prices float32 trees wrongly), else in another (None if none)."""
+    found = []
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
         if meta.get("suite") == "cost" and str(meta.get("device", "")).startswith(DEVICE_KIND):
             rows = results.read_cost(directory).to_dict("records")
             if rows:
-                return curve_from_rows(rows)
-    return None
+                found.append((not measured_like_this_app(meta), len(found), rows))
+    return curve_from_rows(min(found)[2]) if found else None
 
 
 def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
@@ -196,7 +219,8 @@ def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple
         if not rows or not any(r.get("component") == "ar" for r in rows):
             continue
         name = Path(directory).name
-        label = f"{meta.get('device', '?')}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
+        dtype = meta.get("dtype") or "float32"
+        label = f"{meta.get('device', '?')}, {dtype}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
         out[name] = (label, curve_from_cost_rows(rows, meta))
     return out
 

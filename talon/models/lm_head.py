@@ -223,4 +223,4 @@ def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | N
 
 def head_name(lm: LoadedModel) -> str:
     """What the LM head that picks ``lm``'s tokens is, for cost-curve keys and benchmark meta."""
-    return lm.screen.name if lm.screen is not None else "float32"
+    return lm.screen.name if lm.screen is not None else str(lm.dtype).removeprefix("torch.")

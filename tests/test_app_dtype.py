@@ -1,0 +1,45 @@
+"""The app reads results measured in its own dtype first: the cost curve its tree lab prices with comes
+from a cost suite of its dtype even when one of another dtype is newer (fast tier; real cost suites
+copied from docs/bench)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import ui.shared as shared
+
+BENCH = Path(__file__).resolve().parent.parent / "docs" / "bench"
+
+
+def copy_cost_suite(name: str, into: Path, date: str) -> float:
+    """Copy the cost suite ``docs/bench/NAME`` under ``into``, dated ``date``; returns its plain step (s)."""
+    target = into / name
+    shutil.copytree(BENCH / name, target)
+    meta = json.loads((target / "meta.json").read_text())
+    meta["date"] = date
+    (target / "meta.json").write_text(json.dumps(meta))
+    rows = (target / "cost.csv").read_text().splitlines()
+    return float(next(r for r in rows if r.startswith("ar,")).split(",")[3])
+
+
+@pytest.mark.parametrize("app_dtype", ["float32", "bfloat16"])
+def test_the_cost_curve_is_the_newest_of_the_apps_dtype(tmp_path, monkeypatch, app_dtype):
+    fp32 = copy_cost_suite("cost-cpu-epyc-zen4-r16", tmp_path, "2026-01-01T00:00:00+00:00")
+    bf16 = copy_cost_suite("cost-cpu-epyc-zen4-bf16-invariant", tmp_path, "2026-02-01T00:00:00+00:00")
+    monkeypatch.setattr(shared, "APP_DTYPE", app_dtype)
+    monkeypatch.setattr(shared, "DEVICE_KIND", "cpu")
+    shared.cost_model.cache_clear()
+    curve = shared.cost_model(str(tmp_path))
+    shared.cost_model.cache_clear()
+    assert curve is not None and fp32 != bf16
+    assert curve.plain == pytest.approx(fp32 if app_dtype == "float32" else bf16)
+
+
+def test_results_without_a_dtype_count_as_float32(monkeypatch):
+    monkeypatch.setattr(shared, "APP_DTYPE", "float32")
+    assert shared.measured_like_this_app({}) and shared.measured_like_this_app({"dtype": "float32"})
+    assert not shared.measured_like_this_app({"dtype": "bfloat16"})
