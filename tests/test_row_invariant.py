@@ -189,6 +189,36 @@ def test_models_it_does_not_apply_to_are_left_alone():
     unpacked.model.to(torch.bfloat16)
     assert not make_row_invariant(unpacked.model)  # no packed linears ($TALON_CPU_LINEAR=plain)
     assert unpacked.model.config._attn_implementation == "sdpa"
-    with pytest.raises(ValueError, match="one sequence"):
-        q, k, v, mask, _ = tree_case(10, 4, torch.float32)
-        invariant_attention(_Heads, q.expand(2, -1, -1, -1), k, v, mask)
+    eager = tiny_target()
+    eager.model.to(torch.bfloat16)
+    pack_linears(eager.model)
+    eager.model.set_attn_implementation("eager")
+    assert not make_row_invariant(eager.model)  # only transformers' sdpa is replaced
+
+
+def test_keys_of_earlier_forwards_that_not_every_row_sees_are_attended_correctly():
+    """A draft model feeds its tree a layer a forward: keys before this forward's rows include earlier
+    tree rows that only some rows see (their positions are not the sequence's, so only correctness is
+    asked); and a batch of two sequences takes transformers' sdpa."""
+    g = torch.Generator().manual_seed(3)
+    committed, old, new = 100, 40, 12
+    kv = committed + old + new
+    q = torch.randn(1, 9, new, 64, generator=g)
+    k, v = torch.randn(1, 3, kv, 64, generator=g), torch.randn(1, 3, kv, 64, generator=g)
+    mask = torch.zeros(new, kv, dtype=torch.bool)
+    mask[:, :committed] = True
+    for row in range(new):
+        mask[row, committed + torch.randperm(old, generator=g)[:5]] = True  # ancestors among the old rows
+        mask[row, committed + old + row] = True
+    ours, _ = invariant_attention(_Heads, q, k, v, mask[None, None], scaling=0.125)
+    ref = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.125, enable_gqa=True)
+    assert torch.allclose(ours, ref.transpose(1, 2), atol=1e-5)
+    pair, _ = invariant_attention(
+        _Heads,
+        q.expand(2, -1, -1, -1),
+        k.expand(2, -1, -1, -1),
+        v.expand(2, -1, -1, -1),
+        mask[None, None],
+        scaling=0.125,
+    )
+    assert torch.allclose(pair[1], ref.transpose(1, 2)[0], atol=1e-5)

@@ -37,6 +37,7 @@ import weakref
 import torch
 from torch import nn
 from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from .cpu_linear import PackedLinear, onednn_linear_works
@@ -59,17 +60,21 @@ SPLIT_INPUTS = 1024
 same bits at every row count; 1536 did not)."""
 
 
+_DELEGATED = ("position_bias", "cache", "softcap", "s_aux", "sinks", "sliding_window")
+"""Keyword arguments that send a forward to transformers' ``sdpa`` when given."""
+
+
 class _Block:
     """One block of query rows ``[r0, r1)``: the additive mask (None when every row sees every key),
-    how many leading chunks lie wholly in the keys before this forward's rows (``full``), and per later
-    chunk the span of keys ``[lo, hi)`` holding it and, where the span also holds keys of another chunk
-    a row sees, a 0/1 float ``[rows, hi - lo]`` that keeps only the chunk's own."""
+    the ``full`` leading chunks (keys ``[0, full * CHUNK)``, seen by every row), and per later chunk the
+    span of keys ``[lo, hi)`` holding it and, where the span also holds keys of another chunk a row
+    sees, a 0/1 float ``[rows, hi - lo]`` that keeps only the chunk's own."""
 
-    def __init__(self, vis: torch.Tensor, chunk: torch.Tensor, r0: int, r1: int, first: int) -> None:
+    def __init__(self, vis: torch.Tensor, chunk: torch.Tensor, r0: int, r1: int, full: int) -> None:
         self.r0, self.r1 = r0, r1
         rows_vis = vis[r0:r1]
         self.bias = None if bool(rows_vis.all()) else torch.zeros(rows_vis.shape).masked_fill_(~rows_vis, float("-inf"))
-        self.full = first // CHUNK
+        self.full = full
         rows_chunk = chunk[r0:r1]
         self.tails: list[tuple[int, int, torch.Tensor | None]] = []
         for c in range(self.full, int(rows_chunk.max()) + 1):
@@ -85,16 +90,23 @@ class _Block:
 class _Plan:
     """What every layer of one forward shares, from its mask ``vis`` ``[q, kv]`` (True = visible) whose
     last ``q`` keys are this forward's own rows: each key's logical position (a key before this
-    forward's rows: its index; a row's own key: the number of keys the row sees, minus one) and the
-    blocks of query rows."""
+    forward's rows: its index; a row's own key: the number of keys the row sees, minus one), the
+    chunks every row sees whole (within the leading keys all rows see: the committed prefix; a draft
+    model's tree rows from earlier forwards of the step come after it) and the blocks of query rows.
+    Every key a row sees falls in one chunk, so the result is attention whatever the positions; they
+    make it row-invariant where they are the sequence's (the target's verification: committed prefix,
+    then the tree)."""
 
     def __init__(self, vis: torch.Tensor) -> None:
         q, kv = vis.shape
         first = kv - q
+        seen_by_all = vis.all(0)
+        leading = kv if bool(seen_by_all.all()) else int((~seen_by_all).nonzero()[0])
+        full = min(leading, first) // CHUNK
         position = torch.arange(kv)
-        position[first:] = vis.sum(-1) - 1
+        position[first:] = vis.sum(-1) - 1  # >= leading: a row sees the leading keys and itself
         chunk = torch.where(vis, (position // CHUNK)[None, :], -1)
-        self.blocks = [_Block(vis, chunk, r0, min(r0 + ROW_BLOCK, q), first) for r0 in range(0, q, ROW_BLOCK)]
+        self.blocks = [_Block(vis, chunk, r0, min(r0 + ROW_BLOCK, q), full) for r0 in range(0, q, ROW_BLOCK)]
 
 
 class _PlanCache:
@@ -143,12 +155,13 @@ def invariant_attention(
     """transformers' attention-function contract: ``query`` ``[1, heads, q, D]``, ``key`` / ``value``
     ``[1, kv_heads, kv, D]`` (the last ``q`` keys are the query rows' own), ``attention_mask`` bool (True
     = visible) or additive ``[1, 1, q, >= kv]`` or None (causal) -> ``([1, q, heads, D], None)`` in the
-    query's dtype, computed in float32 (module docstring).  Batches of more than one sequence are not
-    supported (our loop decodes one)."""
+    query's dtype, computed in float32 (module docstring).  A batch of several sequences (our loop
+    decodes one), soft-capping, sinks or a sliding window take transformers' ``sdpa``: attention still,
+    not row-invariant."""
     batch, heads, q, dim = query.shape
     kv_heads, kv = key.shape[1], key.shape[2]
-    if batch != 1:
-        raise ValueError("the row-invariant attention decodes one sequence at a time")
+    if batch != 1 or any(kwargs.get(k) is not None for k in _DELEGATED):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
     group = heads // kv_heads
     if attention_mask is None:
         plan = _Plan(torch.ones(q, kv, dtype=torch.bool).tril(kv - q))
@@ -227,10 +240,16 @@ def make_row_invariant(model: nn.Module) -> bool:
     row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
     split, and ``invariant_attention``.  Returns whether it did; a model in another dtype or place, or
     one whose linears are not packed (no bfloat16 kernel on this CPU, or ``$TALON_CPU_LINEAR=plain``),
-    is left as it is."""
+    or one whose attention is not transformers' ``sdpa`` is left as it is."""
     weight = next((p for p in model.parameters()), None)
     config = getattr(model, "config", None)
-    if weight is None or config is None or weight.device.type != "cpu" or weight.dtype != torch.bfloat16:
+    if (
+        weight is None
+        or config is None
+        or weight.device.type != "cpu"
+        or weight.dtype != torch.bfloat16
+        or getattr(config, "_attn_implementation", None) != "sdpa"
+    ):
         return False
     packed = [(parent, name, child) for parent in list(model.modules()) for name, child in parent.named_children()]
     packed = [(p, n, c) for p, n, c in packed if isinstance(c, PackedLinear)]
