@@ -21,9 +21,9 @@ from talon.models.loaded import LoadedModel
 from talon.models.row_invariant import (
     CHUNK,
     INVARIANT_ATTENTION,
+    LONE_ROW_INPUTS,
     LONGEST_CHAIN,
-    SPLIT_INPUTS,
-    SplitLinear,
+    PairedRowLinear,
     invariant_attention,
     make_row_invariant,
 )
@@ -163,21 +163,24 @@ def test_greedy_speculative_decoding_in_bfloat16_equals_plain_decoding():
 
 
 @needs_bf16_kernel
-def test_long_linears_are_split_and_every_row_count_gets_the_same_bits():
+def test_long_linears_give_every_row_count_the_same_bits():
+    """The down projection's shape (1536 inputs): the packed kernel alone gives a lone row other bits
+    than the same row among others (the control); never given a lone row, every count agrees."""
     torch.manual_seed(0)
-    linear = nn.Linear(1536, 48, bias=True).to(torch.bfloat16)
-    parent = nn.Sequential(linear)
+    parent = nn.Sequential(nn.Linear(1536, 576, bias=False).to(torch.bfloat16))
     pack_linears(parent)
     packed = parent[0]
-    assert isinstance(packed, PackedLinear) and packed.in_features > SPLIT_INPUTS
-    split = SplitLinear(packed)
-    x = torch.randn(40, 1536).to(torch.bfloat16)
+    assert isinstance(packed, PackedLinear) and packed.in_features > LONE_ROW_INPUTS
+    paired = PairedRowLinear(packed)
+    x = torch.randn(129, 1536).to(torch.bfloat16)
     with torch.inference_mode():
-        rows = split(x)
-        reference = nn.functional.linear(x.float(), linear.weight.float(), linear.bias.float())
-        assert torch.allclose(rows.float(), reference, atol=0.1)
-        for n in (1, 2, 3, 17):
-            assert torch.equal(split(x[:n]), rows[:n])
+        rows = packed(x)
+        lone = torch.cat([packed(x[i : i + 1]) for i in range(len(x))])
+        assert not torch.equal(lone, rows)  # the control
+        assert torch.equal(torch.cat([paired(x[i : i + 1]) for i in range(len(x))]), rows)
+        assert torch.equal(paired(x[0]), rows[0])  # a 1-D input keeps its shape
+        for n in (2, 3, 17, 64):
+            assert torch.equal(paired(x[:n]), rows[:n])
 
 
 def test_models_it_does_not_apply_to_are_left_alone():

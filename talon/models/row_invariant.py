@@ -10,9 +10,8 @@ found to differ with the number of rows (``docs/bench/bf16-invariance-cpu-epyc-z
 module replaces each by a computation whose every row follows one fixed order of operations:
 
 - **linears**: oneDNN's packed bfloat16 kernel at every row count (``auto`` mode would take MKL's at
-  one or two rows, another kernel), and a linear with more than ``SPLIT_INPUTS`` inputs (the MLP's down
-  projection, 1536) as two products over the halves of its inputs added in float32, because longer
-  products came out differently at some row counts;
+  one or two rows, another kernel), and a linear with more than ``LONE_ROW_INPUTS`` inputs (the MLP's
+  down projection, 1536) never given a lone row, which the kernel computes another way;
 - **attention** (``invariant_attention``): scores from one float32 batched matmul with the query rows
   padded to a multiple of ``ROW_PAD`` (fewer rows take another kernel), masked exponentials, and the
   weighted sum of values with a column of ones appended (so the softmax's normaliser comes out of the
@@ -55,9 +54,9 @@ whatever zeros it held (measured: 194 keys split); a chunk holding a tree's rows
 ``CHUNK - 1 + rows`` keys, so trees of up to 129 rows (root included) stay within it."""
 ROW_BLOCK = 512
 """Query rows (per head) per block, bounding the score matrix of a long prompt's one-forward prefill."""
-SPLIT_INPUTS = 1024
-"""Linears with more inputs than this are split in two (products up to 1024 long gave every row the
-same bits at every row count; 1536 did not)."""
+LONE_ROW_INPUTS = 1024
+"""Linears with more inputs than this never multiply a lone row (``PairedRowLinear``): products up to
+1024 long gave a row the same bits at every row count, 1536 long at every count but one."""
 
 
 _DELEGATED = ("position_bias", "cache", "softcap", "s_aux", "sinks", "sliding_window")
@@ -179,8 +178,8 @@ def invariant_attention(
         rows = group * n
         padded = -(-rows // ROW_PAD) * ROW_PAD
         qf = torch.zeros((kv_heads, padded, dim), dtype=torch.float32)
-        qf[:, :rows].view(kv_heads, group, n, dim).copy_(grouped[:, :, block.r0 : block.r1])
-        scores = torch.bmm(qf, keys).mul_(scale)  # [kv_heads, padded, kv]; padded rows are dropped below
+        qf[:, :rows].view(kv_heads, group, n, dim).copy_(grouped[:, :, block.r0 : block.r1]).mul_(scale)
+        scores = torch.bmm(qf, keys)  # [kv_heads, padded, kv]; padded rows are dropped below
         if block.bias is not None:
             scores[:, :rows].view(kv_heads, group, n, kv).add_(block.bias)
         weights = scores.sub_(scores.amax(-1, keepdim=True)).exp_()
@@ -208,37 +207,31 @@ def invariant_attention(
     return out.view(1, q, heads, dim), None
 
 
-class SplitLinear(nn.Module):
-    """A packed linear as two packed products over the halves of its inputs, added in float32 and
-    rounded to the weight's dtype once.  ``weight`` / ``bias`` stay the original parameters."""
+class PairedRowLinear(nn.Module):
+    """A packed linear that never multiplies a lone row: one row is computed beside a row of zeros.
+    For a long product (the MLP's down projection, 1536 inputs) this CPU's packed bfloat16 kernel took
+    another path for one row than for 2 to 129, whose rows all agreed; as one of two rows the lone row
+    gets their bits, at about the one-row price (the weights are read once either way).  ``weight`` /
+    ``bias`` / ``packed`` are the packed linear's."""
 
     def __init__(self, linear: PackedLinear) -> None:
         super().__init__()
+        self.inner = linear
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
-        self.half = self.in_features // 2
-        w = linear.weight.detach()
-        self.packed = tuple(
-            torch.ops.mkldnn._reorder_linear_weight(part.contiguous(), 64)
-            for part in (w[:, : self.half], w[:, self.half :])
-        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` -> ``[..., out_features]`` in ``x``'s dtype."""
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
-            return nn.functional.linear(x, self.weight, self.bias)
-        a = torch.ops.mkldnn._linear_pointwise(x[..., : self.half].contiguous(), self.packed[0], None, "none", [], "")
-        b = torch.ops.mkldnn._linear_pointwise(x[..., self.half :].contiguous(), self.packed[1], None, "none", [], "")
-        total = a.float() + b.float()
-        if self.bias is not None:
-            total += self.bias.float()
-        return total.to(x.dtype)
+        """``x`` ``[..., in_features]`` -> ``[..., out_features]``."""
+        if x.numel() != self.in_features:
+            return self.inner(x)
+        pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
+        return self.inner(pair)[:1].reshape(*x.shape[:-1], self.out_features)
 
 
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
     row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
-    split, and ``invariant_attention``.  Returns whether it did; a model in another dtype or place, or
+    never given a lone row, and ``invariant_attention``.  Returns whether it did; a model in another dtype or place, or
     one whose linears are not packed (no bfloat16 kernel on this CPU, or ``$TALON_CPU_LINEAR=plain``),
     or one whose attention is not transformers' ``sdpa`` is left as it is."""
     weight = next((p for p in model.parameters()), None)
@@ -257,8 +250,8 @@ def make_row_invariant(model: nn.Module) -> bool:
         return False
     for parent, name, child in packed:
         child.plain_rows = 0
-        if child.in_features > SPLIT_INPUTS:
-            setattr(parent, name, SplitLinear(child))
+        if child.in_features > LONE_ROW_INPUTS:
+            setattr(parent, name, PairedRowLinear(child))
     AttentionInterface.register(INVARIANT_ATTENTION, invariant_attention)
     AttentionMaskInterface.register(INVARIANT_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     model.set_attn_implementation(INVARIANT_ATTENTION)
