@@ -172,6 +172,7 @@ def test_long_linears_give_every_row_count_the_same_bits():
     packed = parent[0]
     assert isinstance(packed, PackedLinear) and packed.in_features > LONE_ROW_INPUTS
     paired = PairedRowLinear(packed)
+    assert list(paired.state_dict()) == list(packed.state_dict()) == ["weight"]  # what weight checks read
     x = torch.randn(129, 1536).to(torch.bfloat16)
     with torch.inference_mode():
         rows = packed(x)

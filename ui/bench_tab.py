@@ -96,8 +96,8 @@ def bench_show(directory):
 def bench_load():
     """Page load: the results directories (newest first) and the view of the newest one measured on
     this kind of device, in the app's dtype where there is one, preferring one that compares methods
-    over a lone sweep or cost table; a line
-    says when there is none from this device and what is shown instead."""
+    over a lone sweep or cost table; a line says when there is none from this device and what is shown
+    instead."""
     dirs = results.result_dirs(bench_root())
     choices = [(results.describe(d), str(d)) for d in dirs]
     metas = {d: _meta(d) for d in dirs}

@@ -211,21 +211,26 @@ class PairedRowLinear(nn.Module):
     """A packed linear that never multiplies a lone row: one row is computed beside a row of zeros.
     For a long product (the MLP's down projection, 1536 inputs) this CPU's packed bfloat16 kernel took
     another path for one row than for 2 to 129, whose rows all agreed; as one of two rows the lone row
-    gets their bits, at about the one-row price (the weights are read once either way).  ``weight`` /
-    ``bias`` / ``packed`` are the packed linear's."""
+    gets their bits, at about the one-row price (the weights are read once either way).  ``weight`` and
+    ``bias`` stay the original parameters (so the state dict, and the draft head's check of the
+    target's weights, see no change); the packed copy is a plain attribute."""
 
     def __init__(self, linear: PackedLinear) -> None:
         super().__init__()
-        self.inner = linear
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
+        self.packed = linear.packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` -> ``[..., out_features]``."""
-        if x.numel() != self.in_features:
-            return self.inner(x)
-        pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
-        return self.inner(pair)[:1].reshape(*x.shape[:-1], self.out_features)
+        """``x`` ``[..., in_features]`` -> ``[..., out_features]``; with a gradient wanted, PyTorch's own
+        linear (the packed op has no backward)."""
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            return nn.functional.linear(x, self.weight, self.bias)
+        if x.numel() == self.in_features:
+            pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
+            out = torch.ops.mkldnn._linear_pointwise(pair, self.packed, self.bias, "none", [], "")
+            return out[:1].reshape(*x.shape[:-1], self.out_features)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
 def make_row_invariant(model: nn.Module) -> bool:
