@@ -236,9 +236,10 @@ class PairedRowLinear(nn.Module):
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
     row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
-    never given a lone row, and ``invariant_attention``.  Returns whether it did; a model in another dtype or place, or
-    one whose linears are not packed (no bfloat16 kernel on this CPU, or ``$TALON_CPU_LINEAR=plain``),
-    or one whose attention is not transformers' ``sdpa`` is left as it is."""
+    never given a lone row, and ``invariant_attention``.  Returns whether it did; a model in another
+    dtype or place, one whose linears are not packed (no bfloat16 kernel on this CPU, or
+    ``$TALON_CPU_LINEAR=plain``), or one whose attention is not transformers' ``sdpa`` is left as it
+    is."""
     weight = next((p for p in model.parameters()), None)
     config = getattr(model, "config", None)
     if (
