@@ -144,22 +144,30 @@ def test_tree_rows_of_a_bfloat16_model_equal_plain_rows_and_the_stock_forward_do
     assert not all(stock)  # the control: the stock bfloat16 forward gives some tree row other bits
 
 
+def greedy_runs(target: LoadedModel, seed: int) -> dict[str, list[int]]:
+    """Greedy ar, TALON and EAGLE-2 (N=40, a tiny model drafting) on a 70-token prompt."""
+    ids = prompt_ids(seed, length=70)
+    return {
+        method: run_to_end(
+            target,
+            ModelDrafter(bf16_tiny(seed=9)) if method != "ar" else None,
+            TreeConfig(method=method, budget=40),
+            DecodeConfig(max_new_tokens=40),
+            prompt_ids=ids,
+        ).output_ids
+        for method in ("ar", "talon", "eagle2")
+    }
+
+
 @needs_bf16_kernel
 def test_greedy_speculative_decoding_in_bfloat16_equals_plain_decoding():
     target = bf16_tiny()
     for seed in (4, 5, 6, 7):
-        ids = prompt_ids(seed, length=70)
-        runs = {}
-        for method in ("ar", "talon", "eagle2"):
-            trace = run_to_end(
-                target,
-                ModelDrafter(bf16_tiny(seed=9)) if method != "ar" else None,
-                TreeConfig(method=method, budget=40),
-                DecodeConfig(max_new_tokens=40),
-                prompt_ids=ids,
-            )
-            runs[method] = trace.output_ids
+        runs = greedy_runs(target, seed)
         assert runs["talon"] == runs["ar"] == runs["eagle2"], seed
+    # the control: with the stock bfloat16 forward, seed 5's speculative runs leave plain decoding
+    stock = greedy_runs(bf16_tiny(invariant=False), 5)
+    assert stock["talon"] != stock["ar"] and stock["eagle2"] != stock["ar"]
 
 
 @needs_bf16_kernel
