@@ -23,7 +23,6 @@ from talon.models.row_invariant import (
     INVARIANT_ATTENTION,
     LONE_ROW_INPUTS,
     LONGEST_CHAIN,
-    PairedRowLinear,
     invariant_attention,
     make_row_invariant,
 )
@@ -179,17 +178,17 @@ def test_long_linears_give_every_row_count_the_same_bits():
     pack_linears(parent)
     packed = parent[0]
     assert isinstance(packed, PackedLinear) and packed.in_features > LONE_ROW_INPUTS
-    paired = PairedRowLinear(packed)
-    assert list(paired.state_dict()) == list(packed.state_dict()) == ["weight"]  # what weight checks read
     x = torch.randn(129, 1536).to(torch.bfloat16)
     with torch.inference_mode():
         rows = packed(x)
         lone = torch.cat([packed(x[i : i + 1]) for i in range(len(x))])
         assert not torch.equal(lone, rows)  # the control
-        assert torch.equal(torch.cat([paired(x[i : i + 1]) for i in range(len(x))]), rows)
-        assert torch.equal(paired(x[0]), rows[0])  # a 1-D input keeps its shape
+        packed.pair_lone_row = True
+        assert list(packed.state_dict()) == ["weight"]  # what the draft head's weight check reads
+        assert torch.equal(torch.cat([packed(x[i : i + 1]) for i in range(len(x))]), rows)
+        assert torch.equal(packed(x[0]), rows[0])  # a 1-D input keeps its shape
         for n in (2, 3, 17, 64):
-            assert torch.equal(paired(x[:n]), rows[:n])
+            assert torch.equal(packed(x[:n]), rows[:n])
 
 
 def test_models_it_does_not_apply_to_are_left_alone():

@@ -184,14 +184,16 @@ def preload_default_model() -> threading.Thread:
 def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
     """The cost curve of the newest ``cost`` results measured on this kind of device, in the app's dtype
     if there are any (a bfloat16 curve prices float32 trees wrongly), else in another (None if none)."""
-    found = []
+    found = []  # (measured in the app's dtype, rows), newest first
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
         if meta.get("suite") == "cost" and str(meta.get("device", "")).startswith(DEVICE_KIND):
             rows = results.read_cost(directory).to_dict("records")
             if rows:
-                found.append((not measured_like_this_app(meta), len(found), rows))
-    return curve_from_rows(min(found)[2]) if found else None
+                found.append((measured_like_this_app(meta), rows))
+    if not found:
+        return None
+    return curve_from_rows(next((rows for same, rows in found if same), found[0][1]))
 
 
 def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:

@@ -49,7 +49,7 @@ def gqa_sdpa_forward(
         groups == 1
         or attention_mask is None  # causal alignment and cropping: transformers' own handling
         or query.device.type != "cpu"
-        or any(kwargs.get(k) is not None for k in _DELEGATED)
+        or any(kwargs.get(k) is not None for k in DELEGATED_TO_SDPA)
     )
     if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
@@ -59,7 +59,7 @@ def gqa_sdpa_forward(
     return out.transpose(1, 2).contiguous(), None
 
 
-_DELEGATED = ("position_bias", "cache", "softcap", "s_aux", "sinks")
+DELEGATED_TO_SDPA = ("position_bias", "cache", "softcap", "s_aux", "sinks")
 """Keyword arguments that ``gqa_sdpa_forward`` leaves to transformers' ``sdpa`` when given."""
 
 

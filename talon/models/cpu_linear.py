@@ -53,6 +53,9 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_BATCH_HINT)
         self.plain_rows = 0
         """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
+        self.pair_lone_row = False
+        """A lone row is multiplied beside a row of zeros (``talon.models.row_invariant``: for long
+        products the packed bfloat16 kernel computes one row another way than two or more)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` float32 on the CPU -> ``[..., out_features]``.  When a gradient
@@ -62,6 +65,10 @@ class PackedLinear(nn.Module):
             x.numel() <= self.plain_rows * self.in_features
         ):
             return nn.functional.linear(x, self.weight, self.bias)
+        if self.pair_lone_row and x.numel() == self.in_features:
+            pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
+            out = torch.ops.mkldnn._linear_pointwise(pair, self.packed, self.bias, "none", [], "")
+            return out[:1].reshape(*x.shape[:-1], self.out_features)
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 

@@ -39,6 +39,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
+from .cpu_attention import DELEGATED_TO_SDPA
 from .cpu_linear import PackedLinear, onednn_linear_works
 
 INVARIANT_ATTENTION = "talon_cpu_row_invariant"
@@ -55,11 +56,13 @@ whatever zeros it held (measured: 194 keys split); a chunk holding a tree's rows
 ROW_BLOCK = 512
 """Query rows (per head) per block, bounding the score matrix of a long prompt's one-forward prefill."""
 LONE_ROW_INPUTS = 1024
-"""Linears with more inputs than this never multiply a lone row (``PairedRowLinear``): products up to
-1024 long gave a row the same bits at every row count, 1536 long at every count but one."""
+"""Linears with more inputs than this never multiply a lone row (``PackedLinear.pair_lone_row``: one
+row beside a row of zeros, at about the one-row price since the weights are read once either way):
+products up to 1024 long gave a row the same bits at every row count, 1536 long at every count but
+one."""
 
 
-_DELEGATED = ("position_bias", "cache", "softcap", "s_aux", "sinks", "sliding_window")
+_DELEGATED = (*DELEGATED_TO_SDPA, "sliding_window")
 """Keyword arguments that send a forward to transformers' ``sdpa`` when given."""
 
 
@@ -207,32 +210,6 @@ def invariant_attention(
     return out.view(1, q, heads, dim), None
 
 
-class PairedRowLinear(nn.Module):
-    """A packed linear that never multiplies a lone row: one row is computed beside a row of zeros.
-    For a long product (the MLP's down projection, 1536 inputs) this CPU's packed bfloat16 kernel took
-    another path for one row than for 2 to 129, whose rows all agreed; as one of two rows the lone row
-    gets their bits, at about the one-row price (the weights are read once either way).  ``weight`` and
-    ``bias`` stay the original parameters (so the state dict, and the draft head's check of the
-    target's weights, see no change); the packed copy is a plain attribute."""
-
-    def __init__(self, linear: PackedLinear) -> None:
-        super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias
-        self.packed = linear.packed
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` -> ``[..., out_features]``; with a gradient wanted, PyTorch's own
-        linear (the packed op has no backward)."""
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
-            return nn.functional.linear(x, self.weight, self.bias)
-        if x.numel() == self.in_features:
-            pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
-            out = torch.ops.mkldnn._linear_pointwise(pair, self.packed, self.bias, "none", [], "")
-            return out[:1].reshape(*x.shape[:-1], self.out_features)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-
-
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
     row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
@@ -250,14 +227,12 @@ def make_row_invariant(model: nn.Module) -> bool:
         or getattr(config, "_attn_implementation", None) != "sdpa"
     ):
         return False
-    packed = [(parent, name, child) for parent in list(model.modules()) for name, child in parent.named_children()]
-    packed = [(p, n, c) for p, n, c in packed if isinstance(c, PackedLinear)]
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
     if not packed or not onednn_linear_works(torch.bfloat16):
         return False
-    for parent, name, child in packed:
-        child.plain_rows = 0
-        if child.in_features > LONE_ROW_INPUTS:
-            setattr(parent, name, PairedRowLinear(child))
+    for linear in packed:
+        linear.plain_rows = 0
+        linear.pair_lone_row = linear.in_features > LONE_ROW_INPUTS
     AttentionInterface.register(INVARIANT_ATTENTION, invariant_attention)
     AttentionMaskInterface.register(INVARIANT_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     model.set_attn_implementation(INVARIANT_ATTENTION)
