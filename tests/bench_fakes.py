@@ -80,6 +80,11 @@ def fake_runs() -> list[dict]:
                 rows.append(
                     _run("sweep", "budget_sweep", m, p, cat, 0.0, {**TREE, "budget": n}, f"N={n}", mat=1.5 + n / 32)
                 )
+        # auto-sized, run once a prompt: 1.2x the best fixed N (N=32, MAT 2.5) on p0 and p2, 0.96x on p1
+        auto_mat = 2.4 if p == 1 else 3.0
+        rows.append(
+            _run("sweep", "budget_sweep", "talon+auto", p, cat, 0.0, {**TREE, "budget": 128}, "N=auto", auto_mat)
+        )
         rows.append(_run("mu", "mu_sweep", "ar", p, cat, 0.0, None))
         for mu in (0.01, 0.1):
             rows.append(_run("mu", "mu_sweep", "talon", p, cat, 0.0, {**TREE, "mu": mu}, f"mu={mu}", mat=2 + mu))

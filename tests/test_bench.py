@@ -86,7 +86,7 @@ def test_sources_experiment_compares_hybrid_with_each_source_by_category():
 
 
 def test_head_suite_measures_the_bar_at_n60():
-    (exp,) = suites.get_suite("head").experiments
+    exp, sweep = suites.get_suite("head").experiments
     assert exp.settings(CPU_DEFAULT)[0] | {"depth": 0, "gamma": 0} == {
         "budget": 60,
         "topk": 10,
@@ -97,6 +97,56 @@ def test_head_suite_measures_the_bar_at_n60():
     }
     assert exp.methods == ("ar", "talon", "talon+auto") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
+    # then which N on this device: every fixed N at the device's K and mu against auto, one experiment
+    assert sweep.kind == "budget_sweep" and sweep.methods == ("ar", "talon", "talon+auto")
+    assert sweep.values == suites.FIXED_BUDGETS and min(sweep.values) <= 4 and max(sweep.values) >= 96
+    assert sweep.prompts == exp.prompts
+    assert [s["topk"] for s in sweep.settings(CPU_DEFAULT)] == [CPU_DEFAULT.topk] * len(sweep.values)
+
+
+def test_a_budget_sweep_runs_an_auto_sized_method_once_a_prompt():
+    from talon.bench.runner import run_plan, tree_for
+    from talon.config import AUTO_CAP
+
+    one = suites.ONE_PER_CATEGORY
+    sweep = suites.Experiment("s", "budget_sweep", one, ("ar", "talon", "talon+auto", "eagle2+auto"), values=(4, 8))
+    plan = [(m, tree_for(m, kw)["budget"], label) for m, kw, label in run_plan(sweep, CPU_DEFAULT, lambda m: True)]
+    assert plan == [
+        ("ar", 4, ""),
+        ("talon", 4, "N=4"),
+        ("talon+auto", AUTO_CAP, "N=auto"),
+        ("eagle2+auto", AUTO_CAP, "N=auto"),
+        ("talon", 8, "N=8"),
+    ]
+    # a mu sweep reaches the auto-sized tree (mu shapes it): it runs at every setting
+    mu = suites.Experiment("m", "mu_sweep", one, ("ar", "talon+auto"), values=(0.01, 0.1))
+    assert [label for _, _, label in run_plan(mu, CPU_DEFAULT, lambda m: True)] == ["", "mu=0.01", "mu=0.1"]
+    assert [m for m, _, _ in run_plan(sweep, CPU_DEFAULT, lambda m: m != "eagle2+auto")] == [
+        "ar",
+        "talon",
+        "talon+auto",
+        "talon",
+    ]
+
+
+def test_auto_against_the_best_fixed_n():
+    runs = fake_runs()
+    (c,) = bench_results.auto_against_fixed(runs)
+    assert c["method"] == "talon+auto" and c["best_fixed"] == "N=32" and c["prompts"] == 3
+    auto = [1 / 3.0 * 1.3, 1 / 2.4 * 1.3, 1 / 3.0 * 1.3]  # the fakes' seconds: 1 / MAT * 1.3
+    best = 3 * (1 / 2.5 * 1.3)
+    assert c["ratio"] == pytest.approx(best / sum(auto))
+    assert c["per_prompt_min"] == pytest.approx(2.4 / 2.5) and c["per_prompt_max"] == pytest.approx(3.0 / 2.5)
+    assert c["per_prompt"] == pytest.approx((1.2 * 1.2 * 0.96) ** (1 / 3)) and c["auto_faster"] == 2
+    assert c["speedup"] == pytest.approx(3 / sum(auto)) and c["best_fixed_speedup"] == pytest.approx(3 / best)
+    assert set(c["fixed_ratio"]) == {"N=8", "N=16", "N=32"} and min(c["fixed_ratio"].values()) == c["ratio"]
+    line = bench_results.describe_auto_against_fixed(c)
+    assert "talon+auto vs the best fixed N (N=32)" in line and "auto faster on 2 of 3" in line
+    # a sweep without its auto-sized run, or auto swept with the cap as older results did: nothing to say
+    assert bench_results.auto_against_fixed([r for r in runs if r["method"] != "talon+auto"]) == []
+    swept = [dict(r, setting="N=8") for r in runs if r["method"] == "talon+auto"]
+    again = [dict(r, setting="N=16") for r in swept]
+    assert bench_results.auto_against_fixed([r for r in runs if r["method"] != "talon+auto"] + swept + again) == []
 
 
 def test_auto_variants_size_by_cost_with_the_cap():
@@ -400,9 +450,12 @@ def test_figures_draw_every_experiment(frames):
     (bars,) = figs["peers"].data
     assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
     budget = figs["budget_sweep"]
-    assert {t.name for t in budget.data} == {"EAGLE-2", "TALON"} and len(budget.data) == 2 * 3  # 3 panels
+    auto = "TALON, auto N: 1.11× the best fixed N (32)"  # summed seconds: 3 x 0.52 against 1.408
+    assert {t.name for t in budget.data} == {"EAGLE-2", "TALON", auto} and len(budget.data) == 3 * 3  # 3 panels
     talon = next(t for t in budget.data if t.name == "TALON" and t.xaxis == "x")
     assert list(talon.x) == [8, 16, 32]
+    level = next(t for t in budget.data if t.name == auto and t.xaxis == "x")  # the cap is not swept
+    assert list(level.x) == [8, 32] and level.y[0] == level.y[1] and level.line.dash == "dash"
     mu = figs["mu_sweep"]
     assert mu.layout.xaxis.type == "log" and {t.name for t in mu.data} == {"TALON"}
     topk = figs["topk_sweep"]

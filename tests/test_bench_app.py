@@ -47,7 +47,11 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     assert [row[0] for row in categories["data"]] == [*CATEGORIES, "all"]
     assert shape["data"] and lossless["data"]
     assert sources["headers"][:3] == ["category", "TALON (head) MAT (T=0)", "TALON (head) speedup (T=0)"]
-    assert {t["name"] for t in _figure(budget)["data"]} == {"EAGLE-2", "TALON"}
+    assert {t["name"] for t in _figure(budget)["data"]} == {
+        "EAGLE-2",
+        "TALON",
+        "TALON, auto N: 1.11× the best fixed N (32)",
+    }
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
     assert _figure(topk)["data"]
 

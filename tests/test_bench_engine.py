@@ -123,6 +123,41 @@ def test_a_suite_hands_over_its_rows_after_every_prompt(target):
     assert all(bool(r["matches_ar"]) for r in result["runs"])
 
 
+def test_a_budget_sweep_sets_auto_against_every_fixed_n(target):
+    """The head suite's last experiment, shortened: the auto-sized tree runs once a prompt beside each
+    fixed N, every run equals AR, and the comparison with the best fixed N comes out of the rows."""
+    from talon.bench import suites
+    from talon.bench.prompts import PromptSet
+    from talon.bench.runner import run_suite
+    from talon.models.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    registry.get_derived("embedded", lambda: target)
+    sweep = suites.Experiment(
+        "auto_vs_fixed",
+        "budget_sweep",
+        (PromptSet("assets", per_category=1),),
+        ("ar", "talon", "talon+auto"),
+        values=(4, 16),
+        max_new_tokens=12,
+    )
+    suite = suites.Suite("sizing", "test", (sweep,), drafter="head")
+    result = run_suite(suite, "embedded", limit=2, log=lambda _s: None, registry=registry)
+    runs = result["runs"]
+    assert [(r["method"], r["setting"]) for r in runs[:4]] == [
+        ("ar", ""),
+        ("talon", "N=4"),
+        ("talon+auto", "N=auto"),
+        ("talon", "N=16"),
+    ]
+    assert len(runs) == 8 and all(bool(r["matches_ar"]) for r in runs)
+    auto = [r for r in runs if r["method"] == "talon+auto"]
+    assert all(r["auto"] and r["budget"] == 128 and r["mean_expected"] > 1 for r in auto)
+    (c,) = bench_results.auto_against_fixed(runs)
+    assert c["prompts"] == 2 and c["best_fixed"] in ("N=4", "N=16") and c["ratio"] > 0
+    assert c["fixed_ratio"][c["best_fixed"]] == pytest.approx(c["ratio"])
+
+
 def _prompts_file(tmp_path: Path) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text(json.dumps({"id": "extr-1", "category": "extraction", "prompt": EXAMPLES["extr-1"]}) + "\n")

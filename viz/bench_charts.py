@@ -318,7 +318,9 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
 
 def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure:
     """Speedup, MAT and draft share (tree-construction share of step time) against the swept parameter
-    (``budget_sweep``: N; ``mu_sweep``: μ; ``topk_sweep``: K), one line per method."""
+    (``budget_sweep``: N; ``mu_sweep``: μ; ``topk_sweep``: K), one line per method.  In a budget sweep
+    an auto-sized method (``METHOD+auto``, its cap not swept) is a dashed level line named with its
+    speedup over the best fixed N of its method."""
     param, x_title, log_x = SWEEP_AXES[kind]
     title = SWEEP_TITLES[param]
     rows = _rows(summary, (kind,))
@@ -326,6 +328,8 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
     if rows.empty:
         return _empty(title, f"no {param} sweep in these results (run the 'paper' suite)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=("speedup vs AR", "MAT", "draft share"), horizontal_spacing=0.08)
+    auto = rows[[param == "budget" and is_auto(m) for m in rows["method"]]]
+    rows = rows.drop(auto.index)
     for method in dict.fromkeys(rows["method"]):
         m = rows[rows["method"] == method].sort_values(param)
         for col, y in enumerate(("speedup", "MAT", "draft_share"), 1):
@@ -339,6 +343,28 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
                     showlegend=col == 1,
                     line={"color": color(method)},
                     hovertemplate=f"{label(method)} {param}=%{{x}}: {y} %{{y:.3f}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+    span = [rows[param].min(), rows[param].max()] if not rows.empty else [0, 1]
+    for _, a in auto.iterrows():
+        fixed = rows[rows["method"] == a["method"].removesuffix("+auto")]
+        name = label(a["method"])
+        if not fixed.empty:  # the same prompts, interleaved: the ratio of speedups is the ratio of seconds
+            best = fixed.loc[fixed["speedup"].idxmax()]
+            name += f": {a['speedup'] / best['speedup']:.2f}× the best fixed N ({best[param]:g})"
+        for col, y in enumerate(("speedup", "MAT", "draft_share"), 1):
+            fig.add_trace(
+                go.Scatter(
+                    x=span,
+                    y=[a[y], a[y]],
+                    mode="lines",
+                    name=name,
+                    legendgroup=a["method"],
+                    showlegend=col == 1,
+                    line={"color": color(a["method"]), "dash": "dash"},
+                    hovertemplate=f"{name}<br>{y} %{{y:.3f}} (the cap is not swept)<extra></extra>",
                 ),
                 row=1,
                 col=col,

@@ -264,6 +264,8 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     ]
     print(f"device: {result['meta']['device']}  model: {result['meta']['model']}  drafter: {suite.drafter}")
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    for comparison in results.auto_against_fixed(result["runs"]):
+        print(results.describe_auto_against_fixed(comparison))
     print(f"wrote {len(paths)} files to {out_dir}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
     return 0
 

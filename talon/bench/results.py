@@ -183,6 +183,65 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
     return [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in out]
 
 
+def auto_against_fixed(runs: Sequence[dict]) -> list[dict]:
+    """The auto-sized tree against the best fixed N, per budget sweep that carries both
+    (``METHOD+auto`` beside ``METHOD`` at several N, interleaved per prompt), per temperature.
+
+    ``runs``: run rows (``RUN_COLUMNS``).  The best fixed N is the one with the least summed seconds
+    over the prompts every setting ran; ``ratio`` = its seconds / auto's (> 1: auto is faster);
+    ``per_prompt``: the geometric mean of the per-prompt ratios, with their least and greatest and
+    how many prompts auto ran faster on.  Returns one dict per auto method, in first-seen order."""
+    sweeps: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r.get("sweep") == "budget" and r.get("method") != "ar":
+            sweeps.setdefault((r["experiment"], r["temperature"]), []).append(r)
+    out = []
+    for (experiment, temperature), rows in sweeps.items():
+        for auto in dict.fromkeys(r["method"] for r in rows if r["method"].endswith("+auto")):
+            fixed = auto.removesuffix("+auto")
+            mine = {r["prompt_id"]: r["seconds"] for r in rows if r["method"] == auto}
+            seconds: dict[str, dict[str, float]] = {}  # fixed N's setting -> prompt -> seconds
+            for r in rows:
+                if r["method"] == fixed:
+                    seconds.setdefault(r["setting"], {})[r["prompt_id"]] = r["seconds"]
+            prompts = [p for p in mine if all(p in by for by in seconds.values())]
+            if len({r["setting"] for r in rows if r["method"] == auto}) != 1 or not seconds or not prompts:
+                continue  # auto swept with the cap (results written before auto ran once a sweep)
+            total = {s: sum(by[p] for p in prompts) for s, by in seconds.items()}
+            best = min(total, key=total.get)
+            ratios = [seconds[best][p] / mine[p] for p in prompts]
+            ar = sum(r["ar_seconds"] for r in rows if r["method"] == auto and r["prompt_id"] in prompts)
+            out.append(
+                {
+                    "experiment": experiment,
+                    "temperature": temperature,
+                    "method": auto,
+                    "best_fixed": best,
+                    "prompts": len(prompts),
+                    "ratio": total[best] / sum(mine[p] for p in prompts),
+                    "speedup": metrics.speedup(ar, sum(mine[p] for p in prompts)),
+                    "best_fixed_speedup": metrics.speedup(ar, total[best]),
+                    "per_prompt": math.exp(sum(map(math.log, ratios)) / len(ratios)),
+                    "per_prompt_min": min(ratios),
+                    "per_prompt_max": max(ratios),
+                    "auto_faster": sum(x > 1 for x in ratios),
+                    "fixed_ratio": {s: t / sum(mine[p] for p in prompts) for s, t in total.items()},
+                }
+            )
+    return out
+
+
+def describe_auto_against_fixed(comparison: dict) -> str:
+    """One line for ``auto_against_fixed``'s dict."""
+    c = comparison
+    return (
+        f"{c['method']} vs the best fixed N ({c['best_fixed']}), {c['experiment']} T={c['temperature']:g}: "
+        f"{c['ratio']:.2f}x (auto {c['speedup']:.2f}x ar, {c['best_fixed']} {c['best_fixed_speedup']:.2f}x ar; "
+        f"per prompt {c['per_prompt']:.2f}x geometric mean, {c['per_prompt_min']:.2f}-{c['per_prompt_max']:.2f}, "
+        f"auto faster on {c['auto_faster']} of {c['prompts']})"
+    )
+
+
 # ---- files ------------------------------------------------------------------------------------------
 def _frame(rows: Sequence[dict], columns: Sequence[str]) -> pd.DataFrame:
     df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=list(columns))

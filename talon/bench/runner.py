@@ -335,6 +335,30 @@ def load_named(load: Callable[[], T], option: str) -> T:
 
 
 # ---- suites -----------------------------------------------------------------------------------------
+def run_plan(
+    experiment: Experiment, default_tree: TreeConfig, can_run: Callable[[str], bool]
+) -> list[tuple[str, dict, str]]:
+    """``(method, tree kwargs, setting label)`` in run order: ``ar`` first, then per setting every
+    other method that ``can_run``.  A method the sweep does not reach (an auto-sized one in a budget
+    sweep: its cap stays ``AUTO_CAP``) runs once, at the first setting, labelled ``N=auto``, so a
+    sweep of fixed N can carry the auto-sized tree it is measured against."""
+    settings = experiment.settings(default_tree)
+    methods = [m for m in experiment.methods if m != "ar" and can_run(m)]
+    if "hf_generate" in methods:  # the second baseline runs second, so every row can be set against it
+        methods = ["hf_generate"] + [m for m in methods if m != "hf_generate"]
+    name = {"budget": "N", "topk": "K"}.get(experiment.sweep, experiment.sweep)
+    out = [("ar", settings[0], "")]
+    for k, kwargs in enumerate(settings):
+        label = f"{name}={kwargs[experiment.sweep]}" if experiment.sweep else ""
+        for m in methods:
+            unswept = experiment.sweep == "budget" and is_auto(m)
+            if not unswept:
+                out.append((m, kwargs, label))
+            elif k == 0:
+                out.append((m, kwargs, f"{name}=auto"))
+    return out
+
+
 class SuiteRunner:
     """Runs a suite's experiments on one target: every method and setting on a prompt before the next
     prompt, the autoregressive run first, one short warm-up per method before its first measured run.
@@ -384,20 +408,6 @@ class SuiteRunner:
         row = self.methods.run_one(method, tree_kwargs, ids, temperature, max_new_tokens)
         row.pop("steps", None)
         return row
-
-    def plan(self, experiment: Experiment) -> list[tuple[str, dict, str]]:
-        """``(method, tree kwargs, setting label)`` in run order: ``ar`` first, then per setting every
-        other method that can run."""
-        settings = experiment.settings(self.default_tree)
-        methods = [m for m in experiment.methods if m != "ar" and self.available(m)]
-        if "hf_generate" in methods:  # the second baseline runs second, so every row can be set against it
-            methods = ["hf_generate"] + [m for m in methods if m != "hf_generate"]
-        out = [("ar", settings[0], "")]
-        for kwargs in settings:
-            name = {"budget": "N", "topk": "K"}.get(experiment.sweep, experiment.sweep)
-            label = f"{name}={kwargs[experiment.sweep]}" if experiment.sweep else ""
-            out += [(m, kwargs, label) for m in methods]
-        return out
 
     def warm_up(self, plan: list[tuple[str, dict, str]], item: dict, ids: list[int], temperature: float) -> None:
         for method, kwargs, _ in plan:
@@ -463,7 +473,7 @@ class SuiteRunner:
         temperature as soon as it is measured."""
         prompts, notes = load_prompts(experiment, self.limit)
         self.notes += [n for n in notes if n not in self.notes]
-        plan = self.plan(experiment)
+        plan = run_plan(experiment, self.default_tree, self.available)
         for n, item in enumerate(prompts):
             ids = encode_prompt(self.target, item["prompt"])
             for temperature in experiment.temperatures:

@@ -296,11 +296,17 @@ HEADLINE_PROMPTS = (
 )
 
 
+FIXED_BUDGETS = (4, 8, 16, 24, 32, 60, 96)
+"""The fixed N the head suite sets auto-sized trees against: the CPU's best sizes (a few nodes) to the
+paper's N=60 and past it (the H100's cost curve was flat from 32 to 64 nodes)."""
+
+
 def _head() -> Suite:
     return Suite(
         "head",
         "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
-        "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category).",
+        "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category); "
+        "then auto-sized trees against every fixed N at the device's K and mu.",
         (
             Experiment(
                 "head_bar",
@@ -311,6 +317,16 @@ def _head() -> Suite:
                 max_new_tokens=64,
                 description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category, "
                 "and the same policy auto-sized by the cost rule (cap 128).",
+            ),
+            Experiment(
+                "auto_vs_fixed",
+                "budget_sweep",
+                HEADLINE_PROMPTS,
+                ("ar", "talon", "talon+auto"),
+                values=FIXED_BUDGETS,
+                max_new_tokens=64,
+                description="Which N on this device: TALON at the device's K and mu with each fixed budget N, "
+                "against the same policy auto-sized by the cost rule (cap 128, run once a prompt), interleaved.",
             ),
         ),
         drafter="head",
