@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import metrics
+from .suites import AUTO_SUFFIX, is_auto
 
 RUN_COLUMNS = (
     "suite",
@@ -188,7 +189,8 @@ def auto_against_fixed(runs: Sequence[dict]) -> list[dict]:
     (``METHOD+auto`` beside ``METHOD`` at several N, interleaved per prompt), per temperature.
 
     ``runs``: run rows (``RUN_COLUMNS``).  The best fixed N is the one with the least summed seconds
-    over the prompts every setting ran; ``ratio`` = its seconds / auto's (> 1: auto is faster);
+    over the prompts every setting ran (picked on the same runs it is compared with, which favours it
+    when the sizes are close); ``ratio`` = its seconds / auto's (> 1: auto is faster);
     ``per_prompt``: the geometric mean of the per-prompt ratios, with their least and greatest and
     how many prompts auto ran faster on.  Returns one dict per auto method, in first-seen order."""
     sweeps: dict[tuple, list[dict]] = {}
@@ -197,8 +199,8 @@ def auto_against_fixed(runs: Sequence[dict]) -> list[dict]:
             sweeps.setdefault((r["experiment"], r["temperature"]), []).append(r)
     out = []
     for (experiment, temperature), rows in sweeps.items():
-        for auto in dict.fromkeys(r["method"] for r in rows if r["method"].endswith("+auto")):
-            fixed = auto.removesuffix("+auto")
+        for auto in dict.fromkeys(r["method"] for r in rows if is_auto(r["method"])):
+            fixed = auto.removesuffix(AUTO_SUFFIX)
             mine = {r["prompt_id"]: r["seconds"] for r in rows if r["method"] == auto}
             seconds: dict[str, dict[str, float]] = {}  # fixed N's setting -> prompt -> seconds
             for r in rows:
