@@ -105,9 +105,9 @@ def test_a_measured_trees_chain_leaf_is_headed_so_its_walk_takes_one_lm_head_cal
 
 
 class _SpikyPieces:
-    """Stand-in step pieces with known costs (plain 1, verify(n) = 1 + n / 10 except a dip at 4, call(w)
-    = w / 100), all scaled by a load that changes after every other plain step, with one piece spiking
-    in one round."""
+    """Stand-in step pieces with known costs (plain 1, verify(n) = 1 + n / 10 except a dip at 4, as a CPU
+    kernel's blocking gives, call(w) = w / 100), all scaled by a load that changes after every other
+    plain step, with one piece spiking in one round."""
 
     spiked = False
 
@@ -138,6 +138,6 @@ def test_a_curve_is_priced_from_round_ratios_robust_to_load_and_spikes(target, m
     curve = measure_curve(target, HeadDrafter(random_head(target), target), reps=5, sizes=(1, 2, 4, 8), widths=(1, 2))
     ratios = dict((n, s / curve.plain) for n, s in curve.verify)
     assert ratios[1] == pytest.approx(1.1) and ratios[2] == pytest.approx(1.2)  # the spiked round is outvoted
-    assert ratios[4] == pytest.approx(1.2) and ratios[8] == pytest.approx(1.8)  # the dip is evened out
+    assert ratios[4] == pytest.approx(1.1) and ratios[8] == pytest.approx(1.8)  # the dip is kept: it is real
     assert [s / curve.plain for _, s in curve.call] == pytest.approx([0.01, 0.02])
     assert curve.key["method"] == cost_measure.MEASUREMENT and _SpikyPieces.spiked

@@ -30,7 +30,7 @@ from talon.drafters.calibration import (
     scale_odds,
 )
 from talon.engine.builders import ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder, TalonBuilder
-from talon.engine.sizing import CostRule
+from talon.engine.sizing import Candidate, CostRule
 from talon.runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from talon.tree import (
     ACCEPTED,
@@ -303,6 +303,24 @@ def test_an_unsure_drafter_on_dear_verification_makes_a_plain_step():
     result = grown(TalonBuilder(budget=20, topk=4, mu=0.1), uniform_fn(VOCAB), rule)
     assert len(result.tree) == 1 and result.stop == STOP_COST and result.drafter_forwards == 1
     assert result.expected == 1.0 and result.price == pytest.approx(1 + 0.2)
+
+
+def test_where_a_third_row_costs_less_than_a_second_unlikely_candidates_pay_together():
+    # The Zen 4's curve: verifying 2 nodes costs 1.11 plain steps, 3 to 6 nodes 0.97, 7 or more 1.11+.
+    plain = 0.01
+    ratios = {1: 1.0, 2: 1.11, 3: 0.97, 4: 0.96, 5: 0.97, 6: 0.99, 7: 1.10, 8: 1.11, 16: 1.43, 32: 1.97}
+    dip = CostCurve(plain=plain, verify=tuple((n, plain * r) for n, r in ratios.items()), call=((1, plain * 0.06),))
+    rule = CostRule(Calibration(), dip, sizing=True)
+    weak = [Candidate(0, t, math.log(0.05), SOURCE_MODEL, 0, accept=0.05) for t in range(6)]
+    # the first alone lowers E / price (1.05 / 1.17 < 1 / 1.06); with the next two it beats the root alone
+    assert (1 + 0.05) / dip.price(2, [1]) < 1 / dip.price(1, [1])
+    assert rule.affordable(1.0, 1, [1], weak) == 5  # 6 nodes; a seventh would cost a step's tenth more
+    assert rule.affordable(1.0, 1, [1], weak[:1]) == 0  # one alone: a plain step
+    # on a curve that only rises, the best prefix is where the next candidate stops paying
+    rising = CostRule(Calibration(), curve(slope=0.1, call=0.06), sizing=True)
+    cands = [Candidate(0, t, 0.0, SOURCE_MODEL, 0, accept=a) for t, a in enumerate((0.5, 0.2, 0.08, 0.01))]
+    kept = rising.affordable(1.0, 1, [1], cands)
+    assert kept == 2 and (1.7 + 0.08) / rising.curve.price(4, [1]) < 1.7 / rising.curve.price(3, [1])
 
 
 @pytest.mark.parametrize("seed", range(6))

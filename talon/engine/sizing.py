@@ -5,8 +5,8 @@ A tree's expected committed tokens are ``E = 1 + sum over draft nodes of P(path 
 (siblings exclude each other under greedy verification: the target's token is one of them at most),
 with ``P`` the product of calibrated acceptances along the path; its price is the cost curve's
 ``price(nodes, call widths)`` in plain steps.  The policy (TALON's Top-K root and mu gate, EAGLE-2's
-top-k expansion and re-rank) proposes candidates best first; the rule keeps a candidate while it raises
-``E / price``, drafts another layer while an optimistic estimate of that layer's gain beats its price,
+top-k expansion and re-rank) proposes candidates best first; the rule keeps the prefix of them with
+the most ``E / price``, drafts another layer while an optimistic estimate of that layer's gain beats its price,
 and a step whose best tree does not beat a plain step (``1 / price(root only)``) is a plain step.
 
 One ``CostRule`` per run: it holds the run's calibration (learned online from the verdicts).
@@ -72,14 +72,17 @@ class CostRule:
         self, expected: float, nodes: int, call_widths: Sequence[int], candidates: Sequence[Candidate]
     ) -> int:
         """How many of ``candidates`` (best first, ``accept`` filled in) to add to a tree of ``nodes``
-        nodes worth ``expected`` tokens: the longest prefix in which every candidate raises E / price."""
-        price = self.curve.price(nodes, call_widths)
-        for k, c in enumerate(candidates):
-            new_price = self.curve.price(nodes + 1, call_widths)
-            if (expected + c.accept) * price <= expected * new_price:
-                return k
-            expected, nodes, price = expected + c.accept, nodes + 1, new_price
-        return len(candidates)
+        nodes worth ``expected`` tokens: the prefix with the most E / price (the shortest of equals; 0
+        when none beats the tree as it is).  A prefix, not a stop at the first candidate that alone does
+        not pay, because the curve need not rise with every node: where a second row costs more than a
+        third (a CPU kernel's blocking), two unlikely candidates can pay together where one does not."""
+        best, best_k = expected / self.curve.price(nodes, call_widths), 0
+        for k, c in enumerate(candidates, start=1):
+            expected += c.accept
+            ratio = expected / self.curve.price(nodes + k, call_widths)
+            if ratio > best:
+                best, best_k = ratio, k
+        return best_k
 
     def layer_pays(
         self,
