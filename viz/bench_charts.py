@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from talon.bench.suites import TREE_METHODS, is_auto, split_method
+from talon.bench.suites import AUTO_SUFFIX, TREE_METHODS, is_auto, split_method
 from talon.config import METHOD_NAMES
 
 from .style import CATEGORY_COLORS, TEMPLATE, new_figure
@@ -349,7 +349,7 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
             )
     span = [rows[param].min(), rows[param].max()] if not rows.empty else [0, 1]
     for _, a in auto.iterrows():
-        fixed = rows[rows["method"] == a["method"].removesuffix("+auto")]
+        fixed = rows[rows["method"] == a["method"].removesuffix(AUTO_SUFFIX)]
         name = label(a["method"])
         if not fixed.empty:  # the same prompts, interleaved: the ratio of speedups is the ratio of seconds
             best = fixed.loc[fixed["speedup"].idxmax()]

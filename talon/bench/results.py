@@ -211,6 +211,7 @@ def auto_against_fixed(runs: Sequence[dict]) -> list[dict]:
                 continue  # auto swept with the cap (results written before auto ran once a sweep)
             total = {s: sum(by[p] for p in prompts) for s, by in seconds.items()}
             best = min(total, key=total.get)
+            auto_total = sum(mine[p] for p in prompts)
             ratios = [seconds[best][p] / mine[p] for p in prompts]
             ar = sum(r["ar_seconds"] for r in rows if r["method"] == auto and r["prompt_id"] in prompts)
             out.append(
@@ -220,14 +221,14 @@ def auto_against_fixed(runs: Sequence[dict]) -> list[dict]:
                     "method": auto,
                     "best_fixed": best,
                     "prompts": len(prompts),
-                    "ratio": total[best] / sum(mine[p] for p in prompts),
-                    "speedup": metrics.speedup(ar, sum(mine[p] for p in prompts)),
+                    "ratio": total[best] / auto_total,
+                    "speedup": metrics.speedup(ar, auto_total),
                     "best_fixed_speedup": metrics.speedup(ar, total[best]),
                     "per_prompt": math.exp(sum(map(math.log, ratios)) / len(ratios)),
                     "per_prompt_min": min(ratios),
                     "per_prompt_max": max(ratios),
                     "auto_faster": sum(x > 1 for x in ratios),
-                    "fixed_ratio": {s: t / sum(mine[p] for p in prompts) for s, t in total.items()},
+                    "fixed_ratio": {s: t / auto_total for s, t in total.items()},
                 }
             )
     return out
