@@ -264,6 +264,15 @@ def mean_realised(steps: Sequence[StepRecord]) -> float | None:
     return sum(s.accepted_tokens + 1 for s in steps) / len(steps) if steps else None
 
 
+def mean_sq_miss(steps: Sequence[StepRecord]) -> float | None:
+    """Mean over steps of (expected - realised committed tokens)^2: with ``mean_expected`` and
+    ``mean_realised`` it gives the spread of the per-step miss, so pooled runs can say how far a
+    calibration's mean miss is from sampling noise (``talon.bench.results``; None without expectations)."""
+    if mean_expected(steps) is None:
+        return None
+    return sum((s.expected - s.accepted_tokens - 1) ** 2 for s in steps) / len(steps)
+
+
 def mean_price(steps: Sequence[StepRecord]) -> float | None:
     """Mean step price in plain decoding steps (None when the run had no cost curve)."""
     values = [s.price for s in steps if s.price is not None]

@@ -74,6 +74,9 @@ def fake_runs() -> list[dict]:
             rows.append(_run("categories", "categories", "ar", p, cat, t, None))
             rows.append(_run("categories", "categories", "eagle2", p, cat, t, TREE, mat=2.0))
             rows.append(_run("categories", "categories", "talon", p, cat, t, TREE, mat=2.5))
+        # auto-sized (greedy), with the cost rule's plan: 2.6 tokens a step expected, MAT committed
+        auto = _run("categories", "categories", "talon+auto", p, cat, 0.0, {**TREE, "budget": 128}, mat=2.4)
+        rows.append({**auto, "auto": True, "mean_expected": 2.6, "mean_realised": 2.4, "mean_sq_miss": 0.5})
         rows.append(_run("sweep", "budget_sweep", "ar", p, cat, 0.0, None))
         for n in (8, 16, 32):
             for m in ("eagle2", "talon"):

@@ -423,6 +423,32 @@ def test_category_table_has_the_papers_layout(frames):
     assert row["EAGLE-2 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)
 
 
+def test_the_calibration_error_bar_pools_the_per_step_misses():
+    # two runs: misses (E - realised) 0.5, -0.5, 1.0 (realised 3, 1, 3) and 0.0 twice (realised 2, 2)
+    runs = [
+        {**row, "category": "c", "experiment": "e", "method": "talon+auto", "target_forwards": n}
+        for row, n in (
+            ({"mean_expected": 8 / 3, "mean_realised": 7 / 3, "mean_sq_miss": 1.5 / 3}, 3),
+            ({"mean_expected": 2.0, "mean_realised": 2.0, "mean_sq_miss": 0.0}, 2),
+        )
+    ]
+    for r in runs:
+        r.update(new_tokens=10, seconds=1.0, draft_forwards=1, draft_seconds=0.1)
+    misses = [0.5, -0.5, 1.0, 0.0, 0.0]
+    mean = sum(misses) / 5
+    sd = math.sqrt(sum((m - mean) ** 2 for m in misses) / 4)
+    row = bench_results.summarize(runs)[0]
+    assert row["mean_expected"] / row["mean_realised"] - 1 == pytest.approx(1.0 / 11)
+    assert row["calibration_se"] == pytest.approx(sd / math.sqrt(5) / (11 / 5))
+    assert bench_charts.calibration(row) == "2.40 / 2.20 (+9% ± 23%)"
+    # a run without the miss's spread (older results): the means stay, the error bar goes
+    del runs[1]["mean_sq_miss"]
+    row = bench_results.summarize(runs)[0]
+    assert row["calibration_se"] is None and bench_charts.calibration(row) == "2.40 / 2.20 (+9%)"
+    assert bench_charts.calibration({"mean_expected": None, "mean_realised": 2.0}) is None
+    assert bench_results.calibration_se(2.0, 2.0, 0.0, 1) is None
+
+
 def test_tables(frames):
     runs, summary = frames
     tables = bench_charts.tables(runs, summary)
@@ -430,7 +456,10 @@ def test_tables(frames):
     assert list(methods["method"]) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
     assert methods.loc[methods["method"] == "autoregressive", "speedup"].iloc[0] == 1.0
     shape = tables["shape"]
-    assert set(shape["method"]) == {"EAGLE-2", "TALON"} and shape["category"].iloc[-1] == "all"
+    assert set(shape["method"]) == {"EAGLE-2", "TALON", "TALON, auto N"} and shape["category"].iloc[-1] == "all"
+    calibrated = shape[shape["method"] == "TALON, auto N"].set_index("category")["expected / realised"]
+    assert calibrated["all"].startswith("2.60 / 2.40 (+8% ± ") and calibrated.notna().all()
+    assert shape.loc[shape["method"] == "TALON", "expected / realised"].isna().all()
     assert shape["nodes per layer"].iloc[0] == "3.0 · 2.0 · 1.0"
     lossless = tables["lossless"]
     assisted = lossless[lossless["method"] == "HF assisted"].iloc[0]

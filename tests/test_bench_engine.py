@@ -152,7 +152,9 @@ def test_a_budget_sweep_sets_auto_against_every_fixed_n(target):
     ]
     assert len(runs) == 8 and all(bool(r["matches_ar"]) for r in runs)
     auto = [r for r in runs if r["method"] == "talon+auto"]
-    assert all(r["auto"] and r["budget"] == 128 and r["mean_expected"] > 1 for r in auto)
+    assert all(r["auto"] and r["budget"] == 128 and r["mean_expected"] > 1 and r["mean_sq_miss"] > 0 for r in auto)
+    pooled = [r for r in result["summary"] if r["method"] == "talon+auto" and r["category"] == bench_results.ALL]
+    assert len(pooled) == 1 and 0 < pooled[0]["calibration_se"] < 1
     (c,) = bench_results.auto_against_fixed(runs)
     assert c["prompts"] == 2 and c["best_fixed"] in ("N=4", "N=16") and c["ratio"] > 0
     assert c["fixed_ratio"][c["best_fixed"]] == pytest.approx(c["ratio"])

@@ -20,6 +20,9 @@ from talon.metrics import (
     delta,
     draft_share,
     mat,
+    mean_expected,
+    mean_realised,
+    mean_sq_miss,
     paired_verdict,
     reliability_points,
     reliability_table,
@@ -210,6 +213,15 @@ def test_mat_of_autoregressive_is_one_and_uses_committed_ids() -> None:
     cut = make_step(0, chain(0, [1, 2, 3]), [1, 2, 3, 5], 3, 0.0, 0.1, 0.1, cut=2)
     assert cut.committed_ids == [1, 2] and cut.accepted_tokens == 3
     assert mat([cut]) == 2.0
+
+
+def test_the_calibration_means_by_hand() -> None:
+    steps = hand_steps()  # realised 3, 1, 3 committed tokens
+    assert mean_expected(steps) is None and mean_sq_miss(steps) is None  # no expectations recorded
+    for step, expected in zip(steps, (2.5, 1.5, 4.0)):
+        step.expected = expected
+    assert mean_expected(steps) == pytest.approx(8.0 / 3) and mean_realised(steps) == pytest.approx(7.0 / 3)
+    assert mean_sq_miss(steps) == pytest.approx((0.25 + 0.25 + 1.0) / 3)
 
 
 def test_delta_is_drafter_forwards_per_target_forward() -> None:

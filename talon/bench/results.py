@@ -57,6 +57,7 @@ RUN_COLUMNS = (
     "mean_layer_widths",
     "mean_expected",
     "mean_realised",
+    "mean_sq_miss",
     "mean_price",
     "plain_share",
     "matches_ar",
@@ -72,6 +73,7 @@ transformers' ``generate()`` on an unmodified model (when the experiment runs ``
 ``auto``: the tree was sized by the cost rule (``budget`` its cap); ``mean_expected`` / ``mean_price``:
 per step, the expected committed tokens (bonus included) and the price in plain steps (empty without a
 cost curve); ``mean_realised``: per step, the drafts accepted + 1 (what ``mean_expected`` predicts);
+``mean_sq_miss``: per step, the squared difference of the two (what the calibration's error bar needs);
 ``plain_share``: share of steps whose tree was the root alone.  ``matches_ar``: output tokens equal AR's
 (T=0 only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
 
@@ -110,6 +112,7 @@ SUMMARY_COLUMNS = GROUP_KEYS + (
     "mean_layer_widths",
     "mean_expected",
     "mean_realised",
+    "calibration_se",
     "mean_price",
     "plain_share",
     "matches_ar",
@@ -117,7 +120,9 @@ SUMMARY_COLUMNS = GROUP_KEYS + (
 """``summary.csv``: one row per (experiment, setting, temperature, method) and category, plus
 ``category == "all"`` pooling every prompt.  Ratios are of sums over the prompts (``metrics.pooled``);
 ``speedup`` = summed AR seconds / summed method seconds over the same prompts; ``matches_ar`` = share
-of runs whose tokens equal AR's (T=0)."""
+of runs whose tokens equal AR's (T=0).  ``calibration_se``: the standard error of
+``mean_expected / mean_realised - 1`` from the spread of the per-step misses (``calibration_se``'s
+docstring): how far from 0 a calibrated drafter's miss may land by chance on these steps."""
 
 ALL = "all"
 LIST_COLUMNS = ("mean_layer_widths", "token_ids")
@@ -152,13 +157,31 @@ def _pool(rows: Sequence[dict]) -> dict:
         values = [r.get(base) for r in rows]
         out[base] = None if any(_missing(a) for a in values) else sum(values)
         out[ratio] = None if out[base] is None else metrics.speedup(out[base], out["seconds"])
-    for key in ("mean_expected", "mean_realised", "mean_price", "plain_share"):  # per step, weighted by steps
+    for key in ("mean_expected", "mean_realised", "mean_sq_miss", "mean_price", "plain_share"):  # per step
         have = [(r[key], r["target_forwards"]) for r in rows if not _missing(r.get(key))]
         n = sum(f for _, f in have)
         out[key] = sum(v * f for v, f in have) / n if n and len(have) == len(rows) else None
+    out["calibration_se"] = calibration_se(
+        out["mean_expected"], out["mean_realised"], out.pop("mean_sq_miss"), out["target_forwards"]
+    )
     same = [r.get("matches_ar") for r in rows]
     out["matches_ar"] = None if any(_missing(s) for s in same) else sum(bool(s) for s in same) / len(same)
     return out
+
+
+def calibration_se(
+    mean_expected: float | None, mean_realised: float | None, mean_sq_miss: float | None, steps: int
+) -> float | None:
+    """The standard error of ``mean_expected / mean_realised - 1`` over ``steps`` steps, from the
+    per-step misses ``e = expected - realised`` (mean ``mean_expected - mean_realised``, mean square
+    ``mean_sq_miss``): ``sd(e) / sqrt(steps) / mean_realised``.  It treats the steps as independent;
+    steps of one prompt are not (a prompt the drafter suits less than average misses on most of its
+    steps), so it is a lower bound on the uncertainty.  None when a mean is missing or steps < 2."""
+    if None in (mean_expected, mean_realised, mean_sq_miss) or steps < 2 or not mean_realised:
+        return None
+    mean_miss = mean_expected - mean_realised
+    variance = max(mean_sq_miss - mean_miss**2, 0.0) * steps / (steps - 1)
+    return math.sqrt(variance / steps) / mean_realised
 
 
 def summarize(rows: Sequence[dict]) -> list[dict]:

@@ -98,6 +98,7 @@ def trace_row(trace: RunTrace, method: str, seconds: float) -> dict:
             "wait_seconds": sum(s.wait_seconds for s in steps),
             "mean_expected": metrics.mean_expected(steps),
             "mean_realised": metrics.mean_realised(steps),
+            "mean_sq_miss": metrics.mean_sq_miss(steps),
             "mean_price": metrics.mean_price(steps),
             "plain_share": metrics.plain_share(steps),
             "steps": [
