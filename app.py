@@ -516,7 +516,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "methods": gr.Dataframe(interactive=False, label="Methods, pooled over all prompts"),
                 "peers": gr.Plot(label="Speedup vs autoregressive"),
                 "categories": gr.Dataframe(interactive=False, label="Per category: MAT and speedup (Table 1 layout)"),
-                "shape": gr.Dataframe(interactive=False, label="Tree shape by category"),
+                "shape": gr.Dataframe(
+                    interactive=False,
+                    label="Tree shape by category · expected / realised: committed tokens a step as planned and as "
+                    "verified, the miss ± 2 standard errors",
+                ),
                 "tree_shape": gr.Plot(label="Nodes per layer by category"),
                 "budget_sweep": gr.Plot(label="Budget N sweep"),
                 "mu_sweep": gr.Plot(label="μ sweep"),

@@ -227,13 +227,13 @@ def category_table(
     return pd.DataFrame(out)
 
 
-SHAPE_COLUMNS = ["category", "method", "mean depth", "mean nodes", "delta", "nodes per layer", "expected / realised"]
+SHAPE_COLUMNS = ["category", "method", "mean depth", "mean nodes", "delta", "expected / realised", "nodes per layer"]
 
 
 def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Tree shape by category and tree method, auto-sized ones included (greedy runs): mean depth
-    reached, mean draft nodes, drafter forwards per step (delta), mean nodes per layer from depth 1
-    down, and the calibration: expected against realised committed tokens per step (``calibration``)."""
+    reached, mean draft nodes, drafter forwards per step (delta), the calibration (expected against
+    realised committed tokens per step, ``calibration``) and mean nodes per layer from depth 1 down."""
     rows = _rows(summary, ("categories", "methods"), category=None)
     if not rows.empty:
         tree = rows["method"].map(lambda m: split_method(m)[0] in TREE_METHODS)
@@ -246,8 +246,8 @@ def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
             "mean depth": _num(r.mean_depth),
             "mean nodes": _num(r.mean_tree_nodes, 1),
             "delta": _num(r.delta),
-            "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or [])),
             "expected / realised": calibration(r._asdict()),
+            "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or [])),
         }
         for r in rows.itertuples()
     ]
