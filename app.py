@@ -562,8 +562,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     run_starts = run_btn.click(explore.check_run, settings, None, api_visibility="private").success
     run_starts(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
-    )
+    ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
+    # an upload that is not a trace is refused before the panel or the run on show change
+    upload_starts = upload.upload(explore.check_trace_file, upload, None, api_visibility="private").success
     follow.change(explore.set_follow, [session, follow], None, queue=False)
     step_out = [tree_plot, text_html, nodes_df, caption]
     step_slider.input(  # unprocessed: a typed step outside 1..steps is clamped by show_step, not refused
@@ -589,7 +591,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )
-    for new_run in (run_starts, upload.upload):  # what explained the run before goes with it
+    for new_run in (run_starts, upload_starts):  # what explained the run before goes with it
         new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
         new_run(
             tree_lab.unfrozen,
@@ -705,7 +707,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     json_btn.click(explore.export_json, session, export_file)
     html_btn.click(explore.export_html, [session, step_slider, color_mode], export_file)
-    upload.upload(explore.load_trace, [session, upload, color_mode], [*settings, *view_out, load_note])
+    upload_starts(explore.load_trace, [session, upload, color_mode], [*settings, *view_out, load_note])
 
     status_timer = gr.Timer(1.0)
     status_timer.tick(model_status, None, [status, status_timer], show_progress="hidden")

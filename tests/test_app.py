@@ -243,6 +243,24 @@ def test_load_rejects_non_trace_json(client, tmp_path):
         client.predict(handle_file(str(bad)), "verdict", api_name="/load_trace")
 
 
+def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tmp_path):
+    """The checks the page runs before a load or a run changes anything (no API: the browser's events):
+    a file that is not a trace, and, the default target being loaded with the app, a prompt too long."""
+    import gradio as gr
+
+    from ui.explore import check_trace_file
+    from ui.settings import RunSettings, check
+
+    binary = tmp_path / "random.json"
+    binary.write_bytes(bytes(range(128, 256)))
+    with pytest.raises(gr.Error, match=r"not a TALON trace \(it is not text\)\. Load a file saved with"):
+        check_trace_file(str(binary))
+    long_prompt = "Summarise this: " + "the cat sat on the mat and looked out of the window. " * 300
+    with pytest.raises(gr.Error, match=r"This prompt is [\d,]+ tokens .*shorten it to about"):
+        check(RunSettings(prompt=long_prompt))
+    check(RunSettings(prompt="List three colours."))  # a prompt that fits passes
+
+
 COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")
 
 

@@ -465,15 +465,33 @@ def hide_gate():
     return gr.update(value=None, visible=False), ""
 
 
-def load_trace(session: Session, file, color_mode):
-    """Load a saved trace: its first step on show, its prompt and settings back in the panel, and a
-    line saying what was loaded."""
+def read_trace(file) -> RunTrace:
+    """The trace in an uploaded ``file`` (a path or a file object); ``gr.Error`` saying what to load
+    instead when there is none or it is not one."""
     if file is None:
         raise gr.Error("Choose a trace JSON file first.", print_exception=False)
     try:
-        trace = RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise gr.Error(f"That file is not a TALON trace: {err}", print_exception=False) from None
+        return RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        reason = "it is not text"
+    except (ValueError, OSError) as err:
+        reason = str(err)
+    raise gr.Error(
+        f"That file is not a TALON trace ({reason}). Load a file saved with 'Export trace (JSON)' on this tab.",
+        print_exception=False,
+    )
+
+
+def check_trace_file(file) -> None:
+    """Refuse an upload that is not a trace before anything on the page changes (the panel and the run
+    on show stay as they were)."""
+    read_trace(file)
+
+
+def load_trace(session: Session, file, color_mode):
+    """Load a saved trace: its first step on show, its prompt and settings back in the panel, and a
+    line saying what was loaded."""
+    trace = read_trace(file)
     session.stop()
     session.trace, session.live, session.lab = trace, None, None
     run_id = -int(time.time() * 1000)  # a new text run

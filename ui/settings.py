@@ -18,7 +18,7 @@ from talon.trace import RunTrace
 
 from .compute import COMPUTE, STEP, waiting_line
 from .session import run_stepwise
-from .shared import load_target, make_drafter
+from .shared import load_target, loaded_target, make_drafter
 
 
 def _number(value, name: str, kind=float):
@@ -134,8 +134,9 @@ def check_prompt_length(ids: list[int], device_kind: str) -> None:
 
 
 def check(settings: RunSettings, label: str = "") -> None:
-    """``gr.Error`` for settings no run could start from (an empty prompt, a bad field), found without
-    loading a model: checked before a run's page changes, so a refused run leaves the last one on show.
+    """``gr.Error`` for settings no run could start from (an empty prompt, a bad field, and a prompt too
+    long for this device when its target is loaded already), found without loading a model: checked
+    before a run's page changes, so a refused run leaves the last one on show.
     ``label`` starts the message about a field (e.g. "Method A: ")."""
     try:
         check_prompt_text(settings.prompt)
@@ -145,6 +146,20 @@ def check(settings: RunSettings, label: str = "") -> None:
         settings.configs()
     except ConfigError as err:
         raise gr.Error(f"{label}{err}", print_exception=False) from None
+    target = loaded_target(settings.target_spec)
+    if target is not None:  # a prompt too long for this device, told before the page changes
+        encoded_prompt(target, settings.prompt)
+
+
+def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
+    """``prompt``'s token ids for ``target``; ``gr.Error`` for a prompt no run can start from here (nothing
+    left once encoded, or longer than this device's ``LONG_PROMPT_TOKENS``)."""
+    try:
+        ids = encode_prompt(target, prompt)
+    except ConfigError as err:
+        raise gr.Error(str(err), print_exception=False) from None
+    check_prompt_length(ids, target.device.type)
+    return ids
 
 
 def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
@@ -155,11 +170,7 @@ def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepa
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     target = load_target(settings.target_spec, progress)
-    try:
-        ids = encode_prompt(target, settings.prompt)
-    except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
-    check_prompt_length(ids, target.device.type)
+    ids = encoded_prompt(target, settings.prompt)
     drafter = make_drafter(settings.method, settings.drafter_spec, target)
     report = (lambda line: progress(0.0, desc=line)) if progress is not None else None
     on_wait = (lambda ticket: progress(0.0, desc=waiting_line(ticket))) if progress is not None else None

@@ -133,6 +133,13 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
         raise gr.Error(f"Target model: {err} {TARGET_ADVICE}", print_exception=False) from None
 
 
+def loaded_target(spec: str | None) -> LoadedModel | None:
+    """The target of ``spec`` (default: the app's) when it is already loaded, else None: what a check that
+    must not load a model may read (the default target loads when the app starts)."""
+    spec = (spec or DEFAULT_TARGET).strip()
+    return REGISTRY.get(spec) if not SETUP_PROBLEM and spec in REGISTRY.loaded() else None
+
+
 def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter | None:
     """A fresh drafter for ``method``; ``gr.Error`` naming the Drafter field."""
     try:
