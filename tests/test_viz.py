@@ -528,6 +528,8 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     assert lines == {16, 8}
     texts = [a.text for a in fig.layout.annotations]
     assert "your N = 16" in texts and "cost rule picks N = 8" in texts
+    heights = {a.text: a.y for a in fig.layout.annotations}
+    assert heights["your N = 16"] != heights["cost rule picks N = 8"]  # near lines' labels never overlap
     assert "step 3" in fig.layout.title.text
     projected = price_figure(rows, 16, {"nodes": 0}, "the H100's cost table", projection=True)
     assert projected.layout.title.text.startswith("Projection")

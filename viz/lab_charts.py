@@ -209,7 +209,7 @@ def price_figure(
             x=your_n,
             line={"dash": "dot", "color": "#555"},
             annotation={"text": f"your N = {your_n}", "font": {"size": 11}},
-            annotation_position="top left",
+            annotation_position="bottom right",  # the pick's label sits at the top: near lines never overlap
         )
     if pick is not None:
         fig.add_vline(
