@@ -3,8 +3,15 @@
 Per node the target reached in TALON auto runs (greedy, 64 tokens, the device's cached cost curve): depth,
 draft probability q, rank among its siblings, the parent's q, the calibration's conditional acceptance at
 decision time (before the step's verdict is observed) and the verdict; per step the planned E and the
-committed tokens.  Writes calnodes-WHICH-talon+auto.jsonl in the working directory; calan.py / calan2.py
-tabulate (calan.txt, calan2.txt: calibration, held-out, examples, in that order)."""
+committed tokens.  Writes calnodes-WHICH-talon+auto{TAG}.jsonl in the working directory; calan.py / calan2.py
+tabulate (calan.txt, calan2.txt: calibration, held-out, examples, in that order).
+
+Environment, for the variants tried (docs/benchmarks.md, "Tried and not kept (2026-11-26)"): CAL_DIR reads
+the head's tables from that directory (its calibration.json and a copy of the shipped
+calibration-lookup.json; autofit/'s records: a directory holding autofit/calibration-autofit.json as
+calibration.json, TAG=-autofit); DEEP=w uses w x the table
++ (1 - w) x the raw q for the head's cells below depth 1 (DEEP=0 and 0.5 were tried); TAG is added to the
+output's name."""
 import json, math, sys
 from talon.bench.prompts import PromptSet, load_prompt_set
 from talon.bench.runner import MethodRunner
@@ -13,6 +20,19 @@ from talon.drafters import calibration as C
 from talon.engine import sizing
 from talon.engine.decode import encode_prompt
 from talon.models.registry import ModelRegistry
+import os
+if os.environ.get("DEEP"):
+    _prior_of = C.Calibration.prior_of
+    w = float(os.environ["DEEP"])  # the table's weight at depth >= 2 (0: the raw q)
+    def prior_of(self, key, q):
+        p = _prior_of(self, key, q)
+        return p if key[1] < 2 or key[0] != "model" else w * p + (1 - w) * q
+    C.Calibration.prior_of = prior_of
+if os.environ.get("CAL_DIR"):
+    from pathlib import Path
+    import talon.drafters.factory as F
+    _orig = F.load_drafter_tables
+    F.load_drafter_tables = lambda d: _orig(Path(os.environ["CAL_DIR"]))
 
 which = sys.argv[1]; method = sys.argv[2] if len(sys.argv) > 2 else "talon+auto"
 if which == "examples":
@@ -24,7 +44,7 @@ elif which == "calib":
     from talon.training.calibrate import CALIBRATION_PROMPTS
     items = [j.loads(l) for l in open(CALIBRATION_PROMPTS)]
 cur = {}
-out = open(f"calnodes-{which}-{method}.jsonl", "w")
+out = open(f"calnodes-{which}-{method}{os.environ.get('TAG', '')}.jsonl", "w")
 orig = sizing.CostRule.observe
 def observe(self, tree, verdict):
     cal = self.calibration
