@@ -17,6 +17,7 @@ import gradio as gr
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
+from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
@@ -150,7 +151,7 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
         )
         + f" The Tree lab now holds this step frozen.{note}"
     )
-    fig = lab_charts.gate_figure(gate, cfg.mu, lambda t: tok.decode([t]))
+    fig = lab_charts.gate_figure(gate, cfg.mu, lambda t: token_label(tok, t))
     return gr.update(value=fig, visible=True), line
 
 
@@ -174,7 +175,7 @@ def status_line(session: Session) -> str:
         return NOT_FROZEN
     state = session.lab
     frozen = state.frozen
-    root = visible_text(frozen.target.tokenizer.decode([frozen.root]), 30)
+    root = visible_text(token_label(frozen.target.tokenizer, frozen.root), 30)
     return (
         f"Frozen: **step {state.index + 1} of {len(state.trace.steps)}** ({len(frozen.context)} tokens of "
         f"context, root “{root}”, drafter `{frozen.drafter_spec}`"
@@ -258,7 +259,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
         + f". {lab_stop_line(step, cfg)}{note}"
     )
     has_gate = any(layer.tokens for layer in step.gate or [])
-    gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: tok.decode([t])) if has_gate else None
+    gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: token_label(tok, t)) if has_gate else None
     return fig, caption, gr.update(value=gate, visible=gate is not None)
 
 
@@ -456,8 +457,8 @@ def reroll(session: Session):
     frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
     rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context))
-    table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: tok.decode([t]))
-    fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: tok.decode([t]))
+    table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: token_label(tok, t))
+    fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: token_label(tok, t))
     note = (
         ""
         if frozen.temperature

@@ -64,7 +64,10 @@ HOW_TO_READ = """
 * **Each picture is one decoding step**: one forward pass of the target model over a whole tree of
   guesses. The dark diamond on the left is the **root**: the last token already in the output.
 * Every other node is a **draft token** proposed by the drafter, placed to the right of the token it
-  follows. A path from the root to a node is one guessed continuation.
+  follows. A path from the root to a node is one guessed continuation. Labels show whitespace (␣ space,
+  ⏎ newline); a token that holds only part of a character (emoji, most Chinese or Japanese characters
+  are split into byte pieces) shows its bytes, e.g. `\\xe6`; the output text shows the whole
+  character.
 * **Colour by verdict**: the target checks the tree from the root; **green** nodes were accepted
   (they are in the output), **red** ones were tested and refused (hover to see what the target wanted
   instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own

@@ -16,6 +16,7 @@ from ..drafters.base import Drafter, NoDrafter
 from ..drafters.calibration import Calibration
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
+from ..models.token_text import token_labels
 from ..runtime.cost_curve import CostCurve
 from ..runtime.graphs import static_mode
 from ..trace import RunTrace, StepRecord
@@ -133,10 +134,10 @@ def fill_texts(trace: RunTrace, tokenizer, upto: int | None = None) -> None:
 
 
 def fill_token_texts(steps: Sequence[StepRecord], tokenizer) -> None:
-    """Set ``node_text`` and ``target_text`` of ``steps``: each token's text on its own, every distinct
-    token decoded once."""
+    """Set ``node_text`` and ``target_text`` of ``steps``: each token's text on its own (part of a
+    character as its bytes, ``talon.models.token_text``), every distinct token decoded once."""
     singles = sorted({t for s in steps for t in [*s.tree.token, *s.target_token] if t != NO_TOKEN})
-    text_of = dict(zip(singles, tokenizer.batch_decode([[t] for t in singles])))
+    text_of = dict(zip(singles, token_labels(tokenizer, singles)))
     for step in steps:
         step.node_text = [text_of[t] for t in step.tree.token]
         step.target_text = [text_of[t] if t != NO_TOKEN else "" for t in step.target_token]
