@@ -300,7 +300,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             )
             metrics_md = gr.Markdown(elem_id="run-summary")
             with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
-                nodes_df = gr.Dataframe(interactive=False, wrap=True)
+                nodes_df = gr.Dataframe(
+                    interactive=False, wrap=True, headers=["Run or load a trace to list this step's nodes"]
+                )
 
         # ---- Compare prompts ---------------------------------------------------------------------------------
         with gr.Tab("Compare prompts", id="prompts"):
@@ -331,7 +333,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 reveal_btn = gr.Button("Reveal", variant="primary", elem_id="prompts-reveal")
             reveal_md = gr.Markdown(elem_id="prompts-verdict")
             with gr.Column(visible=True) as prompt_results:
-                prompts_df = gr.Dataframe(interactive=False, label="Each prompt's trees", elem_id="prompts-table")
+                prompts_df = gr.Dataframe(
+                    interactive=False,
+                    label="Each prompt's trees",
+                    elem_id="prompts-table",
+                    headers=["Press Run both prompts to fill this table"],
+                )
                 with gr.Row():
                     with gr.Column(min_width=300):
                         prompt_a_plot = gr.Plot(label="Prompt A", elem_id="prompt-a-plot")
@@ -406,7 +413,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "length γ; priced in plain decoding steps (by this machine's cost curve when the run had one, "
                 "else the cost suite's table); ★ marks the most tokens per unit of price at this step."
             )
-            lab_methods = gr.Dataframe(interactive=False, elem_id="lab-methods")
+            lab_methods = gr.Dataframe(
+                interactive=False, elem_id="lab-methods", headers=["Freeze a step to see every method at it"]
+            )
             gr.Markdown(
                 "**The price of a tree**: expected committed tokens and price against N at this step, with the N "
                 "the cost rule would pick, your N and what the verifier accepted at each N."
@@ -436,7 +445,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             reroll_note = gr.Markdown()
             reroll_plot = gr.Plot(label="Re-rolls")
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
-                sampling_df = gr.Dataframe(interactive=False, wrap=True)
+                sampling_df = gr.Dataframe(interactive=False, wrap=True, headers=["Press Re-roll to fill this table"])
 
         # ---- Compare methods ---------------------------------------------------------------------------------
         with gr.Tab("Compare methods", id="compare"):
@@ -458,7 +467,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run")
             compare_verdict = gr.Markdown(elem_id="compare-verdict")
-            compare_table = gr.Dataframe(interactive=False, label="Side by side (plain decoding first)")
+            compare_table = gr.Dataframe(
+                interactive=False,
+                label="Side by side (plain decoding first)",
+                headers=["Press Run comparison to fill this table"],
+            )
             compare_caption = gr.Markdown(compare.NO_COMPARE)
             with gr.Row():
                 position = gr.Slider(
@@ -498,7 +511,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run", scale=1)
             async_verdict = gr.Markdown(elem_id="async-verdict")
-            async_table = gr.Dataframe(interactive=False, label="Sync vs async")
+            async_table = gr.Dataframe(
+                interactive=False, label="Sync vs async", headers=["Press Run sync, then async to fill this table"]
+            )
             async_plot = gr.Plot(label="Timeline")
 
         # ---- Benchmark ---------------------------------------------------------------------------------

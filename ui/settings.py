@@ -17,6 +17,7 @@ from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
 
 from .compute import COMPUTE, STEP, waiting_line
+from .progress_bar import reporter
 from .session import run_stepwise
 from .shared import load_target, loaded_target, make_drafter
 
@@ -172,7 +173,7 @@ def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepa
     target = load_target(settings.target_spec, progress)
     ids = encoded_prompt(target, settings.prompt)
     drafter = make_drafter(settings.method, settings.drafter_spec, target)
-    report = (lambda line: progress(0.0, desc=line)) if progress is not None else None
+    report = reporter(progress)
     on_wait = (lambda ticket: progress(0.0, desc=waiting_line(ticket))) if progress is not None else None
     curve = COMPUTE.run(curve_for_run, target, drafter, tree_cfg, report, priority=STEP, on_wait=on_wait)
     try:

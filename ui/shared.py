@@ -28,6 +28,7 @@ from talon.runtime.cost_curve import CostCurve
 from talon.runtime.graphs import graphs_setting
 
 from .compute import spaces
+from .progress_bar import reporter
 
 
 def setup_problem() -> str:
@@ -127,7 +128,7 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
     if progress is not None and spec not in REGISTRY.loaded():
         progress(0.0, desc=f"Loading {spec} (the first start converts the embedded model, about 30 s)...")
     try:
-        report = (lambda line: progress(0.0, desc=line)) if progress is not None else (lambda line: None)
+        report = reporter(progress) or (lambda line: None)
         return REGISTRY.get(spec, progress=report)
     except (ModelLoadError, ConfigError) as err:
         raise gr.Error(f"Target model: {err} {TARGET_ADVICE}", print_exception=False) from None

@@ -26,6 +26,7 @@ from viz.summary import plural, stop_sentence
 from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
+from .progress_bar import reporter
 from .session import LabState, Session
 from .settings import tree_config
 from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, measured_curves
@@ -365,8 +366,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
         label, curve = curves[curve_key]
         projection = True
     else:
-        report = lambda line: progress(0.0, desc=line)  # noqa: E731
-        curve = COMPUTE.run(frozen.measure_curve, cfg.method, report, priority=STEP)
+        curve = COMPUTE.run(frozen.measure_curve, cfg.method, reporter(progress), priority=STEP)
         label, projection = "this machine's cost curve", False
     rows = []
     for k, n in enumerate(PRICE_BUDGETS):
@@ -406,9 +406,8 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     """Measure this machine's cost curve again (it replaces the cached one, about 20 s on the 2-core CPU, alone on the
     machine: a job of the shared queue) and say what it found."""
     state = _lab(session)
-    report = lambda line: progress(0.0, desc=line)  # noqa: E731
     method = method if method in AUTO_METHODS else "talon"
-    curve = COMPUTE.run(state.frozen.measure_curve, method, report, True, priority=STEP)
+    curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
     warning = curve_warning(curve)
     return (
         f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms, verifying 64 nodes "

@@ -209,7 +209,7 @@ def measure_curve(
     ratios: dict[tuple[str, int], list[float]] = {job: [] for job in set(jobs)}
     try:
         for k in range(reps + 1):  # round 0 warms up
-            report(f"Measuring this machine's cost curve: round {k} of {reps}...")
+            report(f"Measuring this machine's cost curve: round {k + 1} of {reps + 1} (the first warms up)...")
             order.shuffle(jobs)
             for job in jobs:
                 unit = pieces.plain_step()
