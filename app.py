@@ -677,7 +677,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     for control in (lab_method, lab_color):
         control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
     price_btn.click(tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note])
-    remeasure_btn.click(tree_lab.remeasure, [session, lab_method], price_note)
+    # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
+    remeasure_btn.click(tree_lab.remeasure, [session, lab_method], price_note, show_progress_on=price_plot)
     sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
     reroll_btn.click(tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
 

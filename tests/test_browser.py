@@ -145,6 +145,14 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     )
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
 
+    # Measuring the machine again (~25 s): its progress counts rounds on the price chart, where a person sees
+    # it (the note it ends in has no height until then)
+    page.locator("#price-remeasure").click()
+    bar = page.locator("#price-plot").get_by_text(re.compile(r"round [2-9] of 9 .* - \d+\.\d%"))
+    bar.wait_for(timeout=60_000)
+    assert bar.is_visible() and float(re.search(r"([\d.]+)%", bar.inner_text()).group(1)) > 0
+    page.locator("#price-note").get_by_text("Measured again").wait_for(timeout=120_000)
+
     # Run with an empty prompt: a message says what to do, and the last run, its lab step stay on show
     page.get_by_role("tab", name="Explore").click()
     page.locator("#prompt textarea").fill("  ")
