@@ -709,6 +709,12 @@ def test_the_gate_chart_draws_every_status_a_candidate_can_have():
     drawn = {t.name: len(t.x) for t in fig.data if t.mode == "markers"}
     assert drawn == {ADMITTED: 2, CUT_BY_BUDGET: 1, CUT_BY_COST: 1, BELOW_GATE: 1, BEYOND_K: 1}
     assert sum(t.mode == "lines" for t in fig.data) == 1  # the gate's line of layer 2 only
+    # Every layer's column keeps its width: one layer alone does not spread over the chart like many.
+    assert tuple(fig.layout.xaxis.range) == (0.4, 2.6)
+    alone = gate_figure([root], 0.1).layout.xaxis.range
+    assert tuple(alone) == (0.4, 1.6)
+    spread = [x for t in gate_figure([root], 0.1).data for x in t.x]
+    assert all(alone[0] < x < alone[1] for x in spread)
 
 
 def test_depth_ticks_stop_at_the_bonus_column(recorded: RunTrace):

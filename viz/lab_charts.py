@@ -90,10 +90,12 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
                 hoverinfo="skip",
             )
         )
+    # A fixed width per layer: with one layer, autoscaling would spread one column's points over the chart
+    depths = [layer.depth for layer in gate]
     return _layout(
         fig,
         title,
-        xaxis={"title": {"text": "layer (depth)"}, "dtick": 1},
+        xaxis={"title": {"text": "layer (depth)"}, "dtick": 1, "range": [min(depths) - 0.6, max(depths) + 0.6]},
         yaxis={"title": {"text": "path probability (log)"}, "type": "log", "exponentformat": "power"},
     )
 
