@@ -370,8 +370,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     1,
                     precision=0,
                     label="Step to freeze (from 1; follows the step on show in Explore)",
-                    minimum=1,
-                    elem_id="lab-step",
+                    elem_id="lab-step",  # no minimum: a step outside the run is clamped, as Explore's step box
                 )
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
             lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
