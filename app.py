@@ -19,6 +19,7 @@ from ui.async_tab import REPEATS as ASYNC_REPEATS
 from ui.async_tab import check_async, run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
+from ui.settings import BUDGET_MAX
 from ui.shared import (
     DEFAULT_BUDGET,
     DEFAULT_DRAFTER,
@@ -134,7 +135,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method", elem_id="method")
             budget = gr.Slider(
                 0,
-                120,
+                BUDGET_MAX,
                 value=DEFAULT_BUDGET,
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
@@ -384,7 +385,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 with gr.Row():
                     lab_budget = gr.Slider(
                         1,
-                        120,
+                        BUDGET_MAX,
                         value=DEFAULT_TREE.budget,
                         step=1,
                         label="Lab budget N (draft nodes)",

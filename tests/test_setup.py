@@ -90,6 +90,31 @@ def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
     assert line(TreeConfig(method="static", budget=24)).startswith("N=24 · K=")
 
 
+def test_a_loaded_trace_gives_back_settings_its_controls_accept_and_that_run_the_same_way():
+    # An auto run's trace holds the cap (128) as its budget: restored as is, the Budget N slider (0-120)
+    # refused the next Run.  Auto comes back as 0 (auto), a command line's N past the slider at its top.
+    from dataclasses import asdict
+
+    import gradio as gr
+
+    from talon.config import DecodeConfig, TreeConfig
+    from talon.trace import RunTrace
+    from ui.settings import BUDGET_MAX, SETTING_NAMES, RunSettings, settings_of
+
+    slider = gr.Slider(0, BUDGET_MAX, step=1)
+    for tree, budget in (
+        (TreeConfig(method="talon", budget=128, auto=True), 0),
+        (TreeConfig(method="eagle2", budget=12), 12),
+        (TreeConfig(method="static", budget=200), BUDGET_MAX),
+    ):
+        trace = RunTrace("List three colours.", [1], asdict(tree), asdict(DecodeConfig()), "t", "d", "cpu")
+        settings = settings_of(trace)
+        assert settings["budget"] == budget and slider.preprocess(settings["budget"]) == budget
+        again, _ = RunSettings(**{n: settings[n] for n in SETTING_NAMES if settings.get(n) is not None}).configs()
+        size = tree.budget if tree.auto else min(tree.budget, BUDGET_MAX)  # auto: the cap, 128 both times
+        assert (again.method, again.auto, again.budget) == (tree.method, tree.auto, size)
+
+
 def test_compare_titles_name_one_committed_token_once():
     from ui.compare import token_span
 

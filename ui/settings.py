@@ -21,6 +21,9 @@ from .progress_bar import reporter
 from .session import run_stepwise
 from .shared import load_target, loaded_target, make_drafter
 
+BUDGET_MAX = 120
+"""The Budget N sliders' top (draft nodes; the run's auto cap, ``AUTO_CAP``, can be higher)."""
+
 
 def _number(value, name: str, kind=float):
     try:
@@ -183,14 +186,24 @@ def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepa
     return Prepared(target, drafter, tree_cfg, decode_cfg, trace)
 
 
+def budget_setting(tree_config: dict) -> int | None:
+    """The Budget N slider's value for a trace's tree config: 0 (auto) for an auto-sized tree (its
+    ``budget`` is the cap, not a size), else the budget, at most ``BUDGET_MAX`` (a command-line run can
+    go past the slider)."""
+    if tree_config.get("auto"):
+        return 0
+    budget = tree_config.get("budget")
+    return None if budget is None else min(int(budget), BUDGET_MAX)
+
+
 def settings_of(trace: RunTrace) -> dict:
-    """The settings a trace was made with, by ``SETTING_NAMES`` (target and drafter are display names
-    in a trace, so they are not restored)."""
+    """The settings a trace was made with, by ``SETTING_NAMES``, each a value its control accepts
+    (target and drafter are display names in a trace, so they are not restored)."""
     tree, dec = trace.tree_config, trace.decode_config
     return {
         "prompt": trace.prompt,
         "method": tree.get("method"),
-        "budget": tree.get("budget"),
+        "budget": budget_setting(tree),
         "topk": tree.get("topk"),
         "mu": tree.get("mu"),
         "depth": tree.get("depth"),

@@ -28,7 +28,7 @@ from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
 from .session import LabState, Session
-from .settings import tree_config
+from .settings import BUDGET_MAX, tree_config
 from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, measured_curves
 
 LAB_METHOD_CHOICES = [
@@ -199,7 +199,7 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     status = status_line(session)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    budget = cfg.get("budget") if not cfg.get("auto") else 24
+    budget = min(cfg.get("budget"), BUDGET_MAX) if not cfg.get("auto") else 24
     return (
         status,
         gr.update(value=method),
