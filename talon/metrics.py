@@ -216,8 +216,9 @@ SAME_SPEED = 0.03
 def paired_verdict(ratios: Sequence[float], tolerance: float = SAME_SPEED) -> str:
     """What repeated, interleaved, paired timings say, from ``ratios`` = time of B / time of A per
     repetition (> 1: A was faster): ``"A"`` when every repetition has A faster by more than
-    ``tolerance``, ``"B"`` likewise, ``"same"`` when every ratio is within ``tolerance`` of 1, else
-    ``"unclear"`` (the repetitions disagree: the spread is wider than the difference)."""
+    ``tolerance``, ``"B"`` likewise, ``"same"`` when every ratio is within ``tolerance`` of 1,
+    ``"A narrowly"`` when A was faster in every repetition but by no more than ``tolerance`` in some
+    (``"B narrowly"`` likewise), else ``"unclear"`` (the repetitions disagree)."""
     if not ratios:
         return "unclear"
     if all(r > 1 + tolerance for r in ratios):
@@ -226,6 +227,10 @@ def paired_verdict(ratios: Sequence[float], tolerance: float = SAME_SPEED) -> st
         return "B"
     if all(abs(r - 1) <= tolerance for r in ratios):
         return "same"
+    if all(r > 1 for r in ratios):
+        return "A narrowly"
+    if all(r < 1 for r in ratios):
+        return "B narrowly"
     return "unclear"
 
 
@@ -361,13 +366,16 @@ def projected_async_seconds(trace: RunTrace, hit_rate: float) -> float:
 
     Step k's draft runs during step k-1's verification: a right guess hides it except the part longer
     than that verification, a wrong one leaves the step to draft again (expected over ``hit_rate``).
-    The target also waits for a speculation longer than its verification.  Built from a sync trace's
-    measured phase times (in an async trace a right guess already hid its draft); an upper bound on the
-    saving, since it ignores the extra forward for the guessed bonus token."""
+    The target also waits for a speculation longer than its verification.  The rest of each step (its
+    bookkeeping) is not overlapped, so with no right guess (and drafts shorter than verification) the
+    projection is the run's own time.  Built from a sync trace's measured phase times (in an async trace
+    a right guess already hid its draft); an upper bound on the saving, since it ignores the extra forward
+    for the guessed bonus token."""
     steps = trace.steps
     if not steps:
         return trace.prefill_seconds
-    total = trace.prefill_seconds + steps[0].draft_seconds + sum(s.verify_seconds for s in steps)
+    rest = sum(s.step_seconds - s.draft_seconds - s.verify_seconds for s in steps)
+    total = trace.prefill_seconds + steps[0].draft_seconds + sum(s.verify_seconds for s in steps) + rest
     for prev, step in zip(steps, steps[1:]):
         excess = max(0.0, step.draft_seconds - prev.verify_seconds)
         total += excess + (1.0 - hit_rate) * step.draft_seconds

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -226,6 +227,13 @@ def test_projection_hides_drafts_behind_verification():
     assert metrics.projected_async_seconds(sync, 1.0) == pytest.approx(0.5 + 0.2 + 4 * 0.5)
     slow_draft = _trace([_step(k, draft=0.8, verify=0.5, start=k) for k in range(3)])
     assert metrics.projected_async_seconds(slow_draft, 1.0) == pytest.approx(0.5 + 0.8 + 3 * 0.5 + 2 * 0.3)
+    # Each step's bookkeeping is not overlapped: with no right guess the projection is the run's own time
+    # (it read as "0 % of the guesses were right, so overlap could have hidden at most 1 %").
+    steps = [replace(_step(k, draft=0.2, verify=0.5, start=k), bookkeeping_seconds=0.05) for k in range(4)]
+    kept = _trace(steps)
+    assert kept.seconds == pytest.approx(0.5 + 4 * 0.75)
+    assert metrics.projected_async_seconds(kept, 0.0) == pytest.approx(kept.seconds)
+    assert metrics.projected_async_seconds(kept, 1.0) == pytest.approx(0.5 + 0.2 + 4 * 0.55)
 
 
 def test_async_trace_counts_waiting_and_hit_rate_round_trips():

@@ -115,6 +115,27 @@ def test_a_loaded_trace_gives_back_settings_its_controls_accept_and_that_run_the
         assert (again.method, again.auto, again.budget) == (tree.method, tree.auto, size)
 
 
+def test_compare_calls_a_method_faster_every_time_by_a_little_neither_a_tie_nor_a_disagreement():
+    # B's time / A's time 0.86, 0.98, 0.90 read "No clear winner: the repetitions disagree".
+    from dataclasses import replace
+
+    from talon.trace import RunTrace
+    from ui.compare import verdict_markdown
+    from ui.session import Session
+
+    recorded = RunTrace.from_json((Path(__file__).parent / "data" / "recorded_talon_head.json").read_text())
+
+    def taking(seconds: float) -> RunTrace:
+        return replace(recorded, prefill_seconds=recorded.prefill_seconds + seconds - recorded.seconds)
+
+    session = Session()
+    a_runs, b_runs = [taking(1.0)] * 3, [taking(r) for r in (0.86, 0.98, 0.90)]
+    session.compare = {"A": a_runs[0], "B": b_runs[0], "repeats": {"ar": [taking(2.0)] * 3, "A": a_runs, "B": b_runs}}
+    text = verdict_markdown(session)
+    assert "was faster in all 3 repetitions**, in some by less than 3%" in text and text.index("**B (") < 200
+    assert "No clear winner" not in text and "A took 1.11× B's time, median" in text
+
+
 def test_compare_titles_name_one_committed_token_once():
     from ui.compare import token_span
 

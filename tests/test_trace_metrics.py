@@ -425,4 +425,8 @@ def test_spread_and_the_paired_verdict() -> None:
     assert paired_verdict([0.8, 0.9]) == "B"
     assert paired_verdict([1.01, 0.99, 1.0]) == "same"
     assert paired_verdict([1.2, 0.8, 1.1]) == "unclear"
+    # Faster every time, once within the tolerance: not a tie and not "the repetitions disagree".
+    assert paired_verdict([0.86, 0.97, 0.9]) == "B narrowly"
+    assert paired_verdict([1.2, 1.01, 1.1]) == "A narrowly"
+    assert paired_verdict([1.02, 1.01]) == "same"
     assert paired_verdict([]) == "unclear"

@@ -195,6 +195,13 @@ def verdict_markdown(session: Session) -> str:
         lines.append(
             f"**{label['B']} was faster in all {n} repetitions** (A took {1 / spread['median']:.2f}× B's time)."
         )
+    elif call in ("A narrowly", "B narrowly"):
+        win, other = ("A", "B") if call == "A narrowly" else ("B", "A")
+        ratio = spread["median"] if win == "A" else 1 / spread["median"]
+        lines.append(
+            f"**{label[win]} was faster in all {n} repetitions**, in some by less than {metrics.SAME_SPEED:.0%} "
+            f"(within the noise of one run; {other} took {ratio:.2f}× {win}'s time, median)."
+        )
     elif call == "same":
         lines.append(f"**A and B ran at the same speed** (within {metrics.SAME_SPEED:.0%} in every repetition).")
     else:

@@ -369,7 +369,8 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     ratios = [s.seconds / a.seconds for s, a in pairs if a.seconds > 0]  # > 1: async faster
     speed = metrics.spread(ratios)
     projected = metrics.projected_async_seconds(sync, hit)
-    possible = 1 - projected / sync.seconds if sync.seconds else 0.0  # the most overlap could save
+    # the most overlap could save (none where waiting for wrong guesses costs more than right ones hide)
+    possible = max(0.0, 1 - projected / sync.seconds) if sync.seconds else 0.0
     measured_saving = 1 - 1 / speed["median"] if speed["median"] else 0.0
     n = len(pairs)
     reps = f"{n} interleaved repetitions" if n > 1 else "one run each"
@@ -390,6 +391,12 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
         lines.append(f"**Async was faster in all {n} repetitions.**")
     elif n > 1 and call == "A":
         lines.append(f"**Sync was faster in all {n} repetitions**: async's extra work cost more than it hid.")
+    elif n > 1 and call in ("A narrowly", "B narrowly"):
+        faster = "Sync" if call == "A narrowly" else "Async"
+        lines.append(
+            f"**{faster} was faster in all {n} repetitions, in some by less than {metrics.SAME_SPEED:.0%}**: "
+            "within the noise of one run."
+        )
     elif n > 1:
         lines.append("**No clear difference**: the repetitions disagree or lie within a few percent.")
     if "cuda" not in sync.device:
