@@ -328,6 +328,12 @@ def test_node_table(trace: RunTrace):
                 round(math.exp(s.tree.path_logprob[i] - best[s.tree.depth[i]]), 4), abs=1e-4
             )
         assert (df.groupby("depth")["÷ layer's best"].max() == 1.0).all()
+        # Tiny probabilities keep four significant digits (they read 0 when rounded to 4 decimals).
+        for i in range(len(s.tree)):
+            p = float(s.target_prob[i])
+            assert df.loc[i, "target prob"] == pytest.approx(p, rel=5e-4) and (p == 0) == (
+                df.loc[i, "target prob"] == 0
+            )
         for i in range(len(s.tree)):
             if s.status[i] == "rejected":
                 assert df.loc[i, "target wanted"] == visible_text(s.target_text[s.tree.parent[i]])
@@ -755,3 +761,22 @@ def test_tree_shape_by_category_tells_nine_categories_apart():
     looks = {(t.line.color, t.line.dash) for t in fig.data if t.showlegend}
     assert len(looks) == len(cats) == sum(bool(t.showlegend) for t in fig.data)
     assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1
+
+
+def test_a_step_that_commits_part_of_a_character_is_titled_with_its_bytes(recorded: RunTrace):
+    # Its text is empty (the next step shows the character whole): the title read "→ 1 committed (“∅”)".
+    from dataclasses import replace
+
+    from viz.tree_figure import committed_label, default_title
+
+    step = next(s for s in recorded.steps if s.accepted_tokens >= 1)
+    first, bonus = step.accepted_path[1], step.accepted_path[-1]
+    node_text, target_text = list(step.node_text), list(step.target_text)
+    node_text[first], target_text[bonus] = "\\xe3", "\\x81"
+    part = replace(step, committed_text="", node_text=node_text, target_text=target_text)
+    path_text = "".join(node_text[u] for u in step.accepted_path[1:])
+    assert committed_label(part) == path_text + "\\x81" and path_text.startswith("\\xe3")
+    assert "(“\\xe3" in default_title(part) and "∅" not in default_title(part)
+    assert committed_label(step) == step.committed_text  # a step with text keeps it
+    cut = replace(part, committed_ids=part.committed_ids[:1])  # the run's end cut the step: its tokens only
+    assert committed_label(cut) == "\\xe3"

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from talon.trace import StepRecord
 from viz.charts import TEXT_STYLE, step_span
 
-TEMPLATE = f'<div class="talon-tinted" style="{TEXT_STYLE}"></div>'
+# dir=auto: a right-to-left answer (Arabic, Hebrew) reads right to left, its full stop at its end
+TEMPLATE = f'<div class="talon-tinted" dir="auto" style="{TEXT_STYLE}"></div>'
 SCRIPT = """
 const box = element.querySelector('.talon-tinted');
 let run = null;

@@ -23,7 +23,7 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import lab_charts
 from viz.summary import plural, stop_sentence
-from viz.tree_figure import COLOR_MODES, tree_figure, visible_text
+from viz.tree_figure import COLOR_MODES, committed_label, tree_figure, visible_text
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
@@ -249,7 +249,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
         f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
         f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
         f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
-        f"“{visible_text(step.committed_text, 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
+        f"“{visible_text(committed_label(step), 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
         + (
             f"; priced at {cost:.2f} plain decoding steps by {_price_source(state)}, "
             f"{(step.accepted_tokens + 1) / cost:.2f} tokens per plain step of price"

@@ -16,7 +16,7 @@ from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_st
 from talon.trace import RunTrace, StepRecord
 
 from .style import RUN_COLORS, TEMPLATE
-from .tree_figure import PATH_COLOR, VERDICT_COLORS, visible_text
+from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_label, visible_text
 
 CHART_HEIGHT = 300
 DRAFT_COLOR = "#F58518"
@@ -94,7 +94,7 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     acc = [_accepted_committed(s) for s in steps]
     bonus = [len(s.committed_ids) - a for s, a in zip(steps, acc)]
-    text = [html.escape(visible_text(s.committed_text, 60), quote=False) for s in steps]
+    text = [html.escape(visible_text(committed_label(s), 60), quote=False) for s in steps]
     tau = mat(steps)
     traces = [
         go.Bar(

@@ -168,7 +168,7 @@ def acceptance_markdown(trace: RunTrace, max_rows: int = 8) -> str:
             f"| {r['depth']} | {r['reached']} | {_share(r['accepted'], r['reached'])} | "
             f"{_share(r['accepted'], r['checked'])} |"
         )
-    more = f"\n\n*{len(rows) - max_rows} deeper layers on the Charts tab.*" if len(rows) > max_rows else ""
+    more = f"\n\n*{plural(len(rows) - max_rows, 'deeper layer')} on the Charts tab.*" if len(rows) > max_rows else ""
     return "**Acceptance per depth**\n\n" + "\n".join(lines) + more
 
 

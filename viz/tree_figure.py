@@ -74,6 +74,17 @@ def visible_text(text: str, max_chars: int | None = None) -> str:
     return out
 
 
+def committed_label(step: StepRecord) -> str:
+    """What ``step`` committed, as text for titles: its ``committed_text``, or, where the step committed
+    only part of a character (the text shows it whole in the step that completes it), its tokens' labels,
+    the bytes they hold (``\\xe3\\x81``)."""
+    if step.committed_text or not step.committed_ids or not step.texts_filled:
+        return step.committed_text
+    path = step.accepted_path
+    labels = [step.node_text[u] for u in path[1:]] + [step.target_text[path[-1]]]
+    return "".join(labels[: len(step.committed_ids)])
+
+
 def _esc(text: str) -> str:
     """Escape for Plotly's HTML-like text (tokens such as ``<|im_end|>`` must stay literal)."""
     return html.escape(text, quote=False)
@@ -81,6 +92,11 @@ def _esc(text: str) -> str:
 
 def _prob(logprob: float) -> float:
     return math.exp(logprob) if logprob > -745 else 0.0
+
+
+def _sig(p: float) -> float:
+    """``p`` to 4 significant digits: a probability of 2.361e-07 stays readable, not rounded to 0."""
+    return float(f"{p:.4g}")
 
 
 def _fmt(p: float) -> str:
@@ -266,7 +282,7 @@ def relative_path_probs(step: StepRecord) -> list[float]:
 
 def default_title(step: StepRecord) -> str:
     """``Step k: N drafts · a accepted + bonus → c committed ("text")``, k counted from 1."""
-    text = _esc(visible_text(step.committed_text, 40))
+    text = _esc(visible_text(committed_label(step), 40))
     return (
         f"Step {step.index + 1}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
         f"+ bonus → {len(step.committed_ids)} committed (“{text}”)"
@@ -579,10 +595,10 @@ def node_table(step: StepRecord) -> pd.DataFrame:
                 "depth": tree.depth[i],
                 "token": visible_text(step.node_text[i]),
                 "source": tree.source[i],
-                "draft prob": round(_prob(tree.draft_logprob[i]), 4),
-                "path prob": round(_prob(tree.path_logprob[i]), 4),
-                "÷ layer's best": round(ratios[i], 4),
-                "target prob": round(float(step.target_prob[i]), 4),
+                "draft prob": _sig(_prob(tree.draft_logprob[i])),
+                "path prob": _sig(_prob(tree.path_logprob[i])),
+                "÷ layer's best": _sig(ratios[i]),
+                "target prob": _sig(float(step.target_prob[i])),
                 "verdict": step.status[i],
                 "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED else "",
             }
