@@ -128,8 +128,10 @@ def test_export_loads_back_with_its_prompt_and_settings(client, app_url):
     settings, view, note = out[:SETTINGS], dict(zip(VIEW, out[SETTINGS : SETTINGS + len(VIEW)])), out[-1]
     assert settings[0] == PROMPT and settings[3] == "eagle2" and settings[4] == 12 and settings[7] == 4
     assert settings[10] == 20 and settings[12] == "sync"
-    assert view["caption"].startswith(f"**Step 1 of {len(original.steps)}**")
-    assert _figure_nodes(view["plot"]) == len(original.steps[0].tree)
+    opened = representative_step(original.steps) + 1  # where the run opened when it finished
+    assert view["caption"].startswith(f"**Step {opened} of {len(original.steps)}**")
+    assert f"*Opened on step {opened}: a typical tree" in view["caption"] or opened == len(original.steps)
+    assert _figure_nodes(view["plot"]) == len(original.steps[opened - 1].tree)
     assert "Loaded a eagle2 run" in note and original.target in note
     assert RunTrace.from_json(Path(other.predict(api_name="/export_json")).read_text()) == original
 

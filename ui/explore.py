@@ -489,13 +489,17 @@ def check_trace_file(file) -> None:
 
 
 def load_trace(session: Session, file, color_mode):
-    """Load a saved trace: its first step on show, its prompt and settings back in the panel, and a
-    line saying what was loaded."""
+    """Load a saved trace: on show at the step a finished run opens on (``opening_step``, with its note),
+    its prompt and settings back in the panel, and a line saying what was loaded."""
     trace = read_trace(file)
     session.stop()
     session.trace, session.live, session.lab = trace, None, None
     run_id = -int(time.time() * 1000)  # a new text run
-    fig, _, table, cap = step_view(trace, 1, color_mode, run_id)
+    number = opening_step(trace) if trace.steps else 1  # as a finished run opens, with the same note
+    fig, _, table, cap = step_view(trace, number, color_mode, run_id)
+    note = opening_note(trace, number) if trace.steps else ""
+    if note:
+        cap += "  \n" + note
     settings = settings_of(trace)
     loaded = (
         f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "
@@ -507,9 +511,9 @@ def load_trace(session: Session, file, color_mode):
     restored = [settings[name] if settings.get(name) is not None else gr.update() for name in SETTING_NAMES]
     return (
         *restored,
-        slider_update(trace, 1),
+        slider_update(trace, number),
         fig,
-        text_view.pieces(run_id, trace.steps, 1),
+        text_view.pieces(run_id, trace.steps, number),
         table,
         cap,
         summary.summary_markdown(trace),
