@@ -92,10 +92,17 @@ PAGE_JS = """
   };
   document.addEventListener('change', check, true);
   document.addEventListener('blur', check, true);
+  // Text boxes take their direction from their text (Gradio fixes them left to right): an Arabic or
+  // Hebrew prompt reads right to left.  Tabs draw their boxes later, hence the observer.
+  const autoDirection = () => document.querySelectorAll('textarea:not([dir=auto])').forEach((t) => {
+    t.dir = 'auto';
+  });
+  autoDirection();
+  new MutationObserver(autoDirection).observe(document.body, { childList: true, subtree: true });
 }
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
-box) clamps gets a note beside it saying what it was set to."""
+box) clamps gets a note beside it saying what it was set to; text boxes follow their text's direction."""
 EXAMPLE_LABEL_CHARS = 26
 
 if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
@@ -260,11 +267,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         # ---- Explore -----------------------------------------------------------------------------------
         with gr.Tab("Explore", id="explore"):
             with gr.Row():
+                no_run_colours = explore.colour_choices(None, "verdict")  # as every run starts: no source yet
                 color_mode = gr.Radio(
-                    COLOR_CHOICES,
+                    no_run_colours["choices"],
                     value="verdict",
                     label="Colour nodes by",
-                    info=COLOR_INFO,
+                    info=no_run_colours["info"],
                     elem_id="color-mode",
                     scale=4,
                 )

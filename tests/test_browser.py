@@ -212,6 +212,18 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     page.locator("#budget .talon-clamped").wait_for(timeout=10_000)
     assert "500 is outside 0–120, so it was set to 120" in page.locator("#budget .talon-clamped").inner_text()
     assert box.input_value() == "120"
+    # Before any run the colours offered are those a run without retrieval can show (no "source" yet).
+    assert [t.strip() for t in page.locator("#color-mode label").all_text_contents()] == [
+        "verdict",
+        "confidence",
+        "relative",
+    ]
+    # Text boxes follow their text's direction (an Arabic prompt reads right to left), the lazily drawn
+    # tabs' boxes too.
+    page.get_by_role("tab", name="Compare prompts").click()
+    page.locator("#prompt-a textarea").wait_for(timeout=10_000)
+    directions = page.evaluate("() => [...document.querySelectorAll('textarea')].map((t) => t.dir)")
+    assert len(directions) >= 3 and set(directions) == {"auto"}, directions
     page.close()
 
 

@@ -129,7 +129,9 @@ def colour_choices(trace: RunTrace | None, current: str) -> dict:
     sources = {src for s in (trace.steps if trace else []) for src in s.tree.source[1:]}
     modes = [m for m in COLOR_MODES if m != "source" or len(sources) > 1]
     info = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in modes)
-    if "source" not in modes:
+    if "source" not in modes and not sources:  # no run yet (or no drafts)
+        info += ". (Source colours need a hybrid run.)"
+    elif "source" not in modes:
         info += (
             ". (Source colours need a hybrid run: every node here came from "
             + ("the model" if sources <= {SOURCE_MODEL} else "one source")
