@@ -94,11 +94,13 @@ PAGE_JS = """
   document.addEventListener('blur', check, true);
   // Text boxes take their direction from their text (Gradio fixes them left to right): an Arabic or
   // Hebrew prompt reads right to left.  Tabs draw their boxes later, hence the observer.
-  const autoDirection = () => document.querySelectorAll('textarea:not([dir=auto])').forEach((t) => {
-    t.dir = 'auto';
-  });
-  autoDirection();
-  new MutationObserver(autoDirection).observe(document.body, { childList: true, subtree: true });
+  const autoDirection = (root) => {
+    if (root.matches?.('textarea')) root.dir = 'auto';
+    root.querySelectorAll?.('textarea').forEach((t) => { t.dir = 'auto'; });
+  };
+  autoDirection(document);
+  new MutationObserver((changes) => changes.forEach((c) => c.addedNodes.forEach(autoDirection)))
+    .observe(document.body, { childList: true, subtree: true });
 }
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
@@ -379,7 +381,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     1,
                     precision=0,
                     label="Step to freeze (from 1; follows the step on show in Explore)",
-                    elem_id="lab-step",  # no minimum: a step outside the run is clamped, as Explore's step box
+                    elem_id="lab-step",  # no minimum: Freeze clamps a step outside the run and shows the one frozen
                 )
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
             lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
@@ -668,7 +670,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     (
-        freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings])
+        freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings, lab_step])
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )

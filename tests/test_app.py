@@ -567,8 +567,8 @@ def test_the_gate_of_a_step_is_one_click_from_its_tree(client):
     assert any(t.get("name") == "admitted" for t in layers)
     status, *_ = _freeze(client, 2)  # the lab now holds that step: freezing it again is immediate
     assert "step 2 of" in status
-    status, *_ = _freeze(client, 0)  # a step typed outside the run is clamped, as in Explore's step box
-    assert "step 1 of" in status
+    status, *_, shown = _freeze(client, 0)  # a step typed outside the run is clamped, and the box says so
+    assert "step 1 of" in status and shown == 1
 
 
 def test_the_price_of_a_tree_against_n_marks_the_pick_and_projects(client):

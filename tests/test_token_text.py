@@ -36,10 +36,17 @@ def test_part_of_a_character_shows_its_bytes_and_whole_tokens_their_text():
     assert token_label(tok, ids[2]) == "\\xb4"
 
 
-def test_a_tokenizer_that_is_not_byte_level_keeps_its_decoded_text():
-    tok = tiny_tokenizer()
-    ids = list(range(5))
-    assert token_labels(tok, ids) == tok.batch_decode([[t] for t in ids])
+def test_sentencepiece_byte_pieces_read_as_bytes_and_unknown_pieces_keep_their_text():
+    # A byte-fallback piece <0xE6> decodes to "�" alone: it reads \xe6 like a byte-level piece.  A token whose
+    # decoded text holds "�" and whose piece is neither kind keeps its text.
+    pieces = Tokenizer(models.BPE(vocab={"<0xE6>": 0, "a": 1}, merges=[], byte_fallback=True))
+    pieces.decoder = decoders.ByteFallback()
+    fallback = PreTrainedTokenizerFast(tokenizer_object=pieces)
+    assert fallback.decode([0]) == "\ufffd"
+    assert token_labels(fallback, [0, 1]) == ["\\xe6", "a"]
+    words = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"x\ufffd": 0, "y": 1}, unk_token="y")))
+    assert token_labels(words, [0, 1]) == ["x\ufffd", "y"]
+    assert token_labels(tiny_tokenizer(), [0, 1]) == tiny_tokenizer().batch_decode([[0], [1]])
 
 
 @pytest.mark.engine

@@ -13,7 +13,7 @@ from talon import metrics
 from talon.config import METHOD_NAMES
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
-from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
+from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session
@@ -87,7 +87,7 @@ def compare_view(session: Session, position, color_mode):
 def _token_text(trace: RunTrace, position: int) -> str:
     step = trace.steps[step_at(trace, position)]
     offset = position - first_position(trace, step.index)
-    texts = [step.node_text[i] for i in step.accepted_path[1:]] + [step.target_text[step.accepted_path[-1]]]
+    texts = committed_tokens(step)
     return texts[offset] if 0 <= offset < len(texts) else ""
 
 

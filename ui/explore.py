@@ -105,6 +105,15 @@ def opening_note(trace: RunTrace, number: int) -> str:
     )
 
 
+def opening_view(trace: RunTrace, color_mode: str, run_id: int) -> tuple:
+    """The step number, figure, node table and caption (with ``opening_note``) of the step a finished run
+    opens on; step 1's empty view for a trace without steps."""
+    number = opening_step(trace) if trace.steps else 1
+    fig, _, table, cap = step_view(trace, number, color_mode, run_id)
+    note = opening_note(trace, number)
+    return number, fig, table, cap + ("  \n" + note if note else "")
+
+
 def deepest_note(trace: RunTrace) -> str:
     d = deepest(trace)
     if d == 0:
@@ -331,11 +340,7 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             colour_choices(trace, color_mode),
             *charts_of(trace, session.calibration_prior),
         )
-    number = opening_step(trace) if session.follow else None
-    fig, _, table, cap = step_view(trace, number or n, color_mode, live.id)
-    note = opening_note(trace, number) if number is not None else ""
-    if note:
-        cap += "  \n" + note
+    number, fig, table, cap = opening_view(trace, color_mode, live.id) if session.follow else (None,) * 4
     queue_note = (
         f"\n\n*The machine was shared during this run: {plural(live.waits, 'step')} waited for other users' "
         f"work ({live.waited:.1f} s in all), which the wall time above leaves out.*"
@@ -497,11 +502,7 @@ def load_trace(session: Session, file, color_mode):
     session.stop()
     session.trace, session.live, session.lab = trace, None, None
     run_id = -int(time.time() * 1000)  # a new text run
-    number = opening_step(trace) if trace.steps else 1  # as a finished run opens, with the same note
-    fig, _, table, cap = step_view(trace, number, color_mode, run_id)
-    note = opening_note(trace, number) if trace.steps else ""
-    if note:
-        cap += "  \n" + note
+    number, fig, table, cap = opening_view(trace, color_mode, run_id)  # as the finished run opened
     settings = settings_of(trace)
     loaded = (
         f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "

@@ -28,7 +28,7 @@ from viz.tree_figure import COLOR_MODES, committed_label, tree_figure, visible_t
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
 from .session import LabState, Session
-from .settings import BUDGET_MAX, tree_config
+from .settings import budget_setting, tree_config
 from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, measured_curves
 
 LAB_METHOD_CHOICES = [
@@ -192,14 +192,15 @@ def status_line(session: Session) -> str:
 @model_work()
 def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
     """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
-    context once.  Returns the status line and the lab's sliders set to the run's settings."""
+    context once.  Returns the status line, the lab's sliders set to the run's settings and the step
+    frozen (``number`` clamped to the run's steps)."""
     trace = _trace_for_lab(session)
     number = max(1, min(int(number or 1), len(trace.steps)))
     frozen_for(session, number, target_spec, drafter_spec, progress)
     status = status_line(session)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    budget = min(cfg.get("budget"), BUDGET_MAX) if not cfg.get("auto") else 24
+    budget = budget_setting(cfg) or 24  # an auto run (0) starts the lab at 24 nodes
     return (
         status,
         gr.update(value=method),
@@ -208,6 +209,7 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
         gr.update(value=cfg.get("mu")),
         gr.update(value=cfg.get("depth")),
         gr.update(value=cfg.get("gamma")),
+        number,  # the step box shows the step frozen (a typed step outside the run is clamped)
     )
 
 

@@ -16,7 +16,7 @@ from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_st
 from talon.trace import RunTrace, StepRecord
 
 from .style import RUN_COLORS, TEMPLATE
-from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_label, visible_text
+from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_label, committed_tokens, visible_text
 
 CHART_HEIGHT = 300
 DRAFT_COLOR = "#F58518"
@@ -489,14 +489,6 @@ def run_charts(trace: RunTrace) -> dict[str, go.Figure]:
     }
 
 
-def _step_tokens(step: StepRecord) -> list[str]:
-    """Texts of the tokens the step committed, one per committed id: the accepted drafts then the
-    bonus token, cut like ``committed_ids``."""
-    texts = [step.node_text[i] for i in step.accepted_path[1:]]
-    texts.append(step.target_text[step.accepted_path[-1]])
-    return texts[: len(step.committed_ids)]
-
-
 TEXT_STYLE = (
     "white-space:pre-wrap;line-height:1.7;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:14px"
 )
@@ -508,7 +500,7 @@ def step_span(step: StepRecord, highlight: bool = False) -> str:
     committed no text (e.g. only EOS)."""
     if not step.committed_text:
         return ""
-    tokens = " | ".join(visible_text(t, 20) for t in _step_tokens(step))
+    tokens = " | ".join(visible_text(t, 20) for t in committed_tokens(step))
     n = len(step.committed_ids)
     title = f"step {step.index + 1}: {n} token{'s' if n != 1 else ''}: {tokens}"
     style = f"background:{PASTELS[step.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"

@@ -369,8 +369,10 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     ratios = [s.seconds / a.seconds for s, a in pairs if a.seconds > 0]  # > 1: async faster
     speed = metrics.spread(ratios)
     projected = metrics.projected_async_seconds(sync, hit)
-    # the most overlap could save (none where waiting for wrong guesses costs more than right ones hide)
-    possible = max(0.0, 1 - projected / sync.seconds) if sync.seconds else 0.0
+    # the most overlap could save; below 0 where waiting for wrong guesses' drafts costs more than the right
+    # ones hide (the projected row of the table is then slower than sync)
+    saving = 1 - projected / sync.seconds if sync.seconds else 0.0
+    possible = max(0.0, saving)
     measured_saving = 1 - 1 / speed["median"] if speed["median"] else 0.0
     n = len(pairs)
     reps = f"{n} interleaved repetitions" if n > 1 else "one run each"
@@ -407,10 +409,17 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     draft = metrics.draft_share(sync)
     if draft < 0.05:
         lines.append(f"Drafting takes only {draft:.0%} of the step time here, so there is little to hide.")
-    lines.append(
-        f"With the drafter on its own hardware, the overlap would save about {possible:.0%} of the sync "
-        "time (projected from this run's phase times and hit rate; an upper bound)."
-    )
+    if saving < 0:
+        lines.append(
+            f"With the drafter on its own hardware, async would take about {-saving:.0%} longer than sync: waiting "
+            "for drafts of wrong guesses costs more than the right ones hide (projected from this run's phase "
+            "times and hit rate)."
+        )
+    else:
+        lines.append(
+            f"With the drafter on its own hardware, the overlap would save about {possible:.0%} of the sync "
+            "time (projected from this run's phase times and hit rate; an upper bound)."
+        )
     return " ".join(lines)
 
 

@@ -74,15 +74,21 @@ def visible_text(text: str, max_chars: int | None = None) -> str:
     return out
 
 
+def committed_tokens(step: StepRecord) -> list[str]:
+    """The labels of the tokens ``step`` committed, one per committed id: the accepted drafts, then the
+    bonus token, cut like ``committed_ids``."""
+    texts = [step.node_text[i] for i in step.accepted_path[1:]]
+    texts.append(step.target_text[step.accepted_path[-1]])
+    return texts[: len(step.committed_ids)]
+
+
 def committed_label(step: StepRecord) -> str:
-    """What ``step`` committed, as text for titles: its ``committed_text``, or, where the step committed
-    only part of a character (the text shows it whole in the step that completes it), its tokens' labels,
-    the bytes they hold (``\\xe3\\x81``)."""
+    """What ``step`` committed, as text for titles: its ``committed_text``, or, where that is empty while
+    the step committed tokens, their labels: the bytes of part of a character (``\\xe3\\x81``; the text
+    shows it whole in the step that completes it) or a special token the text leaves out (``<|im_end|>``)."""
     if step.committed_text or not step.committed_ids or not step.texts_filled:
         return step.committed_text
-    path = step.accepted_path
-    labels = [step.node_text[u] for u in path[1:]] + [step.target_text[path[-1]]]
-    return "".join(labels[: len(step.committed_ids)])
+    return "".join(committed_tokens(step))
 
 
 def _esc(text: str) -> str:

@@ -5,10 +5,12 @@ join up into one character."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 
 REPLACEMENT = "\ufffd"
+BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
 @cache
@@ -35,18 +37,31 @@ def token_bytes(token: str) -> bytes | None:
         return None
 
 
+def piece_bytes(piece) -> bytes | None:
+    """The bytes a token's piece (``convert_ids_to_tokens``) stands for: a bytes piece itself, a
+    SentencePiece byte-fallback piece ``<0xE6>`` its byte, a byte-level BPE piece its bytes
+    (``token_bytes``); None when it is none of these."""
+    if isinstance(piece, bytes):
+        return piece
+    if not isinstance(piece, str):
+        return None
+    fallback = BYTE_FALLBACK.fullmatch(piece)
+    return bytes([int(fallback.group(1), 16)]) if fallback else token_bytes(piece)
+
+
 def token_labels(tokenizer, ids: Sequence[int]) -> list[str]:
     """The text of each token in ``ids`` on its own: its decoded text, or, where that holds "�" that the
     token's own bytes do not (part of a character), those bytes with the incomplete ones escaped
-    (``" \\xf0\\x9f\\x98"`` for the first three bytes of an emoji).  Tokenizers that are not byte-level keep
-    their decoded text (SentencePiece's byte tokens already read ``<0xE6>``)."""
+    (``" \\xf0\\x9f\\x98"`` for the first three bytes of an emoji; SentencePiece's ``<0xE6>`` reads
+    ``\\xe6`` too).  A token whose bytes are unknown, or decode to "�" themselves, keeps its decoded
+    text."""
     texts = tokenizer.batch_decode([[t] for t in ids])
     broken = [k for k, text in enumerate(texts) if REPLACEMENT in text]
     if not broken:
         return texts
     pieces = tokenizer.convert_ids_to_tokens([ids[k] for k in broken])
     for k, piece in zip(broken, pieces):
-        raw = token_bytes(piece) if isinstance(piece, str) else None
+        raw = piece_bytes(piece)
         if raw is not None:
             label = raw.decode("utf-8", errors="backslashreplace")
             if REPLACEMENT not in label:
