@@ -53,7 +53,11 @@ CSS = """
 .lab-controls .block { background: #FFF8EE !important; }
 #examples button { font-size: 0.8em !important; padding: 2px 6px !important; }
 .talon-clamped { color: #B45309; font-size: 0.85em; margin: 2px 0 0 2px; }
+#lab-methods th, #lab-methods th *, #async-table th, #async-table th * {
+  word-break: normal !important; overflow-wrap: normal !important; }
 """
+"""The page's styles.  The wide tables (the lab's methods, Sync vs async) wrap their headers at spaces, not
+inside words, so they fit a 1024-px screen."""
 PAGE_JS = """
 () => {
   // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a
@@ -424,7 +428,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "else the cost suite's table); ★ marks the most tokens per unit of price at this step."
             )
             lab_methods = gr.Dataframe(
-                interactive=False, elem_id="lab-methods", headers=["Freeze a step to see every method at it"]
+                interactive=False,
+                wrap=True,
+                elem_id="lab-methods",
+                headers=["Freeze a step to see every method at it"],
             )
             gr.Markdown(
                 "**The price of a tree**: expected committed tokens and price against N at this step, with the N "
@@ -522,7 +529,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run", scale=1)
             async_verdict = gr.Markdown(elem_id="async-verdict")
             async_table = gr.Dataframe(
-                interactive=False, label="Sync vs async", headers=["Press Run sync, then async to fill this table"]
+                interactive=False,
+                wrap=True,
+                label="Sync vs async",
+                elem_id="async-table",
+                headers=["Press Run sync, then async to fill this table"],
             )
             async_plot = gr.Plot(label="Timeline")
 
@@ -612,7 +623,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     lab_out = [lab_plot, lab_caption, gate_plot]
     (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
         gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note])
-        .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings])
+        .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings, lab_step])
         .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )

@@ -40,3 +40,12 @@ def app_url():
     demo, url = launch_app()
     yield url
     demo.close()
+    # Let model work still queued or running finish: a daemon worker thread inside torch when the
+    # interpreter exits aborts the process ("terminate called without an active exception").
+    import time
+
+    from ui.compute import COMPUTE
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and any(COMPUTE.load()[k] for k in ("running", "waiting")):
+        time.sleep(0.2)

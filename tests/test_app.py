@@ -372,7 +372,7 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
         fresh = first_step(target, drafter_for(method, LAB_DRAFTER, target), cfg, context)
         assert rows[label]["accepted"] == fresh.accepted_tokens
         assert str(rows[label]["draft nodes"]).split()[0] == str(fresh.tree.num_drafts)
-    assert rows["chain (γ=4)"]["draft nodes"] == "4 (its length γ, not N=16)"  # honest about what it counts
+    assert rows["chain (γ=4)"]["draft nodes"] == "4 (γ, not N=16)"  # honest about what it counts
     assert sum(r["best"] == "★ winner" for r in rows.values()) >= 1
     _redraw(client)
     plot, sampling, note = client.predict(api_name="/reroll")

@@ -118,6 +118,13 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.wait_for_function(f"() => ({COUNT_NODES_JS})('lab-plot') > 0", timeout=60_000)
     first_caption = page.locator("#lab-caption").inner_text()
     assert page.evaluate(TITLE_JS, "lab-plot").startswith(f"Step {step}, rebuilt")
+    # Every method at this step, the whole table on a 1024-px screen (its headers wrap at spaces)
+    page.locator("#lab-methods").get_by_text("chain (γ=4)").wait_for(timeout=60_000)
+    wide, room = page.evaluate(
+        "() => { const t = document.querySelector('#lab-methods table');"
+        " return [t.scrollWidth, t.parentElement.clientWidth]; }"
+    )
+    assert wide <= room + 1, (wide, room)
     nodes_before = _nodes(page, "lab-plot")
     shape_before = re.search(r"in (\d+) layers? \(widest (\d+)\)", first_caption).groups()
     _drag_slider(page, "lab-mu", 0.95)  # a strict gate: far fewer nodes pass it

@@ -566,7 +566,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
         },
         "chain (γ=4)": {
             "nodes": 4,
-            "size_note": "its length γ, not N=16",
+            "size_note": "γ, not N=16",
             "depth": 4,
             "accepted": 2,
             "drafter_calls": 4,
@@ -579,7 +579,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
     table = methods_table(rows, price_note="plain steps")
     best = table.set_index("method")["best"]
     assert best["TALON"] == "★ winner" and best["static tree"] == "" and best["chain (γ=4)"] == ""
-    assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (its length γ, not N=16)"
+    assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (γ, not N=16)"
     assert "price (plain steps)" in table.columns
     assert list(table.columns[:2]) == ["method", "best"]  # the answer stays in view when the table scrolls
 

@@ -214,10 +214,10 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
 
 
 def follow_gate(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
-    """After Explore's gate: the lab's status line and sliders as **Freeze** sets them for the step the
-    gate froze, or nothing changed where it froze none (a method without a gate)."""
+    """After Explore's gate: the lab's status line, sliders and step box as **Freeze** sets them for the
+    step the gate froze, or nothing changed where it froze none (a method without a gate)."""
     if not holds_run_step(session):
-        return tuple(gr.skip() for _ in range(7))
+        return tuple(gr.skip() for _ in range(8))
     return freeze(session, number, target_spec, drafter_spec, progress)
 
 
@@ -297,7 +297,7 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
             if step is None
             else {
                 "nodes": step.tree.num_drafts,
-                "size_note": f"its length γ, not N={cfg.budget}" if method == "chain" else "",
+                "size_note": f"γ, not N={cfg.budget}" if method == "chain" else "",
                 "depth": step.tree.max_depth,
                 "accepted": step.accepted_tokens,
                 "drafter_calls": step.drafter_forwards,
