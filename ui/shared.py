@@ -119,12 +119,17 @@ TARGET_ADVICE = "Type 'embedded' for the built-in SmolLM2-135M-Instruct, a local
 DRAFTER_ADVICE = f"Type {DRAFTER_HELP}."
 
 
+def target_spec(spec: str | None) -> str:
+    """The Target field's model spec as the registry knows it: the app's default when the field is empty."""
+    return (spec or DEFAULT_TARGET).strip()
+
+
 def load_target(spec: str | None, progress: gr.Progress | None = None) -> LoadedModel:
     """The target model of ``spec`` (default: the app's); ``gr.Error`` naming the Target field (or the
     environment variable to fix)."""
     if SETUP_PROBLEM:
         raise gr.Error(SETUP_PROBLEM, print_exception=False)
-    spec = (spec or DEFAULT_TARGET).strip()
+    spec = target_spec(spec)
     if progress is not None and spec not in REGISTRY.loaded():
         progress(0.0, desc=f"Loading {spec} (the first start converts the embedded model, about 30 s)...")
     try:
@@ -137,7 +142,7 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
 def loaded_target(spec: str | None) -> LoadedModel | None:
     """The target of ``spec`` (default: the app's) when it is already loaded, else None: what a check that
     must not load a model may read (the default target loads when the app starts)."""
-    spec = (spec or DEFAULT_TARGET).strip()
+    spec = target_spec(spec)
     return REGISTRY.get(spec) if not SETUP_PROBLEM and spec in REGISTRY.loaded() else None
 
 
