@@ -169,9 +169,11 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     draft-head call 0.12-0.15 of one, so the paper's N=60, K=10, mu=0.03 are the default (the N sweep
     there, 16 to 96, stays within the run-to-run noise of each other; auto-sized trees have not been
     measured on a GPU yet).  On the 2-core CPUs we measured a tree of 25 nodes costs 1.6-2.1 plain steps to
-    verify (AVX2 and AVX-512 EPYCs, docs/benchmarks.md); N=24 with K=6 root children and mu=0.1 was the
-    fastest fixed setting of our CPU sweep, and the same K and mu sized by the cost rule beat it side by
-    side in the headline suite on both machines."""
+    verify (AVX2 and AVX-512 EPYCs, docs/benchmarks.md), so the default sizes trees by the cost rule
+    (``device_default_auto``) with K=6 root children and mu=0.1.  The fixed N=24 is what the fixed-size
+    methods and the Tree lab start from: a tree big enough for the gate to shape, not the fastest fixed
+    size (on the AVX-512 EPYC the fastest fixed size was N=4, which auto beat; an older sweep on the AVX2
+    one found N=8)."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=60, topk=10, mu=0.03, depth=8, gamma=5),
@@ -190,6 +192,6 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 
 def device_default_auto(on_gpu: bool) -> bool:
     """Whether a default run sizes its trees by the cost rule (N = auto): on the CPU, where auto-sized
-    trees beat the fixed N=24 (the fastest fixed N of our CPU sweep) side by side in the headline suite
-    (docs/benchmarks.md); not on a GPU, where auto has not been measured yet."""
+    trees beat every fixed N side by side in the headline suite (docs/benchmarks.md, "Which N on this
+    CPU"); not on a GPU, where auto has not been measured yet."""
     return not on_gpu
