@@ -54,7 +54,7 @@ def test_quick_suite_is_every_method_with_peers_at_n16():
         "talon+auto",
         "hybrid+auto",
     }
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 6, "mu": 0.03, "depth": 5, "gamma": 4, "cap": None}]
     prompts, notes = suites.load_prompts(exp)
     assert len(prompts) == 7 and not notes
     assert {p["category"] for p in prompts} == {"chat", "code", "math", "summarisation", "extraction", "qa", "lists"}
@@ -93,7 +93,7 @@ def test_head_suite_measures_the_bar_at_n60():
         "mu": 0.03,
         "depth": 0,
         "gamma": 0,
-        "auto": False,
+        "cap": None,
     }
     assert exp.methods == ("ar", "talon", "talon+auto") and exp.temperatures == (0.0,)
     assert [p.source for p in exp.prompts] == ["assets", "mtbench", "humaneval"]
@@ -403,6 +403,105 @@ def test_cli_modes_are_exclusive():
     assert parse_args(["--prompts", "p.jsonl"]).out == "results.json"
 
 
+def test_cli_numbers_must_be_positive():
+    for option in ("--max-nodes", "--max-new-tokens", "--limit", "--threads"):
+        for bad in ("0", "-1", "x"):
+            with pytest.raises(SystemExit):
+                parse_args(["--prompts", "p.jsonl", option, bad])
+    assert parse_args(["--prompts", "p.jsonl", "--max-nodes", "32"]).max_nodes == 32
+
+
+def test_budget_auto_sizes_methods_by_name_and_leaves_fixed_n_fixed():
+    """``--budget auto`` renames the sizable methods ``METHOD+auto`` (capped by ``--max-nodes``); a fixed
+    method keeps the fixed N, and a budget sweep keeps its fixed N and its one auto-sized run."""
+    from talon.bench.cli import tree_overrides
+    from talon.bench.runner import run_plan, tree_for
+    from talon.config import AUTO_CAP
+
+    args = parse_args(["--suite", "head", "--out-dir", "x", "--budget", "auto", "--max-nodes", "32"])
+    tree = tree_overrides(args)
+    assert tree == {"cap": 32}
+    suite = suites.with_overrides(suites.get_suite("head"), tree=tree, auto=True)
+    by_name = {e.name: e for e in suite.experiments}
+    assert by_name["head_bar"].methods == ("ar", "talon+auto")  # talon and talon+auto: one auto-sized run
+    sweep = by_name["auto_vs_fixed"]
+    assert sweep.methods == ("ar", "talon", "talon+auto")
+    plan = [(m, tree_for(m, kw)) for m, kw, _ in run_plan(sweep, CPU_DEFAULT, lambda m: True)]
+    fixed = [kw for m, kw in plan if m == "talon"]
+    assert [kw["budget"] for kw in fixed] == list(sweep.values) and not any(kw["auto"] for kw in fixed)
+    auto = [kw for m, kw in plan if m == "talon+auto"]
+    assert len(auto) == 1 and auto[0]["auto"] and auto[0]["budget"] == 32
+    # without --max-nodes the cap is AUTO_CAP, and a fixed method keeps the experiment's fixed N
+    quick = suites.with_overrides(
+        suites.get_suite("quick"),
+        tree=tree_overrides(parse_args(["--suite", "quick", "--out-dir", "x", "--budget", "auto"])),
+        auto=True,
+    )
+    methods = quick.experiments[0]
+    assert methods.methods == (
+        "ar",
+        "hf_generate",
+        "hf_prompt_lookup",
+        "hf_assisted",
+        "chain",
+        "static",
+        "eagle2+auto",
+        "talon+auto",
+        "hybrid+auto",
+    )
+    (kw,) = methods.settings(CPU_DEFAULT)
+    assert tree_for("talon+auto", kw)["budget"] == AUTO_CAP and kw["budget"] == 16
+    assert tree_for("static", kw) == {
+        **{k: v for k, v in kw.items() if k != "cap"},
+        "auto": False,
+    }
+    assert suites.auto_sized(["ar", "talon", "talon+auto", "chain", "eagle2@ngram"]) == (
+        "ar",
+        "talon+auto",
+        "chain",
+        "eagle2@ngram+auto",
+    )
+
+
+def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
+    from talon.bench.cli import main
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "c", "prompt": "hi"}\n')
+    base = ["--prompts", str(prompts), "--out", str(tmp_path / "r.json")]
+    # --max-nodes with no auto-sized run would be ignored: refused before any model loads
+    assert main([*base, "--methods", "ar,static", "--budget", "8", "--max-nodes", "16"]) == 2
+    assert "--max-nodes caps auto-sized trees" in capsys.readouterr().err
+    assert main([*base, "--methods", "ar,talon+nope"]) == 2
+    assert "unknown method" in capsys.readouterr().err
+    assert main([*base, "--methods", "ar,chain+auto"]) == 2
+    assert "can be auto-sized" in capsys.readouterr().err
+
+
+def test_topk_zero_is_refused_for_every_eagle2_variant():
+    for method in ("eagle2", "eagle2+auto"):  # the quick suite runs both
+        with pytest.raises(ConfigError, match="--topk 0"):
+            suites.with_overrides(suites.get_suite("quick"), tree={"topk": 0}, methods=("ar", method))
+
+
+def test_a_suite_writes_its_runs_before_it_computes_their_summary(tmp_path, monkeypatch):
+    from talon.bench.cli import write_suite
+
+    runs = fake_runs()
+    result = {"runs": runs, "summary": None, "meta": {"complete": False}}  # a checkpoint, as run_suite sends
+    write_suite(tmp_path / "ok", result, "cmd")
+    _meta, _runs, summary = bench_results.read_results(tmp_path / "ok")
+    assert len(summary) == len(bench_results.summarize(runs))
+
+    def broken(_runs):
+        raise RuntimeError("summary failed")
+
+    monkeypatch.setattr(bench_results, "summarize", broken)
+    with pytest.raises(RuntimeError, match="summary failed"):
+        write_suite(tmp_path / "cut", result, "cmd")
+    assert len(pd.read_csv(tmp_path / "cut" / "runs.csv")) == len(runs)
+
+
 # ---- charts -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory):
@@ -526,7 +625,7 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
 
 def test_settings_resolve_device_defaults():
     exp = replace(suites.get_suite("paper").experiments[0], tree=suites.TreeParams(topk=3))
-    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4, "auto": False}]
+    assert exp.settings(CPU_DEFAULT) == [{"budget": 16, "topk": 3, "mu": 0.03, "depth": 5, "gamma": 4, "cap": None}]
 
 
 COST_ROWS = [

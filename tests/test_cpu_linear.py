@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from talon.bench.cli import _budget, parse_args, tree_overrides
-from talon.config import AUTO_CAP
 from talon.models.cpu_linear import (
     PackedLinear,
     choose_small_row_kernel,
@@ -57,13 +56,14 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     assert pack_for_device(plain) == 0 and type(plain[0]) is nn.Linear
 
 
-def test_budget_auto_sets_the_cap_and_the_flag():
+def test_budget_auto_leaves_the_fixed_n_and_passes_the_cap():
     assert _budget("auto") == "auto" and _budget("16") == 16
     with pytest.raises(argparse.ArgumentTypeError):
         _budget("many")
+    # auto renames the sizable methods (talon.bench.suites.auto_sized); the fixed N stays the default's
     args = parse_args(["--prompts", "p.jsonl", "--budget", "auto"])
-    assert tree_overrides(args) == {"auto": True, "budget": AUTO_CAP}
+    assert tree_overrides(args) == {}
     args = parse_args(["--prompts", "p.jsonl", "--budget", "auto", "--max-nodes", "40", "--mu", "0.2"])
-    assert tree_overrides(args) == {"auto": True, "budget": 40, "mu": 0.2}
-    assert tree_overrides(parse_args(["--prompts", "p.jsonl", "--budget", "8"])) == {"auto": False, "budget": 8}
+    assert tree_overrides(args) == {"cap": 40, "mu": 0.2}
+    assert tree_overrides(parse_args(["--prompts", "p.jsonl", "--budget", "8"])) == {"budget": 8}
     assert tree_overrides(parse_args(["--prompts", "p.jsonl"])) == {}

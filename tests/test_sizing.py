@@ -3,9 +3,11 @@ builders (toy drafters, synthetic curves) and the stop reasons every builder rec
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -245,6 +247,56 @@ def test_curves_are_cached_by_what_they_depend_on(tmp_path):
     assert cached_curve(replace(key, cpu="AMD EPYC · family 25 model 17 · avx2 avx512f"), tmp_path) is None
 
 
+def test_a_broken_curve_file_is_a_missing_one(tmp_path):
+    """A cached curve a price cannot be read from (hand-edited, cut, another program's JSON) is measured
+    again rather than crashing a run or silently making every step plain."""
+    key = CurveKey("t", "d", "float32", "cpu", 2, "k", "2.13")
+    good = replace(curve(0.1), key=vars(key).copy())
+    path = store_curve(good, key, tmp_path)
+    assert not list(path.parent.glob("*.tmp"))  # the temporary file is gone after the replace
+    d = good.to_dict()
+    for broken in (
+        [],
+        None,
+        3,
+        {**d, "plain": 0},
+        {**d, "plain": float("nan")},
+        {**d, "plain": -1.0},
+        {**d, "verify": []},
+        {**d, "verify": [[1, 0.01], [8, 0.02], [8, 0.03]]},  # a repeated size: interpolation divides by 0
+        {**d, "verify": [[8, 0.02], [1, 0.01]]},
+        {**d, "verify": [[1, float("inf")]]},
+        {**d, "call": [[0, 0.001]]},
+    ):
+        path.write_text(json.dumps(broken))
+        assert cached_curve(key, tmp_path) is None, broken
+        if isinstance(broken, dict):
+            with pytest.raises(ValueError, match="cost curve"):
+                CostCurve.from_dict(broken)
+    path.write_text(json.dumps(d))
+    assert cached_curve(key, tmp_path) == good
+
+
+def test_the_curve_key_names_the_rows_mkl_takes():
+    # The plain step, every price's unit, changes with the kernel chosen at load for one or two rows.
+    from talon.engine.cost_measure import curve_key
+    from talon.models.cpu_linear import PackedLinear, mkl_rows, onednn_linear_works, pack_linears
+    from tests.tiny import tiny_target
+
+    if not onednn_linear_works():
+        pytest.skip("no prepacked oneDNN linear in this PyTorch build")
+    target = tiny_target()
+    pack_linears(target.model)
+    packed = [m for m in target.model.modules() if isinstance(m, PackedLinear)]
+    keys = []
+    for rows in (0, 2):
+        for m in packed:
+            m.plain_rows = rows
+        assert mkl_rows(target.model) == rows
+        keys.append(curve_key(target, SimpleNamespace(name="none")).kernels)
+    assert "mkl_rows=0" in keys[0] and "mkl_rows=2" in keys[1]
+
+
 def test_the_curve_key_names_this_cpu():
     # A cached curve is another machine's if the VM moved host: the key holds what tells CPUs apart.
     from talon.models.device import CPU_FLAGS, cpu_flags, cpu_identity
@@ -366,6 +418,32 @@ def test_eagle2_keeps_the_reranked_prefix_that_pays_best(seed, monkeypatch):
         other = fixed.tree.subset([0] + sorted(ranked[:m]))
         e = rule.calibration.expected_tokens(other)
         assert e / c.price(len(other), result.call_widths) <= ratio + 1e-9
+
+
+def test_eagle2_judges_a_deeper_layer_against_the_tree_it_would_keep(monkeypatch):
+    """EAGLE-2 records every candidate (K x K a layer) but verifies only the re-ranked prefix that pays
+    best; whether another layer pays is judged against that prefix, not against every recorded node."""
+    c = curve(slope=0.08, call=0.05)
+    rule = CostRule(Calibration(), c, sizing=True)
+    seen = []
+    real = rule.layer_pays
+
+    def spy(expected, nodes, widths, *rest):
+        seen.append((expected, nodes, list(widths)))
+        return real(expected, nodes, widths, *rest)
+
+    monkeypatch.setattr(rule, "layer_pays", spy)
+    grown(Eagle2Builder(budget=60, topk=6, depth=4), random_fn(VOCAB, 1), rule)
+    # the same two layers unsized: every recorded candidate kept (42 < the budget of 60)
+    everything = grown(Eagle2Builder(budget=60, topk=6, depth=2), random_fn(VOCAB, 1), CostRule(Calibration(), c))
+    assert everything.tree.num_drafts == 6 + 36
+    assert len(seen) == 2 and seen[0][1] <= 1 + 6  # after the root's six children: at most those
+    expected, nodes, _ = seen[1]  # after the second layer: the prefix it would keep, not all 43 nodes
+    assert nodes < 1 + 6 + 36
+    recorded = everything.tree
+    ranked = sorted(range(1, len(recorded)), key=lambda i: (-recorded.path_logprob[i], i))
+    kept = recorded.subset([0] + sorted(ranked[: nodes - 1]))
+    assert expected == pytest.approx(rule.calibration.expected_tokens(kept))
 
 
 def test_without_sizing_the_rule_only_values_and_prices():

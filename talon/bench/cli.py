@@ -26,7 +26,6 @@ import torch
 
 from ..config import (
     AUTO_CAP,
-    AUTO_METHODS,
     METHODS,
     ConfigError,
     DecodeConfig,
@@ -45,19 +44,22 @@ from .prompts import read_prompts
 from .runner import TREE_FIELDS, environment, run_benchmark, run_suite, tree_for
 from .suites import (
     ALL_METHODS,
-    AUTO_SUFFIX,
     COST_SUITE,
     PEER_METHODS,
     SUITE_NAMES,
+    auto_sized,
     get_suite,
+    is_auto,
+    method_problem,
     split_method,
     with_overrides,
 )
 
 
 def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
-    """Write a suite's results directory: runs.csv, summary.csv, then meta.json, whose ``complete``
-    says whether the suite ran to its end.  Charts: ``python -m viz.bench_plots DIR``."""
+    """Write a suite's results directory: runs.csv, summary.csv (computed here when ``result["summary"]``
+    is None, after the runs are on disk), then meta.json, whose ``complete`` says whether the suite ran to
+    its end.  Charts: ``python -m viz.bench_plots DIR``."""
     paths = results.write_tables(out_dir, result["runs"], result["summary"])
     meta = {**result["meta"], "command": command, "files": [p.name for p in paths] + [results.META]}
     return paths + [results.write_meta(out_dir, meta)]
@@ -101,9 +103,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
         "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
         "device's default, as in the app: auto on a CPU, reported as METHOD+auto, N=60 on a GPU; other "
-        "methods take the device's fixed N; suite mode: the suite's)",
+        "methods take the device's fixed N; suite mode: the suite's, and 'auto' runs every sizable method "
+        "as METHOD+auto except in budget sweeps, which compare fixed N)",
     )
-    p.add_argument("--max-nodes", type=int, default=None, help=f"the cap of --budget auto (default {AUTO_CAP})")
+    p.add_argument(
+        "--max-nodes",
+        type=_positive,
+        default=None,
+        help=f"the cap of auto-sized trees (--budget auto, METHOD+auto; default {AUTO_CAP})",
+    )
     tree_help = {
         "topk": "K: root children (talon; 0 gates the root too), top-k (eagle2, >= 1)",
         "mu": "TALON confidence gate in (0, 1]",
@@ -117,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             default=None,
             help=f"{text} (default: the device's default tree, as in the app; suite mode: the suite's)",
         )
-    p.add_argument("--max-new-tokens", type=int, default=None, help="default 64; in suite mode the suite's")
+    p.add_argument("--max-new-tokens", type=_positive, default=None, help="default 64; in suite mode the suite's")
     p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
     p.add_argument(
         "--execution",
@@ -128,12 +136,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
     p.add_argument(
-        "--limit", type=int, default=None, help="use only the first N prompts (suite mode: of each prompt set)"
+        "--limit", type=_positive, default=None, help="use only the first N prompts (suite mode: of each prompt set)"
     )
     p.add_argument("--out", default="results.json", help="method-list mode: where to write the results JSON")
     p.add_argument(
         "--threads",
-        type=int,
+        type=_positive,
         default=None,
         help="torch CPU threads (default: torch's own); 1 steadies timings on a busy machine",
     )
@@ -164,14 +172,36 @@ def _budget(text: str) -> int | str:
         ) from None
 
 
+def _positive(text: str) -> int:
+    """A whole number of at least 1 (``--max-nodes``, ``--max-new-tokens``, ``--limit``, ``--threads``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number of at least 1, not {text!r}")
+    return value
+
+
 def tree_overrides(args: argparse.Namespace) -> dict:
-    """The tree fields the command line sets (``--budget auto`` sets ``auto`` and the cap)."""
+    """The tree fields the command line sets: K, mu, depth, gamma, a fixed ``--budget`` N, and ``cap``
+    (``--max-nodes``: the cap of auto-sized runs; ``--budget auto`` itself renames methods, see
+    ``talon.bench.suites.auto_sized``)."""
     out = {k: getattr(args, k) for k in ("topk", "mu", "depth", "gamma") if getattr(args, k) is not None}
-    if args.budget == "auto":
-        out.update(auto=True, budget=args.max_nodes or AUTO_CAP)
-    elif args.budget is not None:
-        out.update(auto=False, budget=args.budget)
+    if isinstance(args.budget, int):
+        out["budget"] = args.budget
+    if args.max_nodes is not None:
+        out["cap"] = args.max_nodes
     return out
+
+
+def check_cap_used(args: argparse.Namespace, methods: list[str]) -> None:
+    """``ConfigError`` when ``--max-nodes`` is given but no run is auto-sized (it would be ignored)."""
+    if args.max_nodes is not None and not any(is_auto(m) for m in methods):
+        raise ConfigError(
+            "--max-nodes caps auto-sized trees, and no method here is auto-sized: add --budget auto or "
+            "name METHOD+auto in --methods."
+        )
 
 
 def _comma_list(text: str | None) -> list[str] | None:
@@ -182,14 +212,16 @@ def main_methods(args: argparse.Namespace) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
     methods = _comma_list(args.methods) or [m for m in METHODS if m != "hybrid"]
     try:
-        unknown = [m for m in methods if m not in METHODS + PEER_METHODS]
+        unknown = [p for p in map(method_problem, methods) if p]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
+        methods = list(dict.fromkeys(methods))  # a method named twice would be timed twice as one
         on_gpu = gpu_available()
         default = device_default_tree(on_gpu)[0]
         tree_kwargs = {**{k: getattr(default, k) for k in TREE_FIELDS}, **tree_overrides(args)}
-        if args.budget is None and device_default_auto(on_gpu):  # the app's default: auto-sized trees
-            methods = [m + AUTO_SUFFIX if m in AUTO_METHODS else m for m in methods]
+        if args.budget == "auto" or (args.budget is None and device_default_auto(on_gpu)):
+            methods = list(auto_sized(methods))  # as the app's default on a CPU: auto-sized trees
+        check_cap_used(args, methods)
         for method in methods:  # every tree method's settings, before a model loads
             base = split_method(method)[0]
             if base in METHODS and base != "ar":
@@ -197,7 +229,7 @@ def main_methods(args: argparse.Namespace) -> int:
         decode_cfg = DecodeConfig(
             temperature=args.temperature,
             seed=args.seed or 0,
-            max_new_tokens=args.max_new_tokens or 64,
+            max_new_tokens=args.max_new_tokens or 64,  # None: not given (0 is refused by the parser)
             execution=args.execution,
         )
         prompts = read_prompts(args.prompts)[: args.limit]
@@ -238,7 +270,9 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
             tree=tree_overrides(args),
             methods=tuple(methods) if methods else None,
             experiments=tuple(experiments) if experiments else None,
+            auto=args.budget == "auto",
         )
+        check_cap_used(args, [m for e in suite.experiments for m in e.methods])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = Path(args.out_dir)
         result = run_suite(
@@ -249,6 +283,9 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
         return 2
     paths = write_suite(out_dir, result, command)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
+    if table.empty:
+        print(f"No run was measured (skipped: {result['meta']['skipped'] or 'none'}); wrote {out_dir}", file=sys.stderr)
+        return 1
     cols = [
         "experiment",
         "setting",

@@ -277,12 +277,13 @@ def _frame(rows: Sequence[dict], columns: Sequence[str]) -> pd.DataFrame:
     return df
 
 
-def write_tables(out_dir: Path, runs: Sequence[dict], summary: Sequence[dict]) -> list[Path]:
-    """Write ``runs.csv`` and ``summary.csv`` into ``out_dir``; returns the paths."""
+def write_tables(out_dir: Path, runs: Sequence[dict], summary: Sequence[dict] | None = None) -> list[Path]:
+    """Write ``runs.csv``, then ``summary.csv`` (``summarize(runs)`` when ``summary`` is None, so the runs
+    are on disk before anything is computed from them) into ``out_dir``; returns the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "runs.csv", out_dir / "summary.csv"]
     _frame(runs, RUN_COLUMNS).to_csv(paths[0], index=False)
-    _frame(summary, SUMMARY_COLUMNS).to_csv(paths[1], index=False)
+    _frame(summarize(runs) if summary is None else summary, SUMMARY_COLUMNS).to_csv(paths[1], index=False)
     return paths
 
 

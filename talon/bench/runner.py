@@ -29,7 +29,7 @@ from ..config import (
 from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
-from ..models.cpu_linear import cpu_linear_mode
+from ..models.cpu_linear import cpu_linear_mode, mkl_rows
 from ..models.device import cpu_flags, cpu_name, device_label, synchronize
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
@@ -48,16 +48,14 @@ T = TypeVar("T")
 
 
 def tree_for(method: str, tree_kwargs: dict) -> dict:
-    """``tree_kwargs`` for ``method``: auto sizing only where the method can be sized (``AUTO_METHODS``);
-    a ``METHOD+auto`` name sizes by cost with the cap ``AUTO_CAP``."""
-    sizable = split_method(method)[0] in AUTO_METHODS
-    if is_auto(method) and sizable:
-        return {
-            **tree_kwargs,
-            "auto": True,
-            "budget": AUTO_CAP if not tree_kwargs.get("auto") else tree_kwargs["budget"],
-        }
-    return {**tree_kwargs, "auto": bool(tree_kwargs.get("auto")) and sizable}
+    """``TreeConfig`` keyword arguments for ``method`` from an experiment's ``tree_kwargs``: a
+    ``METHOD+auto`` name of a method the cost rule can size (``AUTO_METHODS``) sizes by cost with the
+    cap ``tree_kwargs["cap"]`` (draft nodes, root excluded; default ``AUTO_CAP``) as its budget; every
+    other method runs the fixed ``budget``.  ``cap`` is not a ``TreeConfig`` field and is dropped."""
+    kwargs = {k: v for k, v in tree_kwargs.items() if k != "cap"}
+    if is_auto(method) and split_method(method)[0] in AUTO_METHODS:
+        return {**kwargs, "auto": True, "budget": tree_kwargs.get("cap") or AUTO_CAP}
+    return {**kwargs, "auto": False}
 
 
 def with_rates(row: dict) -> dict:
@@ -139,9 +137,10 @@ def timed_generation(
 
 class MethodRunner:
     """Runs any method on a prompt's token ids and returns its run row: ``ar`` and the tree methods
-    (``METHOD`` or ``METHOD@DRAFTER``) with a fresh drafter each time, transformers' peers through
-    ``talon.bench.peers`` on an unmodified transformers model (what a user of transformers runs); all
-    timed the same way, wall clock from prefill to last token.
+    (``METHOD`` or ``METHOD@DRAFTER``) with a fresh drafter each time, sized and priced by the cached
+    cost curve of each drafter (measured once when an auto-sized method needs it and none is cached),
+    transformers' peers through ``talon.bench.peers`` on an unmodified transformers model (what a user
+    of transformers runs); all timed the same way, wall clock from prefill to last token.
 
     Args:
         target: the loaded target model.
@@ -151,8 +150,6 @@ class MethodRunner:
         seed: sampling seed of every run.
         target_spec: the target's spec, to load the peers' unmodified copy of it (``ModelRegistry.get_stock``);
             None runs the peers on ``target`` itself (a model built in memory).
-        cost_curve: what auto-sized trees are sized by (and every tree step priced with); None reads the
-            cached curve of each drafter, measuring it for auto-sized methods when missing.
     """
 
     def __init__(
@@ -411,9 +408,14 @@ class SuiteRunner:
         return row
 
     def warm_up(self, plan: list[tuple[str, dict, str]], item: dict, ids: list[int], temperature: float) -> None:
+        """One short run of every planned method not yet warm; a run the settings refuse is left to
+        ``run_prompt``, which logs and skips it."""
         for method, kwargs, _ in plan:
             if method not in self._warm:
-                self.run_one(method, kwargs, ids, temperature, WARMUP_TOKENS)
+                try:
+                    self.run_one(method, kwargs, ids, temperature, WARMUP_TOKENS)
+                except ConfigError:
+                    continue
                 self._warm.add(method)
 
     def experiment_columns(
@@ -488,12 +490,11 @@ def environment(target: LoadedModel) -> dict:
 
     cpu = cpu_name()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    packed = next((m for m in target.model.modules() if hasattr(m, "plain_rows")), None)
     return {
         "device": device_label(target),
         "dtype": str(target.dtype).removeprefix("torch."),
         "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
-        "mkl_rows": packed.plain_rows if packed is not None else None,
+        "mkl_rows": mkl_rows(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),
         "load_average_1min": round(load[0], 2) if load else None,
@@ -517,7 +518,9 @@ def run_suite(
 ) -> dict:
     """Run ``suite`` on the target ``target_spec``; returns ``{"runs", "summary", "meta"}`` (rows as
     dicts; ``meta`` without the command and file list, which the CLI adds).  ``checkpoint``, when given,
-    receives the same dict (``meta["complete"]`` False) after every prompt, so a cut run keeps its rows."""
+    receives the runs so far with ``summary`` None (``meta["complete"]`` False) after every prompt, so
+    neither a cut run nor a failing summary loses them (``talon.bench.cli.write_suite`` writes the runs
+    before it computes the summary)."""
     registry = registry or ModelRegistry()
     target = load_named(lambda: registry.get(target_spec, progress=log), "Target (--target)")
     runner = SuiteRunner(suite, target, registry, limit, log, target_spec)
@@ -556,6 +559,6 @@ def run_suite(
     for experiment in suite.experiments:
         for rows in runner.experiment_rows(experiment):
             runs += rows
-            if checkpoint is not None:
-                checkpoint({"runs": list(runs), "summary": results.summarize(runs), "meta": meta(False)})
+            if checkpoint is not None:  # the runs as measured, before anything is computed from them
+                checkpoint({"runs": list(runs), "summary": None, "meta": meta(False)})
     return {"runs": runs, "summary": results.summarize(runs), "meta": meta(True)}

@@ -41,7 +41,14 @@ def split_method(name: str) -> tuple[str, str | None]:
     return method, (drafter if sep else None)
 
 
-def _method_problem(name: str) -> str:
+def auto_sized(methods) -> tuple[str, ...]:
+    """``methods`` with every method the cost rule can size (``AUTO_METHODS``) as ``METHOD+auto``, each
+    name once, in order."""
+    sized = (m + AUTO_SUFFIX if split_method(m)[0] in AUTO_METHODS and not is_auto(m) else m for m in methods)
+    return tuple(dict.fromkeys(sized))
+
+
+def method_problem(name: str) -> str:
     """Why ``name`` is not a method an experiment can run ("" when it is)."""
     method, drafter = split_method(name)
     if method not in ALL_METHODS:
@@ -57,19 +64,21 @@ def _method_problem(name: str) -> str:
 class TreeParams:
     """Tree settings of an experiment; ``None`` takes the device default
     (``talon.config.device_default_tree``: N=60 on a GPU, a small N on a CPU).  Fields as in
-    ``TreeConfig``: budget N (draft nodes, root excluded; the cap when ``auto``), topk K, mu, depth
-    (draft layers), gamma (chain length), auto (size each tree by the cost rule)."""
+    ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
+    (chain length); and cap, the node cap of the ``METHOD+auto`` runs (draft nodes, root excluded;
+    None: ``AUTO_CAP``), which ``talon.bench.runner.tree_for`` turns into their budget."""
 
     budget: int | None = None
     topk: int | None = None
     mu: float | None = None
     depth: int | None = None
     gamma: int | None = None
-    auto: bool | None = None
+    cap: int | None = None
 
     def resolve(self, default: TreeConfig) -> dict:
-        """``TreeConfig`` keyword arguments, ``None`` fields filled from ``default``."""
-        return {k: (v if v is not None else getattr(default, k)) for k, v in vars(self).items()}
+        """Keyword arguments for ``tree_for``: ``None`` fields filled from ``default`` (``cap`` stays
+        None when not set)."""
+        return {k: (v if v is not None else getattr(default, k, None)) for k, v in vars(self).items()}
 
 
 @dataclass(frozen=True)
@@ -103,7 +112,7 @@ class Experiment:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"Experiment {self.name!r}: unknown kind {self.kind!r} ({', '.join(KINDS)}).")
-        unknown = [p for p in map(_method_problem, self.methods) if p]
+        unknown = [p for p in map(method_problem, self.methods) if p]
         if unknown:
             raise ConfigError(f"Experiment {self.name!r}: unknown methods {unknown}; choose from {ALL_METHODS}.")
         if (self.kind in SWEEPS) != bool(self.values):
@@ -389,11 +398,14 @@ def with_overrides(
     seed: int | None = None,
     tree: dict | None = None,
     experiments: tuple[str, ...] | None = None,
+    auto: bool = False,
 ) -> Suite:
     """A copy of ``suite`` with the CLI's overrides: drafter / assistant specs, max new tokens of every
     experiment, methods kept (intersected with each experiment's; ``ar`` always stays), seed,
-    ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field), and
-    ``experiments``: the names of the experiments kept (default: all)."""
+    ``tree``: ``TreeParams`` fields set in every experiment (a sweep still varies its own field),
+    ``experiments``: the names of the experiments kept (default: all), and ``auto``: every method the
+    cost rule can size runs as ``METHOD+auto`` (once), except in budget sweeps, whose point is the
+    fixed N (they keep their own auto-sized runs)."""
     names = [e.name for e in suite.experiments]
     unknown_experiments = [n for n in experiments or () if n not in names]
     if unknown_experiments:
@@ -401,7 +413,7 @@ def with_overrides(
             f"Suite {suite.name!r} has no experiment {unknown_experiments}: choose from {', '.join(names)}."
         )
     if methods is not None:
-        unknown = [p for p in map(_method_problem, methods) if p]
+        unknown = [p for p in map(method_problem, methods) if p]
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(ALL_METHODS)}.")
     chosen = []
@@ -409,6 +421,8 @@ def with_overrides(
         if experiments is not None and e.name not in experiments:
             continue
         kept = e.methods if methods is None else tuple(m for m in e.methods if m == "ar" or m in methods)
+        if auto and e.sweep != "budget":
+            kept = auto_sized(kept)
         if methods is not None and kept == ("ar",) and "ar" not in methods:
             continue  # nothing of the experiment is left but the baseline
         chosen.append(
@@ -422,7 +436,9 @@ def with_overrides(
             f"and experiments {list(experiments or ['all'])}."
         )
     if (tree or {}).get("topk") == 0:
-        fixed_k = [e.name for e in chosen if "eagle2" in e.methods and e.sweep != "topk"]
+        fixed_k = [
+            e.name for e in chosen if any(split_method(m)[0] == "eagle2" for m in e.methods) and e.sweep != "topk"
+        ]
         if fixed_k:
             raise ConfigError(
                 f"--topk 0 (a gated TALON root) cannot run EAGLE-2, which needs K >= 1; experiments "

@@ -173,14 +173,17 @@ class Growth:
             return False
         return True
 
-    def layer_pays(self, frontier: Sequence[int]) -> bool:
-        """Whether the cost rule would draft a layer below ``frontier`` (always, when it does not size)."""
+    def layer_pays(self, frontier: Sequence[int], kept: tuple[float, int] | None = None) -> bool:
+        """Whether the cost rule would draft a layer below ``frontier`` (always, when it does not size).
+        ``kept``: ``(expected tokens, nodes incl. the root)`` of the tree the step would verify as it
+        stands, when that is not every node drafted so far (EAGLE-2 records candidates it may not keep)."""
         if not self.sizing:
             return True
+        expected, nodes = kept if kept is not None else (self.expected, len(self.tree))
         parents = [self.tree.parent[n] for n in frontier]
         return self.rule.layer_pays(
-            self.expected,
-            len(self.tree),
+            expected,
+            nodes,
             self.call_widths,
             [self.accept[n] for n in frontier],
             [self.accept[n] / self.accept[p] if self.accept[p] > 0 else 0.0 for n, p in zip(frontier, parents)],
@@ -356,7 +359,7 @@ class Eagle2Builder(TreeBuilder):
                 break
             if not growth.deeper(frontier):
                 break
-            if not growth.layer_pays(frontier):
+            if not growth.layer_pays(frontier, self._kept(growth) if growth.sizing else None):
                 growth.stop = STOP_COST
                 break
             proposal = growth.expand(frontier)
@@ -368,14 +371,27 @@ class Eagle2Builder(TreeBuilder):
             k = child_lp.shape[1]
             added = growth.add(proposal, frontier, order // k, tokens.flatten()[order], child_lp.flatten()[order])
             frontier = [n for n in added if n is not None][: self.topk]
-        # Re-rank every recorded candidate.  Ties go to the earlier node, which keeps a parent (score
-        # >= its child's) ahead of its children, so the kept set stays connected.
-        order = sorted(range(1, len(tree)), key=lambda i: (-tree.path_logprob[i], i))[: self.budget]
+        order = self._ranked(tree)
         if growth.sizing:
             order = order[: self._best_prefix(growth, order)]
             if len(order) < min(self.budget, tree.num_drafts):
                 growth.stop = STOP_COST
         return tree.subset([0] + sorted(order))
+
+    def _ranked(self, tree: DraftTree) -> list[int]:
+        """The best ``budget`` recorded candidates, re-ranked by path probability.  Ties go to the earlier
+        node, which keeps a parent (score >= its child's) ahead of its children, so every prefix of the
+        ranking is a connected tree."""
+        return sorted(range(1, len(tree)), key=lambda i: (-tree.path_logprob[i], i))[: self.budget]
+
+    def _kept(self, growth: Growth) -> tuple[float, int]:
+        """``(expected tokens, nodes incl. the root)`` of the tree the step would verify if growth stopped
+        now: the best prefix of the re-ranked candidates, not every candidate recorded (which would price
+        a 43-node tree after two layers at K=6 where about 6 nodes are kept, and draft layers that a
+        consistent estimate refuses)."""
+        order = self._ranked(growth.tree)
+        m = self._best_prefix(growth, order)
+        return 1.0 + sum(growth.accept[n] for n in order[:m]), m + 1
 
     @staticmethod
     def _best_prefix(growth: Growth, order: list[int]) -> int:

@@ -23,7 +23,7 @@ import torch
 
 from ..config import ASSETS, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
-from ..models.cpu_linear import cpu_linear_mode
+from ..models.cpu_linear import cpu_linear_mode, mkl_rows
 from ..models.device import cpu_identity, device_label, synchronize
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
@@ -172,7 +172,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         dtype=str(target.dtype).removeprefix("torch."),
         device=device_label(target),
         threads=torch.get_num_threads(),
-        kernels=f"cpu_linear={cpu_linear_mode()}, graphs={graphs_setting()}, "
+        kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs_setting()}, "
         f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
         f"lm_head={head_name(target)}",
         torch=torch.__version__,

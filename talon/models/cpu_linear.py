@@ -166,6 +166,13 @@ def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
     return plain_rows
 
 
+def mkl_rows(module: nn.Module) -> int | None:
+    """The row count up to which ``module``'s packed linears take MKL (``PackedLinear.plain_rows``, chosen
+    at load in ``auto`` mode); None when none is packed."""
+    packed = next((m for m in module.modules() if isinstance(m, PackedLinear)), None)
+    return None if packed is None else packed.plain_rows
+
+
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
     """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed and that has
     the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +43,7 @@ class CurveKey:
     dtype: str
     device: str  # e.g. "cpu" or "cuda (NVIDIA H100 80GB HBM3)"
     threads: int
-    kernels: str  # CPU linears, static forwards, attention: "cpu_linear=onednn, graphs=off, attention=sdpa"
+    kernels: str  # CPU linears (mode, rows MKL takes), static forwards, attention, LM head
     torch: str
     method: str = ""  # how it was measured (a curve measured another way is measured again)
     cpu: str = ""  # the CPU's identity (a VM moved to another host measures again)
@@ -111,16 +114,34 @@ class CostCurve:
 
     @classmethod
     def from_dict(cls, d: dict) -> CostCurve:
-        if d.get("format") != CURVE_FORMAT:
+        """The curve ``to_dict`` wrote; ``ValueError`` for anything that is not one a price can be read
+        from (another format, a plain step that is not a positive number of seconds, no verify point,
+        sizes not increasing, times not finite and non-negative)."""
+        if not isinstance(d, dict) or d.get("format") != CURVE_FORMAT:
             raise ValueError(f"not a cost curve of format {CURVE_FORMAT}")
+        plain = float(d["plain"])
+        if not (math.isfinite(plain) and plain > 0):
+            raise ValueError(f"a cost curve's plain step must be a positive number of seconds, not {plain}")
         return cls(
-            plain=float(d["plain"]),
-            verify=tuple((int(n), float(s)) for n, s in d["verify"]),
-            call=tuple((int(w), float(s)) for w, s in d.get("call", ())),
+            plain=plain,
+            verify=_points(d["verify"], "verify", need=True),
+            call=_points(d.get("call", ()), "call"),
             key=dict(d.get("key", {})),
             measured=str(d.get("measured", "")),
             note=str(d.get("note", "")),
         )
+
+
+def _points(rows, name: str, need: bool = False) -> tuple[tuple[int, float], ...]:
+    """``(size, seconds)`` pairs of a stored curve, checked: sizes from 1 up, strictly increasing (the
+    interpolation divides by their gaps), times finite and non-negative."""
+    points = tuple((int(n), float(t)) for n, t in rows)
+    sizes = [n for n, _ in points]
+    if (need and not points) or any(n < 1 for n in sizes) or sizes != sorted(set(sizes)):
+        raise ValueError(f"a cost curve's {name} sizes must be increasing whole numbers from 1, not {sizes}")
+    if not all(math.isfinite(t) and t >= 0 for _, t in points):
+        raise ValueError(f"a cost curve's {name} times must be finite and non-negative")
+    return points
 
 
 def curve_path(key: CurveKey, root: Path | None = None) -> Path:
@@ -133,16 +154,22 @@ def cached_curve(key: CurveKey, root: Path | None = None) -> CostCurve | None:
     path = curve_path(key, root)
     try:
         curve = CostCurve.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return curve if curve.key == asdict(key) else None
 
 
 def store_curve(curve: CostCurve, key: CurveKey, root: Path | None = None) -> Path:
-    """Write ``curve`` to the cache (atomically: a reader never sees half a file)."""
+    """Write ``curve`` to the cache (atomically: a reader never sees half a file, and two processes
+    storing the same key each write their own temporary file)."""
     path = curve_path(key, root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(curve.to_dict(), indent=1))
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(curve.to_dict(), indent=1))
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
