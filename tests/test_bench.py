@@ -476,6 +476,10 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
     assert "unknown method" in capsys.readouterr().err
     assert main([*base, "--methods", "ar,chain+auto"]) == 2
     assert "can be auto-sized" in capsys.readouterr().err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["--prompts", str(empty), "--methods", "ar", "--out", str(tmp_path / "e.json")]) == 2
+    assert "holds no prompts" in capsys.readouterr().err
 
 
 def test_topk_zero_is_refused_for_every_eagle2_variant():

@@ -233,6 +233,8 @@ def main_methods(args: argparse.Namespace) -> int:
             execution=args.execution,
         )
         prompts = read_prompts(args.prompts)[: args.limit]
+        if not prompts:
+            raise ConfigError(f"{args.prompts} holds no prompts: one JSON object a line with id, category, prompt.")
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         result = run_benchmark(
