@@ -67,6 +67,14 @@ PAGE_JS = """
     if (event.key === 'Enter' && box.matches && box.matches('input[type=number]')
         && box.closest('.block')?.querySelector('input[type=range]')) box.blur();
   });
+  // A thumb moved with the keyboard (arrows, Page Up/Down, Home, End) is released like a dragged one:
+  // Gradio reports a slider's release only for a pointer, so the Tree lab would keep the old tree.
+  const KEYS = ['ArrowLeft', 'ArrowRight', 'ArrowUp', 'ArrowDown', 'PageUp', 'PageDown', 'Home', 'End'];
+  document.addEventListener('keyup', (event) => {
+    const thumb = event.target;
+    if (KEYS.includes(event.key) && thumb.matches && thumb.matches('input[type=range]'))
+      thumb.dispatchEvent(new PointerEvent('pointerup', { bubbles: true }));
+  });
   // A typed value outside a slider's range is clamped by the page: say so next to the slider.
   const bounds = (box) => {
     const range = box.closest('.block')?.querySelector('input[type=range]');
@@ -594,8 +602,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
     run_btn.click(lambda: gr.Tabs(selected="explore"), None, tabs, queue=False, api_visibility="private")
-    # Settings no run could start from are refused before the page changes (no error marks on the last run)
-    run_starts = run_btn.click(explore.check_run, settings, None, api_visibility="private").success
+    # Settings no run could start from, and models that cannot load, are refused before the page changes
+    # (no error marks on the last run)
+    run_starts = (
+        run_btn.click(explore.check_run, settings, None, api_visibility="private")
+        .success(explore.load_models, settings, None, show_progress="hidden", api_visibility="private")
+        .success
+    )
     run_starts(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
     ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run

@@ -89,10 +89,25 @@ class TreeConfig:
             raise ConfigError(f"Chain length gamma must be a whole number >= 1 (got {self.gamma!r}).")
         if self.static_paths is not None:
             _check_static_paths(self.static_paths)
+        elif self.method == "static" and self.budget > static_capacity(self.depth):
+            raise ConfigError(
+                f"Static tree: {self.budget} nodes do not fit in a static tree of depth {self.depth} (at most "
+                f"{static_capacity(self.depth)}: {STATIC_MAX_CHILDREN} children a node); raise the depth or "
+                "lower the budget N."
+            )
         if self.auto and self.method not in AUTO_METHODS:
             raise ConfigError(
                 f"Auto-sized trees (N = auto) are for {', '.join(AUTO_METHODS)}; {self.method} has a fixed size."
             )
+
+
+STATIC_MAX_CHILDREN = 3
+"""The default static tree gives a node at most this many children (its best, second and third)."""
+
+
+def static_capacity(depth: int) -> int:
+    """The most draft nodes the default static tree of ``depth`` layers holds (root excluded)."""
+    return sum(STATIC_MAX_CHILDREN**d for d in range(1, depth + 1))
 
 
 def _whole(value) -> bool:

@@ -341,7 +341,7 @@ def _redraw(client: Client, method="talon", budget=16, topk=6, mu=0.03, depth=5,
 
 
 def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, target):
-    _run(client)
+    _run(client, drafter_spec=LAB_DRAFTER)
     trace = _exported_trace(client)
     number = min(3, len(trace.steps))
     status, *sliders = _freeze(client, number)
@@ -360,7 +360,7 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, 
 
 
 def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, target):
-    _run(client)
+    _run(client, drafter_spec=LAB_DRAFTER)
     trace = _exported_trace(client)
     _freeze(client, 2)
     table = client.predict(16, 6, 0.03, 5, 4, api_name="/every_method")
@@ -561,12 +561,13 @@ def test_the_reliability_data_bin_the_runs_own_verdicts(client):
 
 def test_the_gate_of_a_step_is_one_click_from_its_tree(client):
     _run(client, drafter_spec=LAB_DRAFTER, max_new=12)
-    figure, note = client.predict(2, "embedded", LAB_DRAFTER, api_name="/show_gate")
+    # the run's own drafter, whatever the Drafter field holds since
+    figure, note = client.predict(2, "embedded", "ngram", api_name="/show_gate")
     assert figure["visible"] is True and "(the same tree as the run's)" in note
     layers = _figure(figure["value"])["data"]
     assert any(t.get("name") == "admitted" for t in layers)
-    status, *_ = _freeze(client, 2)  # the lab now holds that step: freezing it again is immediate
-    assert "step 2 of" in status
+    status, *_ = _freeze(client, 2, drafter="ngram")  # the lab now holds that step: freezing it again is immediate
+    assert "step 2 of" in status and f"drafter `{LAB_DRAFTER}`" in status
     status, *_, shown = _freeze(client, 0)  # a step typed outside the run is clamped, and the box says so
     assert "step 1 of" in status and shown == 1
 

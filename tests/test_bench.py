@@ -625,6 +625,19 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "LM head: bfloat16 screen, float32 pick)" in bench_charts.meta_markdown(
         {**meta, "lm_head": "bfloat16 screen, float32 pick"}, "r"
     )
+    assert "HF assistant" in text and "Speedups" in text
+    cost = bench_charts.meta_markdown({**meta, "suite": "cost"}, "r")  # timings of a step's pieces only
+    assert "HF assistant" not in cost and "Speedups" not in cost
+    part = bench_charts.meta_markdown({**meta, "experiments": [{"name": "auto_vs_fixed", "description": "d."}]})
+    assert "Experiments run: `auto_vs_fixed` (d.)" in part
+
+
+def test_the_methods_table_counts_runs_equal_to_ar_as_the_lossless_table_does(frames):
+    runs, summary = frames
+    methods = bench_charts.tables(runs, summary)["methods"]
+    same = dict(zip(methods["method"], methods["same tokens as AR"]))
+    assert same["HF assisted"] == "2/3" and same["TALON"] == "3/3"  # the fakes: one assisted run differs
+    assert bench_charts._share_of(1.0, 30) == "30/30" and bench_charts._share_of(None, 30) is None
 
 
 def test_settings_resolve_device_defaults():

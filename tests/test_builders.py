@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from talon.config import ConfigError, TreeConfig
+from talon.config import STATIC_MAX_CHILDREN, ConfigError, TreeConfig, static_capacity
 from talon.engine.builders import (
     DEFAULT_STATIC_RANK_PRIOR,
     ChainBuilder,
@@ -615,9 +615,16 @@ def test_make_builder_maps_config() -> None:
     assert isinstance(b, StaticBuilder) and set(b.paths) == set(paths)
 
 
-def test_make_builder_static_that_does_not_fit() -> None:
-    with pytest.raises(ConfigError, match="depth"):
-        make_builder(TreeConfig(method="static", budget=50, depth=2))
+def test_a_static_tree_that_does_not_fit_its_depth_is_refused_by_its_config() -> None:
+    # refused where the settings are checked, before a model loads or a page changes
+    with pytest.raises(ConfigError, match="do not fit in a static tree of depth 2 \\(at most 12"):
+        TreeConfig(method="static", budget=50, depth=2)
+    for depth in (1, 2, 3, 5):  # the config's capacity is the default static tree's
+        assert len(default_static_paths(static_capacity(depth), depth)) == static_capacity(depth)
+        with pytest.raises(ValueError):
+            default_static_paths(static_capacity(depth) + 1, depth)
+    assert len(DEFAULT_STATIC_RANK_PRIOR) == STATIC_MAX_CHILDREN
+    TreeConfig(method="talon", budget=50, depth=2)  # the depth caps only the static tree's size
 
 
 @pytest.mark.parametrize("method", ["chain", "static", "eagle2", "talon"])

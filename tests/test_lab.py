@@ -136,8 +136,13 @@ def test_every_method_and_the_sweeps(target, registry, run):
     assert mu[-1]["widest"] <= mu[0]["widest"] and mu[-1]["depth"] >= mu[0]["depth"]
     with pytest.raises(ConfigError, match="no tree"):
         lab.explore(TreeConfig(method="ar"))
-    gated = lab.every_method(dataclasses.replace(CONFIGS[0], topk=0))
-    assert set(gated) == set(LAB_METHODS) - {"eagle2"}
+    gated = lab.every_method(dataclasses.replace(CONFIGS[0], topk=0))  # EAGLE-2 needs K >= 1: it says so
+    assert set(gated) == set(LAB_METHODS) and "K >= 1" in gated["eagle2"]
+    assert all(not isinstance(r, str) for m, r in gated.items() if m != "eagle2")
+    # a static tree that does not fit the depth says why; the other methods still build their trees
+    shallow = lab.every_method(dataclasses.replace(CONFIGS[0], budget=16, depth=1))
+    assert "do not fit in a static tree of depth 1" in shallow["static"]
+    assert shallow["talon"].tree.num_drafts == 16 and not isinstance(shallow["eagle2"], str)
 
 
 def test_the_gate_record_says_why_each_candidate_is_in_or_out(target, registry, run):
@@ -240,3 +245,27 @@ def test_the_price_of_a_tree_at_a_frozen_step(target, registry, run):
     assert big.price == pytest.approx(cheap.price(len(big.tree), big.call_widths))
     with pytest.raises(ConfigError, match="sizes"):
         lab.pick(TreeConfig(method="static", budget=8), cheap)
+
+
+def test_a_run_made_here_is_frozen_with_the_models_it_was_made_with(run, monkeypatch):
+    """Freeze and "Why this shape?" take the Target and Drafter the run was made with, not what the fields
+    hold now; a loaded trace (no such record) takes the fields."""
+    import gradio as gr
+
+    from ui import tree_lab
+    from ui.session import Session
+
+    asked = []
+
+    def load(spec, progress=None):
+        asked.append(spec)
+        raise gr.Error("stop before loading")
+
+    monkeypatch.setattr(tree_lab, "load_target", load)
+    session = Session(trace=run, specs=("the-run's-target", "layers:1"))
+    with pytest.raises(gr.Error):
+        tree_lab.frozen_for(session, 1, "typed-since", "ngram")
+    session.specs = None
+    with pytest.raises(gr.Error):
+        tree_lab.frozen_for(session, 1, "typed-since", "ngram")
+    assert asked == ["the-run's-target", "typed-since"]

@@ -574,7 +574,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
             "draft_ms": 4,
             "verify_ms": 7,
         },
-        "EAGLE-2": "needs root width K >= 1, not run at K=0",
+        "EAGLE-2": "EAGLE-2 needs root width K >= 1 (K=0, a gated root, is for TALON and hybrid trees).",
     }
     table = methods_table(rows, price_note="plain steps")
     best = table.set_index("method")["best"]
@@ -592,6 +592,8 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
         ("cost", "talon", {}, "the cost rule: one more node or layer would not have paid"),
         ("drafter", "talon", {}, "the drafter proposed nothing more"),
         ("depth", "eagle2", {}, "its depth of 5 layers was drafted"),
+        ("depth", "eagle2", {"depth": 1, "budget": 100}, "its depth of 1 layer was drafted (all "),
+        ("depth", "eagle2", {"depth": 1, "budget": 1}, "its depth of 1 layer was drafted (then the best 1 "),
         ("depth", "chain", {}, "its length γ=4 was reached"),
         ("depth", "static", {}, "its fixed shape (N=12, at most 5 layers) was complete"),
         ("plain", "ar", {}, "plain decoding: no drafts asked for"),

@@ -41,8 +41,8 @@ def run_sync_async(repeats, progress=gr.Progress(), *panel):
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     runs: dict[str, list[RunTrace]] = {"sync": [], "async": []}
     for rep in range(repeats):
-        for execution in ("sync", "async"):
-            progress(rep / repeats, desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
+        for k, execution in enumerate(("sync", "async")):
+            progress((2 * rep + k) / (2 * repeats), desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
             runs[execution].append(prepare(settings.but(execution=execution), progress).run_to_end())
             first = {k: v[0] for k, v in runs.items() if v}
             verdict = summary.async_verdict(first, runs)

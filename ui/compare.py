@@ -131,10 +131,12 @@ def run_compare(session: Session, method_a, method_b, color_mode, repeats, progr
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
+    runs = (("ar", "ar"), ("A", method_a), ("B", method_b))
     for rep in range(repeats):
-        for label, method in (("ar", "ar"), ("A", method_a), ("B", method_b)):
+        for k, (label, method) in enumerate(runs):
             name = "autoregressive decoding" if label == "ar" else f"method {label}"
-            progress(rep / repeats, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
+            done = (rep * len(runs) + k) / (repeats * len(runs))  # runs finished, of every run to make
+            progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
             prepared = prepare(settings.but(method=method), progress)
             trace = prepared.run_to_end()
             session.compare["repeats"][label].append(trace)

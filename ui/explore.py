@@ -28,7 +28,7 @@ from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
-from .shared import gpu_seconds
+from .shared import gpu_seconds, load_target, loaded_target, make_drafter
 from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
@@ -254,6 +254,20 @@ def check_run(*panel) -> None:
     check(RunSettings.of(panel))
 
 
+@model_work()
+def load_models(*panel) -> None:
+    """Load the target and the drafter of the settings ``panel`` (``SETTING_NAMES``) before the page
+    changes: a model that cannot load is refused with its field's message and leaves the last run, its
+    gate and the Tree lab as they were (loaded models stay in the registry, so the run reuses them).  No
+    output shows progress here (an output would keep an error mark), so a model's first load says so in
+    a note."""
+    settings = RunSettings.of(panel)
+    if loaded_target(settings.target_spec) is None:
+        gr.Info(f"Loading the target model {settings.target_spec or 'embedded'} (its first use here)...")
+    target = load_target(settings.target_spec)
+    make_drafter(settings.method, settings.drafter_spec, target)
+
+
 def _explore_seconds(session, color_mode, *panel) -> int:
     settings = RunSettings.of(panel[-len(SETTING_NAMES) :])
     return gpu_seconds(settings.max_new, settings.method)
@@ -266,9 +280,11 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     (or Stop ends it) draw the summary and charts and open a representative step."""
     session.stop()
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
-    prepared = prepare(RunSettings.of(panel), progress)
+    settings = RunSettings.of(panel)
+    prepared = prepare(settings, progress)
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg)
     session.trace, session.live, session.lab = prepared.trace, live, None
+    session.specs = (settings.target_spec, settings.drafter_spec)
     session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
     trace = live.trace
     shown, tokens, seconds, last_update, started = 0, 0, 0.0, 0.0, time.perf_counter()
@@ -500,7 +516,7 @@ def load_trace(session: Session, file, color_mode):
     its prompt and settings back in the panel, and a line saying what was loaded."""
     trace = read_trace(file)
     session.stop()
-    session.trace, session.live, session.lab = trace, None, None
+    session.trace, session.live, session.lab, session.specs = trace, None, None, None
     run_id = -int(time.time() * 1000)  # a new text run
     number, fig, table, cap = opening_view(trace, color_mode, run_id)  # as the finished run opened
     settings = settings_of(trace)

@@ -152,6 +152,9 @@ class Session:
     prompts: dict = field(default_factory=dict)
     """Compare prompts: the two runs by label (``A``, ``B``), and the class's guess."""
     lab: LabState | None = None
+    specs: tuple[str, str] | None = None
+    """The Target and Drafter fields the run on show was made with (what the lab freezes its steps with,
+    whatever is typed there since); None for a loaded trace, which names models, not paths."""
     calibration_prior: dict | None = None
     """The fitted calibration the run's drafter shipped with, if any (the calibration chart starts from it)."""
 

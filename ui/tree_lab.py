@@ -96,9 +96,13 @@ def frozen_for(
     session: Session, number: int, target_spec, drafter_spec, progress: gr.Progress | None = None
 ) -> LabState:
     """Step ``number`` (from 1) of the session's run, frozen: the session's lab when it already holds that
-    step, else a new ``FrozenStep`` (the target and drafter prefilled at its context, as a lab job)."""
+    step, else a new ``FrozenStep`` (the target and drafter prefilled at its context, as a lab job).  A run
+    made here is frozen with the models it was made with (``Session.specs``), not what the fields hold now;
+    a loaded trace with the fields' models."""
     trace = _trace_for_lab(session)
     index = max(1, min(int(number or 1), len(trace.steps))) - 1
+    if session.specs is not None:
+        target_spec, drafter_spec = session.specs
     drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
     lab = session.lab
     if lab is not None and lab.trace is trace and lab.index == index and lab.frozen.drafter_spec == drafter_spec:
@@ -240,8 +244,11 @@ def _price_source(state: LabState) -> str:
 def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):
     """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
     state = _lab(session)
-    cfg = tree_config(method, budget, topk, mu, depth, gamma)
-    step, note = _interactive(state.frozen.explore, cfg, state.index, progress=progress)
+    try:
+        cfg = tree_config(method, budget, topk, mu, depth, gamma)
+        step, note = _interactive(state.frozen.explore, cfg, state.index, progress=progress)
+    except (ConfigError, gr.Error) as err:  # settings no tree can be built at: say so, keep the last tree
+        return gr.skip(), f"**No tree at these settings**: {getattr(err, 'message', err)}", gr.skip()
     state.last = step
     tok = state.frozen.target.tokenizer
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
@@ -293,8 +300,8 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
         step = results.get(method)
         label = METHOD_NAMES[method] if method != "chain" else f"chain (γ={cfg.gamma})"
         rows[label] = (
-            "needs root width K >= 1, not run at K=0"
-            if step is None
+            _reason(method, step)  # why this method builds no tree at these settings
+            if isinstance(step, str)
             else {
                 "nodes": step.tree.num_drafts,
                 "size_note": f"γ, not N={cfg.budget}" if method == "chain" else "",
@@ -307,6 +314,14 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
             }
         )
     return lab_charts.methods_table(rows, price_note="plain steps")
+
+
+def _reason(method: str, message: str) -> str:
+    """A refusal's message without the method's name it starts with (the table's row already names it)."""
+    name = METHOD_NAMES.get(method, method)
+    if message.lower().startswith(name.lower()):
+        message = message[len(name) :].lstrip(": ")
+    return message
 
 
 def redraw_held(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):

@@ -124,6 +124,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     if not meta:
         return f"No meta.json in {directory or 'this directory'}."
     threads = f", {meta['torch_threads']} torch threads" if meta.get("torch_threads") else ""
+    timings = meta.get("suite") == "cost"  # the cost suite times a step's pieces: no peers, no speedups
     load = meta.get("load_average_1min")
     lines = [
         f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
@@ -141,13 +142,23 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
         f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}"
         + (f", LM head: {meta['lm_head']}" if meta.get("lm_head") else "")
-        + f"); drafter `{meta.get('drafter_spec', '?')}`; HF assistant `{meta.get('assistant_spec', '?')}`",
+        + f"); drafter `{meta.get('drafter_spec', '?')}`"
+        + ("" if timings else f"; HF assistant `{meta.get('assistant_spec', '?')}`"),
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
         "here was measured at",
-        "- Speedups: wall time of plain decoding by this app's engine (`ar`, the same prompts in the same run) "
-        "÷ the method's; transformers' `generate()` and its prompt lookup / assisted generation are peer rows, "
-        "timed the same way",
     ]
+    if not timings:
+        lines.append(
+            "- Speedups: wall time of plain decoding by this app's engine (`ar`, the same prompts in the same run) "
+            "÷ the method's; transformers' `generate()` and its prompt lookup / assisted generation are peer "
+            "rows, timed the same way"
+        )
+    ran = [e for e in meta.get("experiments") or [] if isinstance(e, dict) and e.get("name")]
+    if ran:  # a suite run with --experiments runs part of what its description says
+        lines.append(
+            "- Experiments run: "
+            + "; ".join(f"`{e['name']}`" + (f" ({e['description']})" if e.get("description") else "") for e in ran)
+        )
     lines += [f"- Note: {n}" for n in meta.get("notes", [])]
     lines += [f"- Skipped {m}: {why}" for m, why in (meta.get("skipped") or {}).items()]
     if directory:
@@ -171,7 +182,7 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
             "tokens/s": _num(r.tokens_per_s, 1),
             "speedup": _num(r.speedup),
             "draft share": _num(r.draft_share),
-            "same tokens as AR": _num(r.matches_ar),
+            "same tokens as AR": _share_of(r.matches_ar, r.prompts),
             "mean depth": _num(r.mean_depth),
             "mean nodes": _num(r.mean_tree_nodes, 1),
         }
@@ -194,6 +205,13 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
             "mean nodes",
         ],
     )
+
+
+def _share_of(share, prompts) -> str | None:
+    """A share of runs as a count, "28/30" (the lossless table counts too); None where not compared."""
+    if share is None or prompts is None or pd.isna(share) or pd.isna(prompts):
+        return None
+    return f"{round(float(share) * int(prompts))}/{int(prompts)}"
 
 
 def category_table(

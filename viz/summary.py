@@ -259,7 +259,15 @@ def stop_sentence(step, tree_config: dict) -> str:
         return text
     if stop == STOP_DEPTH:
         if method == "eagle2":
-            return f"its depth of {tree_config.get('depth')} layers was drafted (then the best {cap} were kept)"
+            depth = tree_config.get("depth")
+            kept = step.tree.num_drafts
+            if cap is None:
+                note = ""
+            elif kept >= cap:
+                note = f" (then the best {cap} candidates were kept)"
+            else:
+                note = f" (all {plural(kept, 'candidate')} kept: fewer than N={cap})"
+            return f"its depth of {plural(depth, 'layer') if depth is not None else '?'} was drafted{note}"
         if method == "chain":
             return f"its length γ={tree_config.get('gamma')} was reached"
         if method == "static":

@@ -40,7 +40,8 @@ from .sizing import Candidate, CostRule
 
 DEFAULT_STATIC_RANK_PRIOR = (0.6, 0.2, 0.1)
 """Assumed acceptance of a node's best, second and third child, used only to give the default static
-tree its fixed shape (at most 3 children per node)."""
+tree its fixed shape (at most ``STATIC_MAX_CHILDREN`` = 3 children per node, which ``TreeConfig`` checks
+a budget against)."""
 
 
 @dataclass

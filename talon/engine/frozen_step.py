@@ -239,10 +239,17 @@ class FrozenStep:
         step.committed_text = tokenizer.decode(committed, skip_special_tokens=True)
         return step
 
-    def every_method(self, cfg: TreeConfig) -> dict[str, StepRecord]:
-        """The same step with each of ``LAB_METHODS`` at ``cfg``'s settings (same N); EAGLE-2 is left out
-        when ``cfg.topk`` is 0 (a gated TALON root; EAGLE-2 needs K >= 1)."""
-        return {m: self.explore(replace(cfg, method=m)) for m in LAB_METHODS if m != "eagle2" or cfg.topk}
+    def every_method(self, cfg: TreeConfig) -> dict[str, StepRecord | str]:
+        """The same step with each of ``LAB_METHODS`` at ``cfg``'s settings (same N): its step, or why
+        that method cannot build a tree at those settings (EAGLE-2 at K=0, a static tree whose N does not
+        fit its depth)."""
+        out: dict[str, StepRecord | str] = {}
+        for method in LAB_METHODS:
+            try:
+                out[method] = self.explore(replace(cfg, method=method))
+            except ConfigError as err:
+                out[method] = str(err)
+        return out
 
     def sweep(self, cfg: TreeConfig, field: str, values: Sequence, curve: CostCurve | None = None) -> list[dict]:
         """``explore`` with ``field`` (``budget``, ``mu`` or ``topk``) set to each of ``values``: per value the
