@@ -161,7 +161,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
                 info="0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's measured "
-                "cost curve, up to 128 nodes; the first auto run measures the curve (about 20 s on a 2-core CPU).",
+                "cost curve, up to 128 nodes; the first auto run with a model pair measures its curve (20-30 s "
+                "on a 2-core CPU).",
                 elem_id="budget",
             )
             with gr.Row():

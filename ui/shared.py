@@ -115,7 +115,10 @@ def gpu_seconds(max_new: float, method: str, runs: int = 1) -> int:
 
 
 # ---- loading, with errors that name the field ----------------------------------------------------------
-TARGET_ADVICE = "Type 'embedded' for the built-in SmolLM2-135M-Instruct, a local model directory, or a Hub id."
+TARGET_ADVICE = (
+    "Type 'embedded' for the built-in SmolLM2-135M-Instruct, or a local model directory (or a Hub id where "
+    "the Hub can be reached)."
+)
 DRAFTER_ADVICE = f"Type {DRAFTER_HELP}."
 
 

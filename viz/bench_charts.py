@@ -347,7 +347,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
         "%{customdata[2]:.1f} tokens/s<extra></extra>",
     )
     fig = new_figure().add_trace(bars)
-    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"})
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, layer="below")  # under the bars' MAT labels
     top = max([1.0] + [v for v in rows["speedup"] if isinstance(v, (int, float)) and not math.isnan(v)])
     return _layout(fig, title, showlegend=False, yaxis={"title": {"text": "speedup (×)"}, "range": [0, top * 1.2]})
 
@@ -406,6 +406,9 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
                 col=col,
             )
     fig.update_xaxes(type="log" if log_x else "linear")
+    if log_x:  # ticks at the swept values: a log axis's own minor labels ("5, 0.01, 2") read as values
+        values = sorted({float(v) for v in rows[param]})
+        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
     fig.update_xaxes(title_text=x_title, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=1, col=1)
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)

@@ -469,6 +469,9 @@ class SuiteRunner:
                 f"{experiment.name} T={temperature:g} {item['id']:>16} {method:>16} {label:>8}: "
                 f"{row['new_tokens']:3d} tok, MAT {row['MAT']:.2f}, {row['seconds']:.2f} s, x{row['speedup']:.2f}"
             )
+        if hf is not None and rows and rows[0]["method"] == "ar":  # ar ran before the peer: set it against it
+            rows[0]["hf_seconds"] = hf["seconds"]
+            rows[0]["speedup_hf"] = metrics.speedup(hf["seconds"], rows[0]["seconds"])
         return rows
 
     def experiment_rows(self, experiment: Experiment) -> Iterator[list[dict]]:
