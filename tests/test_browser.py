@@ -150,6 +150,16 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         "() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes('K=0')",
         timeout=60_000,
     )
+    # A thumb moved with the keyboard redraws like a dragged one (Gradio reports a release only for a pointer)
+    budget = int(page.locator("#lab-budget input[type=number]").input_value())
+    page.locator("#lab-budget input[type=range]").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "(n) => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes(`N=${n},`)",
+        arg=budget + 3,
+        timeout=60_000,
+    )
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
 
     # Measuring the machine again (~25 s): its progress counts rounds on the price chart, where a person sees
@@ -167,6 +177,20 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.locator(".toast-body").get_by_text("The prompt is empty").wait_for(timeout=30_000)
     assert page.locator("#step-caption").inner_text() == caption and _nodes(page, "tree-plot") == drafts + 1
     assert page.locator("#tree-plot .error, #step-caption .error").count() == 0
+    page.get_by_role("tab", name="Tree lab").click()
+    assert page.get_by_text(re.compile(rf"^Frozen: step {step} of")).is_visible()
+
+    # A target that cannot load is refused the same way: the message, and nothing else changes
+    page.get_by_role("tab", name="Explore").click()
+    page.locator("#prompt textarea").fill("Name three colours.")
+    page.get_by_text("More settings: drafter").click()
+    target = page.locator("#target-model input").first
+    target.fill(str(tmp_path / "no-such-model"))
+    target.press("Enter")
+    page.locator("#run").click()
+    page.locator(".toast-body").get_by_text(re.compile("^Target model: ")).wait_for(timeout=60_000)
+    assert page.locator("#step-caption").inner_text() == caption and _nodes(page, "tree-plot") == drafts + 1
+    assert page.locator("#tree-plot .error, #step-caption .error, #run-summary .error").count() == 0
     page.get_by_role("tab", name="Tree lab").click()
     assert page.get_by_text(re.compile(rf"^Frozen: step {step} of")).is_visible()
     page.close()
