@@ -21,6 +21,33 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cost_curves(tmp_path_factory):
+    """Tests measure and store cost curves (the browser test measures the machine again): they go to a
+    copy of the user's cached curves, so a test run never replaces the curve the app and the benchmarks
+    size trees by with one measured while tests load the machine.  A test that sets ``$TALON_CACHE_DIR``
+    gets that directory, as the app would."""
+    import shutil
+    from pathlib import Path
+
+    from talon.models.embedded import cache_root
+    from talon.runtime import cost_curve
+
+    root = tmp_path_factory.mktemp("curve-cache")
+    real = cache_root() / cost_curve.CURVES_DIR
+    if real.is_dir():
+        shutil.copytree(real, root / cost_curve.CURVES_DIR)
+    env = os.environ.get("TALON_CACHE_DIR")
+    patch = pytest.MonkeyPatch()
+    patch.setattr(
+        cost_curve,
+        "cache_root",
+        lambda: Path(os.environ["TALON_CACHE_DIR"]) if os.environ.get("TALON_CACHE_DIR", env) != env else root,
+    )
+    yield root
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def target():
     """The embedded SmolLM2-135M-Instruct, float32 on CPU (converted once into the cache)."""
