@@ -37,13 +37,15 @@ def private_cost_curves(tmp_path_factory):
     real = cache_root() / cost_curve.CURVES_DIR
     if real.is_dir():
         shutil.copytree(real, root / cost_curve.CURVES_DIR)
-    env = os.environ.get("TALON_CACHE_DIR")
+    at_start = os.environ.get("TALON_CACHE_DIR")
+
+    def curve_root() -> Path:
+        """The private copy, unless a test has pointed ``$TALON_CACHE_DIR`` somewhere of its own."""
+        now = os.environ.get("TALON_CACHE_DIR")
+        return Path(now) if now is not None and now != at_start else root
+
     patch = pytest.MonkeyPatch()
-    patch.setattr(
-        cost_curve,
-        "cache_root",
-        lambda: Path(os.environ["TALON_CACHE_DIR"]) if os.environ.get("TALON_CACHE_DIR", env) != env else root,
-    )
+    patch.setattr(cost_curve, "cache_root", curve_root)
     yield root
     patch.undo()
 
