@@ -19,7 +19,7 @@ from ui.async_tab import REPEATS as ASYNC_REPEATS
 from ui.async_tab import check_async, run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session
-from ui.settings import BUDGET_MAX
+from ui.settings import BUDGET_MAX, load_panel_models
 from ui.shared import (
     DEFAULT_BUDGET,
     DEFAULT_DRAFTER,
@@ -607,7 +607,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # (no error marks on the last run)
     run_starts = (
         run_btn.click(explore.check_run, settings, None, api_visibility="private")
-        .success(explore.load_models, settings, None, show_progress="hidden", api_visibility="private")
+        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
         .success
     )
     run_starts(
@@ -669,6 +669,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
         prompts_btn.click(prompts.check_prompts, [prompt_a, prompt_b, *settings], None, api_visibility="private")
+        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
         .success(
             prompts.run_prompts,
             [session, prompt_a, prompt_b, predict, color_mode, *settings],
@@ -730,12 +731,17 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare_verdict,
         compare_acceptance,
     ]
-    compare_btn.click(compare.check_compare, [method_a, method_b, *settings], None, api_visibility="private").success(
-        compare.run_compare,
-        [session, method_a, method_b, color_mode, repeats, *settings],
-        compare_out,
-        concurrency_limit=4,
-        concurrency_id="decode",
+    compare_load = [method_a, method_b, *settings]
+    (
+        compare_btn.click(compare.check_compare, compare_load, None, api_visibility="private")
+        .success(compare.load_compare_models, compare_load, None, show_progress="hidden", api_visibility="private")
+        .success(
+            compare.run_compare,
+            [session, method_a, method_b, color_mode, repeats, *settings],
+            compare_out,
+            concurrency_limit=4,
+            concurrency_id="decode",
+        )
     )
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
     step_a.submit(
@@ -745,12 +751,16 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
-    async_btn.click(check_async, settings, None, api_visibility="private").success(
-        run_sync_async,
-        [async_repeats, *settings],
-        [async_plot, async_table, async_verdict],
-        concurrency_limit=4,
-        concurrency_id="decode",
+    (
+        async_btn.click(check_async, settings, None, api_visibility="private")
+        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
+        .success(
+            run_sync_async,
+            [async_repeats, *settings],
+            [async_plot, async_table, async_verdict],
+            concurrency_limit=4,
+            concurrency_id="decode",
+        )
     )
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")

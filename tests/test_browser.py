@@ -193,6 +193,21 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     assert page.locator("#tree-plot .error, #step-caption .error, #run-summary .error").count() == 0
     page.get_by_role("tab", name="Tree lab").click()
     assert page.get_by_text(re.compile(rf"^Frozen: step {step} of")).is_visible()
+    # ... and so is it in every other tab that runs models: the message, no error mark on their outputs
+    refusal = page.locator(".toast-body").get_by_text(re.compile("^Target model: "))
+    for tab, button, outputs in (
+        ("Compare prompts", "#prompts-run", "#prompts-caption, #prompts-table, #prompt-a-plot, #prompt-b-plot"),
+        ("Compare methods", "#compare-run", "#compare-verdict, #compare-a, #compare-b"),
+        ("Sync vs async", "#async-run", "#async-verdict"),
+    ):
+        # the last tab's messages go first (after about 10 s)
+        page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)
+        page.get_by_role("tab", name=tab).click()
+        page.locator(button).click()
+        refusal.wait_for(timeout=60_000)
+        page.wait_for_timeout(500)  # an error mark would follow the refusal
+        marks = ", ".join(f"{selector} .error" for selector in outputs.split(", "))
+        assert page.locator(marks).count() == 0, tab
     page.close()
 
 

@@ -17,7 +17,7 @@ from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_f
 
 from .compute import model_work
 from .session import Session
-from .settings import SETTING_NAMES, RunSettings, check, prepare
+from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
 from .shared import busy_note, gpu_seconds
 
 NO_COMPARE = (
@@ -113,6 +113,13 @@ def check_compare(method_a, method_b, *panel) -> None:
     settings = RunSettings.of(panel)
     for label, method in (("A", method_a), ("B", method_b)):
         check(settings.but(method=method), f"Method {label}: ")
+
+
+@model_work()
+def load_compare_models(method_a, method_b, *panel) -> None:
+    """Load the target and both methods' drafters of the settings ``panel`` (``SETTING_NAMES``) before the
+    page changes (``load_models``: a model that cannot load leaves the last comparison on show)."""
+    load_models(RunSettings.of(panel), (method_a, method_b))
 
 
 def _compare_seconds(session, method_a, method_b, color_mode, repeats, *panel) -> int:

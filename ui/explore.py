@@ -28,7 +28,7 @@ from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
-from .shared import gpu_seconds, load_target, loaded_target, make_drafter
+from .shared import gpu_seconds
 from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
@@ -252,20 +252,6 @@ def check_run(*panel) -> None:
     """Refuse the settings ``panel`` (``SETTING_NAMES``) before anything on the page changes (``gr.Error``
     says what to fix; the previous run, its gate and the Tree lab stay as they were)."""
     check(RunSettings.of(panel))
-
-
-@model_work()
-def load_models(*panel) -> None:
-    """Load the target and the drafter of the settings ``panel`` (``SETTING_NAMES``) before the page
-    changes: a model that cannot load is refused with its field's message and leaves the last run, its
-    gate and the Tree lab as they were (loaded models stay in the registry, so the run reuses them).  No
-    output shows progress here (an output would keep an error mark), so a model's first load says so in
-    a note."""
-    settings = RunSettings.of(panel)
-    if loaded_target(settings.target_spec) is None:
-        gr.Info(f"Loading the target model {settings.target_spec or 'embedded'} (its first use here)...")
-    target = load_target(settings.target_spec)
-    make_drafter(settings.method, settings.drafter_spec, target)
 
 
 def _explore_seconds(session, color_mode, *panel) -> int:

@@ -16,7 +16,7 @@ from talon.engine.decode import check_prompt_text, encode_prompt, new_trace
 from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace
 
-from .compute import COMPUTE, STEP, waiting_line
+from .compute import COMPUTE, STEP, model_work, waiting_line
 from .progress_bar import reporter
 from .session import run_stepwise
 from .shared import load_target, loaded_target, make_drafter
@@ -164,6 +164,26 @@ def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
         raise gr.Error(str(err), print_exception=False) from None
     check_prompt_length(ids, target.device.type)
     return ids
+
+
+def load_models(settings: RunSettings, methods: Sequence[str] = ()) -> None:
+    """Load the target of ``settings`` and make the drafter of each of ``methods`` (default: the settings'
+    method), before a run's page changes: a model that cannot load is refused with its field's message
+    (``gr.Error``) and leaves every output as it was; loaded models stay in the registry, so the run reuses
+    them.  No output shows progress here (an output would keep an error mark), so a first load says so in
+    a note."""
+    if loaded_target(settings.target_spec) is None:
+        gr.Info(f"Loading the target model {settings.target_spec or 'embedded'} (its first use here)...")
+    target = load_target(settings.target_spec)
+    for method in methods or (settings.method,):
+        make_drafter(method, settings.drafter_spec, target)
+
+
+@model_work()
+def load_panel_models(*panel) -> None:
+    """Handler: ``load_models`` for the settings ``panel`` (``SETTING_NAMES``), wired between a tab's check
+    and its run (Explore, Compare prompts, Sync vs async)."""
+    load_models(RunSettings.of(panel))
 
 
 def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
