@@ -35,6 +35,7 @@ from ..config import (
     device_default_tree,
 )
 from ..drafters.factory import DRAFTER_HELP
+from ..files import write_text_atomically
 from ..models.device import gpu_available
 from ..models.loaded import ModelLoadError
 from ..models.registry import ModelRegistry
@@ -155,9 +156,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def write_json(path: Path, result: dict) -> None:
     """Write a method-list result atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1, ensure_ascii=False))
-    tmp.replace(path)
+    write_text_atomically(path, json.dumps(result, indent=1, ensure_ascii=False))
 
 
 def _budget(text: str) -> int | str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import metrics
+from ..files import write_text_atomically
 from .suites import AUTO_SUFFIX, is_auto
 
 RUN_COLUMNS = (
@@ -279,18 +280,15 @@ def _frame(rows: Sequence[dict], columns: Sequence[str]) -> pd.DataFrame:
 
 def write_tables(out_dir: Path, runs: Sequence[dict], summary: Sequence[dict] | None = None) -> list[Path]:
     """Write ``runs.csv``, then ``summary.csv`` (``summarize(runs)`` when ``summary`` is None, so the runs
-    are on disk before anything is computed from them) into ``out_dir``; returns the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "runs.csv", out_dir / "summary.csv"]
-    _frame(runs, RUN_COLUMNS).to_csv(paths[0], index=False)
-    _frame(summarize(runs) if summary is None else summary, SUMMARY_COLUMNS).to_csv(paths[1], index=False)
-    return paths
+    are on disk before anything is computed from them) into ``out_dir``, each atomically (a checkpoint cut
+    short keeps the last one whole); returns the paths."""
+    runs_path = write_text_atomically(out_dir / "runs.csv", _frame(runs, RUN_COLUMNS).to_csv(index=False))
+    rows = _frame(summarize(runs) if summary is None else summary, SUMMARY_COLUMNS)
+    return [runs_path, write_text_atomically(out_dir / "summary.csv", rows.to_csv(index=False))]
 
 
 def write_meta(out_dir: Path, meta: dict) -> Path:
-    path = out_dir / META
-    path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    return path
+    return write_text_atomically(out_dir / META, json.dumps(meta, indent=1, ensure_ascii=False, default=str))
 
 
 def _parse_lists(df: pd.DataFrame) -> pd.DataFrame:
@@ -302,10 +300,7 @@ def _parse_lists(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_cost(out_dir: Path, rows: Sequence[dict]) -> Path:
     """Write ``cost.csv`` into ``out_dir``; returns its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / COST
-    _frame(rows, COST_COLUMNS).to_csv(path, index=False)
-    return path
+    return write_text_atomically(out_dir / COST, _frame(rows, COST_COLUMNS).to_csv(index=False))
 
 
 def read_cost(directory: str | Path) -> pd.DataFrame:

@@ -22,12 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..files import write_text_atomically
 from ..models.embedded import cache_root
 
 CURVE_FORMAT = 1
@@ -162,14 +161,4 @@ def cached_curve(key: CurveKey, root: Path | None = None) -> CostCurve | None:
 def store_curve(curve: CostCurve, key: CurveKey, root: Path | None = None) -> Path:
     """Write ``curve`` to the cache (atomically: a reader never sees half a file, and two processes
     storing the same key each write their own temporary file)."""
-    path = curve_path(key, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(curve.to_dict(), indent=1))
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomically(curve_path(key, root), json.dumps(curve.to_dict(), indent=1))
