@@ -189,7 +189,7 @@ def test_the_package_is_grouped_by_job():
     subpackages = {p.name for p in (ROOT / "talon").iterdir() if (p / "__init__.py").is_file()}
     assert subpackages == {"engine", "drafters", "runtime", "models", "training", "bench"}
     root_modules = {p.stem for p in (ROOT / "talon").glob("*.py")} - {"__init__"}
-    assert root_modules == {"config", "tree", "trace", "metrics"}
+    assert root_modules == {"config", "tree", "trace", "metrics", "files"}
 
 
 # ---- negative controls: each checker fails on code that breaks its rule -----------------------------------

@@ -107,13 +107,14 @@ def assert_tidy(parent: list[int], lay: TreeLayout) -> None:
 # ---- imports -----------------------------------------------------------------------------------
 def test_viz_imports_no_torch_gradio_or_engine():
     """At run time too (``tests/test_imports.py`` reads the source): importing every ``viz`` module
-    loads neither torch nor gradio, and of ``talon`` only its data, definitions and benchmark descriptions."""
+    loads neither torch nor gradio, and of ``talon`` only its data, definitions, benchmark descriptions and
+    atomic file writes."""
     code = (
         "import sys, viz, viz.layout, viz.tree_figure, viz.charts, viz.summary, viz.bench_charts, "
         "viz.bench_plots\n"
         "bad = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]\n"
         "bad += [m for m in sys.modules if m.startswith('talon.') and m not in "
-        "('talon.config', 'talon.tree', 'talon.trace', 'talon.metrics', 'talon.bench', "
+        "('talon.config', 'talon.tree', 'talon.trace', 'talon.metrics', 'talon.files', 'talon.bench', "
         "'talon.bench.prompts', 'talon.bench.suites', 'talon.bench.results')]\n"
         "print(','.join(bad))\n"
     )
