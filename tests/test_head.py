@@ -218,6 +218,17 @@ def test_shipped_head_loads_for_the_embedded_target(target):
 
 
 @pytest.mark.engine
+def test_the_shipped_head_named_by_its_path_is_the_shipped_head(target, random_head, tmp_path):
+    """One drafter, one name: the name keys its cached cost curve, so naming the shipped head by its path
+    must not measure the machine again; another head keeps its own name."""
+    from talon.drafters.factory import make_drafter
+
+    assert make_drafter(f"head:{SHIPPED_HEAD}", target).name == make_drafter("head", target).name
+    random_head.save(tmp_path)
+    assert make_drafter(f"head:{tmp_path}", target).name == f"EAGLE-style head {tmp_path}"
+
+
+@pytest.mark.engine
 def test_draft_vocab_restricts_the_heads_logits_to_its_tokens(target, random_head, tmp_path):
     random_head.save(tmp_path)
     ids = [2, 5, 17, 300, 4000]

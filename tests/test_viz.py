@@ -280,9 +280,22 @@ def test_shared_extent_aligns_two_figures(trace: RunTrace):
     fa = tree_figure(a, "confidence", max_depth=depth, max_width=width)
     fb = tree_figure(b, "verdict", max_depth=depth, max_width=width)
     assert fa.layout.xaxis.range == fb.layout.xaxis.range
-    assert fa.layout.yaxis.range == fb.layout.yaxis.range
+    span = lambda f: f.layout.yaxis.range[0] - f.layout.yaxis.range[1]  # noqa: E731
+    assert span(fa) == pytest.approx(span(fb))  # one scale
     assert fa.layout.height == fb.layout.height
     assert fa.layout.xaxis.range[1] >= depth + 1  # room for the bonus column
+
+
+def test_a_narrow_tree_sits_in_the_middle_of_a_shared_extent():
+    chain = random_step(6, 0, parents=[-1, 0, 1, 2, 3, 4])
+    wide = random_step(31, 0, parents=[-1] + [0] * 10 + [1 + i % 10 for i in range(20)])
+    depth, width = shared_extent([chain, wide])
+    assert width >= 10
+    for step in (chain, wide):
+        fig = tree_figure(step, "verdict", max_depth=depth, max_width=width)
+        ys = [y for t in node_traces(fig) for y in t.y if y is not None]
+        bottom, top = fig.layout.yaxis.range
+        assert (min(ys) + max(ys)) / 2 == pytest.approx((bottom + top) / 2, abs=0.3)
 
 
 def test_figure_scales_with_tree():

@@ -172,7 +172,8 @@ def model_status() -> tuple[str, dict]:
     if DEFAULT_TARGET in REGISTRY.loaded():
         precision = "" if APP_DTYPE == "float32" else f", in {APP_DTYPE} ($TALON_DTYPE)"
         where = "GPU" if ON_GPU else "CPU"
-        return f"Model ready: {model_name(DEFAULT_TARGET)} on {where}{precision}.", gr.Timer(active=False)
+        ready = f"Default model ready: {model_name(DEFAULT_TARGET)} on {where}{precision}"
+        return f"{ready} (the Target model setting can name another).", gr.Timer(active=False)
     error = REGISTRY.error(DEFAULT_TARGET)
     if error:
         return f"**Could not load the default model.** {error}", gr.Timer(active=False)

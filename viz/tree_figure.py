@@ -521,7 +521,9 @@ def tree_figure(
     traces += NODE_TRACES[color_mode](step, lay, st)
 
     x_hi = depth_span + 0.9
-    y_hi = rows - 0.5
+    # A tree narrower than the shared extent sits in its middle (same scale), not as a strip at the top
+    shift = (rows - lay.width) / 2
+    y_hi = rows - 0.5 - shift
     label_room = 0.0 if st.alternate else 0.9  # room for labels right of the deepest column
     legend_top = LEGEND_TOP_PX if title != "" else TITLE_TOP_PX
     layout = dict(
@@ -563,7 +565,7 @@ def tree_figure(
             "showgrid": True,
             "zeroline": False,
         },
-        yaxis={"range": [y_hi + 0.15, -0.65], "visible": False, "zeroline": False},
+        yaxis={"range": [y_hi + 0.15, -0.65 - shift], "visible": False, "zeroline": False},
     )
     # One construction, unvalidated: plotly's validation took ~5 ms of the ~6 ms a tree cost, on the
     # thread that serves a streaming run; the fast tier validates these figures instead.

@@ -117,7 +117,9 @@ def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelReg
             "`python -m talon.training.train_head` or pick another drafter."
         )
     directory = head_directory(location)
-    name = "trained EAGLE-style head" if not location else f"EAGLE-style head {location}"
+    # the shipped head named by its path is the same drafter (one name, so one cached cost curve)
+    shipped = SHIPPED_HEAD.is_dir() and directory.resolve() == SHIPPED_HEAD.resolve()
+    name = "trained EAGLE-style head" if shipped else f"EAGLE-style head {location}"
     key = ("head", str(directory.resolve()), *target.cache_key)
     return registry.get_derived(key, lambda: load_head(directory, target)), name
 
