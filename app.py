@@ -53,11 +53,13 @@ CSS = """
 .lab-controls .block { background: #FFF8EE !important; }
 #examples button { font-size: 0.8em !important; padding: 2px 6px !important; }
 .talon-clamped { color: #B45309; font-size: 0.85em; margin: 2px 0 0 2px; }
-#lab-methods th, #lab-methods th *, #async-table th, #async-table th * {
+#lab-methods th, #lab-methods th *, #async-table th, #async-table th *, #compare-table th, #compare-table th * {
   word-break: normal !important; overflow-wrap: normal !important; }
+.secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 """
-"""The page's styles.  The wide tables (the lab's methods, Sync vs async) wrap their headers at spaces, not
-inside words, so they fit a 1024-px screen."""
+"""The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async) wrap their headers at spaces, not
+inside words, so they fit a 1024-px screen; a dropdown's value too long for its box ends in "…" before
+the caret instead of running under it."""
 PAGE_JS = """
 () => {
   // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a
@@ -183,7 +185,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 allow_custom_value=True,
                 label="Drafter",
                 elem_id="drafter",
-                info="Or type a local model directory / Hugging Face id that shares the target's tokenizer, "
+                info="The trained head (1 layer) is for the embedded target; prompt lookup copies from the context. "
+                "Or type a local model directory / Hugging Face id that shares the target's tokenizer, "
                 "head:DIR for another trained head, or eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.",
             )
             target = gr.Dropdown(
@@ -495,7 +498,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             compare_verdict = gr.Markdown(elem_id="compare-verdict")
             compare_table = gr.Dataframe(
                 interactive=False,
+                wrap=True,
                 label="Side by side (plain decoding first)",
+                elem_id="compare-table",
                 headers=["Press Run comparison to fill this table"],
             )
             compare_caption = gr.Markdown(compare.NO_COMPARE)
@@ -603,13 +608,15 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
     run_btn.click(lambda: gr.Tabs(selected="explore"), None, tabs, queue=False, api_visibility="private")
-    # Settings no run could start from, and models that cannot load, are refused before the page changes
-    # (no error marks on the last run)
-    run_starts = (
-        run_btn.click(explore.check_run, settings, None, api_visibility="private")
-        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
-        .success
-    )
+
+    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings):
+        """``button``'s click, refusing settings no run could start from and then models that cannot load
+        before the page changes (no error marks on the last results); its ``.success`` starts the run."""
+        return button.click(check, check_inputs, None, api_visibility="private").success(
+            load, load_inputs, None, show_progress="hidden", api_visibility="private"
+        )
+
+    run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
     run_starts(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
     ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run
@@ -668,8 +675,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
-        prompts_btn.click(prompts.check_prompts, [prompt_a, prompt_b, *settings], None, api_visibility="private")
-        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
+        checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings])
         .success(
             prompts.run_prompts,
             [session, prompt_a, prompt_b, predict, color_mode, *settings],
@@ -732,16 +738,15 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare_acceptance,
     ]
     compare_load = [method_a, method_b, *settings]
-    (
-        compare_btn.click(compare.check_compare, compare_load, None, api_visibility="private")
-        .success(compare.load_compare_models, compare_load, None, show_progress="hidden", api_visibility="private")
-        .success(
-            compare.run_compare,
-            [session, method_a, method_b, color_mode, repeats, *settings],
-            compare_out,
-            concurrency_limit=4,
-            concurrency_id="decode",
-        )
+    compare_starts = checked_and_loaded(
+        compare_btn, compare.check_compare, compare_load, compare.load_compare_models, compare_load
+    )
+    compare_starts.success(
+        compare.run_compare,
+        [session, method_a, method_b, color_mode, repeats, *settings],
+        compare_out,
+        concurrency_limit=4,
+        concurrency_id="decode",
     )
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
     step_a.submit(
@@ -751,16 +756,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
-    (
-        async_btn.click(check_async, settings, None, api_visibility="private")
-        .success(load_panel_models, settings, None, show_progress="hidden", api_visibility="private")
-        .success(
-            run_sync_async,
-            [async_repeats, *settings],
-            [async_plot, async_table, async_verdict],
-            concurrency_limit=4,
-            concurrency_id="decode",
-        )
+    checked_and_loaded(async_btn, check_async, settings).success(
+        run_sync_async,
+        [async_repeats, *settings],
+        [async_plot, async_table, async_verdict],
+        concurrency_limit=4,
+        concurrency_id="decode",
     )
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")

@@ -177,6 +177,24 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes():
         check_prompts("a", "b" * 30_000, *panel())
 
 
+def test_the_load_steps_refuse_a_target_that_cannot_load_with_the_fields_message_once(tmp_path):
+    # Between each tab's check and its run (tests/test_browser.py drives it): the message names the field
+    # and says the choices once (the loader's own sentence has them; the app's advice is not added twice).
+    import gradio as gr
+
+    from ui.compare import load_compare_models
+    from ui.settings import SETTING_NAMES, RunSettings, load_panel_models
+
+    assert all(hasattr(f, "__wrapped__") for f in (load_panel_models, load_compare_models))  # model work
+    missing = RunSettings(prompt="List three colours.", target_spec=str(tmp_path / "no-such-model"))
+    panel = [getattr(missing, name) for name in SETTING_NAMES]
+    for load in (lambda: load_panel_models(*panel), lambda: load_compare_models("chain", "talon", *panel)):
+        with pytest.raises(gr.Error) as refused:
+            load()
+        assert refused.value.message.startswith("Target model: There is no directory")
+        assert refused.value.message.count("'embedded'") == 1
+
+
 def test_the_run_handlers_do_the_model_work_and_the_checks_do_not():
     # The runs go through model_work (fresh threads; a GPU lease on Spaces); a check must stay a plain
     # call, or the button would take a GPU lease to say the prompt is empty.

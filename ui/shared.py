@@ -84,16 +84,16 @@ DEFAULT_BUDGET = 0 if device_default_auto(ON_GPU) else DEFAULT_TREE.budget
 EXAMPLES = read_examples()
 METHOD_CHOICES = [
     ("Autoregressive (no drafts)", "ar"),
-    ("Chain (classic speculative decoding)", "chain"),
+    ("Chain (classic speculation)", "chain"),
     ("Static tree (fixed shape)", "static"),
     ("EAGLE-2 dynamic tree", "eagle2"),
     ("TALON adaptive tree", "talon"),
-    ("Hybrid: model + prompt-lookup drafts in one TALON tree", "hybrid"),
+    ("Hybrid (model + prompt lookup)", "hybrid"),
 ]
 METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
 DRAFTER_CHOICES = [
-    ("Trained draft head (EAGLE-style, 1 layer; embedded target only)", "head"),
-    ("n-gram prompt lookup (free, copies from the context)", "ngram"),
+    ("Trained draft head (EAGLE-style)", "head"),
+    ("Prompt lookup (n-gram, free)", "ngram"),
     ("Target's first 6 layers (self-draft)", "layers:6"),
     ("Target's first 12 layers (self-draft)", "layers:12"),
 ]
@@ -139,7 +139,8 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
         report = reporter(progress) or (lambda line: None)
         return REGISTRY.get(spec, progress=report)
     except (ModelLoadError, ConfigError) as err:
-        raise gr.Error(f"Target model: {err} {TARGET_ADVICE}", print_exception=False) from None
+        advice = "" if "'embedded'" in str(err) else f" {TARGET_ADVICE}"  # a message with the choices already
+        raise gr.Error(f"Target model: {err}{advice}", print_exception=False) from None
 
 
 def loaded_target(spec: str | None) -> LoadedModel | None:

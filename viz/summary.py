@@ -330,11 +330,11 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
                 "wall s (median)": round(times["median"], 3),
                 "spread s": f"{times['low']:.2f}–{times['high']:.2f}" if times["n"] > 1 else "one run",
                 "MAT": round(s["mat"], 2),
-                "draft s (redrafts after a wrong guess included)": round(
-                    sum(st.draft_seconds for st in trace.steps), 3
-                ),
+                "draft s (redrafts after a wrong guess too)": round(sum(st.draft_seconds for st in trace.steps), 3),
                 "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
-                "target waited for the guessed tree s": round(sum(st.wait_seconds for st in trace.steps), 3),
+                "target waited for the guessed tree s": (
+                    round(sum(st.wait_seconds for st in trace.steps), 3) if trace.execution == "async" else None
+                ),
                 "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2),
                 "repetitions": times["n"],
             }
