@@ -314,7 +314,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     elem_id="step-slider",
                 )
                 play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
-                pause_btn = gr.Button("⏸ Pause", scale=0)
+                pause_btn = gr.Button("‖ Pause", scale=0)  # ⏸ is missing from fonts without emoji
                 gate_btn = gr.Button("Why this shape? (gate)", scale=0, size="sm", elem_id="show-gate")
             gate_note = gr.Markdown(elem_id="gate-note")
             explore_gate = gr.Plot(label="TALON's gate at this step", elem_id="explore-gate", visible=False)
