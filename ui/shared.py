@@ -90,7 +90,6 @@ METHOD_CHOICES = [
     ("TALON adaptive tree", "talon"),
     ("Hybrid (model + prompt lookup)", "hybrid"),
 ]
-METHOD_LABEL = {v: k for k, v in METHOD_CHOICES}
 DRAFTER_CHOICES = [
     ("Trained draft head (EAGLE-style)", "head"),
     ("Prompt lookup (n-gram, free)", "ngram"),

@@ -465,7 +465,8 @@ def tree_figure(
         max_depth: make room on the x axis for trees this deep (layers below the root, plus one
             column for the bonus token) instead of fitting this tree; pass the larger of two
             trees' depths to draw them side by side on the same ranges (:func:`shared_extent`).
-        max_width: likewise for the y extent, in layout units (about one leaf each).
+        max_width: likewise for the y extent, in layout units (about one leaf each); a narrower tree
+            is drawn in the middle of that extent, at the same scale.
 
     Returns:
         the figure; node traces have ``meta="node"`` (one point per tree node, root included) and,

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import sys
@@ -56,6 +55,7 @@ from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save
 from ..drafters.head import HeadNetwork
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
+from ..files import write_atomically
 from ..models.loaded import LoadedModel
 from ..models.loading import load_model
 from .prompt_pool import build_prompt_pool
@@ -122,9 +122,7 @@ def read_sequences(path: Path, repair: bool = False) -> list[dict]:
 def save_atomic(obj, path: Path) -> None:
     """``torch.save`` through a temporary file, so that a run stopped mid-save leaves the old file (or
     none), never a truncated one that a resumed run would fail to load."""
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: torch.save(obj, f))
 
 
 # ---- 1. generation -----------------------------------------------------------------------------------
