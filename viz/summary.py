@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from talon import metrics
-from talon.config import METHOD_NAMES
+from talon.config import AUTO_CAP, METHOD_NAMES
 from talon.trace import RunTrace
 from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_END, STOP_PLAIN, STOP_REASONS
 
-GLOSSARY = """
+GLOSSARY = f"""
 **MAT (τ)**: tokens committed per target forward, *including* the bonus token. Plain autoregressive
 decoding has MAT = 1.
 
@@ -53,7 +53,15 @@ hidden; a wrong one is discarded. The output is identical either way: greedy, an
 the same seed (the target's random choice at each output position comes from noise keyed by the seed and
 the position, not from the tree).
 
-**N (budget)**: draft nodes in a tree, *not counting the root*. **K**: children of the root
+**Expected tokens (E), price, cost curve** (Budget N = auto): a step plans its tree by E = 1 + the sum,
+over its draft nodes, of the calibrated probability that the path to the node is accepted (the committed
+tokens it expects, bonus included), and by its price: what verifying that many nodes, the drafter calls
+and the loop's own work cost on this machine, in plain decoding steps, read from the cost curve measured
+on the first auto run of a model pair. The tree grows while E ÷ price rises; "E / realised" sets the plan
+beside the tokens the steps committed.
+
+**N (budget)**: draft nodes in a tree, *not counting the root* (0 = auto: then the most a tree may have
+is {AUTO_CAP}). **K**: children of the root
 (TALON's Top-K start; K=0 lets the gate pick them too; EAGLE-2: top-k per node, at least 1).
 **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability is at least μ times
 the best candidate's in that layer. **Depth**: draft layers below the root (EAGLE-2, static).
@@ -73,12 +81,18 @@ HOW_TO_READ = """
   instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own
   next token after the accepted path, so every step commits at least one token.
 * **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
-* **Why TALON's shape changes**: TALON spends a fixed budget of N nodes. Its **first layer** is the
-  root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide at every step.
-  **Below it** the confidence gate decides: where the drafter is sure, only one or two candidates pass
-  per layer, so the tree grows **deep and narrow**; where it is unsure, many pass, the budget is used up
-  in a few layers, and the tree is **shallow and wide**. (K=0 gates the first layer too.) Static and
-  EAGLE-2 trees keep a fixed depth whatever the context.
+* **Why TALON's shape changes**: with a fixed Budget N, TALON spends exactly N nodes. Its **first
+  layer** is the root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide
+  at every step. **Below it** the confidence gate decides: where the drafter is sure, only one or two
+  candidates pass per layer, so the tree grows **deep and narrow**; where it is unsure, many pass, the
+  budget is used up in a few layers, and the tree is **shallow and wide**. (K=0 gates the first layer
+  too.) Static and EAGLE-2 trees keep a fixed depth whatever the context.
+* **Why its size changes (Budget N = auto, the CPU's default)**: the gate still picks *which* nodes, and
+  the cost rule picks *how many*: a layer is drafted, and a candidate kept, only while it raises the
+  expected committed tokens per unit of this machine's measured cost, so a tree stops where one more node
+  would not pay, and a step no tree pays for is a plain step. How much the size then follows confidence
+  depends on the machine: where a few nodes verify for about the price of one token (the 2-core CPUs
+  we measured), nearly every step buys a small tree and the sure contexts add depth on top.
 * **Why a tree stopped growing**: each step's caption says it: the budget N was used up, the drafter
   had nothing more to offer, the method's depth or fixed shape was reached, or (Budget N = auto) the
   cost rule found that one more node or layer would not pay for itself on this machine. The gate never
