@@ -57,9 +57,9 @@ CSS = """
   word-break: normal !important; overflow-wrap: normal !important; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 """
-"""The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async) wrap their headers at spaces, not
-inside words, so they fit a 1024-px screen; a dropdown's value too long for its box ends in "…" before
-the caret instead of running under it."""
+"""The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async) wrap their headers at
+spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for its box ends in
+"…" before the caret instead of running under it."""
 PAGE_JS = """
 () => {
   // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a

@@ -19,7 +19,7 @@ from talon.trace import RunTrace
 from .compute import COMPUTE, STEP, model_work, waiting_line
 from .progress_bar import reporter
 from .session import run_stepwise
-from .shared import load_target, loaded_target, make_drafter
+from .shared import load_target, loaded_target, make_drafter, target_spec
 
 BUDGET_MAX = 120
 """The Budget N sliders' top (draft nodes; the run's auto cap, ``AUTO_CAP``, can be higher)."""
@@ -173,7 +173,7 @@ def load_models(settings: RunSettings, methods: Sequence[str] = ()) -> None:
     them.  No output shows progress here (an output would keep an error mark), so a first load says so in
     a note."""
     if loaded_target(settings.target_spec) is None:
-        gr.Info(f"Loading the target model {settings.target_spec or 'embedded'} (its first use here)...")
+        gr.Info(f"Loading the target model {target_spec(settings.target_spec)} (its first use here)...")
     target = load_target(settings.target_spec)
     for method in methods or (settings.method,):
         make_drafter(method, settings.drafter_spec, target)

@@ -61,8 +61,8 @@ on the first auto run of a model pair. The tree grows while E ÷ price rises; "E
 beside the tokens the steps committed.
 
 **N (budget)**: draft nodes in a tree, *not counting the root* (0 = auto: then the most a tree may have
-is {AUTO_CAP}). **K**: children of the root
-(TALON's Top-K start; K=0 lets the gate pick them too; EAGLE-2: top-k per node, at least 1).
+is {AUTO_CAP}). **K**: children of the root (TALON's Top-K start; K=0 lets the gate pick them too;
+EAGLE-2: top-k per node, at least 1).
 **μ (mu)**: TALON's gate: a candidate joins a layer when its path probability is at least μ times
 the best candidate's in that layer. **Depth**: draft layers below the root (EAGLE-2, static).
 **γ (gamma)**: chain length in draft tokens.
