@@ -185,7 +185,7 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.locator("#prompt textarea").fill("Name three colours.")
     page.get_by_text("More settings: drafter").click()
     target = page.locator("#target-model input").first
-    target.fill(str(tmp_path / "no-such-model"))
+    target.fill("nobody/no-such-model")  # a Hub id, offline: the load step refuses it (a missing folder: the check)
     target.press("Enter")
     page.locator("#run").click()
     page.locator(".toast-body").get_by_text(re.compile("^Target model: ")).wait_for(timeout=60_000)

@@ -143,7 +143,7 @@ def test_compare_titles_name_one_committed_token_once():
     assert token_span(31, 3) == "tokens 31–33"
 
 
-def test_every_run_button_refuses_bad_settings_before_the_page_changes():
+def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path):
     # Each tab's run button first asks its check (no model needed): gr.Error there leaves the page as it was.
     import gradio as gr
 
@@ -175,6 +175,11 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes():
         check_prompts("a", "", *panel())
     with pytest.raises(gr.Error, match="characters; keep it under"):
         check_prompts("a", "b" * 30_000, *panel())
+    # a Target folder that is not there, or holds no model, is refused before any load step starts
+    with pytest.raises(gr.Error, match=r"^\W?Target model: There is no directory"):
+        check_compare("eagle2", "talon", *panel(target_spec=str(tmp_path / "gone")))
+    with pytest.raises(gr.Error, match=r"^\W?Target model: .* has no config.json"):
+        check_async(*panel(target_spec=str(tmp_path)))
 
 
 def test_the_load_steps_refuse_a_target_that_cannot_load_with_the_fields_message_once(tmp_path):

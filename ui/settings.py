@@ -14,12 +14,13 @@ from talon.drafters.base import Drafter
 from talon.engine.cost_measure import curve_for_run
 from talon.engine.decode import check_prompt_text, encode_prompt, new_trace
 from talon.models.loaded import LoadedModel
+from talon.models.loading import spec_problem
 from talon.trace import RunTrace
 
 from .compute import COMPUTE, STEP, model_work, waiting_line
 from .progress_bar import reporter
 from .session import run_stepwise
-from .shared import load_target, loaded_target, make_drafter, target_spec
+from .shared import load_target, loaded_target, make_drafter, target_refusal, target_spec
 
 BUDGET_MAX = 120
 """The Budget N sliders' top (draft nodes; the run's auto cap, ``AUTO_CAP``, can be higher)."""
@@ -138,9 +139,10 @@ def check_prompt_length(ids: list[int], device_kind: str) -> None:
 
 
 def check(settings: RunSettings, label: str = "") -> None:
-    """``gr.Error`` for settings no run could start from (an empty prompt, a bad field, and a prompt too
-    long for this device when its target is loaded already), found without loading a model: checked
-    before a run's page changes, so a refused run leaves the last one on show.
+    """``gr.Error`` for settings no run could start from (an empty prompt, a bad field, a Target folder
+    that does not exist or holds no model, and a prompt too long for this device when its target is
+    loaded already), found without loading a model: checked before a run's page changes, so a refused
+    run leaves the last one on show.
     ``label`` starts the message about a field (e.g. "Method A: ")."""
     try:
         check_prompt_text(settings.prompt)
@@ -150,6 +152,9 @@ def check(settings: RunSettings, label: str = "") -> None:
         settings.configs()
     except ConfigError as err:
         raise gr.Error(f"{label}{err}", print_exception=False) from None
+    problem = spec_problem(target_spec(settings.target_spec))
+    if problem:  # a missing folder is refused here, before a load step says it is loading it
+        raise target_refusal(problem)
     target = loaded_target(settings.target_spec)
     if target is not None:  # a prompt too long for this device, told before the page changes
         encoded_prompt(target, settings.prompt)

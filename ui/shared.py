@@ -138,8 +138,14 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
         report = reporter(progress) or (lambda line: None)
         return REGISTRY.get(spec, progress=report)
     except (ModelLoadError, ConfigError) as err:
-        advice = "" if "'embedded'" in str(err) else f" {TARGET_ADVICE}"  # a message with the choices already
-        raise gr.Error(f"Target model: {err}{advice}", print_exception=False) from None
+        raise target_refusal(str(err)) from None
+
+
+def target_refusal(problem: str) -> gr.Error:
+    """The message for a Target field no model loads from: the field, the ``problem``, and the choices
+    (unless the problem names them already)."""
+    advice = "" if "'embedded'" in problem else f" {TARGET_ADVICE}"
+    return gr.Error(f"Target model: {problem}{advice}", print_exception=False)
 
 
 def loaded_target(spec: str | None) -> LoadedModel | None:

@@ -35,6 +35,31 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
 
 
+def spec_problem(spec: str) -> str | None:
+    """Why ``spec`` names no model that could load, when that shows without loading anything (empty; a
+    path that does not exist; a folder without ``config.json``), else None: what ``load_model`` refuses
+    first, and what a settings check may say before a load starts."""
+    spec = (spec or "").strip()
+    if not spec:
+        return "No model given: use 'embedded', a local directory or a Hugging Face id."
+    if spec == EMBEDDED:
+        return None
+    path = Path(spec).expanduser()
+    if path.exists():
+        if (path / "config.json").is_file():
+            return None
+        return (
+            f"{path} has no config.json: point at a directory written by save_pretrained (config, weights "
+            "and tokenizer)."
+        )
+    if looks_like_path(spec):
+        return (
+            f"There is no directory {spec!r} on this machine: give the path of a model directory "
+            "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'."
+        )
+    return None
+
+
 def load_model(
     spec: str = EMBEDDED,
     *,
@@ -54,23 +79,14 @@ def load_model(
         auto_device, auto_dtype = pick_device()
         device, dtype = device or auto_device, dtype or auto_dtype
     spec = (spec or "").strip()
-    if not spec:
-        raise ModelLoadError("No model given: use 'embedded', a local directory or a Hugging Face id.")
+    problem = spec_problem(spec)
+    if problem:
+        raise ModelLoadError(problem)
     if spec == EMBEDDED:
         source, name, local_only = str(embedded_model_dir(progress)), EMBEDDED_NAME, True
     elif Path(spec).expanduser().exists():
         path = Path(spec).expanduser()
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"{path} has no config.json: point at a directory written by "
-                "save_pretrained (config, weights and tokenizer)."
-            )
         source, name, local_only = str(path), path.name, True
-    elif looks_like_path(spec):
-        raise ModelLoadError(
-            f"There is no directory {spec!r} on this machine: give the path of a model directory "
-            "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'."
-        )
     else:
         source, name, local_only = spec, spec, False
     progress(f"Loading {name} on {device.type} ({str(dtype).removeprefix('torch.')})...")
