@@ -18,6 +18,7 @@ from talon.engine.frozen_step import step_context
 from talon.metrics import CONFIDENCE_EDGES, representative_step
 from talon.trace import RunTrace
 from tests.first_step import first_step
+from ui.tree_lab import AUTO_RUN_LAB_BUDGET
 
 pytestmark = pytest.mark.app
 
@@ -357,6 +358,16 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, 
         verdicts = {t["name"]: len(t["x"]) for t in _figure(plot)["data"] if t.get("meta") == "node"}
         assert verdicts.get("accepted", 0) == fresh.accepted_tokens
         assert gate["visible"] is True and _figure(gate["value"])["data"]
+
+
+def test_freezing_a_step_of_an_auto_sized_run_says_what_the_lab_builds_instead(client):
+    _run(client, drafter_spec=LAB_DRAFTER, budget=0, max_new=12)
+    status, *sliders = _freeze(client, 1)
+    assert "N=auto" in status and "Draw the price against N" in status
+    assert sliders[1]["value"] == AUTO_RUN_LAB_BUDGET
+    _run(client, drafter_spec=LAB_DRAFTER, max_new=12)  # a fixed N: the lab starts at the run's own
+    status, *sliders = _freeze(client, 1)
+    assert "N=auto" not in status and sliders[1]["value"] == RUN_ARGS["budget"]
 
 
 def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, target):

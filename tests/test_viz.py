@@ -534,6 +534,9 @@ def test_reliability_chart_plots_each_bin_in_its_depth_panel(recorded: RunTrace)
     assert f"ECE {calibration_error(rows):.3f}" in points[0].name
     empty = reliability_chart({"raw": []}, "t", "x", "y")
     assert empty.layout.annotations
+    shallow = reliability_chart({"raw": [r for r in rows if r["depth"] == 1]}, "t", "x", "y")
+    notes = {a.xref: a.text for a in shallow.layout.annotations if "this deep" in a.text}
+    assert set(notes) == {"x2", "x3", "x4"}  # each empty panel says why; depth 1 has its points
 
 
 def test_price_figure_marks_the_pick_and_your_n_and_says_projection():

@@ -43,6 +43,9 @@ NOT_FROZEN = (
     "Press **Freeze this step**."
 )
 REROLLS = 200
+AUTO_RUN_LAB_BUDGET = 24
+"""The lab's budget N (draft nodes) when it freezes a step of an auto-sized run (the lab builds trees of a
+fixed N; its price chart shows the N the cost rule picks)."""
 SWEEP_VALUES = {
     "budget": (4, 8, 12, 16, 24, 32, 48, 64),
     "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
@@ -190,6 +193,13 @@ def status_line(session: Session) -> str:
             else ""
         )
         + "). Move the lab's settings below: each change rebuilds this step's tree and verifies it."
+        + (
+            f" The run sized its trees by the cost rule (N=auto); the lab builds trees of the N you set "
+            f"(it starts at {AUTO_RUN_LAB_BUDGET}), and **Draw the price against N** shows which N the rule "
+            "picks at this step."
+            if state.trace.tree_config.get("auto")
+            else ""
+        )
     )
 
 
@@ -204,7 +214,7 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     status = status_line(session)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    budget = budget_setting(cfg) or 24  # an auto run (0) starts the lab at 24 nodes
+    budget = budget_setting(cfg) or AUTO_RUN_LAB_BUDGET
     return (
         status,
         gr.update(value=method),

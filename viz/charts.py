@@ -372,6 +372,19 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
     layout["yaxis"]["title"] = {"text": y_title, "font": {"size": 11}}
     fig = _figure(figs, title, "", y_title, hovermode="closest", height=CHART_HEIGHT + 40)
     fig.layout.update(layout)
+    reached = {r["depth"] for rows in series.values() for r in rows}
+    for panel in range(1, len(RELIABILITY_PANELS) + 1):
+        if panel not in reached:  # an empty panel says why, rather than look like a drawing that failed
+            axis = "" if panel == 1 else str(panel)
+            fig.add_annotation(
+                x=0.5,
+                y=0.5,
+                xref=f"x{axis}",
+                yref=f"y{axis}",
+                text="no checked<br>node this deep",
+                showarrow=False,
+                font={"size": 11, "color": "#6B7280"},
+            )
     return fig
 
 
