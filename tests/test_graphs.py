@@ -12,6 +12,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
+from talon.engine.cost_measure import measure_curve
 from talon.engine.decode import run_to_end
 from talon.runtime import graphs
 from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
@@ -167,3 +168,72 @@ def test_a_run_longer_than_every_runner_stays_eager(target, monkeypatch, static)
         target, ModelDrafter(target), METHODS["chain"], DecodeConfig(max_new_tokens=8), prompt_ids=prompt_ids(1)
     )
     assert trace.output_ids == greedy_generate(target, prompt_ids(1), 8) and static == []
+
+
+def test_cheapest_buckets_moves_rows_only_to_a_clearly_cheaper_larger_bucket():
+    # the H200's float32 shape: 8 and 16 rows slower than 32
+    ms = {1: 6.6, 2: 7.8, 4: 7.8, 8: 11.0, 16: 11.5, 32: 8.7, 64: 9.3, 128: 9.5}
+    seconds = {size: t / 1000 for size, t in ms.items()}
+    assert graphs.cheapest_buckets(seconds) == {1: 1, 2: 2, 4: 4, 8: 32, 16: 32, 32: 32, 64: 64, 128: 128}
+    near = {8: 10e-3, 16: 9.6e-3, 32: 9e-3}  # 16 is within 5 % of 8
+    assert graphs.cheapest_buckets(near) == {8: 32, 16: 32, 32: 32}
+    head = {1: 0.30e-3, 2: 0.25e-3, 4: 0.22e-3}  # a head's replays: 25 % apart but under 0.1 ms
+    assert graphs.cheapest_buckets(head) == {1: 1, 2: 2, 4: 4}
+    rising = {size: float(size) for size in BUCKETS}
+    assert graphs.cheapest_buckets(rising) == {size: size for size in BUCKETS}
+
+
+def test_rows_run_in_a_larger_bucket_compute_the_same_tokens(target, reference, head, static):
+    """Trees run in the bucket ``run_as`` names (here every size in the 64-row graph, as a GPU whose
+    small buckets replay slower would choose): the same hidden rows and the same greedy tokens, and
+    near the buffer's end, where the larger bucket does not fit, the smallest one."""
+    with torch.inference_mode():  # the pool's runners were made in runs, under inference mode
+        cache = CachedLM(target, rows=200)
+        cache.runner.run_as = {size: 64 for size in BUCKETS if size < 64}
+        assert cache.runner.bucket(0, 5) == 64 and cache.runner.bucket(cache.runner.kv.capacity - 10, 5) == 8
+        eager = CachedLM(target)
+        prefix = prompt_ids(1)
+        outs = [c.extend_committed(prefix, logit_rows="all") for c in (eager, cache)]
+    torch.testing.assert_close(outs[1].hidden, outs[0].hidden, atol=2e-5, rtol=1e-5)
+    assert static == [(64, len(prefix))]
+    runner = cache.runner
+    cache.release()
+    runner.run_as = {}  # the pool's runner goes back as it came
+
+    original = StaticRunner.capture_all
+
+    def capture_then_prefer_64(self, fn):
+        original(self, fn)
+        self.run_as = {size: 64 for size in BUCKETS if size < 64}
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StaticRunner, "capture_all", capture_then_prefer_64)
+        fresh = tiny_target()  # a fresh pool: its runners are made (and "timed") under the patch
+        for seed in PROMPT_SEEDS[:2]:
+            trace = run_to_end(
+                fresh,
+                HeadDrafter(random_head(fresh), fresh),
+                METHODS["talon"],
+                DecodeConfig(max_new_tokens=NEW_TOKENS),
+                prompt_ids=prompt_ids(seed),
+                cost_curve=curve_of(METHODS["talon"]),
+            )
+            assert trace.output_ids == greedy_generate(fresh, prompt_ids(seed), NEW_TOKENS)
+    assert {size for size, _ in static[1:]} == {64}
+
+
+def test_measuring_a_cost_curve_after_a_run_reuses_its_runners(head, static):
+    """A run leaves its runners in the model's pool, made under inference mode; measuring the cost
+    curve afterwards (the app's first auto-sized run after a fixed one, on a GPU) takes them and must
+    write them under inference mode too (it raised "Inplace update to inference tensor")."""
+    fresh = tiny_target()
+    run_to_end(
+        fresh,
+        HeadDrafter(head, fresh),
+        METHODS["talon"],
+        DecodeConfig(max_new_tokens=4),
+        prompt_ids=prompt_ids(1),
+    )
+    assert fresh.runners._idle, "the run left no runner in the pool"
+    curve = measure_curve(fresh, HeadDrafter(head, fresh), reps=1, sizes=(1, 2, 4), widths=(1, 2))
+    assert curve.verify_seconds(4) > 0 and curve.call_seconds(2) > 0

@@ -112,12 +112,14 @@ class _Pieces:
         self.trees = {size: heap_tree(ids[-1], size, ids, chain) for size in sizes}
         self.widths = widths if not isinstance(drafter, NoDrafter) else ()
         self.features = None
-        if self.widths:
-            feed = Verifier(target, drafter.feature_layers)
-            feed.prefill(ids)
-            self.features = feed.features
-            drafter.start(ids, self.features, len(ids) + max(self.widths) + 2)
+        # Inference mode throughout: on a GPU the runners come from the model's pool, whose tensors a
+        # run made under inference mode, and may only be written under it.
         with torch.inference_mode():
+            if self.widths:
+                feed = Verifier(target, drafter.feature_layers)
+                feed.prefill(ids)
+                self.features = feed.features
+                drafter.start(ids, self.features, len(ids) + max(self.widths) + 2)
             self.verifier.prefill(ids)
 
     def _plain_run(self, tokens: int = PLAIN_TOKENS, skip_first: bool = True) -> Iterator[StepRecord]:
@@ -166,13 +168,16 @@ class _Pieces:
 
 
 def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
+    graphs = graphs_setting()
+    if graphs == "on" and target.device.type == "cuda":
+        graphs += " (rows in the cheapest bucket)"  # curves measured before run_as priced the slower buckets
     return CurveKey(
         target=target.identity or target.name,
         drafter=drafter.name or "none",
         dtype=str(target.dtype).removeprefix("torch."),
         device=device_label(target),
         threads=torch.get_num_threads(),
-        kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs_setting()}, "
+        kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs}, "
         f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
         f"lm_head={head_name(target)}",
         torch=torch.__version__,

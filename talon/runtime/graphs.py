@@ -18,6 +18,12 @@ its runners back to the model's pool (``LoadedModel.runners``) and the next run 
 capture cost (0.8 s for the embedded target on an H100) is paid once per process, like a serving
 engine's start-up.
 
+A bigger bucket is not always slower: the GEMM kernels a library picks per row count need not get
+faster with fewer rows (on the H200 in float32 the embedded target's 8- and 16-row forwards took 11 ms
+and its 32-row one 8.7 ms).  So after capture each graph is timed, and rows run in the cheapest
+bucket at least their size (``run_as``); the cost curve, measured through the runner, then sees the
+cheaper size too.  Pad rows only see themselves, so a larger bucket computes the same real rows.
+
 ``$TALON_CUDA_GRAPHS``: ``1`` (default) captures on CUDA, ``0`` turns the static path off, ``eager``
 runs the same static path without capturing on any device (what the CPU tests check).
 """
@@ -38,6 +44,14 @@ BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 CAPACITIES = (1024, 2048, 4096, 8192)
 """Buffer sizes a runner may have (rows); a run takes the smallest that holds it."""
 GRAPHS_ENV = "TALON_CUDA_GRAPHS"
+REPLAY_ROUNDS = 9
+"""Timed replays of each captured graph (interleaved across buckets; the median counts)."""
+SWITCH_MARGIN = 0.95
+"""A larger bucket replaces a smaller one only when it replays in under this fraction of its time..."""
+MIN_SAVING = 1e-4
+"""...and at least this many seconds faster: a draft head's graphs replay in a fraction of a
+millisecond, where a replay's timing is mostly launch and sync noise, and a bigger bucket there saves
+nothing real."""
 
 
 class FixedBuffer(Protocol):
@@ -90,6 +104,24 @@ def capacity_for(rows: int) -> int | None:
     return None
 
 
+def cheapest_buckets(
+    seconds: dict[int, float], margin: float = SWITCH_MARGIN, min_saving: float = MIN_SAVING
+) -> dict[int, int]:
+    """For each bucket (rows), the bucket at least as large to run it as: the cheapest one by
+    ``seconds`` (a replay's time), keeping the smaller whenever a larger one is not both under
+    ``margin`` x its time and ``min_saving`` seconds faster, so noise does not move rows into a bigger
+    graph."""
+    sizes = sorted(seconds)
+    chosen = {}
+    for i, size in enumerate(sizes):
+        best = size
+        for larger in sizes[i + 1 :]:
+            if seconds[larger] < min(margin * seconds[best], seconds[best] - min_saving):
+                best = larger
+        chosen[size] = best
+    return chosen
+
+
 class StaticRunner:
     """Static inputs, outputs and (on a GPU) one CUDA graph per bucket, around one KV buffer.
 
@@ -117,12 +149,21 @@ class StaticRunner:
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.capture_seconds = 0.0
+        self.replay_seconds: dict[int, float] = {}
+        """Median replay time of each captured bucket (s); empty when nothing was captured."""
+        self.run_as: dict[int, int] = {}
+        """Bucket -> the larger bucket its rows run in when that one is cheaper (``cheapest_buckets``)."""
 
     def bucket(self, length: int, q: int) -> int | None:
-        """The padded size for ``q`` rows written at ``length``, or None if they take the eager path."""
+        """The padded size for ``q`` rows written at ``length`` (the smallest bucket holding them, or
+        the cheaper larger one ``run_as`` names where it fits the buffer), or None if they take the
+        eager path."""
         for size in BUCKETS:
             if size >= q:
-                return size if length + size <= self.kv.capacity else None
+                if length + size > self.kv.capacity:
+                    return None
+                cheaper = self.run_as.get(size, size)
+                return cheaper if length + cheaper <= self.kv.capacity else size
         return None
 
     def _call(self, fn: StaticForward, size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -160,7 +201,21 @@ class StaticRunner:
                 self.outputs[size] = self._call(fn, size)
             self.graphs[size] = graph
         torch.cuda.synchronize(self.device)
+        self._time_replays()
         self.capture_seconds = time.perf_counter() - t0
+
+    def _time_replays(self) -> None:
+        """Time every captured graph (on the capture's harmless inputs) and fill ``run_as``."""
+        times: dict[int, list[float]] = {size: [] for size in self.graphs}
+        for rnd in range(REPLAY_ROUNDS + 2):  # two warm-up rounds: the GPU's clocks ramp up
+            for size, graph in self.graphs.items():
+                t0 = time.perf_counter()
+                graph.replay()
+                torch.cuda.synchronize(self.device)
+                if rnd >= 2:
+                    times[size].append(time.perf_counter() - t0)
+        self.replay_seconds = {size: sorted(t)[len(t) // 2] for size, t in times.items()}
+        self.run_as = {k: v for k, v in cheapest_buckets(self.replay_seconds).items() if v != k}
 
     def forward(
         self,
