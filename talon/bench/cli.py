@@ -103,7 +103,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
         "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
-        "device's default, as in the app: auto on a CPU, reported as METHOD+auto, N=60 on a GPU; other "
+        "device's default, as in the app: auto on a CPU, reported as METHOD+auto, N=24 on a GPU; other "
         "methods take the device's fixed N; suite mode: the suite's, and 'auto' runs every sizable method "
         "as METHOD+auto except in budget sweeps, which compare fixed N)",
     )

@@ -63,8 +63,8 @@ def method_problem(name: str) -> str:
 @dataclass(frozen=True)
 class TreeParams:
     """Tree settings of an experiment; ``None`` takes the device default
-    (``talon.config.device_default_tree``: N=60 on a GPU, a small N on a CPU).  Fields as in
-    ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
+    (``talon.config.device_default_tree``: N=24 on both, K=10 and mu=0.03 on a GPU, K=6 and mu=0.1 on
+    a CPU).  Fields as in ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
     (chain length); and cap, the node cap of the ``METHOD+auto`` runs (draft nodes, root excluded;
     None: ``AUTO_CAP``), which ``talon.bench.runner.tree_for`` turns into their budget."""
 
