@@ -183,7 +183,7 @@ def test_cheapest_buckets_moves_rows_only_to_a_clearly_cheaper_larger_bucket():
     assert graphs.cheapest_buckets(rising) == {size: size for size in BUCKETS}
 
 
-def test_rows_run_in_a_larger_bucket_compute_the_same_tokens(target, reference, head, static):
+def test_rows_run_in_a_larger_bucket_compute_the_same_tokens(target, static):
     """Trees run in the bucket ``run_as`` names (here every size in the 64-row graph, as a GPU whose
     small buckets replay slower would choose): the same hidden rows and the same greedy tokens, and
     near the buffer's end, where the larger bucket does not fit, the smallest one."""

@@ -64,9 +64,10 @@ def method_problem(name: str) -> str:
 class TreeParams:
     """Tree settings of an experiment; ``None`` takes the device default
     (``talon.config.device_default_tree``: N=24 on both, K=10 and mu=0.03 on a GPU, K=6 and mu=0.1 on
-    a CPU).  Fields as in ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth (draft layers), gamma
-    (chain length); and cap, the node cap of the ``METHOD+auto`` runs (draft nodes, root excluded;
-    None: ``AUTO_CAP``), which ``talon.bench.runner.tree_for`` turns into their budget."""
+    a CPU).  Fields as in ``TreeConfig``: budget N (draft nodes, root excluded), topk K, mu, depth
+    (draft layers), gamma (chain length); and cap, the node cap of the ``METHOD+auto`` runs (draft
+    nodes, root excluded; None: ``AUTO_CAP``), which ``talon.bench.runner.tree_for`` turns into their
+    budget."""
 
     budget: int | None = None
     topk: int | None = None
