@@ -60,6 +60,14 @@ CSS = """
 """The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async) wrap their headers at
 spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for its box ends in
 "…" before the caret instead of running under it."""
+SHOW_RUN_JS = """
+() => {
+  // A run starts: on a short screen its caption and tree are below the settings; bring them up.
+  const el = document.getElementById('step-caption');
+  if (el && el.getBoundingClientRect().top > 0.6 * window.innerHeight)
+    el.scrollIntoView({ behavior: 'smooth', block: 'start' });
+}
+"""
 PAGE_JS = """
 () => {
   // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a
@@ -468,11 +476,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     value="budget",
                     label="Sweep at this step",
                 )
-                sweep_btn = gr.Button("Draw the sweep")
-            sweep_plot = gr.Plot(label="Sweep at this step")
-            reroll_btn = gr.Button(f"Re-roll the verification {tree_lab.REROLLS} times (sampling)")
+                sweep_btn = gr.Button("Draw the sweep", elem_id="sweep-draw")
+            sweep_plot = gr.Plot(label="Sweep at this step", elem_id="sweep-plot")
+            reroll_btn = gr.Button(f"Re-roll the verification {tree_lab.REROLLS} times (sampling)", elem_id="reroll")
             reroll_note = gr.Markdown()
-            reroll_plot = gr.Plot(label="Re-rolls")
+            reroll_plot = gr.Plot(label="Re-rolls", elem_id="reroll-plot")
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
                 sampling_df = gr.Dataframe(interactive=False, wrap=True, headers=["Press Re-roll to fill this table"])
 
@@ -503,12 +511,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 elem_id="compare-table",
                 headers=["Press Run comparison to fill this table"],
             )
-            compare_caption = gr.Markdown(compare.NO_COMPARE)
+            compare_caption = gr.Markdown(compare.NO_COMPARE, elem_id="compare-caption")
             with gr.Row():
                 position = gr.Slider(
                     1, 2, value=1, step=1, label="Output token (position from 1)", interactive=False, scale=3
                 )
-                step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1)
+                step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1, elem_id="step-a")
                 step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
             plot_a = gr.Plot(label="Method A", elem_id="compare-a")
             plot_b = gr.Plot(label="Method B", elem_id="compare-b")
@@ -585,9 +593,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         # ---- Export / load -----------------------------------------------------------------------------
         with gr.Tab("Export / load", id="export"):
             with gr.Row():
-                json_btn = gr.Button("Export trace (JSON)")
+                json_btn = gr.Button("Export trace (JSON)", elem_id="export-json")
                 html_btn = gr.Button("Export this tree (HTML, titled with the prompt and settings)")
-            export_file = gr.File(label="Download", interactive=False)
+            export_file = gr.File(label="Download", interactive=False, elem_id="export-file")
             upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
             load_note = gr.Markdown(elem_id="load-note")
 
@@ -616,7 +624,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             load, load_inputs, None, show_progress="hidden", api_visibility="private"
         )
 
+    def refused_first(trigger, check, check_inputs):
+        """``trigger``'s event running ``check`` first, with no outputs, so a refusal (nothing to act on
+        yet) leaves the panel as it was instead of marking its outputs; its ``.success`` runs the action."""
+        return trigger(check, check_inputs, None, api_visibility="private").success
+
     run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
+    run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")
     run_starts(
         explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
     ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run
@@ -643,7 +657,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_out = [lab_plot, lab_caption, gate_plot]
     (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
-        gate_btn.click(explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note])
+        refused_first(gate_btn.click, explore.check_gate, session)(
+            explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note]
+        )
         .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings, lab_step])
         .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
@@ -682,18 +698,21 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             prompts_view_out,
             concurrency_limit=4,
             concurrency_id="decode",
+            show_progress_on=[prompt_a_plot, prompt_b_plot],  # not over the caption's text
         )
         .success(lambda: "", None, reveal_md, queue=False, api_visibility="private")
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
     )
-    reveal_btn.click(prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md])
-    prompt_a_step.release(
+    refused_first(reveal_btn.click, prompts.check_reveal, [session, guess])(
+        prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md]
+    )
+    refused_first(prompt_a_step.release, prompts.check_both_run, session)(
         prompts.show_prompt_step,
         [session, gr.State("A"), prompt_a_step, color_mode],
         prompt_a_plot,
         api_name="prompt_a_step",
     )
-    prompt_b_step.release(
+    refused_first(prompt_b_step.release, prompts.check_both_run, session)(
         prompts.show_prompt_step,
         [session, gr.State("B"), prompt_b_step, color_mode],
         prompt_b_plot,
@@ -702,7 +721,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     (
-        freeze_btn.click(tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings, lab_step])
+        refused_first(freeze_btn.click, tree_lab.check_freezable, session)(
+            tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings, lab_step]
+        )
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
@@ -718,11 +739,19 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         )
     for control in (lab_method, lab_color):
         control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
-    price_btn.click(tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note])
+    refused_first(price_btn.click, tree_lab.check_frozen, session)(
+        tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]
+    )
     # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
-    remeasure_btn.click(tree_lab.remeasure, [session, lab_method], price_note, show_progress_on=price_plot)
-    sweep_btn.click(tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot)
-    reroll_btn.click(tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note])
+    refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
+        tree_lab.remeasure, [session, lab_method], price_note, show_progress_on=price_plot
+    )
+    refused_first(sweep_btn.click, tree_lab.check_frozen, session)(
+        tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot
+    )
+    refused_first(reroll_btn.click, tree_lab.check_rerollable, session)(
+        tree_lab.reroll, session, [reroll_plot, sampling_df, reroll_note]
+    )
 
     # ---- wiring: Compare methods, async, benchmark, files ----------------------------------------------------
     compare_out = [
@@ -749,10 +778,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         concurrency_id="decode",
     )
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
-    step_a.submit(
+    refused_first(step_a.submit, compare.check_compared, session)(
         compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out, api_name="go_to_step_of_a"
     )
-    step_b.submit(
+    refused_first(step_b.submit, compare.check_compared, session)(
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
@@ -767,8 +796,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")
     demo.load(bench_tab.bench_load, None, [bench_dir, *bench_outputs], api_name="bench_load", show_progress="hidden")
 
-    json_btn.click(explore.export_json, session, export_file)
-    html_btn.click(explore.export_html, [session, step_slider, color_mode], export_file)
+    refused_first(json_btn.click, explore.check_ended, session)(explore.export_json, session, export_file)
+    refused_first(html_btn.click, explore.check_trace, session)(
+        explore.export_html, [session, step_slider, color_mode], export_file
+    )
     upload_starts(explore.load_trace, [session, upload, color_mode], [*settings, *view_out, load_note])
 
     status_timer = gr.Timer(1.0)

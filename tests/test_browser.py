@@ -211,6 +211,38 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.close()
 
 
+def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url):
+    """Before any run, each button that acts on a run, a frozen step or a comparison answers with a message
+    and leaves its outputs as they were (no error mark over the lab's controls, plots or files)."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    for tab, act, message, outputs in (
+        ("Tree lab", "#lab-freeze", "No run to freeze a step of", "#lab-status, #lab-step, #lab-method, #lab-budget"),
+        ("Tree lab", "#price-draw", "Freeze a step first", "#price-plot, #price-note"),
+        ("Tree lab", "#sweep-draw", "Freeze a step first", "#sweep-plot"),
+        ("Tree lab", "#reroll", "Freeze a step first", "#reroll-plot"),
+        ("Explore", "#show-gate", "Nothing to show or export yet", "#explore-gate, #gate-note"),
+        ("Export / load", "#export-json", "Nothing to show or export yet", "#export-file"),
+        ("Compare methods", "#step-a", "Run the comparison first", "#compare-a, #compare-b, #compare-caption"),
+    ):
+        page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)
+        page.get_by_role("tab", name=tab).click()
+        if act == "#step-a":  # a step typed into the box, then Enter
+            page.locator(f"{act} input").fill("3")
+            page.locator(f"{act} input").press("Enter")
+        else:
+            page.locator(act).click()
+        page.locator(".toast-body").get_by_text(message).first.wait_for(timeout=30_000)
+        page.wait_for_timeout(500)  # an error mark would follow the refusal
+        marks = ", ".join(f"{selector} .error" for selector in outputs.split(", "))
+        assert page.locator(marks).count() == 0, act
+    page.get_by_role("tab", name="Tree lab").click()  # the lab's controls are still there to use
+    assert page.locator("#lab-status").inner_text().startswith("No step frozen yet")
+    assert page.locator("#lab-step input").first.is_visible() and page.locator("#lab-freeze").is_visible()
+    page.close()
+
+
 def test_a_gpu_preset_on_this_machine_says_why_it_cannot_run(browser, app_url, tmp_path):
     """The preset picker at 1024 px: choosing a Hub pair on a machine without a GPU shows the reasons
     beside the picker and leaves the target and drafter fields as they were."""

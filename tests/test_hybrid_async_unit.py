@@ -287,7 +287,7 @@ def test_async_table_and_verdict_are_plain():
     sync = _trace([_step(k, 0.2, 0.5, k) for k in range(3)])
     asyn = _trace([_step(k, 0.2, 0.5, k, hit=k == 0, spec=0.2) for k in range(3)], "async")
     table = summary.async_table({"sync": sync, "async": asyn})
-    assert list(table["run"]) == ["sync", "async", "async, projected (separate hardware)"]
+    assert list(table["run"]) == ["sync", "async", "async, projected"]
     for column in ("drafted ahead s, while verifying", "target waited for the guessed tree s"):
         assert table[column].isna().tolist() == [True, False, True], column  # a sync run guesses nothing
     assert table["drafted ahead s, while verifying"][1] == pytest.approx(0.6)  # three guesses of 0.2 s

@@ -269,3 +269,19 @@ def test_a_run_made_here_is_frozen_with_the_models_it_was_made_with(run, monkeyp
     with pytest.raises(gr.Error):
         tree_lab.frozen_for(session, 1, "typed-since", "ngram")
     assert asked == ["the-run's-target", "typed-since"]
+
+
+def test_the_price_note_says_why_the_rule_can_stop_short_of_the_best_n_drawn():
+    """The rule grows layer by layer, so its tree can be worth less per price than a bigger N of the chart:
+    the note gives both ratios and says why, and says nothing of it when the rule's tree is the best."""
+    from ui import tree_lab
+
+    rows = [
+        {"budget": 4, "nodes": 4, "expected": 1.8, "price": 1.0, "committed": 2},
+        {"budget": 8, "nodes": 8, "expected": 2.4, "price": 1.1, "committed": 3},
+    ]
+    short = tree_lab.price_note(rows, {"nodes": 5, "expected": 1.9, "price": 1.0}, 8, "this machine", False)
+    assert "N=8 has the most expected tokens per unit of price (2.18 a plain step; the rule's tree 1.90)" in short
+    assert "one layer at a time" in short
+    best = tree_lab.price_note(rows, {"nodes": 8, "expected": 2.4, "price": 1.1}, 8, "this machine", False)
+    assert "(2.18 a plain step; the rule's tree 2.18)" in best and "one layer at a time" not in best

@@ -91,11 +91,17 @@ def _token_text(trace: RunTrace, position: int) -> str:
     return texts[offset] if 0 <= offset < len(texts) else ""
 
 
-def go_to_step(session: Session, which: str, number, color_mode):
-    """The view at the first token of step ``number`` (from 1) of run A or B."""
+def check_compared(session: Session, which: str = "A") -> None:
+    """``gr.Error`` unless run ``which`` (A or B) of the comparison is there."""
     trace = session.compare.get(which)
     if trace is None or not trace.steps:
         raise gr.Error("Run the comparison first.", print_exception=False)
+
+
+def go_to_step(session: Session, which: str, number, color_mode):
+    """The view at the first token of step ``number`` (from 1) of run A or B."""
+    check_compared(session, which)
+    trace = session.compare[which]
     index = max(1, min(int(number or 1), len(trace.steps))) - 1
     return compare_view(session, first_position(trace, index), color_mode)
 
@@ -170,7 +176,7 @@ def panel_line(trace: RunTrace) -> str:
         f"{summary.budget_text(cfg)} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
         f"γ={cfg.get('gamma')} · "
         + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
-        + f" · max {dec.get('max_new_tokens')} new tokens · {trace.device}"
+        + f" · max {summary.plural(dec.get('max_new_tokens'), 'new token')} · {trace.device}"
     )
 
 

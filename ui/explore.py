@@ -402,12 +402,27 @@ def advance(session: Session, number, color_mode):
 
 
 # ---- export and load ---------------------------------------------------------------------------------
-def export_json(session: Session) -> str:
-    trace = session.trace
-    if trace is None:
-        raise gr.Error("Nothing to export yet: run or load a trace first.", print_exception=False)
+def check_trace(session: Session) -> None:
+    """``gr.Error`` unless the session holds a run or loaded trace with steps."""
+    if session.trace is None or not session.trace.steps:
+        raise gr.Error("Nothing to show or export yet: run or load a trace first.", print_exception=False)
+
+
+def check_ended(session: Session, then: str = "export it") -> None:
+    """``gr.Error`` unless the session holds a trace whose run has ended (``then``: what to do then)."""
+    check_trace(session)
     if session.live is not None and not session.live.done:
-        raise gr.Error("The run is still going: export it when it has ended (or press Stop).", print_exception=False)
+        raise gr.Error(f"The run is still going: {then} when it has ended (or press Stop).", print_exception=False)
+
+
+def check_gate(session: Session) -> None:
+    """``gr.Error`` unless there is an ended run whose gate can be shown."""
+    check_ended(session, "ask why a tree has its shape")
+
+
+def export_json(session: Session) -> str:
+    check_ended(session)
+    trace = session.trace
     path = Path(tempfile.mkdtemp(prefix="talon-")) / "talon_trace.json"
     path.write_text(trace_json(trace, indent=1), encoding="utf-8")
     return str(path)
@@ -415,9 +430,8 @@ def export_json(session: Session) -> str:
 
 def export_html(session: Session, number, color_mode) -> str:
     """The tree on show as a standalone HTML page, titled with the prompt and the run's settings."""
+    check_trace(session)
     trace = session.trace
-    if trace is None or not trace.steps:
-        raise gr.Error("Nothing to export yet: run or load a trace first.", print_exception=False)
     number = max(1, min(int(number or 1), len(trace.steps)))
     path = Path(tempfile.mkdtemp(prefix="talon-")) / f"talon_tree_step{number}.html"
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
@@ -455,9 +469,8 @@ def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.P
     frozen in the background (``ui.tree_lab.frozen_for``, shared with the Tree lab, which then opens on
     it), its tree rebuilt with the run's own settings, and the gate drawn layer by layer.  Returns the
     gate figure (shown) and a line saying whether the rebuilt tree is the run's."""
+    check_gate(session)
     trace = session.trace
-    if trace is None or not trace.steps:
-        raise gr.Error("Run or load a trace first.", print_exception=False)
     method = trace.tree_config.get("method")
     if method not in GATE_METHODS:
         return gr.update(value=None, visible=False), (

@@ -166,8 +166,7 @@ def show_prompt_step(session: Session, which: str, number, color_mode):
     """The step slider of prompt A or B moved: redraw that tree (same scale)."""
     if which not in LABELS:
         raise gr.Error("Pick prompt A or B.", print_exception=False)
-    if which not in _runs(session):
-        raise gr.Error("Run both prompts first.", print_exception=False)
+    check_both_run(session)
     return prompt_tree(session, which, number, color_mode)
 
 
@@ -233,26 +232,35 @@ def prompts_caption(runs: dict[str, RunTrace]) -> str:
     return head + spread + f"  \nSame settings for both: {summary.settings_line(runs['A'])}."
 
 
-def reveal(session: Session, guess, color_mode):
-    """The class's guess is in: show the results and say whether it was right."""
-    runs = _runs(session)
-    if len(runs) < 2:
+def check_both_run(session: Session) -> None:
+    """``gr.Error`` unless both prompts have been run."""
+    if len(_runs(session)) < 2:
         raise gr.Error("Run both prompts first.", print_exception=False)
+
+
+def check_reveal(session: Session, guess) -> None:
+    """``gr.Error`` unless both prompts have run and an answer is picked."""
+    check_both_run(session)
     if guess not in {value for _, value in GUESS_CHOICES}:
         raise gr.Error("Pick an answer first.", print_exception=False)
+
+
+def reveal(session: Session, guess, color_mode):
+    """The class's guess is in: show the results and say whether it was right."""
+    check_reveal(session, guess)
+    runs = _runs(session)
     session.prompts["guess"] = guess
     truth = deeper(runs)
     said = dict((v, k) for k, v in GUESS_CHOICES)[guess]
     right = "**Right.**" if guess == truth else "**Not this time.**"
-    verdict = f"You said: *{said}*. {right} " + prompts_caption(runs)
+    verdict = f"You said: *{said}*. {right} The caption above says by how much."
     return (*prompts_view(session, color_mode), verdict)
 
 
 def export_prompts(session: Session) -> list[str]:
     """Both prompts' traces as JSON files (load either in Export / load)."""
+    check_both_run(session)
     runs = _runs(session)
-    if len(runs) < 2:
-        raise gr.Error("Run both prompts first.", print_exception=False)
     folder = Path(tempfile.mkdtemp(prefix="talon-prompts-"))
     paths = []
     for label in LABELS:

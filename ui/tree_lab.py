@@ -70,6 +70,22 @@ def _lab(session: Session) -> LabState:
     return session.lab
 
 
+def check_frozen(session: Session) -> None:
+    """``gr.Error`` unless the lab holds a frozen step (checked before a lab button's outputs change)."""
+    _lab(session)
+
+
+def check_rerollable(session: Session) -> None:
+    """``gr.Error`` unless the lab holds a frozen step with a tree drawn."""
+    if _lab(session).last is None:
+        raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
+
+
+def check_freezable(session: Session) -> None:
+    """``gr.Error`` unless the session holds an ended run with steps to freeze."""
+    _trace_for_lab(session)
+
+
 def _trace_for_lab(session: Session) -> RunTrace:
     trace = session.trace
     if trace is None or not trace.steps:
@@ -464,7 +480,20 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
             + "."
         )
     if best is not None:
-        text += f" Of the N drawn, N={best['budget']} has the most expected tokens per unit of price."
+        best_ratio = best["expected"] / best["price"]
+        pick_ratio = pick["expected"] / pick["price"] if pick.get("price") and pick.get("expected") else None
+        text += (
+            f" Of the N drawn, N={best['budget']} has the most expected tokens per unit of price "
+            f"({best_ratio:.2f} a plain step"
+            + (f"; the rule's tree {pick_ratio:.2f}" if pick_ratio is not None else "")
+            + ")."
+        )
+        if pick_ratio is not None and pick_ratio < best_ratio - 0.005 and best["nodes"] > pick["nodes"]:
+            text += (
+                " The rule decides one layer at a time and stops at the first layer whose likeliest children "
+                "do not raise that ratio, so it can stop short of a bigger tree that would (the trees of "
+                "the N drawn are filled TALON's way, not by the rule)."
+            )
     if projection:
         text += (
             f" **Projection:** the trees are this machine's, the prices come from {label}; a plain step there is "
@@ -477,9 +506,8 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
 def reroll(session: Session):
     """Verify the tree on show ``REROLLS`` times with fresh random draws: the first token's histogram
     next to the target's distribution, and per visited node the chances of acceptance."""
-    state = _lab(session)
-    if state.last is None:
-        raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
+    check_rerollable(session)
+    state = session.lab
     frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
     rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context))

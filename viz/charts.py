@@ -334,12 +334,12 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
         )
         layout[f"xaxis{axis}"] = {
             "domain": domains[panel - 1],
-            "range": [0, 1],
+            "range": [-0.04, 1.04],  # markers at 0 and 1 drawn whole
             "tickformat": ".1f",
             "anchor": f"y{axis}",
             "title": {"text": f"{name}<br>{x_title}" if panel == 1 else name, "font": {"size": 11}},
         }
-        layout[f"yaxis{axis}"] = {"range": [0, 1.05], "anchor": f"x{axis}", "showticklabels": panel == 1}
+        layout[f"yaxis{axis}"] = {"range": [-0.04, 1.06], "anchor": f"x{axis}", "showticklabels": panel == 1}
     for k, (label, rows) in enumerate(series.items()):
         color = RUN_COLORS[(k + 1) % len(RUN_COLORS)]
         ece = calibration_error(rows)

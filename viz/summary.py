@@ -21,7 +21,7 @@ accepted* (and had children there: the target checked depth d): the drafter's ac
 everything above was right. Steps whose accepted path ended at a leaf ran out of tree: the tree, not the
 drafter, ended them.
 
-**Collapsed into a chain** (🔗): below its first layer the tree is a single path of 2 or more nodes, so
+**Collapsed into a chain**: below its first layer the tree is a single path of 2 or more nodes, so
 the budget went into one long guess instead of alternatives.
 
 **Calibration**: whether the drafter's confidence means what it says. A reliability chart bins the
@@ -136,7 +136,7 @@ def settings_line(trace: RunTrace) -> str:
         parts.append(f"γ={cfg.get('gamma')}")
     temperature = dec.get("temperature") or 0
     parts.append("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
-    parts.append(f"max {dec.get('max_new_tokens')} new tokens")
+    parts.append(f"max {plural(dec.get('max_new_tokens'), 'new token')}")
     if trace.execution == "async":
         parts.append("async")
     who = f"target {trace.target}" + (f", drafter {trace.drafter}" if trace.drafter else "")
@@ -164,7 +164,7 @@ def shape_rows(trace: RunTrace) -> list[tuple[str, str]]:
         rows.append(("Plain steps (no drafts)", f"{plain} of {st['steps']} ({st['plain_share']:.0%})"))
     collapsed = metrics.collapsed_steps(trace)
     if collapsed:
-        rows.append(("🔗 Trees collapsed into a chain", f"{len(collapsed)} of {st['steps']} steps"))
+        rows.append(("Trees collapsed into a chain", f"{len(collapsed)} of {st['steps']} steps"))
     return rows
 
 
@@ -242,8 +242,9 @@ def growth_sentence(step, tree_config: dict) -> str:
         return first + f"; gated layers 2–{len(widths)}{mu_text}: {_widths(widths[1:])} nodes"
     if method == "eagle2":
         return (
-            f"top-{tree_config.get('topk')} per expanded node over {step.drafter_forwards} drafter calls, re-ranked "
-            f"to the best {step.tree.num_drafts}: layers of {_widths(widths)} nodes"
+            f"top-{tree_config.get('topk')} per expanded node over "
+            f"{plural(step.drafter_forwards, 'drafter call')}, re-ranked to the best {step.tree.num_drafts}: "
+            f"layers of {_widths(widths)} nodes"
         )
     if method == "static":
         return f"fixed shape: layers of {_widths(widths)} nodes"
@@ -301,7 +302,7 @@ def step_explanation(step, tree_config: dict) -> str:
     """``Grown: ... · Stopped: ...`` for a step's caption, and a badge when the tree collapsed into a chain."""
     text = f"Grown: {growth_sentence(step, tree_config)} · **Stopped: {stop_sentence(step, tree_config)}.**"
     if tree_config.get("method") in metrics.CHAIN_METHODS and metrics.chain_collapsed(step):
-        text += " · 🔗 **collapsed into a chain** below layer 1"
+        text += " · **collapsed into a chain** below layer 1"
     return text
 
 
@@ -366,7 +367,7 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
         share = metrics.projected_async_seconds(sync, hit) / sync.seconds if sync.seconds else 1.0
         rows.append(
             {
-                "run": "async, projected (separate hardware)",
+                "run": "async, projected",
                 "wall s (median)": round(medians["sync"] * share, 3),
                 "MAT": round(metrics.mat(sync.steps), 2),
                 "guess hit rate": round(hit, 2),
@@ -444,12 +445,13 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
         lines.append(
             f"With the drafter on its own hardware, async would take about {-saving:.0%} longer than sync: waiting "
             "for drafts of wrong guesses costs more than the right ones hide (projected from this run's phase "
-            "times and hit rate)."
+            "times and hit rate: the table's “async, projected” row)."
         )
     else:
         lines.append(
             f"With the drafter on its own hardware, the overlap would save about {possible:.0%} of the sync "
-            "time (projected from this run's phase times and hit rate; an upper bound)."
+            "time (projected from this run's phase times and hit rate, the table's “async, projected” row; an upper "
+            "bound)."
         )
     return " ".join(lines)
 
