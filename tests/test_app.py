@@ -14,10 +14,11 @@ from gradio_client import Client, handle_file
 
 from talon.config import TreeConfig
 from talon.drafters.factory import drafter_for
-from talon.engine.frozen_step import step_context
+from talon.engine.decode import replay
+from talon.engine.frozen_step import FrozenStep
 from talon.metrics import CONFIDENCE_EDGES, representative_step
+from talon.models.registry import ModelRegistry
 from talon.trace import RunTrace
-from tests.first_step import first_step
 from ui.tree_lab import AUTO_RUN_LAB_BUDGET
 
 pytestmark = pytest.mark.app
@@ -341,17 +342,23 @@ def _redraw(client: Client, method="talon", budget=16, topk=6, mu=0.03, depth=5,
     return client.predict(method, budget, topk, mu, depth, gamma, colour, api_name="/redraw")
 
 
-def test_a_new_n_or_mu_at_a_frozen_step_gives_what_a_fresh_decode_gives(client, target):
+def _at_the_runs_step(target, trace: RunTrace, index: int, cfg: TreeConfig):
+    """The tree of ``cfg`` built where the lab builds it: the run replayed up to step ``index`` (from 0)."""
+    replayed = replay(trace, target, drafter_for(trace.tree_config["method"], LAB_DRAFTER, target), index)
+    assert replayed is not None
+    return FrozenStep.of_run(target, ModelRegistry(), LAB_DRAFTER, trace, index, replayed=replayed).explore(cfg)
+
+
+def test_a_new_n_or_mu_at_a_frozen_step_gives_what_the_run_replayed_there_gives(client, target):
     _run(client, drafter_spec=LAB_DRAFTER)
     trace = _exported_trace(client)
     number = min(3, len(trace.steps))
     status, *sliders = _freeze(client, number)
     assert f"step {number} of {len(trace.steps)}" in status and sliders[1]["value"] == 16
-    context = step_context(trace, number - 1)
     for budget, topk, mu in ((8, 6, 0.03), (24, 6, 0.03), (16, 6, 0.3), (16, 6, 0.005), (16, 0, 0.1)):
         plot, caption, gate = _redraw(client, budget=budget, topk=topk, mu=mu)
         cfg = TreeConfig(method="talon", budget=budget, topk=topk, mu=mu)
-        fresh = first_step(target, drafter_for("talon", LAB_DRAFTER, target), cfg, context)
+        fresh = _at_the_runs_step(target, trace, number - 1, cfg)
         nodes = sum(len(t.get("x", [])) for t in _figure(plot)["data"] if t.get("meta") == "node")
         assert nodes == len(fresh.tree)
         assert f"{fresh.accepted_tokens} accepted" in caption
@@ -377,10 +384,9 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     table = client.predict(16, 6, 0.03, 5, 4, api_name="/every_method")
     rows = {row[0]: dict(zip(table["headers"], row)) for row in table["data"]}
     assert set(rows) == {"TALON", "EAGLE-2", "static tree", "chain (γ=4)"}
-    context = step_context(trace, 1)
     for label, method in (("TALON", "talon"), ("EAGLE-2", "eagle2"), ("chain (γ=4)", "chain")):
         cfg = TreeConfig(method=method, budget=16, topk=6, mu=0.03, depth=5, gamma=4)
-        fresh = first_step(target, drafter_for(method, LAB_DRAFTER, target), cfg, context)
+        fresh = _at_the_runs_step(target, trace, 1, cfg)
         assert rows[label]["accepted"] == fresh.accepted_tokens
         assert str(rows[label]["draft nodes"]).split()[0] == str(fresh.tree.num_drafts)
     assert rows["chain (γ=4)"]["draft nodes"] == "4 (γ, not N=16)"  # honest about what it counts

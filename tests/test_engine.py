@@ -238,3 +238,31 @@ def test_a_bfloat16_target_is_exact_with_the_row_invariant_forward():
             drafter = drafter_for(cfg.method, "head", bf16)
             trace = run_to_end(bf16, drafter, cfg, dec, prompt, cost_curve=curve)
             assert trace.output_ids == plain, f"bfloat16 {name} diverged on {prompt!r}"
+
+
+def test_a_frozen_step_of_a_run_is_the_runs_own_step(target):
+    """The Tree lab and "Why this shape?" rebuild a step from the run replayed up to it: on the real model a
+    context prefilled in one piece has other last bits than the run's own caches (other row counts, other
+    kernels), which reorders close candidates in most steps of a 24-node tree; the replayed state gives the
+    run's own tree and verdict at every step tried."""
+    from talon.engine.decode import replay
+    from talon.engine.frozen_step import FrozenStep, step_depth_limit
+    from talon.models.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    cfg = TreeConfig(method="talon", budget=24, topk=6, mu=0.1)
+    ran = run_to_end(target, make_drafter("head", target, registry), cfg, DecodeConfig(max_new_tokens=40), PROMPTS[0])
+    tried = list(range(2, len(ran.steps), 4))
+    assert len(tried) >= 3
+    for k in tried:
+        replayed = replay(ran, target, make_drafter("head", target, registry), k)
+        assert replayed is not None, k
+        got = FrozenStep.of_run(target, registry, "head", ran, k, replayed=replayed).explore(
+            cfg, k, max_depth=step_depth_limit(ran, k)
+        )
+        step = ran.steps[k]
+        assert (got.tree.token, got.tree.parent, got.accepted_path) == (
+            step.tree.token,
+            step.tree.parent,
+            step.accepted_path,
+        ), k

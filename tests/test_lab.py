@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.drafters.factory import drafter_for
+from talon.drafters.factory import drafter_for, hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
-from talon.engine.decode import run_to_end
-from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context
+from talon.engine.decode import Replay, replay, run_settings, run_to_end
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context, step_depth_limit
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
@@ -285,3 +285,71 @@ def test_the_price_note_says_why_the_rule_can_stop_short_of_the_best_n_drawn():
     assert "one layer at a time" in short
     best = tree_lab.price_note(rows, {"nodes": 8, "expected": 2.4, "price": 1.1}, 8, "this machine", False)
     assert "(2.18 a plain step; the rule's tree 2.18)" in best and "one layer at a time" not in best
+
+
+REPLAYED = [
+    ("layers:1", CONFIGS[0], DecodeConfig(max_new_tokens=30)),
+    ("head", dataclasses.replace(CONFIGS[0], budget=64, auto=True), DecodeConfig(max_new_tokens=30)),
+    (
+        "head",
+        dataclasses.replace(CONFIGS[6], budget=64, auto=True),
+        DecodeConfig(temperature=0.8, seed=5, max_new_tokens=30),
+    ),
+    ("head", CONFIGS[3], DecodeConfig(max_new_tokens=30)),
+]
+
+
+def _drafter(kind: str, method: str, target, registry):
+    if kind != "head":
+        return drafter_for(method, kind, target, registry)
+    head = HeadDrafter(registry.get_derived("tiny-head", lambda: None), target)
+    return head if method != "hybrid" else hybrid_with_lookup(head, target.vocab_size, device=target.device)
+
+
+@pytest.mark.parametrize("kind, cfg, decode", REPLAYED)
+def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, kind, cfg, decode):
+    """The run decoded again up to a step holds the run's own state there (caches, the drafter's learned
+    state, the calibration an auto tree is sized by): the step rebuilt at the run's settings, no deeper
+    than the run could draft, is the run's tree with the run's verdict, at every step."""
+    curve = _curve(0.05, 0.05) if cfg.auto else None
+    run = run_to_end(
+        target, _drafter(kind, cfg.method, target, registry), cfg, decode, prompt_ids=prompt_ids(7), cost_curve=curve
+    )
+    assert len(run.steps) > 3
+    for k in range(len(run.steps)):
+        replayed = replay(run, target, _drafter(kind, cfg.method, target, registry), k)
+        lab = FrozenStep.of_run(target, registry, "layers:1", run, k, replayed=replayed)
+        got = lab.explore(run_settings(run)[0], k, max_depth=step_depth_limit(run, k))
+        step = run.steps[k]
+        assert (got.tree.token, got.tree.parent, got.accepted_path, got.bonus_token) == (
+            step.tree.token,
+            step.tree.parent,
+            step.accepted_path,
+            step.bonus_token,
+        ), k
+        assert got.expected == pytest.approx(step.expected) if cfg.auto else got.expected is not None
+
+
+def test_a_run_that_cannot_be_replayed_gives_no_state(target, registry, run):
+    """Async runs and plain decoding are not replayed; a recorded tree the replay does not reach (a trace
+    from elsewhere) ends the replay with nothing borrowed left behind."""
+    drafter = drafter_for("talon", "layers:1", target, registry)
+    assert replay(run, target, drafter, len(run.steps)) is None  # past the run's steps
+    async_run = run_to_end(
+        target,
+        drafter_for("talon", "layers:1", target, registry),
+        CONFIGS[0],
+        DecodeConfig(max_new_tokens=20, execution="async"),
+        prompt_ids=prompt_ids(4),
+    )
+    assert replay(async_run, target, drafter, 2) is None
+    with pytest.raises(ConfigError, match="cannot be replayed"):
+        Replay(async_run, target, drafter, 2)
+    altered = dataclasses.replace(run, steps=list(run.steps))
+    second = run.steps[1]
+    altered.steps[1] = dataclasses.replace(second, committed_ids=[t + 1 for t in second.committed_ids])
+    again = Replay(altered, target, drafter_for("talon", "layers:1", target, registry), 3)
+    assert again.advance() and again.advance()  # the prefill, then step 1 as recorded
+    assert not again.advance() and not again.finished  # step 2 is not the recorded one
+    assert again._loop is None  # released
+    assert replay(altered, target, drafter_for("talon", "layers:1", target, registry), 3) is None

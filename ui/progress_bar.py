@@ -1,6 +1,6 @@
 """Talon's progress lines in Gradio's progress bar.  The bar always shows a percentage next to its text,
-so a line that counts rounds ("round 3 of 9") moves the bar to the rounds already done; other lines keep
-it where it was (0 % until something counts)."""
+so a line that counts rounds ("round 3 of 9", "replaying step 3 of 9") moves the bar to the rounds already
+done; other lines keep it where it was (0 % until something counts)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import gradio as gr
 
-ROUND = re.compile(r"\bround (\d+) of (\d+)\b")
+ROUND = re.compile(r"\b(?:round|replaying step) (\d+) of (\d+)\b")
 
 
 def done_share(line: str) -> float | None:

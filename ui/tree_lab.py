@@ -16,7 +16,8 @@ from dataclasses import replace
 import gradio as gr
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
-from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
+from talon.engine.decode import Replay, replayable, run_settings
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_depth_limit, sweep_row
 from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
@@ -29,7 +30,7 @@ from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waitin
 from .progress_bar import reporter
 from .session import LabState, Session
 from .settings import budget_setting, tree_config
-from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, measured_curves
+from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, make_drafter, measured_curves
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -115,7 +116,8 @@ def frozen_for(
     session: Session, number: int, target_spec, drafter_spec, progress: gr.Progress | None = None
 ) -> LabState:
     """Step ``number`` (from 1) of the session's run, frozen: the session's lab when it already holds that
-    step, else a new ``FrozenStep`` (the target and drafter prefilled at its context, as a lab job).  A run
+    step, else a new ``FrozenStep`` from the run replayed up to the step (``_replayed``; a sync run), or
+    from its context prefilled in one piece (an async run, or one that does not replay here).  A run
     made here is frozen with the models it was made with (``Session.specs``), not what the fields hold now;
     a loaded trace with the fields' models."""
     trace = _trace_for_lab(session)
@@ -133,28 +135,48 @@ def frozen_for(
             "Target field to the run's model to explore its steps.",
             print_exception=False,
         )
-    if progress is not None:
-        progress(0.0, desc=f"Freezing step {index + 1}: reading its context...")
     try:
-        frozen, _ = _interactive(FrozenStep.of_run, target, REGISTRY, drafter_spec, trace, index, progress=progress)
+        replayed = _replayed(trace, index, target, drafter_spec, progress)
+        if progress is not None:
+            progress(1.0 if replayed else 0.0, desc=f"Freezing step {index + 1}: reading its context...")
+        frozen, _ = _interactive(
+            FrozenStep.of_run, target, REGISTRY, drafter_spec, trace, index, replayed=replayed, progress=progress
+        )
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
     session.lab = LabState(trace, index, frozen)
     return session.lab
 
 
+def _replayed(trace: RunTrace, index: int, target, drafter_spec: str, progress: gr.Progress | None):
+    """The run's own state at step ``index`` (from 0), its steps before it decoded again one queue job at a
+    time (``STEP`` jobs, taking turns with other users' decodes), or None where the run cannot be replayed
+    (async, plain decoding, step 1, which the prefill gives exactly) or left its recorded trees."""
+    if index == 0 or not replayable(trace, index):
+        return None
+    method = trace.tree_config["method"]
+    run_again = Replay(trace, target, make_drafter(method, drafter_spec, target), index)
+    while not run_again.finished:
+        if progress is not None:
+            progress(
+                max(run_again.done, 0) / (index + 1),
+                desc=f"Freezing step {index + 1}: replaying the run's step {max(run_again.done, 0) + 1} of {index}...",
+            )
+        if not COMPUTE.run(run_again.advance, priority=STEP):
+            return None
+    return run_again.state()
+
+
 def run_config(trace: RunTrace) -> TreeConfig:
     """The run's own tree settings as a ``TreeConfig``."""
-    cfg = trace.tree_config
-    fields = {k: cfg[k] for k in ("method", "budget", "topk", "mu", "depth", "gamma", "auto") if k in cfg}
-    return TreeConfig(**fields)
+    return run_settings(trace)[0]
 
 
 def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
     """TALON's gate of step ``number``'s tree rebuilt with the run's settings, and a line on whether the
     rebuilt tree is the one the run drew."""
     cfg = run_config(trace)
-    step, note = _interactive(state.frozen.explore, cfg, state.index)
+    step, note = _interactive(state.frozen.explore, cfg, state.index, max_depth=step_depth_limit(trace, state.index))
     state.last = step
     tok = state.frozen.target.tokenizer
     ran = trace.steps[state.index]
@@ -180,11 +202,13 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
 
 
 def _why_differs(trace: RunTrace) -> str:
-    if trace.tree_config.get("auto"):
-        return "an auto-sized tree also depends on the cost rule's running estimates, which start afresh here"
     if trace.execution == "async":
-        return "an async run's drafter drafted from guessed states"
-    return "the drafter's state at this step is rebuilt from the context, not carried over from the run"
+        return "an async run's drafter drafted from guessed states, the rebuild from the committed ones"
+    return (
+        "the run did not replay to its own trees here (a trace made on another machine, by other code or with "
+        "another drafter), so the step's context was prefilled in one piece, whose last bits differ from the "
+        "run's enough to reorder close candidates"
+    )
 
 
 def holds_run_step(session: Session) -> bool:

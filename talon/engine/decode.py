@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -199,13 +200,15 @@ class _Loop:
         drafter: Drafter | None,
         tree_cfg: TreeConfig,
         decode_cfg: DecodeConfig,
+        static: bool = True,
     ) -> None:
+        """``static``: whether the run may take static runners (CUDA graphs) where the device has them."""
         self.clock0 = time.perf_counter()  # a first run's static runners are captured on its clock
         self.trace, self.target, self.decode_cfg = trace, target, decode_cfg
         self.builder = make_builder(tree_cfg)
         self.drafter = drafter if drafter is not None and tree_cfg.method != "ar" else NoDrafter()
         self.eos = target.eos_token_ids
-        self.rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1
+        self.rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1 if static else None
         self.verifier = Verifier(target, self.drafter.feature_layers, self.rows)
         self.noise = (
             PositionNoise(decode_cfg.seed, target.vocab_size, target.device) if decode_cfg.temperature > 0 else None
@@ -361,6 +364,124 @@ class _Loop:
         self.trace.steps.append(step)
         self.trace.stop_reason = reason
         return step
+
+
+def run_settings(trace: RunTrace) -> tuple[TreeConfig, DecodeConfig]:
+    """The tree and decode settings a trace was made with (``ConfigError`` if they are not valid ones)."""
+    tree = {f.name: trace.tree_config[f.name] for f in fields(TreeConfig) if f.name in trace.tree_config}
+    if tree.get("static_paths"):
+        tree["static_paths"] = tuple(tuple(path) for path in tree["static_paths"])
+    try:
+        decode = DecodeConfig(
+            **{f.name: trace.decode_config[f.name] for f in fields(DecodeConfig) if f.name in trace.decode_config}
+        )
+        return TreeConfig(**tree), decode
+    except TypeError as err:
+        raise ConfigError(f"The trace's settings are not valid: {err}") from None
+
+
+@dataclass
+class Replayed:
+    """A run's state at the start of one of its steps, as its own loop left it there.
+
+    Attributes:
+        verifier: the target's caches holding the step's context (no static runner).
+        drafter: the run's drafter after every earlier step (its caches, its learned state).
+        calibration: the run's calibration, learned from the earlier steps' verdicts.
+    """
+
+    verifier: Verifier
+    drafter: Drafter
+    calibration: Calibration
+
+
+def replayable(trace: RunTrace, steps: int) -> bool:
+    """Whether ``Replay`` can bring ``trace``'s run to the start of its step ``steps`` (from 0): a synchronous
+    tree run (an async run's trees came from guessed states; plain decoding has no drafter) with that step."""
+    method = trace.tree_config.get("method")
+    return trace.execution == "sync" and method not in (None, "ar") and 0 <= steps < len(trace.steps)
+
+
+class Replay:
+    """A run decoded again from its prompt with its settings, one ``advance`` at a time, up to the start of
+    its step ``steps`` (from 0): the state the run itself had there (``state``), so a step rebuilt from it
+    is the run's own tree.  A context prefilled in one piece gives the same tokens but not the same
+    trees: its feature rows and caches differ from the run's in their last bits (other row counts,
+    other kernels), enough to reorder close candidates.
+
+    Each ``advance`` is one model job (the prefill, then one step), so a server can interleave other
+    work.  A replayed step whose tree or tokens differ from the recorded one (a trace made on another
+    machine, by other code or with another drafter) ends the replay: ``advance`` returns False and what it
+    borrowed is released.
+
+    Args:
+        trace: a run ``replayable`` to ``steps``.
+        target: the run's target.
+        drafter: a fresh drafter of the run's kind (``drafter_for(method, spec, ...)``).
+        steps: the step to stop at the start of (from 0; 0 is the state after the prefill).
+    """
+
+    def __init__(self, trace: RunTrace, target: LoadedModel, drafter: Drafter, steps: int) -> None:
+        if not replayable(trace, steps):
+            raise ConfigError(f"This run cannot be replayed to its step {steps + 1}.")
+        tree_cfg, decode_cfg = run_settings(trace)
+        curve = CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None
+        copy = new_trace(target, drafter, tree_cfg, decode_cfg, trace.prompt, trace.prompt_ids, curve)
+        self._loop: _Loop | None = _Loop(copy, target, drafter, tree_cfg, decode_cfg, static=False)
+        self.recorded, self.steps = trace.steps, steps
+        self.done = -1  # steps replayed; -1 before the prefill
+
+    @property
+    def finished(self) -> bool:
+        return self._loop is not None and self.done == self.steps
+
+    def advance(self) -> bool:
+        """The prefill (first call), else the next step; False once the replay has left the run."""
+        loop = self._loop
+        if loop is None or self.finished:
+            return loop is not None
+        try:
+            if self.done < 0:
+                loop.prefill()
+            else:
+                step, ran = loop.step(), self.recorded[self.done]
+                if (step.tree.token, step.tree.parent, step.committed_ids) != (
+                    ran.tree.token,
+                    ran.tree.parent,
+                    ran.committed_ids,
+                ):
+                    self.close()
+                    return False
+            self.done += 1
+            return True
+        except BaseException:
+            self.close()
+            raise
+
+    def state(self) -> Replayed:
+        """The run's state at the start of step ``steps`` (after the last ``advance``); the caller owns it."""
+        if not self.finished:
+            raise RuntimeError("the replay has not reached its step")
+        loop = self._loop
+        return Replayed(loop.verifier, loop.drafter, loop.rule.calibration)
+
+    def close(self) -> None:
+        """Release the replay's caches (not needed after ``state``, whose owner keeps them)."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def replay(trace: RunTrace, target: LoadedModel, drafter: Drafter, steps: int) -> Replayed | None:
+    """``Replay`` run to its end in one go: the run's state at the start of step ``steps``, or None where the
+    run cannot be replayed to it (not ``replayable``, or it left the recorded run)."""
+    if not replayable(trace, steps):
+        return None
+    run_again = Replay(trace, target, drafter, steps)
+    while not run_again.finished:
+        if not run_again.advance():
+            return None
+    return run_again.state()
 
 
 def complete(

@@ -1,10 +1,13 @@
 """The tree lab: one decoding step frozen, so its tree can be rebuilt and verified with other settings.
 
-The context of step k is the prompt plus every token committed before step k.  ``FrozenStep`` prefills
-the target and each drafter at that context once; every ``explore`` then drafts the step's tree with
-the given method and settings (each build hands the drafter the same context, so it crops back to it),
+The context of step k is the prompt plus every token committed before step k.  ``FrozenStep`` holds the
+target and each drafter at that context once; every ``explore`` then drafts the step's tree with the
+given method and settings (each build hands the drafter the same context, so it crops back to it),
 verifies it with one target forward and throws the tree's rows away again.  It is the decoding loop's
-own step, so a greedy verdict here is the one a decode started at that context with those settings would reach first.
+own step.  Made from the run replayed up to the step (``talon.engine.decode.Replay``) it holds the run's
+own caches, drafter state and calibration, so at the run's settings it rebuilds the run's tree; made
+from the context prefilled in one piece, it is the step a decode started at that context would take
+first: the same tokens, and trees whose close candidates can come in another order (other last bits).
 
 At temperature > 0 the target's choice at each position comes from the run's position-keyed noise
 (``talon.engine.sampling``), so the lab shows the sample the run itself would draw there; ``reroll``
@@ -34,7 +37,7 @@ from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace, StepRecord
 from .builders import make_builder
 from .cost_measure import cost_curve_for
-from .decode import fill_token_texts
+from .decode import Replayed, fill_token_texts
 from .sampling import PositionNoise, gumbel
 from .sizing import CostRule
 from .verify import Verifier, sampling_accept
@@ -66,6 +69,13 @@ def step_context(trace: RunTrace, index: int) -> list[int]:
     if not 0 <= index < len(trace.steps):
         raise ConfigError(f"Step {index + 1} is not a step of this run (it has {len(trace.steps)}).")
     return list(trace.prompt_ids) + [t for s in trace.steps[:index] for t in s.committed_ids]
+
+
+def step_depth_limit(trace: RunTrace, index: int) -> int:
+    """The deepest draft the run allowed at step ``index`` (from 0): the new tokens it had left, less the
+    bonus token (``FrozenStep.explore``'s ``max_depth`` to rebuild the run's own tree at its last steps)."""
+    before = sum(len(s.committed_ids) for s in trace.steps[:index])
+    return int(trace.decode_config.get("max_new_tokens", 0)) - before - 1
 
 
 @dataclass
@@ -109,6 +119,10 @@ class FrozenStep:
         cost_curve: the run's cost curve (prices, and auto-sized trees); measured on first need if None.
         history: the run's steps before this one, whose verdicts the calibration had learned from by
             then (so the lab prices and sizes trees with the run's own calibration at that step).
+        replayed: the run's own state at this step (``talon.engine.decode.replay``): its target caches,
+            its drafter (for the run's method: ``hybrid``'s merged one, else the tree methods') and its
+            calibration, used instead of prefilling ``context`` (and ``history`` is not needed).
+        replayed_method: the run's method, when ``replayed`` is given.
     """
 
     def __init__(
@@ -122,6 +136,8 @@ class FrozenStep:
         hybrid_weight: float | None = None,
         cost_curve: CostCurve | None = None,
         history: Sequence[StepRecord] = (),
+        replayed: Replayed | None = None,
+        replayed_method: str = "talon",
     ) -> None:
         if len(context) < 2:
             raise ConfigError("The frozen context needs at least two tokens.")
@@ -129,22 +145,37 @@ class FrozenStep:
         self.context = list(context)
         self.temperature, self.seed, self.hybrid_weight = temperature, seed, hybrid_weight
         self.noise = PositionNoise(seed, target.vocab_size, target.device)
-        self._drafters: dict[str, Drafter] = {"tree": drafter_for("talon", drafter_spec, target, registry)}
         self._lock = threading.Lock()  # one tree at a time in the shared caches (a user's events may overlap)
         self.curve = cost_curve
-        self.calibration = Calibration(self._drafters["tree"].calibration_prior)
-        for step in history:
-            self.calibration.observe(step.tree, step)
-        with torch.inference_mode():
-            self.verifier = Verifier(target, self._drafters["tree"].feature_layers)
-            self.verifier.prefill(self.context)
-            self._drafters["tree"].start(self.context, self.verifier.features)
+        self._drafters: dict[str, Drafter] = {}
+        if replayed is not None:
+            self.verifier, self.calibration = replayed.verifier, replayed.calibration
+            self._drafters["hybrid" if replayed_method == "hybrid" else "tree"] = replayed.drafter
+        if "tree" not in self._drafters:  # the tree methods' drafter, started at the context
+            tree = self._drafters["tree"] = drafter_for("talon", drafter_spec, target, registry)
+            with torch.inference_mode():
+                if replayed is None:
+                    self.calibration = Calibration(tree.calibration_prior)
+                    for step in history:
+                        self.calibration.observe(step.tree, step)
+                    self.verifier = Verifier(target, tree.feature_layers)
+                    self.verifier.prefill(self.context)
+                tree.start(self.context, self.verifier.features)
 
     @classmethod
     def of_run(
-        cls, target: LoadedModel, registry: ModelRegistry, drafter_spec: str, trace: RunTrace, index: int
+        cls,
+        target: LoadedModel,
+        registry: ModelRegistry,
+        drafter_spec: str,
+        trace: RunTrace,
+        index: int,
+        replayed: Replayed | None = None,
     ) -> FrozenStep:
-        """Step ``index`` (from 0) of ``trace`` frozen with the run's temperature, seed and hybrid weight."""
+        """Step ``index`` (from 0) of ``trace`` frozen with the run's temperature, seed and hybrid weight: from
+        ``replayed``, the run's own state there (``talon.engine.decode.Replay``: its trees at the run's
+        settings are the run's), else from its context prefilled in one piece (the same tokens, trees that
+        can differ from the run's in close candidates; at step 0 the run's own)."""
         context = step_context(trace, index)
         return cls(
             target,
@@ -156,6 +187,8 @@ class FrozenStep:
             trace.steps[index].drafter_info.get("retrieval_weight"),
             CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None,
             trace.steps[:index],
+            replayed,
+            trace.tree_config.get("method", "talon"),
         )
 
     def rule(self, cfg: TreeConfig, curve: CostCurve | None = None) -> CostRule:
@@ -195,11 +228,14 @@ class FrozenStep:
             self._drafters["hybrid"] = drafter
         return self._drafters["hybrid"]
 
-    def explore(self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None) -> StepRecord:
+    def explore(
+        self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None, max_depth: int | None = None
+    ) -> StepRecord:
         """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
         Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``); its price and,
-        for an auto tree, its size come from ``curve`` when given (``rule``).  No token limit applies: at a
-        run's last steps, where the run drafts no deeper than the tokens it has left, the tree can be deeper."""
+        for an auto tree, its size come from ``curve`` when given (``rule``).  ``max_depth``: the deepest draft
+        layer (from 1) to grow; by default none, so at a run's last steps, where the run drafted no deeper than
+        the tokens it had left (``step_depth_limit``), the tree can be deeper."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
@@ -212,6 +248,7 @@ class FrozenStep:
                 self.verifier.features,
                 record_gate=cfg.method in ("talon", "hybrid"),
                 rule=self.rule(cfg, curve),
+                max_depth=max_depth,
             )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
