@@ -692,6 +692,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
         checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings])
+        .success(prompts.running_view, None, prompts_view_out, queue=False, api_visibility="private")
+        .success(lambda: "", None, reveal_md, queue=False, api_visibility="private")
         .success(
             prompts.run_prompts,
             [session, prompt_a, prompt_b, predict, color_mode, *settings],
@@ -700,7 +702,6 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             concurrency_id="decode",
             show_progress_on=[prompt_a_plot, prompt_b_plot],  # not over the caption's text
         )
-        .success(lambda: "", None, reveal_md, queue=False, api_visibility="private")
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
     )
     refused_first(reveal_btn.click, prompts.check_reveal, [session, guess])(

@@ -222,8 +222,8 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
         ("Tree lab", "#price-draw", "Freeze a step first", "#price-plot, #price-note"),
         ("Tree lab", "#sweep-draw", "Freeze a step first", "#sweep-plot"),
         ("Tree lab", "#reroll", "Freeze a step first", "#reroll-plot"),
-        ("Explore", "#show-gate", "Nothing to show or export yet", "#explore-gate, #gate-note"),
-        ("Export / load", "#export-json", "Nothing to show or export yet", "#export-file"),
+        ("Explore", "#show-gate", "Nothing to explain yet", "#explore-gate, #gate-note"),
+        ("Export / load", "#export-json", "Nothing to export yet", "#export-file"),
         ("Compare methods", "#step-a", "Run the comparison first", "#compare-a, #compare-b, #compare-caption"),
     ):
         page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)

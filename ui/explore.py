@@ -402,22 +402,22 @@ def advance(session: Session, number, color_mode):
 
 
 # ---- export and load ---------------------------------------------------------------------------------
-def check_trace(session: Session) -> None:
-    """``gr.Error`` unless the session holds a run or loaded trace with steps."""
+def check_trace(session: Session, what: str = "to export") -> None:
+    """``gr.Error`` unless the session holds a run or loaded trace with steps (``what``: what there is not)."""
     if session.trace is None or not session.trace.steps:
-        raise gr.Error("Nothing to show or export yet: run or load a trace first.", print_exception=False)
+        raise gr.Error(f"Nothing {what} yet: run or load a trace first.", print_exception=False)
 
 
-def check_ended(session: Session, then: str = "export it") -> None:
+def check_ended(session: Session, then: str = "export it", what: str = "to export") -> None:
     """``gr.Error`` unless the session holds a trace whose run has ended (``then``: what to do then)."""
-    check_trace(session)
+    check_trace(session, what)
     if session.live is not None and not session.live.done:
         raise gr.Error(f"The run is still going: {then} when it has ended (or press Stop).", print_exception=False)
 
 
 def check_gate(session: Session) -> None:
     """``gr.Error`` unless there is an ended run whose gate can be shown."""
-    check_ended(session, "ask why a tree has its shape")
+    check_ended(session, "ask why a tree has its shape", "to explain")
 
 
 def export_json(session: Session) -> str:

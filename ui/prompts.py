@@ -96,6 +96,15 @@ def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progr
     return prompts_view(session, color_mode)
 
 
+RUNNING = "Decoding both prompts with the method and settings above..."
+
+
+def running_view() -> tuple:
+    """The tab while a new pair is decoded: the last pair's results cleared (in class mode they would give
+    the next answer away)."""
+    return (gr.update(visible=True), gr.update(visible=False), None, RUNNING, *(gr.update(),) * 2, *(None,) * 6)
+
+
 def prompts_view(session: Session, color_mode) -> tuple:
     """Everything the tab shows: results (hidden in class mode until the guess), the question, the table,
     the caption, both step sliders, both trees, both heatmaps, the distributions and acceptance per depth."""

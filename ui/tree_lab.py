@@ -184,9 +184,16 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
     gate = step.gate or []
     gated = any(layer.threshold is not None for layer in gate)
     priced = any(status == CUT_BY_COST for layer in gate for status in layer.status)
+    rebuilt = f"Step {number}'s tree, rebuilt at its context with the run's settings " + (
+        "(the same tree as the run's)" if same else "(it differs from the run's tree: " + _why_differs(trace) + ")"
+    )
+    if not step.tree.num_drafts:  # a plain step: no layer was drafted, so there is no gate to read
+        return gr.update(value=None, visible=False), (
+            f"{rebuilt}: no drafts, a plain decoding step (stopped: {stop_sentence(step, trace.tree_config)}), "
+            f"so there is no gate to draw. The Tree lab now holds this step frozen.{note}"
+        )
     line = (
-        f"Step {number}'s tree, rebuilt at its context with the run's settings "
-        + ("(the same tree as the run's)" if same else "(it differs from the run's tree: " + _why_differs(trace) + ")")
+        rebuilt
         + ": each column is a layer; a candidate joins when its path probability is at least μ × the layer's "
         + ("best (the red dashes)" if gated else "best (this tree has no gated layer, so no line is drawn)")
         + "; the first layer is the root's Top-K, with no gate."

@@ -299,11 +299,11 @@ def stop_sentence(step, tree_config: dict) -> str:
 
 
 def step_explanation(step, tree_config: dict) -> str:
-    """``Grown: ... · Stopped: ...`` for a step's caption, and a badge when the tree collapsed into a chain."""
-    text = f"Grown: {growth_sentence(step, tree_config)} · **Stopped: {stop_sentence(step, tree_config)}.**"
+    """``Grown: ... · Stopped: ...`` for a step's caption, saying so when the tree collapsed into a chain."""
+    grown = growth_sentence(step, tree_config)
     if tree_config.get("method") in metrics.CHAIN_METHODS and metrics.chain_collapsed(step):
-        text += " · **collapsed into a chain** below layer 1"
-    return text
+        grown += ", **collapsed into a chain** below layer 1"
+    return f"Grown: {grown} · **Stopped: {stop_sentence(step, tree_config)}.**"
 
 
 def step_note(step) -> str:
