@@ -328,6 +328,9 @@ def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, ki
             step.bonus_token,
         ), k
         assert got.expected == pytest.approx(step.expected) if cfg.auto else got.expected is not None
+    # the other methods at the last step: a hybrid run's tree methods get their own drafter at the context
+    rows = lab.every_method(dataclasses.replace(CONFIGS[0], auto=False))
+    assert set(rows) == set(LAB_METHODS) and all(not isinstance(r, str) for r in rows.values())
 
 
 def test_a_run_that_cannot_be_replayed_gives_no_state(target, registry, run):
