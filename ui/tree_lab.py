@@ -138,7 +138,8 @@ def frozen_for(
     try:
         replayed = _replayed(trace, index, target, drafter_spec, progress)
         if progress is not None:
-            progress(1.0 if replayed else 0.0, desc=f"Freezing step {index + 1}: reading its context...")
+            done, what = (1.0, "") if replayed else (0.0, ": reading its context")
+            progress(done, desc=f"Freezing step {index + 1}{what}...")
         frozen, _ = _interactive(
             FrozenStep.of_run, target, REGISTRY, drafter_spec, trace, index, replayed=replayed, progress=progress
         )
@@ -154,8 +155,11 @@ def _replayed(trace: RunTrace, index: int, target, drafter_spec: str, progress: 
     (async, plain decoding, step 1, which the prefill gives exactly) or left its recorded trees."""
     if index == 0 or not replayable(trace, index):
         return None
-    method = trace.tree_config["method"]
-    run_again = Replay(trace, target, make_drafter(method, drafter_spec, target), index)
+    drafter = make_drafter(trace.tree_config["method"], drafter_spec, target)
+    try:
+        run_again = Replay(trace, target, drafter, index)
+    except ConfigError:  # settings or a prompt this target cannot run again: the step is prefilled instead
+        return None
     while not run_again.finished:
         if progress is not None:
             progress(
