@@ -99,10 +99,15 @@ def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progr
 RUNNING = "Decoding both prompts with the method and settings above..."
 
 
+def _empty_view(caption: str) -> tuple:
+    """The tab with no pair to show: ``caption`` and nothing else."""
+    return (gr.update(visible=True), gr.update(visible=False), None, caption, *(gr.update(),) * 2, *(None,) * 6)
+
+
 def running_view() -> tuple:
     """The tab while a new pair is decoded: the last pair's results cleared (in class mode they would give
     the next answer away)."""
-    return (gr.update(visible=True), gr.update(visible=False), None, RUNNING, *(gr.update(),) * 2, *(None,) * 6)
+    return _empty_view(RUNNING)
 
 
 def prompts_view(session: Session, color_mode) -> tuple:
@@ -110,7 +115,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
     the caption, both step sliders, both trees, both heatmaps, the distributions and acceptance per depth."""
     runs = _runs(session)
     if len(runs) < 2:
-        return (gr.update(visible=True), gr.update(visible=False), None, NO_PROMPTS, *(gr.update(),) * 2, *(None,) * 6)
+        return _empty_view(NO_PROMPTS)
     if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
         return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
     numbers = [metrics.representative_step(runs[k].steps) + 1 for k in LABELS]
