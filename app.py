@@ -617,17 +617,17 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     view_out = [step_slider, tree_plot, text_html, nodes_df, caption, metrics_md, color_mode, *charts_out]
     run_btn.click(lambda: gr.Tabs(selected="explore"), None, tabs, queue=False, api_visibility="private")
 
-    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings):
-        """``button``'s click, refusing settings no run could start from and then models that cannot load
-        before the page changes (no error marks on the last results); its ``.success`` starts the run."""
-        return button.click(check, check_inputs, None, api_visibility="private").success(
-            load, load_inputs, None, show_progress="hidden", api_visibility="private"
-        )
-
     def refused_first(trigger, check, check_inputs):
         """``trigger``'s event running ``check`` first, with no outputs, so a refusal (nothing to act on
         yet) leaves the panel as it was instead of marking its outputs; its ``.success`` runs the action."""
         return trigger(check, check_inputs, None, api_visibility="private").success
+
+    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings):
+        """``button``'s click, refusing settings no run could start from and then models that cannot load
+        before the page changes (no error marks on the last results); its ``.success`` starts the run."""
+        return refused_first(button.click, check, check_inputs)(
+            load, load_inputs, None, show_progress="hidden", api_visibility="private"
+        )
 
     run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
     run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")

@@ -162,24 +162,19 @@ def _replayed(trace: RunTrace, index: int, target, drafter_spec: str, progress: 
         return None
     while not run_again.finished:
         if progress is not None:
+            done = max(run_again.done, 0)  # the prefill counts with the first step
             progress(
-                max(run_again.done, 0) / (index + 1),
-                desc=f"Freezing step {index + 1}: replaying the run's step {max(run_again.done, 0) + 1} of {index}...",
+                done / (index + 1), desc=f"Freezing step {index + 1}: replaying the run's step {done + 1} of {index}..."
             )
         if not COMPUTE.run(run_again.advance, priority=STEP):
             return None
     return run_again.state()
 
 
-def run_config(trace: RunTrace) -> TreeConfig:
-    """The run's own tree settings as a ``TreeConfig``."""
-    return run_settings(trace)[0]
-
-
 def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
     """TALON's gate of step ``number``'s tree rebuilt with the run's settings, and a line on whether the
     rebuilt tree is the one the run drew."""
-    cfg = run_config(trace)
+    cfg, _ = run_settings(trace)
     step, note = _interactive(state.frozen.explore, cfg, state.index, max_depth=step_depth_limit(trace, state.index))
     state.last = step
     tok = state.frozen.target.tokenizer

@@ -388,11 +388,13 @@ class Replayed:
         verifier: the target's caches holding the step's context (no static runner).
         drafter: the run's drafter after every earlier step (its caches, its learned state).
         calibration: the run's calibration, learned from the earlier steps' verdicts.
+        method: the run's tree method (``hybrid``'s drafter is the merged one).
     """
 
     verifier: Verifier
     drafter: Drafter
     calibration: Calibration
+    method: str
 
 
 def replayable(trace: RunTrace, steps: int) -> bool:
@@ -428,7 +430,7 @@ class Replay:
         curve = CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None
         copy = new_trace(target, drafter, tree_cfg, decode_cfg, trace.prompt, trace.prompt_ids, curve)
         self._loop: _Loop | None = _Loop(copy, target, drafter, tree_cfg, decode_cfg, static=False)
-        self.recorded, self.steps = trace.steps, steps
+        self.recorded, self.steps, self.method = trace.steps, steps, tree_cfg.method
         self.done = -1  # steps replayed; -1 before the prefill
 
     @property
@@ -463,7 +465,7 @@ class Replay:
         if not self.finished:
             raise RuntimeError("the replay has not reached its step")
         loop = self._loop
-        return Replayed(loop.verifier, loop.drafter, loop.rule.calibration)
+        return Replayed(loop.verifier, loop.drafter, loop.rule.calibration, self.method)
 
     def close(self) -> None:
         """Release the replay's caches (not needed after ``state``, whose owner keeps them)."""

@@ -122,7 +122,6 @@ class FrozenStep:
         replayed: the run's own state at this step (``talon.engine.decode.replay``): its target caches,
             its drafter (for the run's method: ``hybrid``'s merged one, else the tree methods') and its
             calibration, used instead of prefilling ``context`` (and ``history`` is not needed).
-        replayed_method: the run's method, when ``replayed`` is given.
     """
 
     def __init__(
@@ -137,7 +136,6 @@ class FrozenStep:
         cost_curve: CostCurve | None = None,
         history: Sequence[StepRecord] = (),
         replayed: Replayed | None = None,
-        replayed_method: str = "talon",
     ) -> None:
         if len(context) < 2:
             raise ConfigError("The frozen context needs at least two tokens.")
@@ -150,7 +148,7 @@ class FrozenStep:
         self._drafters: dict[str, Drafter] = {}
         if replayed is not None:
             self.verifier, self.calibration = replayed.verifier, replayed.calibration
-            self._drafters["hybrid" if replayed_method == "hybrid" else "tree"] = replayed.drafter
+            self._drafters["hybrid" if replayed.method == "hybrid" else "tree"] = replayed.drafter
         if "tree" not in self._drafters:  # the tree methods' drafter, started at the context
             tree = self._drafters["tree"] = drafter_for("talon", drafter_spec, target, registry)
             with torch.inference_mode():
@@ -188,7 +186,6 @@ class FrozenStep:
             CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None,
             trace.steps[:index],
             replayed,
-            trace.tree_config.get("method", "talon"),
         )
 
     def rule(self, cfg: TreeConfig, curve: CostCurve | None = None) -> CostRule:
