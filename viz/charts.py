@@ -251,6 +251,11 @@ def tree_shape_heatmap(
     )
 
 
+def _axis_suffix(panel: int) -> str:
+    """Plotly's suffix for panel ``panel``'s axes (from 1): "" for the first ("x", "y"), else its number."""
+    return "" if panel == 1 else str(panel)
+
+
 def _panels(count: int, gap: float = 0.06) -> list[list[float]]:
     """x-axis domains of ``count`` side-by-side panels."""
     width = (1.0 - gap * (count - 1)) / count
@@ -272,7 +277,7 @@ def shape_distribution_chart(traces: Mapping[str, RunTrace]) -> go.Figure:
             values = st[key]
             xs = sorted(set(values))
             share = [values.count(x) / len(values) for x in xs]
-            axis = "" if panel == 1 else "2"
+            axis = _axis_suffix(panel)
             figs.append(
                 go.Bar(
                     x=xs,
@@ -317,7 +322,7 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
     figs: list = []
     layout: dict = {}
     for panel, name in enumerate(RELIABILITY_PANELS, start=1):
-        axis = "" if panel == 1 else str(panel)
+        axis = _axis_suffix(panel)
         figs.append(
             go.Scatter(
                 x=[0, 1],
@@ -347,7 +352,7 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
             picked = [r for r in rows if r["depth"] == panel]
             if not picked:
                 continue
-            axis = "" if panel == 1 else str(panel)
+            axis = _axis_suffix(panel)
             figs.append(
                 go.Scatter(
                     x=[r["confidence"] for r in picked],
@@ -375,7 +380,7 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
     reached = {r["depth"] for rows in series.values() for r in rows}
     for panel in range(1, len(RELIABILITY_PANELS) + 1):
         if panel not in reached:  # an empty panel says why, rather than look like a drawing that failed
-            axis = "" if panel == 1 else str(panel)
+            axis = _axis_suffix(panel)
             fig.add_annotation(
                 x=0.5,
                 y=0.5,
