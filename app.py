@@ -652,7 +652,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]
     play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
-    pause_btn.click(lambda: gr.Timer(active=False), None, timer)
+    pause_btn.click(explore.pause, session, timer, queue=False)
     timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_out = [lab_plot, lab_caption, gate_plot]

@@ -174,3 +174,63 @@ def test_importing_ui_asks_openmp_for_passive_waits_unless_told_otherwise():
     env["OMP_WAIT_POLICY"] = "ACTIVE"
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["ACTIVE", "False"]
+
+
+def test_stop_while_a_run_is_prepared_ends_it_before_its_first_step(target, monkeypatch):
+    """Stop pressed while a run's cost curve is measured stops the measurement between its rounds (nothing
+    cached) and the run before its first step; pressed before its ``LiveRun`` took over the signal, the run
+    still stops before its first step."""
+    from talon.engine.cost_measure import curve_key
+    from talon.runtime.cost_curve import cached_curve
+    from ui import settings as settings_module
+    from ui.session import RunStopped, Session
+    from ui.settings import RunSettings, prepare
+
+    drafter = drafter_for("talon", "layers:1", target)
+    monkeypatch.setattr(settings_module, "load_target", lambda spec, progress=None: target)
+    monkeypatch.setattr(settings_module, "make_drafter", lambda method, spec, loaded: drafter)
+    monkeypatch.setattr(settings_module, "encoded_prompt", lambda loaded, prompt: prompt_ids(3))
+    session = Session()
+    stop = session.begin_run()
+    rounds: list[str] = []
+
+    def progress(share, desc=""):
+        rounds.append(desc)
+        if len(rounds) == 2:  # Stop pressed during the measurement's first round
+            assert session.stop() == "preparing"
+
+    panel = RunSettings(prompt="x", method="talon", budget=0, target_spec="tiny", drafter_spec="layers:1")
+    with pytest.raises(RunStopped):
+        prepare(panel, progress, stop=stop.is_set)
+    assert len(rounds) == 2 and "round 2" in rounds[-1]  # stopped at the next round's start
+    assert cached_curve(curve_key(target, drafter)) is None
+    assert session.stop() is None  # nothing left to stop
+
+    stop = session.begin_run()
+    assert session.stop() == "preparing"
+    dec = DecodeConfig(max_new_tokens=20)
+    trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(3))
+    session.live, session.starting = LiveRun(trace, target, drafter, CFG, dec, queue=ComputeQueue(), stop=stop), None
+    session.live.join(30)
+    assert session.live.done and trace.steps == [] and trace.stop_reason == "stopped"
+
+
+def test_pause_stops_play_even_with_a_tick_on_its_way(target):
+    """A timer tick that left before Pause was pressed steps no further and turns the timer off."""
+    from ui.explore import advance, pause, play
+    from ui.session import Session
+
+    session = Session(
+        trace=run_to_end(
+            target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=6), prompt_ids=prompt_ids(3)
+        )
+    )
+    number, *_, timer = play(session, 1, "verdict")
+    assert number == 1 and timer.active and session.playing
+    number, *_, timer = advance(session, number, "verdict")
+    assert number == 2 and timer.active
+    assert not pause(session).active
+    out = advance(session, number, "verdict")  # the tick already on its way
+    assert not out[-1].active and all(isinstance(x, dict) for x in out[:-1])  # nothing moved
+    number, *_, timer = play(session, 6, "verdict")  # Play at the last step starts again from step 1
+    assert number == 1 and timer.active

@@ -246,7 +246,7 @@ def test_a_frozen_step_of_a_run_is_the_runs_own_step(target):
     kernels), which reorders close candidates in most steps of a 24-node tree; the replayed state gives the
     run's own tree and verdict at every step tried."""
     from talon.engine.decode import replay
-    from talon.engine.frozen_step import FrozenStep, step_depth_limit
+    from talon.engine.frozen_step import FrozenStep
     from talon.models.registry import ModelRegistry
 
     registry = ModelRegistry()
@@ -257,9 +257,7 @@ def test_a_frozen_step_of_a_run_is_the_runs_own_step(target):
     for k in tried:
         replayed = replay(ran, target, make_drafter("head", target, registry), k)
         assert replayed is not None, k
-        got = FrozenStep.of_run(target, registry, "head", ran, k, replayed=replayed).explore(
-            cfg, k, max_depth=step_depth_limit(ran, k)
-        )
+        got = FrozenStep.of_run(target, registry, "head", ran, k, replayed=replayed).explore(cfg, k)
         step = ran.steps[k]
         assert (got.tree.token, got.tree.parent, got.accepted_path) == (
             step.tree.token,

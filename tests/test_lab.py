@@ -15,7 +15,7 @@ from talon.engine.decode import Replay, replay, run_settings, run_to_end
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context, step_depth_limit
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
-from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET
+from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, STOP_END
 from tests.first_step import first_step
 from tests.tiny import prompt_ids, random_head, tiny_target
 
@@ -58,6 +58,24 @@ def test_step_context_is_the_prompt_and_what_came_before(run):
     assert step_context(run, k)[-1] == run.steps[k].tree.token[0]
     with pytest.raises(ConfigError, match="not a step"):
         step_context(run, len(run.steps))
+
+
+def test_a_run_step_in_the_lab_drafts_no_deeper_than_the_run_could(target, registry, run):
+    """At a run's last steps the lab's trees stop where the run's loop stopped them (the tokens it had
+    left, less the bonus), whatever the settings, and say so; one token left makes every tree plain."""
+    k = len(run.steps) - 1
+    left = run.decode_config["max_new_tokens"] - sum(len(s.committed_ids) for s in run.steps[:k])
+    assert step_depth_limit(run, k) == left - 1 and step_depth_limit(run, 0) == 29
+    deep = TreeConfig(method="chain", gamma=8)
+    lab = FrozenStep.of_run(target, registry, "layers:1", run, k)
+    assert lab.depth_limit == left - 1
+    got = lab.explore(deep, k)
+    assert got.tree.max_depth <= left - 1 and len(got.committed_ids) <= left
+    assert FrozenStep.of_run(target, registry, "layers:1", run, 0).explore(deep).tree.max_depth > left - 1
+    last = FrozenStep(target, registry, "layers:1", step_context(run, k), depth_limit=0).explore(deep, k)
+    assert (last.tree.num_drafts, last.stop, len(last.committed_ids)) == (0, STOP_END, 1)
+    unbounded = dataclasses.replace(run, decode_config={})
+    assert step_depth_limit(unbounded, k) is None
 
 
 @pytest.mark.parametrize("spec", ["layers:1", "ngram"])
@@ -319,7 +337,7 @@ def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, ki
     for k in range(len(run.steps)):
         replayed = replay(run, target, _drafter(kind, cfg.method, target, registry), k)
         lab = FrozenStep.of_run(target, registry, "layers:1", run, k, replayed=replayed)
-        got = lab.explore(run_settings(run)[0], k, max_depth=step_depth_limit(run, k))
+        got = lab.explore(run_settings(run)[0], k)  # no deeper than the run could draft there, by default
         step = run.steps[k]
         assert (got.tree.token, got.tree.parent, got.accepted_path, got.bonus_token) == (
             step.tree.token,

@@ -151,7 +151,7 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
     from ui.compare import check_compare
     from ui.explore import check_run
     from ui.prompts import check_prompts
-    from ui.settings import SETTING_NAMES, RunSettings
+    from ui.settings import SETTING_NAMES, RunSettings, check_prompt_length
 
     def panel(**changes) -> list:
         settings = RunSettings(prompt="List three colours.", budget=0).but(**changes)
@@ -175,6 +175,13 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         check_prompts("a", "", *panel())
     with pytest.raises(gr.Error, match="characters; keep it under"):
         check_prompts("a", "b" * 30_000, *panel())
+    # the two length limits agree: the characters' one names the CPU's tokens' one ...
+    with pytest.raises(gr.Error, match=r"30,000 characters; keep it under 20,000\. On a CPU .* 2,048 tokens"):
+        check_run(*panel(prompt="b" * 30_000))
+    # ... and the tokens' one counts the prompt's own characters a token (19,825 over 4,436 tokens)
+    with pytest.raises(gr.Error, match=r"4,436 tokens \(19,825 characters\).* 2,048 tokens here: .* about 9,100 char"):
+        check_prompt_length([0] * 4436, "cpu", 19_825)
+    check_prompt_length([0] * 4436, "cuda", 19_825)  # no limit on a GPU
     # a Target folder that is not there, or holds no model, is refused before any load step starts
     with pytest.raises(gr.Error, match=r"^\W?Target model: There is no directory"):
         check_compare("eagle2", "talon", *panel(target_spec=str(tmp_path / "gone")))

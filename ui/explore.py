@@ -26,7 +26,7 @@ from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_fig
 
 from . import text_view
 from .compute import model_work, waiting_line
-from .session import LiveRun, Session
+from .session import LiveRun, RunStopped, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
 from .shared import gpu_seconds
 from .tree_lab import frozen_for, gate_view
@@ -36,6 +36,10 @@ UPDATE_HZ = 2
 ``python -m ui.speed`` on the 2-core CPU: app / benchmark tokens/s 0.82-0.85 at 5 a second, 0.84-0.86
 at 3, 0.86-0.89 at 2; every step stays on the slider for afterwards."""
 NO_RUN = "No run yet: type a prompt and press Run, or load a saved trace."
+STOPPED_BEFORE_START = (
+    "Stopped before the run's first step (while it was being prepared): the page still shows the run before it. "
+    "A cost curve whose measurement was stopped is not kept; the next N = auto run measures it again."
+)
 END_NOTES = {
     "eos": "the model emitted its end-of-sequence token",
     "max_new_tokens": "the max new tokens limit was reached",
@@ -264,12 +268,17 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     """Start the decode of the settings ``panel`` (``SETTING_NAMES``) and stream its newest step to the
     page, at most ``UPDATE_HZ`` updates a second (each step is a job of the shared queue); when it ends
     (or Stop ends it) draw the summary and charts and open a representative step."""
-    session.stop()
+    stop = session.begin_run()
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
     settings = RunSettings.of(panel)
-    prepared = prepare(settings, progress)
-    live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg)
-    session.trace, session.live, session.lab = prepared.trace, live, None
+    try:
+        prepared = prepare(settings, progress, stop=stop.is_set)
+    except RunStopped:  # the page keeps the run it shows
+        gr.Info(STOPPED_BEFORE_START)
+        yield (gr.skip(),) * (7 + CHART_COUNT)
+        return
+    live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg, stop=stop)
+    session.trace, session.live, session.lab, session.starting = prepared.trace, live, None, None
     session.specs = (settings.target_spec, settings.drafter_spec)
     session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
     trace = live.trace
@@ -363,7 +372,10 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
 
 def stop_run(session: Session) -> str:
     """Stop the run in flight through the engine's stop hook (it ends after the step it is on)."""
-    return "Stopping after this step..." if session.stop() else "Nothing is running."
+    stopped = session.stop()
+    if stopped == "preparing":
+        return "Stopping: the run ends before its first step (a cost curve being measured is not kept)."
+    return "Stopping after this step..." if stopped else "Nothing is running."
 
 
 def set_follow(session: Session, follow: bool) -> None:
@@ -389,16 +401,25 @@ def play(session: Session, number, color_mode):
         return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, gr.Timer(active=False)
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number
-    return _play_frame(session, start, color_mode, len(trace.steps) > 1)
+    session.playing = len(trace.steps) > 1
+    return _play_frame(session, start, color_mode, session.playing)
+
+
+def pause(session: Session):
+    """Pause: the timer stops, and a tick already on its way steps no further (``advance``)."""
+    session.playing = False
+    return gr.Timer(active=False)
 
 
 def advance(session: Session, number, color_mode):
-    """Play: one step on; the timer stops at the last step."""
+    """Play: one step on; the timer stops at the last step, or when Pause was pressed."""
     trace = session.trace
-    if trace is None or not trace.steps:
+    if not session.playing or trace is None or not trace.steps:
+        session.playing = False
         return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
     nxt = min(int(number or 1) + 1, len(trace.steps))
-    return _play_frame(session, nxt, color_mode, nxt < len(trace.steps))
+    session.playing = nxt < len(trace.steps)
+    return _play_frame(session, nxt, color_mode, session.playing)
 
 
 # ---- export and load ---------------------------------------------------------------------------------

@@ -22,6 +22,10 @@ from .compute import COMPUTE, QUEUE_NOTE_SECONDS, STEP, ComputeQueue, Ticket
 _RUN_IDS = itertools.count(1)
 
 
+class RunStopped(Exception):
+    """Stop was pressed while a run was being prepared (its models loading, its cost curve measured)."""
+
+
 class LiveRun:
     """A decode that the page polls (``wait``) and stops through the engine's stop hook (``stop``), so a
     stopped run ends cleanly with ``stop_reason`` "stopped" and keeps every step it made.
@@ -39,6 +43,7 @@ class LiveRun:
         tree_cfg: TreeConfig,
         decode_cfg: DecodeConfig,
         queue: ComputeQueue = COMPUTE,
+        stop: threading.Event | None = None,
     ) -> None:
         self.trace, self.target, self.queue = trace, target, queue
         self.id = next(_RUN_IDS)
@@ -49,7 +54,7 @@ class LiveRun:
         """Steps that waited noticeably (``QUEUE_NOTE_SECONDS``)."""
         self.ticket: Ticket | None = None
         """The job of the step in flight (for the page: queued behind how many)."""
-        self._stop = threading.Event()
+        self._stop = stop or threading.Event()  # Stop pressed while the run was prepared counts too
         self._done = threading.Event()
         self._news = threading.Event()
         self._steps = run(trace, target, drafter, tree_cfg, decode_cfg, stop=self._stop.is_set)
@@ -157,13 +162,29 @@ class Session:
     whatever is typed there since); None for a loaded trace, which names models, not paths."""
     calibration_prior: dict | None = None
     """The fitted calibration the run's drafter shipped with, if any (the calibration chart starts from it)."""
+    playing: bool = False
+    """Whether Play is stepping through the run (Pause clears it; a timer tick still on its way then stops)."""
+    starting: threading.Event | None = None
+    """The stop signal of the run being prepared (``begin_run``), until its ``LiveRun`` takes it over."""
 
-    def stop(self) -> bool:
-        """Stop the run in flight, if any; whether there was one."""
+    def begin_run(self) -> threading.Event:
+        """Stop the run in flight, if any, and return the stop signal of the next one: Stop sets it from now
+        on, while that run's models load and its cost curve is measured (``RunStopped``) and then while it
+        decodes (hand it to its ``LiveRun``)."""
+        self.stop()
+        self.starting = threading.Event()
+        return self.starting
+
+    def stop(self) -> str | None:
+        """Stop the run in flight or being prepared, if any: "decoding" or "preparing", else None."""
+        what = None
+        if self.starting is not None and not self.starting.is_set():
+            self.starting.set()
+            what = "preparing"
         if self.live is not None and not self.live.done:
             self.live.stop()
-            return True
-        return False
+            what = what or "decoding"
+        return what
 
     def close(self) -> None:
         """Release what the session holds: stop its run, drop the lab's caches."""

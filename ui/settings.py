@@ -4,7 +4,7 @@ that says which field to fix."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 
 import gradio as gr
@@ -19,7 +19,7 @@ from talon.trace import RunTrace
 
 from .compute import COMPUTE, STEP, model_work, waiting_line
 from .progress_bar import reporter
-from .session import run_stepwise
+from .session import RunStopped, run_stepwise
 from .shared import load_target, loaded_target, make_drafter, target_refusal, target_spec
 
 BUDGET_MAX = 120
@@ -122,18 +122,19 @@ LONG_PROMPT_TOKENS = {"cpu": 2048}
 shorten it: on the 2-core CPU reading 2,000 tokens took about 20 s under load and every step then attends
 to all of them, so a longer prompt would keep a classroom waiting for minutes (a GPU has no such limit
 below the model's context)."""
-CHARS_PER_TOKEN = 4
-"""Roughly how many characters of English text one token holds (for the message)."""
 
 
-def check_prompt_length(ids: list[int], device_kind: str) -> None:
-    """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``)."""
+def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = None) -> None:
+    """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``);
+    ``chars``: the prompt's length in characters, for the message's "shorten it to" (its own characters
+    per token)."""
     limit = LONG_PROMPT_TOKENS.get(device_kind)
     if limit is not None and len(ids) > limit:
+        size = f"{len(ids):,} tokens" + (f" ({chars:,} characters)" if chars else "")
+        target = f"about {int(limit * chars / len(ids)) // 100 * 100:,} characters" if chars else f"{limit:,} tokens"
         raise gr.Error(
-            f"This prompt is {len(ids):,} tokens (about {len(ids) * CHARS_PER_TOKEN:,} characters). On this "
-            f"{device_kind.upper()} reading it and then decoding at that length would take minutes, so prompts are "
-            f"kept to {limit:,} tokens here: shorten it to about {limit * CHARS_PER_TOKEN:,} characters or fewer.",
+            f"This prompt is {size}. On this {device_kind.upper()} reading it and then decoding at that length "
+            f"would take minutes, so prompts are kept to {limit:,} tokens here: shorten it to {target} or fewer.",
             print_exception=False,
         )
 
@@ -147,7 +148,9 @@ def check(settings: RunSettings, label: str = "") -> None:
     try:
         check_prompt_text(settings.prompt)
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        cpu = LONG_PROMPT_TOKENS["cpu"]
+        also = f" On a CPU prompts are also kept to {cpu:,} tokens (about {cpu * 4:,} characters of English)."
+        raise gr.Error(str(err) + (also if settings.prompt.strip() else ""), print_exception=False) from None
     try:
         settings.configs()
     except ConfigError as err:
@@ -167,7 +170,7 @@ def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
         ids = encode_prompt(target, prompt)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
-    check_prompt_length(ids, target.device.type)
+    check_prompt_length(ids, target.device.type, len(prompt))
     return ids
 
 
@@ -191,19 +194,35 @@ def load_panel_models(*panel) -> None:
     load_models(RunSettings.of(panel))
 
 
-def prepare(settings: RunSettings, progress: gr.Progress | None = None) -> Prepared:
+def prepare(
+    settings: RunSettings, progress: gr.Progress | None = None, stop: Callable[[], bool] | None = None
+) -> Prepared:
     """Validate the settings, load the models, make a fresh drafter and an empty trace.  A cost curve that
-    must be measured first is measured as a job of the shared queue (it times the machine, so it runs alone)."""
+    must be measured first is measured as a job of the shared queue (it times the machine, so it runs alone).
+    ``stop``: whether Stop was pressed; checked after the models load and between the measurement's rounds
+    (``RunStopped``: nothing is kept)."""
     try:
         tree_cfg, decode_cfg = settings.configs()
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
+    stopped = stop or (lambda: False)
     target = load_target(settings.target_spec, progress)
     ids = encoded_prompt(target, settings.prompt)
     drafter = make_drafter(settings.method, settings.drafter_spec, target)
-    report = reporter(progress)
+    shown = reporter(progress)
+
+    def report(line: str) -> None:  # the measurement's progress, between its rounds
+        if stopped():
+            raise RunStopped
+        if shown is not None:
+            shown(line)
+
     on_wait = (lambda ticket: progress(0.0, desc=waiting_line(ticket))) if progress is not None else None
+    if stopped():
+        raise RunStopped
     curve = COMPUTE.run(curve_for_run, target, drafter, tree_cfg, report, priority=STEP, on_wait=on_wait)
+    if stopped():
+        raise RunStopped
     try:
         trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt, prompt_ids=ids, cost_curve=curve)
     except ConfigError as err:

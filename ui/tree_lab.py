@@ -17,7 +17,7 @@ import gradio as gr
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.decode import Replay, replayable, run_settings
-from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_depth_limit, sweep_row
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
 from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
@@ -47,6 +47,8 @@ REROLLS = 200
 AUTO_RUN_LAB_BUDGET = 24
 """The lab's budget N (draft nodes) when it freezes a step of an auto-sized run (the lab builds trees of a
 fixed N; its price chart shows the N the cost rule picks)."""
+LIMIT_NOTE_DEPTH = 8
+"""The frozen step's status line mentions the run's end from a depth limit below this (layers)."""
 SWEEP_VALUES = {
     "budget": (4, 8, 12, 16, 24, 32, 48, 64),
     "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
@@ -175,7 +177,7 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
     """TALON's gate of step ``number``'s tree rebuilt with the run's settings, and a line on whether the
     rebuilt tree is the one the run drew."""
     cfg, _ = run_settings(trace)
-    step, note = _interactive(state.frozen.explore, cfg, state.index, max_depth=step_depth_limit(trace, state.index))
+    step, note = _interactive(state.frozen.explore, cfg, state.index)
     state.last = step
     tok = state.frozen.target.tokenizer
     ran = trace.steps[state.index]
@@ -246,6 +248,24 @@ def status_line(session: Session) -> str:
             if state.trace.tree_config.get("auto")
             else ""
         )
+        + _depth_limit_note(frozen.depth_limit)
+    )
+
+
+def _depth_limit_note(limit: int | None) -> str:
+    """What the run's end allows the lab's trees at a frozen step near it (``limit``: the deepest draft layer,
+    from 1; nothing where it is ``LIMIT_NOTE_DEPTH`` or more, deeper than trees usually grow; a tree it stops
+    says so in its caption)."""
+    if limit is None or limit >= LIMIT_NOTE_DEPTH:
+        return ""
+    if limit < 1:
+        return (
+            " **The run had one new token left here**, so every tree at this step is the root alone: a plain "
+            "step, as the run's was (freeze an earlier step to compare trees)."
+        )
+    return (
+        f" The run had {limit + 1} new tokens left here, so the lab's trees are drafted at most "
+        f"{plural(limit, 'layer')} deep, as the run's were."
     )
 
 

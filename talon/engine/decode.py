@@ -37,7 +37,7 @@ def check_prompt_text(prompt: str) -> None:
     if not isinstance(prompt, str) or not prompt.strip():
         raise ConfigError("The prompt is empty: type a question or pick an example.")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ConfigError(f"The prompt has {len(prompt)} characters; keep it under {MAX_PROMPT_CHARS}.")
+        raise ConfigError(f"The prompt has {len(prompt):,} characters; keep it under {MAX_PROMPT_CHARS:,}.")
 
 
 def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:

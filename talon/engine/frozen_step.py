@@ -71,11 +71,14 @@ def step_context(trace: RunTrace, index: int) -> list[int]:
     return list(trace.prompt_ids) + [t for s in trace.steps[:index] for t in s.committed_ids]
 
 
-def step_depth_limit(trace: RunTrace, index: int) -> int:
-    """The deepest draft the run allowed at step ``index`` (from 0): the new tokens it had left, less the
-    bonus token (``FrozenStep.explore``'s ``max_depth`` to rebuild the run's own tree at its last steps)."""
-    before = sum(len(s.committed_ids) for s in trace.steps[:index])
-    return int(trace.decode_config.get("max_new_tokens", 0)) - before - 1
+def step_depth_limit(trace: RunTrace, index: int) -> int | None:
+    """The deepest draft layer (from 1) the run allowed at step ``index`` (from 0): the new tokens it had
+    left, less the bonus token (0: the step could only be plain); None for a trace that does not say its
+    max new tokens."""
+    limit = trace.decode_config.get("max_new_tokens")
+    if limit is None:
+        return None
+    return int(limit) - sum(len(s.committed_ids) for s in trace.steps[:index]) - 1
 
 
 @dataclass
@@ -122,6 +125,9 @@ class FrozenStep:
         replayed: the run's own state at this step (``talon.engine.decode.replay``): its target caches,
             its drafter (for the run's method: ``hybrid``'s merged one, else the tree methods') and its
             calibration, used instead of prefilling ``context`` (and ``history`` is not needed).
+        depth_limit: the deepest draft layer (from 1) a tree at this step may grow, as the run's loop
+            allowed it (``step_depth_limit``: the new tokens the run had left, less the bonus; 0 makes
+            every tree the root alone, a plain step); None for no limit.
     """
 
     def __init__(
@@ -136,12 +142,14 @@ class FrozenStep:
         cost_curve: CostCurve | None = None,
         history: Sequence[StepRecord] = (),
         replayed: Replayed | None = None,
+        depth_limit: int | None = None,
     ) -> None:
         if len(context) < 2:
             raise ConfigError("The frozen context needs at least two tokens.")
         self.target, self.registry, self.drafter_spec = target, registry, drafter_spec
         self.context = list(context)
         self.temperature, self.seed, self.hybrid_weight = temperature, seed, hybrid_weight
+        self.depth_limit = depth_limit
         self.noise = PositionNoise(seed, target.vocab_size, target.device)
         self._lock = threading.Lock()  # one tree at a time in the shared caches (a user's events may overlap)
         self.curve = cost_curve
@@ -173,7 +181,9 @@ class FrozenStep:
         """Step ``index`` (from 0) of ``trace`` frozen with the run's temperature, seed and hybrid weight: from
         ``replayed``, the run's own state there (``talon.engine.decode.Replay``: its trees at the run's
         settings are the run's), else from its context prefilled in one piece (the same tokens, trees that
-        can differ from the run's in close candidates; at step 0 the run's own)."""
+        can differ from the run's in close candidates; at step 0 the run's own).  Its trees are drafted no
+        deeper than the run's were at that step (``step_depth_limit``: at a run's last steps, the tokens
+        it had left)."""
         context = step_context(trace, index)
         return cls(
             target,
@@ -186,6 +196,7 @@ class FrozenStep:
             CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None,
             trace.steps[:index],
             replayed,
+            step_depth_limit(trace, index),
         )
 
     def rule(self, cfg: TreeConfig, curve: CostCurve | None = None) -> CostRule:
@@ -231,8 +242,7 @@ class FrozenStep:
         """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
         Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``); its price and,
         for an auto tree, its size come from ``curve`` when given (``rule``).  ``max_depth``: the deepest draft
-        layer (from 1) to grow; by default none, so at a run's last steps, where the run drafted no deeper than
-        the tokens it had left (``step_depth_limit``), the tree can be deeper."""
+        layer (from 1) to grow; by default the step's ``depth_limit``."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
@@ -245,7 +255,7 @@ class FrozenStep:
                 self.verifier.features,
                 record_gate=cfg.method in ("talon", "hybrid"),
                 rule=self.rule(cfg, curve),
-                max_depth=max_depth,
+                max_depth=self.depth_limit if max_depth is None else max_depth,
             )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
