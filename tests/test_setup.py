@@ -169,6 +169,9 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         check_compare("static", "talon", *panel())
     with pytest.raises(gr.Error, match=r"^\W?Budget N must be a number"):
         check_run(*panel(budget="many"))
+    with pytest.raises(gr.Error, match=r"^\W?Budget N must be a whole number \(got 2.5\)"):
+        check_run(*panel(budget=2.5))  # was run as N=2 while the slider showed 3
+    check_run(*panel(budget=3.0, seed="7"))
     with pytest.raises(gr.Error, match="no drafter to overlap"):
         check_async(*panel(method="ar"))
     with pytest.raises(gr.Error, match=r"^\W?Prompt B is empty"):

@@ -27,10 +27,17 @@ BUDGET_MAX = 120
 
 
 def _number(value, name: str, kind=float):
+    """``value`` as a ``kind`` (``ConfigError`` naming the field ``name`` for text, or a fraction where it
+    counts something)."""
     try:
-        return kind(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{name} must be a number (got {value!r}).") from None
+    if kind is int:
+        if not number.is_integer():
+            raise ConfigError(f"{name} must be a whole number (got {number:g}).")
+        return int(number)
+    return kind(number)
 
 
 @dataclass(frozen=True)

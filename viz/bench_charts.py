@@ -89,9 +89,10 @@ def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        height=HEIGHT + 40,
-        margin={"l": 50, "r": 10, "t": 70, "b": 40},
-        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.18, "yanchor": "top"},
+        height=HEIGHT + (70 if extra.get("showlegend", True) else 40),
+        margin={"l": 50, "r": 10, "t": 70, "b": 100 if extra.get("showlegend", True) else 70},
+        # the legend at the figure's foot, under the x-axis title (placed on the plot, it sat on the title)
+        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"},
         **extra,
     )
     return fig
@@ -465,6 +466,7 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
             "orientation": "v",
             "x": 1.01,
             "xanchor": "left",
+            "yref": "paper",
             "y": 1.0,
             "yanchor": "top",
             "font": {"size": 11},
