@@ -344,7 +344,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown(
                 "**The lesson of this app.** Two prompts, the same method and settings (above): where the drafter "
                 "is sure (lists, code, math), TALON's gate lets few candidates through and the tree grows deep "
-                "and narrow; on open chat it grows shallow and wide. Both are drawn on one depth and width scale."
+                "and narrow; on open chat it stays shallow: at a fixed N the budget goes to width, and with N = "
+                "auto the tree stays small (a step no tree pays for is a plain one). Both are drawn on one depth "
+                "and width scale."
             )
             pair_a, pair_b = prompts.example_pair()
             with gr.Row():
@@ -370,6 +372,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Column(visible=True) as prompt_results:
                 prompts_df = gr.Dataframe(
                     interactive=False,
+                    wrap=True,  # headers wrap: every column in view at 1024 and 1440 px
                     label="Each prompt's trees",
                     elem_id="prompts-table",
                     headers=["Press Run both prompts to fill this table"],
@@ -632,7 +635,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
     run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")
     run_starts(
-        explore.run_explore, [session, color_mode, *settings], view_out, concurrency_limit=4, concurrency_id="decode"
+        explore.run_explore,
+        [session, color_mode, *settings],
+        view_out,
+        concurrency_limit=4,
+        concurrency_id="decode",
+        show_progress_on=tree_plot,  # not over the step box's or the caption's text
     ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
     # an upload that is not a trace is refused before the panel or the run on show change
@@ -723,7 +731,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
     (
         refused_first(freeze_btn.click, tree_lab.check_freezable, session)(
-            tree_lab.freeze, [session, lab_step, target, drafter], [lab_status, *lab_settings, lab_step]
+            tree_lab.freeze,
+            [session, lab_step, target, drafter],
+            [lab_status, *lab_settings, lab_step],
+            show_progress_on=lab_plot,  # where the tree will be, not over the status line's text
         )
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
@@ -745,7 +756,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
     # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
     refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
-        tree_lab.remeasure, [session, lab_method], price_note, show_progress_on=price_plot
+        tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
     )
     refused_first(sweep_btn.click, tree_lab.check_frozen, session)(
         tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot

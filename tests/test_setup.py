@@ -220,3 +220,19 @@ def test_the_run_handlers_do_the_model_work_and_the_checks_do_not():
 
     assert all(hasattr(f, "__wrapped__") for f in (run_explore, run_prompts, run_compare, run_sync_async))
     assert not any(hasattr(f, "__wrapped__") for f in (check_run, check_prompts, check_compare, check_async))
+
+
+def test_the_price_menu_offers_each_measured_machine_once():
+    """Projections: the newest cost suite of each machine and dtype in docs/bench, each labelled with its
+    machine (repeats of one machine were five entries that differed only in a folder's suffix)."""
+    from ui.shared import machine_label, measured_curves
+
+    curves = measured_curves()
+    labels = [label for label, _ in curves.values()]
+    machines = [label.split(", measured")[0] for label in labels]
+    assert len(machines) == len(set(machines)) >= 3
+    assert any(m.startswith("GPU (NVIDIA H200)") for m in machines)
+    assert "CPU (AMD EPYC), AVX-512, 2 cores, float32" in machines
+    assert machine_label({"device": "cpu", "cpu": "Intel Xeon", "cpu_flags": "avx2 fma", "cpu_count": 4}) == (
+        "CPU (Intel Xeon), AVX2, 4 cores"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import re
@@ -14,6 +15,7 @@ import pytest
 
 from talon.metrics import acceptance_by_depth, acceptance_per_depth, mat
 from talon.trace import RunTrace, StepRecord
+from talon.tree import STOP_COST, DraftTree
 from viz.charts import (
     acceptance_by_depth_chart,
     committed_tokens_chart,
@@ -649,6 +651,22 @@ def test_growth_sentence_reads_the_layers(recorded: RunTrace):
     assert f"gated layers 2–{len(widths)} (μ=0.2): {', '.join(map(str, widths[1:]))} nodes" in text
     gated = growth_sentence(step, {**recorded.tree_config, "topk": 0})
     assert gated.startswith(f"gated root: {widths[0]}")
+    two = dataclasses.replace(step, tree=DraftTree([5, 6, 7, 8], [-1, 0, 0, 1], [0, 1, 1, 2], [0.0] * 4, [0.0] * 4))
+    assert growth_sentence(two, recorded.tree_config).endswith("; gated layer 2 (μ=0.2): 1 node")
+
+
+def test_a_plain_step_of_the_cost_rule_says_what_its_price_holds(recorded: RunTrace):
+    from viz.summary import stop_sentence
+
+    plain = dataclasses.replace(
+        recorded.steps[0], tree=DraftTree.with_root(5), stop=STOP_COST, expected=1.0, price=1.08
+    )
+    text = stop_sentence(plain, {**recorded.tree_config, "auto": True})
+    assert text.startswith("the cost rule made this a plain step")
+    assert text.endswith(
+        "1.00 tokens for 1.08 plain steps (one plain step and the drafter's call that proposed the "
+        "candidates it declined)"
+    )
 
 
 def test_summary_gives_depth_width_and_nodes_per_step(recorded: RunTrace):

@@ -233,21 +233,38 @@ def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
 
 @lru_cache(maxsize=1)
 def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple[str, CostCurve]]:
-    """Every cost suite result under ``docs/bench`` as a curve: directory name -> (a label naming the device
-    and the directory, the curve), newest first."""
-    out = {}
+    """The newest cost suite result under ``docs/bench`` of each machine and dtype, as a curve: directory
+    name -> (a label naming the machine, the dtype, the date and the directory, the curve), newest first
+    (repeated measurements of one machine are in docs/benchmarks.md, not in a menu)."""
+    out, seen = {}, set()
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
         if meta.get("suite") != "cost":
             continue
+        machine, dtype = machine_label(meta), meta.get("dtype") or "float32"
+        if (machine, dtype) in seen:
+            continue
         rows = results.read_cost(directory).to_dict("records")
         if not rows or not any(r.get("component") == "ar" for r in rows):
             continue
+        seen.add((machine, dtype))
         name = Path(directory).name
-        dtype = meta.get("dtype") or "float32"
-        label = f"{meta.get('device', '?')}, {dtype}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
+        label = f"{machine}, {dtype}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
         out[name] = (label, curve_from_cost_rows(rows, meta))
     return out
+
+
+def machine_label(meta: dict) -> str:
+    """The machine a benchmark ran on, from its meta: the GPU, or the CPU with its cores and vector width."""
+    device = str(meta.get("device") or "?")
+    if not device.startswith("cpu"):
+        return device.replace("cuda (", "GPU (", 1)
+    flags = str(meta.get("cpu_flags") or "")
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    cores = meta.get("cpu_count")
+    return ", ".join(
+        part for part in (f"CPU ({meta.get('cpu') or '?'})", isa, f"{cores} cores" if cores else "") if part
+    )
 
 
 # ---- is the machine busy? ----------------------------------------------------------------------------------

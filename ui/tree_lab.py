@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 
 import gradio as gr
+import pandas as pd
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.decode import Replay, replayable, run_settings
@@ -22,7 +23,7 @@ from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
-from viz import lab_charts
+from viz import bench_charts, lab_charts
 from viz.summary import plural, stop_sentence
 from viz.tree_figure import COLOR_MODES, committed_label, tree_figure, visible_text
 
@@ -502,10 +503,26 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
     warning = curve_warning(curve)
-    return (
-        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms, verifying 64 nodes "
-        f"{curve.verify_ratio(64):.2f} plain steps. "
-        + (warning or "It grows with the tree as it should. Draw the price again to use it.")
+    fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
+    cheapest = min(curve.verify, key=lambda point: (point[1], -point[0]))[0]
+    return fig, (
+        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; verifying "
+        f"{cheapest} nodes costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
+        f"{curve.verify_ratio(16):.2f}, 32 nodes {curve.verify_ratio(32):.2f}, 64 nodes {curve.verify_ratio(64):.2f} "
+        "(the chart). A tree pays where the tokens it commits beat its price; N = auto grows each tree while it "
+        "does. " + (warning or "It grows with the tree as it should. Draw the price again to use it.")
+    )
+
+
+def curve_frame(curve: CostCurve) -> pd.DataFrame:
+    """``curve`` as the cost suite's rows (``bench_charts.cost_figure``): per tree size and per frontier
+    width, seconds and the ratio to a plain step."""
+    return pd.DataFrame(
+        [
+            {"component": component, "size": n, "seconds": sec, "ratio": sec / curve.plain, "lm_head_rows": n}
+            for component, points in (("target", curve.verify), ("head", curve.call))
+            for n, sec in points
+        ]
     )
 
 

@@ -500,11 +500,11 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def cost_figure(cost: pd.DataFrame) -> go.Figure:
+def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.Figure:
     """The cost model: verifying a tree of n nodes and one draft-head call over a frontier of w nodes,
     as multiples of one autoregressive step (log-scaled size axis).  A tree pays off when its tokens
-    per step (MAT) exceed its verify + draft cost."""
-    title = "Cost of a step's pieces on this device, in autoregressive steps"
+    per step (MAT) exceed its verify + draft cost.  ``where``: the machine, for the title."""
+    title = f"Cost of a step's pieces {where}, in autoregressive steps"
     if cost is None or cost.empty:
         return _empty(title, "no cost results (python -m talon.bench --suite cost)")
     fig = new_figure()

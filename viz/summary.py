@@ -239,6 +239,8 @@ def growth_sentence(step, tree_config: dict) -> str:
             return first + "; no gated layer below it"
         mu = tree_config.get("mu")
         mu_text = f" (μ={mu:g})" if isinstance(mu, (int, float)) else ""
+        if len(widths) == 2:
+            return first + f"; gated layer 2{mu_text}: {plural(widths[1], 'node')}"
         return first + f"; gated layers 2–{len(widths)}{mu_text}: {_widths(widths[1:])} nodes"
     if method == "eagle2":
         return (
@@ -271,6 +273,8 @@ def stop_sentence(step, tree_config: dict) -> str:
             )
         if step.expected is not None and step.price is not None:
             text += f"; expected {step.expected:.2f} tokens for {step.price:.2f} plain steps"
+            if step.tree.num_drafts == 0 and step.price > 1.0:
+                text += " (one plain step and the drafter's call that proposed the candidates it declined)"
         return text
     if stop == STOP_DEPTH:
         if method == "eagle2":
