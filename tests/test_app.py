@@ -595,7 +595,7 @@ def test_the_price_of_a_tree_against_n_marks_the_pick_and_projects(client):
     _freeze(client, 2, drafter="head")
     plot, note = client.predict("cost-cuda-h100", "talon", 16, 4, 0.1, 5, 4, api_name="/price")
     fig = _figure(plot)
-    assert fig["layout"]["title"]["text"].startswith("Projection: the trees of step 2 priced with cuda")
+    assert fig["layout"]["title"]["text"].startswith("Projection: the trees of step 2 priced with GPU (NVIDIA H100")
     texts = [a["text"] for a in fig["layout"]["annotations"]]
     assert "your N = 16" in texts and any(t.startswith("cost rule") for t in texts)
     committed = next(t for t in fig["data"] if t["name"].startswith("committed by the verifier"))
