@@ -577,6 +577,22 @@ def test_the_reliability_data_bin_the_runs_own_verdicts(client):
     assert "ECE" in raw[0]["name"]
 
 
+def test_the_lab_at_a_runs_last_step_drafts_no_deeper_than_the_run_could(client):
+    """At a run's last step the lab's trees stop where the run's did (the tokens it had left), and the
+    status line says so: before, it drew a 3-layer tree committing past the run's max new tokens."""
+    _run(client, drafter_spec=LAB_DRAFTER, max_new=10)
+    trace = _exported_trace(client)
+    left = 10 - sum(len(s.committed_ids) for s in trace.steps[:-1])
+    status, *_ = _freeze(client, len(trace.steps))
+    said = "one new token left" if left == 1 else f"{left} new tokens left"
+    assert said in status
+    _, caption, _ = _redraw(client, method="chain", gamma=8)  # as deep as it can go
+    layers = int(re.search(r"in (\d+) layers?", caption).group(1))
+    assert layers <= left - 1 and "the run's end" in caption
+    status, *_ = _freeze(client, 1)  # the first step had 10 left: no note, and the chain is 8 deep
+    assert "new tokens left" not in status and "in 8 layers" in _redraw(client, method="chain", gamma=8)[1]
+
+
 def test_the_gate_of_a_step_is_one_click_from_its_tree(client):
     _run(client, drafter_spec=LAB_DRAFTER, max_new=12)
     # the run's own drafter, whatever the Drafter field holds since
