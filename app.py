@@ -496,7 +496,21 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             )
             with gr.Row():
                 method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A")
+                budget_a = gr.Number(
+                    None,
+                    precision=0,
+                    minimum=0,
+                    label="A's Budget N (blank: the panel's; 0 = auto)",
+                    elem_id="compare-budget-a",
+                )
                 method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B")
+                budget_b = gr.Number(
+                    None,
+                    precision=0,
+                    minimum=0,
+                    label="B's Budget N (blank: the panel's; 0 = auto)",
+                    elem_id="compare-budget-b",
+                )
                 repeats = gr.Slider(
                     1,
                     compare.MAX_REPEATS,
@@ -778,16 +792,17 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare_verdict,
         compare_acceptance,
     ]
-    compare_load = [method_a, method_b, *settings]
+    compare_load = [method_a, method_b, budget_a, budget_b, *settings]
     compare_starts = checked_and_loaded(
         compare_btn, compare.check_compare, compare_load, compare.load_compare_models, compare_load
     )
     compare_starts.success(
         compare.run_compare,
-        [session, method_a, method_b, color_mode, repeats, *settings],
+        [session, method_a, method_b, budget_a, budget_b, color_mode, repeats, *settings],
         compare_out,
         concurrency_limit=4,
         concurrency_id="decode",
+        show_progress_on=[compare_table, plot_a, plot_b],  # not over the verdict's and the caption's text
     )
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
     refused_first(step_a.submit, compare.check_compared, session)(

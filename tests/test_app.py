@@ -268,16 +268,32 @@ def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tm
 COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")
 
 
-def _compare(client: Client, method_a: str, method_b: str, repeats: int = 2, **overrides) -> dict:
+def _compare(
+    client: Client, method_a: str, method_b: str, repeats: int = 2, budget_a=None, budget_b=None, **overrides
+) -> dict:
     args = {**RUN_ARGS, "max_new": 16, **overrides}
-    out = client.predict(method_a, method_b, "verdict", repeats, PROMPT, *args.values(), api_name="/run_compare")
+    out = client.predict(
+        method_a, method_b, budget_a, budget_b, "verdict", repeats, PROMPT, *args.values(), api_name="/run_compare"
+    )
     return dict(zip(COMPARE_OUT, out))
+
+
+def test_compare_runs_one_method_at_two_sizes(client):
+    """Which N on this machine, in the app: A at N = auto and B at a fixed N, side by side (each side's N
+    blank takes the panel's)."""
+    out = _compare(client, "talon", "talon", repeats=1, budget_a=0, budget_b=8, drafter_spec="head")
+    names = [row[0] for row in out["table"]["data"]]
+    assert names == ["ar: autoregressive", "A: TALON, N=auto (cap 128)", "B: TALON, N=8"]
+    verdict = out["verdict"]
+    assert "**A (TALON, N=auto (cap 128))**" in verdict and "**B (TALON, N=8)**" in verdict
+    assert "Other settings, both methods" in verdict and "N=16" not in verdict
+    assert _figure(out["b"])["layout"]["title"]["text"].startswith("B: TALON, N=8 · step")
 
 
 def test_compare_aligns_the_two_runs_by_output_position_and_repeats_them(client):
     out = _compare(client, "static", "talon", repeats=2)
     table = out["table"]
-    assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree", "B: TALON"]
+    assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree, N=16", "B: TALON, N=16"]
     column = {h: [row[k] for row in table["data"]] for k, h in enumerate(table["headers"])}
     assert all(s is not None and s > 0 for s in column["speedup over plain decoding (median)"])
     assert column["repetitions"] == [2, 2, 2] and all("–" in s for s in column["spread (low–high)"])

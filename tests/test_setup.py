@@ -158,15 +158,18 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         return [getattr(settings, name) for name in SETTING_NAMES]
 
     check_run(*panel())
-    check_compare("eagle2", "talon", *panel())
+    check_compare("eagle2", "talon", None, None, *panel())
     check_async(*panel())
     check_prompts("a", "b", *panel())
     with pytest.raises(gr.Error, match=r"^\W?The prompt is empty"):
         check_run(*panel(prompt=" \n"))
     with pytest.raises(gr.Error, match=r"^\W?The prompt is empty"):
-        check_compare("static", "talon", *panel(prompt=""))
+        check_compare("static", "talon", None, None, *panel(prompt=""))
     with pytest.raises(gr.Error, match=r"^\W?Method A: A static tree has a fixed size"):
-        check_compare("static", "talon", *panel())
+        check_compare("static", "talon", None, None, *panel())
+    check_compare("static", "talon", 8, None, *panel())  # A's own N: a static tree of 8 beside auto TALON
+    with pytest.raises(gr.Error, match=r"^\W?Method B: Budget N must be a whole number"):
+        check_compare("talon", "talon", 0, 2.5, *panel())
     with pytest.raises(gr.Error, match=r"^\W?Budget N must be a number"):
         check_run(*panel(budget="many"))
     with pytest.raises(gr.Error, match=r"^\W?Budget N must be a whole number \(got 2.5\)"):
@@ -187,7 +190,7 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
     check_prompt_length([0] * 4436, "cuda", 19_825)  # no limit on a GPU
     # a Target folder that is not there, or holds no model, is refused before any load step starts
     with pytest.raises(gr.Error, match=r"^\W?Target model: There is no directory"):
-        check_compare("eagle2", "talon", *panel(target_spec=str(tmp_path / "gone")))
+        check_compare("eagle2", "talon", None, None, *panel(target_spec=str(tmp_path / "gone")))
     with pytest.raises(gr.Error, match=r"^\W?Target model: .* has no config.json"):
         check_async(*panel(target_spec=str(tmp_path)))
 
@@ -203,7 +206,7 @@ def test_the_load_steps_refuse_a_target_that_cannot_load_with_the_fields_message
     assert all(hasattr(f, "__wrapped__") for f in (load_panel_models, load_compare_models))  # model work
     missing = RunSettings(prompt="List three colours.", target_spec=str(tmp_path / "no-such-model"))
     panel = [getattr(missing, name) for name in SETTING_NAMES]
-    for load in (lambda: load_panel_models(*panel), lambda: load_compare_models("chain", "talon", *panel)):
+    for load in (lambda: load_panel_models(*panel), lambda: load_compare_models("chain", "talon", None, None, *panel)):
         with pytest.raises(gr.Error) as refused:
             load()
         assert refused.value.message.startswith("Target model: There is no directory")

@@ -66,7 +66,7 @@ def compare_view(session: Session, position, color_mode):
         numbers.append(step.index + 1)
         start = first_position(trace, step.index)
         title = (
-            f"{label}: {METHOD_NAMES.get(trace.tree_config['method'])} · step {step.index + 1} of "
+            f"{label}: {run_name(trace)} · step {step.index + 1} of "
             f"{len(trace.steps)} · {token_span(start, len(step.committed_ids))}"
         )
         figs.append(tree_figure(step, mode, title=title, max_depth=depth, max_width=width))
@@ -74,7 +74,7 @@ def compare_view(session: Session, position, color_mode):
     caption = f"Output token {position} of {length} (“{token}”): the step of each run that committed it."
     slider = gr.update(minimum=1, maximum=max(length, 2), value=position, interactive=length > 1)
     runs_by_label = {k: traces[k] for k in ("ar", "A", "B") if k in traces and traces[k].steps}
-    names = {k: f"{k}: {METHOD_NAMES.get(t.tree_config['method'])}" for k, t in runs_by_label.items()}
+    names = {k: f"{k}: {run_name(t)}" for k, t in runs_by_label.items()}
     labelled = {names[k]: t for k, t in runs_by_label.items()}
     seconds = repeat_seconds(session)
     table = summary.comparison_table(labelled, {names[k]: seconds.get(k, []) for k in runs_by_label})
@@ -82,6 +82,26 @@ def compare_view(session: Session, position, color_mode):
     adaptation = lab_charts.adaptation_figure(methods)
     acceptance = charts.acceptance_per_depth_chart(methods)
     return slider, figs[0], figs[1], table, caption, adaptation, *numbers, verdict_markdown(session), acceptance
+
+
+SIZED = ("talon", "hybrid", "eagle2", "static")
+"""The methods a Budget N applies to."""
+
+
+def run_name(trace: RunTrace) -> str:
+    """A run's method, with its Budget N where it has one (``TALON, N=auto (cap 128)``): A and B can be one
+    method at two sizes."""
+    cfg = trace.tree_config
+    name = METHOD_NAMES.get(cfg["method"], cfg["method"])
+    return f"{name}, {summary.budget_text(cfg)}" if cfg["method"] in SIZED else name
+
+
+def side_settings(settings: RunSettings, method, budget) -> RunSettings:
+    """The panel's settings for one side of the comparison: its method, and its own Budget N where one is
+    given (None or blank: the panel's)."""
+    if budget is None or (isinstance(budget, str) and not budget.strip()):
+        return settings.but(method=method)
+    return settings.but(method=method, budget=budget)
 
 
 def _token_text(trace: RunTrace, position: int) -> str:
@@ -113,44 +133,51 @@ DEFAULT_METHODS = ("eagle2", "talon")
 the settings panel starts at (a static tree has no "auto" size)."""
 
 
-def check_compare(method_a, method_b, *panel) -> None:
+def check_compare(method_a, method_b, budget_a, budget_b, *panel) -> None:
     """``gr.Error`` before anything runs (or the page changes) if the settings ``panel`` (``SETTING_NAMES``)
-    cannot run with method A or with method B."""
+    cannot run with method A at its Budget N (``budget_a``; blank: the panel's) or with method B at its."""
     settings = RunSettings.of(panel)
-    for label, method in (("A", method_a), ("B", method_b)):
-        check(settings.but(method=method), f"Method {label}: ")
+    for label, method, budget in (("A", method_a, budget_a), ("B", method_b, budget_b)):
+        check(side_settings(settings, method, budget), f"Method {label}: ")
 
 
 @model_work()
-def load_compare_models(method_a, method_b, *panel) -> None:
+def load_compare_models(method_a, method_b, budget_a, budget_b, *panel) -> None:
     """Load the target and both methods' drafters of the settings ``panel`` (``SETTING_NAMES``) before the
     page changes (``load_models``: a model that cannot load leaves the last comparison on show)."""
     load_models(RunSettings.of(panel), (method_a, method_b))
 
 
-def _compare_seconds(session, method_a, method_b, color_mode, repeats, *panel) -> int:
+def _compare_seconds(session, method_a, method_b, budget_a, budget_b, color_mode, repeats, *panel) -> int:
     runs = 3 * max(1, int(repeats or 1))
     return gpu_seconds(RunSettings.of(panel[-len(SETTING_NAMES) :]).max_new, "talon", runs=runs)
 
 
 @model_work(duration=_compare_seconds)
-def run_compare(session: Session, method_a, method_b, color_mode, repeats, progress=gr.Progress(), *panel):
-    """Decode the settings ``panel`` (``SETTING_NAMES``; its method is replaced) autoregressively (for the
+def run_compare(
+    session: Session, method_a, method_b, budget_a, budget_b, color_mode, repeats, progress=gr.Progress(), *panel
+):
+    """Decode the settings ``panel`` (``SETTING_NAMES``; its method is replaced, and its Budget N by
+    ``budget_a`` / ``budget_b`` where given: one method at two sizes compares too) autoregressively (for the
     speedup), with method A and with method B, ``repeats`` times, interleaved (ar, A, B, ar, A, B, ...), so
     a busy spell of the machine hits all three alike; both methods' settings are checked before anything
     runs.  The trees shown are the first repetition's (greedy runs repeat the same trees); the table and
     the verdict use every repetition's wall time."""
-    check_compare(method_a, method_b, *panel)
+    check_compare(method_a, method_b, budget_a, budget_b, *panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
-    runs = (("ar", "ar"), ("A", method_a), ("B", method_b))
+    sides = {
+        "ar": settings.but(method="ar"),
+        "A": side_settings(settings, method_a, budget_a),
+        "B": side_settings(settings, method_b, budget_b),
+    }
     for rep in range(repeats):
-        for k, (label, method) in enumerate(runs):
+        for k, (label, side) in enumerate(sides.items()):
             name = "autoregressive decoding" if label == "ar" else f"method {label}"
-            done = (rep * len(runs) + k) / (repeats * len(runs))  # runs finished, of every run to make
+            done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
             progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
-            prepared = prepare(settings.but(method=method), progress)
+            prepared = prepare(side, progress)
             trace = prepared.run_to_end()
             session.compare["repeats"][label].append(trace)
             if rep == 0:
@@ -167,13 +194,14 @@ def repeat_seconds(session: Session) -> dict[str, list[float]]:
     return {k: [t.seconds for t in v] for k, v in session.compare.get("repeats", {}).items()}
 
 
-def panel_line(trace: RunTrace) -> str:
+def panel_line(trace: RunTrace, budget: bool = True) -> str:
     """The settings a comparison ran with, whatever the method: N (``auto`` with its cap where the cost rule
-    sized ``trace``'s trees), K, μ, depth, γ, temperature, tokens, device."""
+    sized ``trace``'s trees; left out unless ``budget``), K, μ, depth, γ, temperature, tokens, device."""
     cfg, dec = trace.tree_config, trace.decode_config
     temperature = dec.get("temperature") or 0
     return (
-        f"{summary.budget_text(cfg)} · K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
+        (f"{summary.budget_text(cfg)} · " if budget else "")
+        + f"K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
         f"γ={cfg.get('gamma')} · "
         + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
         + f" · max {summary.plural(dec.get('max_new_tokens'), 'new token')} · {trace.device}"
@@ -188,7 +216,7 @@ def verdict_markdown(session: Session) -> str:
     seconds = repeat_seconds(session)
     if not seconds.get("A") or not seconds.get("B"):
         return ""
-    label = {k: f"{k} ({METHOD_NAMES.get(session.compare[k].tree_config['method'])})" for k in ("A", "B")}
+    label = {k: f"{k} ({run_name(session.compare[k])})" for k in ("A", "B")}
     pairs = list(zip(seconds["A"], seconds["B"]))
     ratios = [b / a for a, b in pairs if a > 0]
     n = len(pairs)
@@ -224,6 +252,11 @@ def verdict_markdown(session: Session) -> str:
             "**No clear winner**: the repetitions disagree (B's time ÷ A's: "
             f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
         )
-    lines.append(f"Settings, both methods (each uses those that apply to it): {panel_line(session.compare['B'])}.")
+    a, b = session.compare["A"], session.compare["B"]
+    sizes = {summary.budget_text(t.tree_config) for t in (a, b) if t.tree_config["method"] in SIZED}
+    if len(sizes) > 1:  # each side's N is in its label
+        lines.append(f"Other settings, both methods (each uses those that apply to it): {panel_line(b, budget=False)}.")
+    else:
+        lines.append(f"Settings, both methods (each uses those that apply to it): {panel_line(b)}.")
     busy = busy_note(runs.get("ar", []), [*runs.get("A", []), *runs.get("B", [])])
     return "  \n".join(lines) + (f"\n\n{busy}" if busy else "")
