@@ -133,6 +133,17 @@ if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at impor
     REGISTRY.get(DEFAULT_TARGET)
 
 
+def side_budget(side: str) -> gr.Number:
+    """Compare methods: the Budget N of one side (A or B) of the comparison, blank for the panel's."""
+    return gr.Number(
+        None,
+        precision=0,
+        minimum=0,
+        label=f"{side}'s Budget N (blank: the panel's; 0 = auto)",
+        elem_id=f"compare-budget-{side.lower()}",
+    )
+
+
 def example_label(example: dict) -> str:
     """``category: the first words…`` for an example button."""
     text = " ".join(example["prompt"].split())
@@ -496,21 +507,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             )
             with gr.Row():
                 method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A")
-                budget_a = gr.Number(
-                    None,
-                    precision=0,
-                    minimum=0,
-                    label="A's Budget N (blank: the panel's; 0 = auto)",
-                    elem_id="compare-budget-a",
-                )
+                budget_a = side_budget("A")
                 method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B")
-                budget_b = gr.Number(
-                    None,
-                    precision=0,
-                    minimum=0,
-                    label="B's Budget N (blank: the panel's; 0 = auto)",
-                    elem_id="compare-budget-b",
-                )
+                budget_b = side_budget("B")
                 repeats = gr.Slider(
                     1,
                     compare.MAX_REPEATS,
