@@ -581,8 +581,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "Measured results of the benchmark suites (`python -m talon.bench --suite ...`): every method "
                 "and transformers' own generate / prompt lookup / assisted generation on the same prompts, "
                 "speedups over plain decoding by this app's engine in the same suite run (transformers' "
-                "`generate()` is a peer row, not the reference), and the cost of a step's pieces on this kind "
-                "of machine. Nothing is run here."
+                "`generate()` is a peer row, not the reference), and the cost of a step's pieces on the machine "
+                "each suite ran on. Nothing is run here.  \n**Which N on my hardware?** The `auto-vs-fixed-…` "
+                "results run every fixed N beside N = auto on one kind of machine (the Budget N sweep); on this "
+                "machine, the Tree lab's **Draw the price against N** prices one step's trees with its measured "
+                "cost curve, and **Compare methods** runs TALON at N = auto against a fixed N on your prompt."
             )
             bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
