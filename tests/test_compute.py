@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import gradio as gr
 import pytest
 
 from talon.config import DecodeConfig, TreeConfig
@@ -191,7 +192,6 @@ def test_stop_while_a_run_is_prepared_ends_it_before_its_first_step(target, monk
     monkeypatch.setattr(settings_module, "make_drafter", lambda method, spec, loaded: drafter)
     monkeypatch.setattr(settings_module, "encoded_prompt", lambda loaded, prompt: prompt_ids(3))
     session = Session()
-    stop = session.begin_run()
     rounds: list[str] = []
 
     def progress(share, desc=""):
@@ -200,19 +200,24 @@ def test_stop_while_a_run_is_prepared_ends_it_before_its_first_step(target, monk
             assert session.stop() == "preparing"
 
     panel = RunSettings(prompt="x", method="talon", budget=0, target_spec="tiny", drafter_spec="layers:1")
-    with pytest.raises(RunStopped):
+    with pytest.raises(RunStopped), session.preparing() as stop:
         prepare(panel, progress, stop=stop.is_set)
     assert len(rounds) == 2 and "round 2" in rounds[-1]  # stopped at the next round's start
     assert cached_curve(curve_key(target, drafter)) is None
     assert session.stop() is None  # nothing left to stop
 
-    stop = session.begin_run()
-    assert session.stop() == "preparing"
+    with pytest.raises(gr.Error), session.preparing():  # a refused run: nothing is being prepared after it
+        raise gr.Error("The prompt is empty")
+    assert session.starting is None and session.stop() is None
+
+    with session.preparing() as stop:
+        assert session.stop() == "preparing"
     dec = DecodeConfig(max_new_tokens=20)
     trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(3))
     session.live, session.starting = LiveRun(trace, target, drafter, CFG, dec, queue=ComputeQueue(), stop=stop), None
     session.live.join(30)
     assert session.live.done and trace.steps == [] and trace.stop_reason == "stopped"
+    assert session.stop() is None
 
 
 def test_pause_stops_play_even_with_a_tick_on_its_way(target):

@@ -268,13 +268,13 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     """Start the decode of the settings ``panel`` (``SETTING_NAMES``) and stream its newest step to the
     page, at most ``UPDATE_HZ`` updates a second (each step is a job of the shared queue); when it ends
     (or Stop ends it) draw the summary and charts and open a representative step."""
-    stop = session.begin_run()
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
     settings = RunSettings.of(panel)
     try:
-        prepared = prepare(settings, progress, stop=stop.is_set)
-    except RunStopped:  # the page keeps the run it shows
-        gr.Info(STOPPED_BEFORE_START)
+        with session.preparing() as stop:
+            prepared = prepare(settings, progress, stop=stop.is_set)
+    except RunStopped:
+        gr.Info(STOPPED_BEFORE_START)  # the page keeps the run it shows
         yield (gr.skip(),) * (7 + CHART_COUNT)
         return
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg, stop=stop)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from talon.config import DecodeConfig, TreeConfig
@@ -165,15 +167,22 @@ class Session:
     playing: bool = False
     """Whether Play is stepping through the run (Pause clears it; a timer tick still on its way then stops)."""
     starting: threading.Event | None = None
-    """The stop signal of the run being prepared (``begin_run``), until its ``LiveRun`` takes it over."""
+    """The stop signal of the run being prepared (``preparing``), until its ``LiveRun`` takes it over."""
 
-    def begin_run(self) -> threading.Event:
-        """Stop the run in flight, if any, and return the stop signal of the next one: Stop sets it from now
-        on, while that run's models load and its cost curve is measured (``RunStopped``) and then while it
-        decodes (hand it to its ``LiveRun``)."""
+    @contextmanager
+    def preparing(self) -> Iterator[threading.Event]:
+        """Stop the run in flight, if any, and give the stop signal of the next one while it is prepared:
+        Stop sets it from now on, while that run's models load and its cost curve is measured
+        (``RunStopped``) and then while it decodes (hand it to its ``LiveRun``).  Where the preparation
+        fails or is stopped, nothing is being prepared any more (a later Stop says nothing runs)."""
         self.stop()
-        self.starting = threading.Event()
-        return self.starting
+        stop = self.starting = threading.Event()
+        try:
+            yield stop
+        except BaseException:
+            if self.starting is stop:
+                self.starting = None
+            raise
 
     def stop(self) -> str | None:
         """Stop the run in flight or being prepared, if any: "decoding" or "preparing", else None."""
