@@ -384,6 +384,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 prompts_df = gr.Dataframe(
                     interactive=False,
                     wrap=True,  # headers wrap: every column in view at 1024 and 1440 px
+                    column_widths=["23%", "10%", "8%", "8%", "12%", "9%", "8%", "8%", "6%", "8%"],  # no word split
                     label="Each prompt's trees",
                     elem_id="prompts-table",
                     headers=["Press Run both prompts to fill this table"],
@@ -657,7 +658,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         concurrency_limit=4,
         concurrency_id="decode",
         show_progress_on=tree_plot,  # not over the step box's or the caption's text
-    ).then(lambda: "", None, stop_note, queue=False, api_visibility="private")  # "Stopping..." ends with the run
+    ).then(  # "Stopping..." ends with the run
+        explore.note_after_run, session, stop_note, queue=False, api_visibility="private"
+    )
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
     # an upload that is not a trace is refused before the panel or the run on show change
     upload_starts = upload.upload(explore.check_trace_file, upload, None, api_visibility="private").success

@@ -289,6 +289,21 @@ def test_a_run_made_here_is_frozen_with_the_models_it_was_made_with(run, monkeyp
     assert asked == ["the-run's-target", "typed-since"]
 
 
+def test_at_a_step_with_one_token_left_the_lab_says_there_is_no_price_to_draw_and_no_winner(target, registry, run):
+    """Every tree is the root alone there: the price chart is not drawn (a note says why), and the methods
+    table marks a tie, not four winners."""
+    from ui import tree_lab
+    from ui.session import LabState, Session
+
+    k = len(run.steps) - 1
+    frozen = FrozenStep(target, registry, "layers:1", step_context(run, k), depth_limit=0)
+    session = Session(trace=run, lab=LabState(run, k, frozen))
+    plot, note = tree_lab.price(session, tree_lab.THIS_MACHINE, "talon", 16, 4, 0.1, 5, 4)
+    assert plot is None and note.startswith("The run had one new token left at this step")
+    table = tree_lab.every_method(session, 16, 4, 0.1, 5, 4)
+    assert set(table["best"]) == {"★ tie"} and set(table["draft nodes"].astype(str).str[0]) == {"0"}
+
+
 def test_the_price_note_says_why_the_rule_can_stop_short_of_the_best_n_drawn():
     """The rule grows layer by layer, so its tree can be worth less per price than a bigger N of the chart:
     the note gives both ratios and says why, and says nothing of it when the rule's tree is the best."""

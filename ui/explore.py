@@ -37,9 +37,12 @@ UPDATE_HZ = 2
 at 3, 0.86-0.89 at 2; every step stays on the slider for afterwards."""
 NO_RUN = "No run yet: type a prompt and press Run, or load a saved trace."
 STOPPED_BEFORE_START = (
-    "Stopped before the run's first step (while it was being prepared): the page still shows the run before it. "
-    "A cost curve whose measurement was stopped is not kept; the next N = auto run measures it again."
+    "Stopped before the run's first step (while it was being prepared). A cost curve whose measurement was "
+    "stopped is not kept; the next N = auto run measures it again."
 )
+SHOWN_BEFORE = " The page still shows the run before it."
+STOPPED_NOTE = "Stopped before the run's first step: nothing was decoded."
+"""The note under Stop after a run stopped while it was prepared (it stays until the next run)."""
 END_NOTES = {
     "eos": "the model emitted its end-of-sequence token",
     "max_new_tokens": "the max new tokens limit was reached",
@@ -270,12 +273,14 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     (or Stop ends it) draw the summary and charts and open a representative step."""
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
     settings = RunSettings.of(panel)
+    session.stop_note = ""
     try:
         with session.preparing() as stop:
             prepared = prepare(settings, progress, stop=stop.is_set)
     except RunStopped:
-        gr.Info(STOPPED_BEFORE_START)  # the page keeps the run it shows
-        yield (gr.skip(),) * (7 + CHART_COUNT)
+        session.stop_note = STOPPED_NOTE
+        gr.Info(STOPPED_BEFORE_START + (SHOWN_BEFORE if session.trace is not None else ""))
+        yield (gr.skip(),) * (7 + CHART_COUNT)  # the page keeps the run it shows
         return
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg, stop=stop)
     session.trace, session.live, session.lab, session.starting = prepared.trace, live, None, None
@@ -368,6 +373,11 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
         colour_choices(trace, color_mode),
         *charts_of(trace, session.calibration_prior),
     )
+
+
+def note_after_run(session: Session) -> str:
+    """The note under Stop when a run has ended: empty, unless it was stopped before its first step."""
+    return session.stop_note
 
 
 def stop_run(session: Session) -> str:

@@ -235,8 +235,8 @@ def prompts_caption(runs: dict[str, RunTrace]) -> str:
         gap = stats[winner]["mean_depth"] - stats[other]["mean_depth"]
         head = (
             f"**Prompt {winner} grew deeper trees**: {stats[winner]['mean_depth']:.2f} layers on average against "
-            f"{stats[other]['mean_depth']:.2f} ({gap:.2f} deeper); widest layer {stats[winner]['mean_widest']:.1f} "
-            f"vs {stats[other]['mean_widest']:.1f} nodes."
+            f"{stats[other]['mean_depth']:.2f} ({gap:.2f} layers deeper); widest layer "
+            f"{stats[winner]['mean_widest']:.1f} vs {stats[other]['mean_widest']:.1f} nodes."
         )
     spread = (
         f" Depth varies between the steps of one prompt too (A: {min(a['depths'])}–{max(a['depths'])}, "

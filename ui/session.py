@@ -166,6 +166,8 @@ class Session:
     """The fitted calibration the run's drafter shipped with, if any (the calibration chart starts from it)."""
     playing: bool = False
     """Whether Play is stepping through the run (Pause clears it; a timer tick still on its way then stops)."""
+    stop_note: str = ""
+    """What the note under Stop says once the last run has ended (``explore.note_after_run``)."""
     starting: threading.Event | None = None
     """The stop signal of the run being prepared (``preparing``), until its ``LiveRun`` takes it over."""
 

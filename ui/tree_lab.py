@@ -453,6 +453,11 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     frozen = state.frozen
+    if frozen.depth_limit is not None and frozen.depth_limit < 1:
+        return None, (
+            "The run had one new token left at this step, so every tree here is the root alone (a plain step) "
+            "and its price does not change with N: freeze an earlier step to see which N pays."
+        )
     if curve_key and curve_key != THIS_MACHINE:
         curves = measured_curves()
         if curve_key not in curves:
@@ -506,11 +511,12 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
     cheapest = min(curve.verify, key=lambda point: (point[1], -point[0]))[0]
     return fig, (
-        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; verifying "
-        f"{cheapest} nodes costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
+        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; verifying a tree "
+        f"of {cheapest} nodes (root included) costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
         f"{curve.verify_ratio(16):.2f}, 32 nodes {curve.verify_ratio(32):.2f}, 64 nodes {curve.verify_ratio(64):.2f} "
         "(the chart). A tree pays where the tokens it commits beat its price; N = auto grows each tree while it "
-        "does. " + (warning or "It grows with the tree as it should. Draw the price again to use it.")
+        "does. "
+        + (warning or "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it.")
     )
 
 

@@ -529,7 +529,7 @@ def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.F
             )
         )
     fig.add_hline(
-        y=1.0, line={"dash": "dash", "color": "#555"}, annotation_text="one AR step", annotation_position="top left"
+        y=1.0, line={"dash": "dash", "color": "#555"}, annotation_text="one AR step", annotation_position="bottom right"
     )
     return _layout(
         fig,

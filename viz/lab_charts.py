@@ -105,7 +105,8 @@ def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.
     ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price, in plain decoding steps, or
     None), ``draft_ms`` / ``verify_ms`` (measured here) and optionally ``size_note`` (what the size
     counts, e.g. the chain's γ).  Adds tokens per plain step of price, the column that says which tree
-    would have won at this step, and marks the winner (★; by measured time when no price is known).  A
+    would have won at this step, and marks the winner (★; by measured time when no price is known; ★ tie
+    where several share the best).  A
     row whose value is a string instead of a dict is a method that did not run; the string says why."""
     out = []
     for label, r in rows.items():
@@ -132,8 +133,9 @@ def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.
     scored = [row for row in out if "_score" in row]
     if scored:
         best = max(row["_score"] for row in scored)
+        tied = sum(row["_score"] == best for row in scored) > 1  # e.g. every method a plain step at a run's end
         for row in scored:
-            row["best"] = "★ winner" if row["_score"] == best else ""
+            row["best"] = ("★ tie" if tied else "★ winner") if row["_score"] == best else ""
     for row in scored:
         del row["_score"]
     table = pd.DataFrame(out)
