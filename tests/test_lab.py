@@ -389,3 +389,20 @@ def test_a_run_that_cannot_be_replayed_gives_no_state(target, registry, run):
     assert not again.advance() and not again.finished  # step 2 is not the recorded one
     assert again._loop is None  # released
     assert replay(altered, target, drafter_for("talon", "layers:1", target, registry), 3) is None
+
+
+def test_a_fresh_measurement_is_drawn_and_read_out():
+    """ "Measure this machine again": the curve as the cost chart's rows (every tree size and frontier width
+    in plain steps), and a note with the cheapest tree (a root alone is not one) and 16, 32, 64 nodes."""
+    from ui import tree_lab
+
+    verify = ((1, 0.020), (2, 0.021), (4, 0.0205), (8, 0.024), (16, 0.028), (32, 0.040), (64, 0.062))
+    curve = CostCurve(plain=0.020, verify=verify, call=((1, 0.0012), (8, 0.002)), measured="2026-11-26T15:00")
+    frame = tree_lab.curve_frame(curve)
+    assert list(frame["component"]) == ["target"] * 7 + ["head"] * 2
+    assert frame.set_index(["component", "size"])["ratio"][("target", 32)] == pytest.approx(2.0)
+    note = tree_lab.measured_note(curve)
+    assert "a plain decoding step 20 ms; the cheapest tree, 4 nodes (root included), costs 1.02 plain steps" in note
+    assert "16 nodes 1.40, 32 nodes 2.00, 64 nodes 3.10" in note and "as a reliable curve does" in note
+    busy = CostCurve(plain=0.020, verify=((1, 0.020), (16, 0.040), (32, 0.030)), measured="x")
+    assert "looks unreliable" in tree_lab.measured_note(busy)

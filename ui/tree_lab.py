@@ -507,16 +507,25 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     state = _lab(session)
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
-    warning = curve_warning(curve)
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
-    cheapest = min(curve.verify, key=lambda point: (point[1], -point[0]))[0]
-    return fig, (
-        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; verifying a tree "
-        f"of {cheapest} nodes (root included) costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
+    return fig, measured_note(curve)
+
+
+def measured_note(curve: CostCurve) -> str:
+    """What a fresh measurement of this machine found: the plain step, the cheapest tree and 16, 32, 64
+    nodes in plain steps, and whether the curve looks reliable (``curve_warning``)."""
+    trees = [point for point in curve.verify if point[0] >= 2] or list(curve.verify)  # a root alone is no tree
+    cheapest = min(trees, key=lambda point: (point[1], -point[0]))[0]
+    return (
+        f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; the cheapest tree, "
+        f"{cheapest} nodes (root included), costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
         f"{curve.verify_ratio(16):.2f}, 32 nodes {curve.verify_ratio(32):.2f}, 64 nodes {curve.verify_ratio(64):.2f} "
         "(the chart). A tree pays where the tokens it commits beat its price; N = auto grows each tree while it "
         "does. "
-        + (warning or "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it.")
+        + (
+            curve_warning(curve)
+            or "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it."
+        )
     )
 
 
