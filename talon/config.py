@@ -24,6 +24,8 @@ METHOD_NAMES = {
 """What the pages and charts call each method."""
 
 
+BUDGET_METHODS = ("talon", "hybrid", "eagle2", "static")
+"""Methods whose tree size a Budget N sets (the chain has its length γ; plain decoding no tree)."""
 AUTO_METHODS = ("talon", "hybrid", "eagle2")
 """Methods whose tree size the cost rule can choose (``TreeConfig.auto``)."""
 AUTO_CAP = 128

@@ -297,6 +297,7 @@ def test_at_a_step_with_one_token_left_the_lab_says_there_is_no_price_to_draw_an
 
     k = len(run.steps) - 1
     frozen = FrozenStep(target, registry, "layers:1", step_context(run, k), depth_limit=0)
+    assert frozen.plain_only and not FrozenStep.of_run(target, registry, "layers:1", run, 0).plain_only
     session = Session(trace=run, lab=LabState(run, k, frozen))
     plot, note = tree_lab.price(session, tree_lab.THIS_MACHINE, "talon", 16, 4, 0.1, 5, 4)
     assert plot is None and note.startswith("The run had one new token left at this step")

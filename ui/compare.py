@@ -10,7 +10,7 @@ from itertools import accumulate
 import gradio as gr
 
 from talon import metrics
-from talon.config import METHOD_NAMES
+from talon.config import BUDGET_METHODS, METHOD_NAMES
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure
@@ -84,16 +84,12 @@ def compare_view(session: Session, position, color_mode):
     return slider, figs[0], figs[1], table, caption, adaptation, *numbers, verdict_markdown(session), acceptance
 
 
-SIZED = ("talon", "hybrid", "eagle2", "static")
-"""The methods a Budget N applies to."""
-
-
 def run_name(trace: RunTrace) -> str:
     """A run's method, with its Budget N where it has one (``TALON, N=auto (cap 128)``): A and B can be one
     method at two sizes."""
     cfg = trace.tree_config
     name = METHOD_NAMES.get(cfg["method"], cfg["method"])
-    return f"{name}, {summary.budget_text(cfg)}" if cfg["method"] in SIZED else name
+    return f"{name}, {summary.budget_text(cfg)}" if cfg["method"] in BUDGET_METHODS else name
 
 
 def side_settings(settings: RunSettings, method, budget) -> RunSettings:
@@ -253,7 +249,7 @@ def verdict_markdown(session: Session) -> str:
             f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
         )
     a, b = session.compare["A"], session.compare["B"]
-    sizes = {summary.budget_text(t.tree_config) for t in (a, b) if t.tree_config["method"] in SIZED}
+    sizes = {summary.budget_text(t.tree_config) for t in (a, b) if t.tree_config["method"] in BUDGET_METHODS}
     if len(sizes) > 1:  # each side's N is in its label
         lines.append(f"Other settings, both methods (each uses those that apply to it): {panel_line(b, budget=False)}.")
     else:

@@ -249,17 +249,18 @@ def status_line(session: Session) -> str:
             if state.trace.tree_config.get("auto")
             else ""
         )
-        + _depth_limit_note(frozen.depth_limit)
+        + _depth_limit_note(frozen)
     )
 
 
-def _depth_limit_note(limit: int | None) -> str:
-    """What the run's end allows the lab's trees at a frozen step near it (``limit``: the deepest draft layer,
-    from 1; nothing where it is ``LIMIT_NOTE_DEPTH`` or more, deeper than trees usually grow; a tree it stops
-    says so in its caption)."""
+def _depth_limit_note(frozen: FrozenStep) -> str:
+    """What the run's end allows the lab's trees at a frozen step near it (its ``depth_limit``: the deepest
+    draft layer, from 1; nothing where it is ``LIMIT_NOTE_DEPTH`` or more, deeper than trees usually grow; a
+    tree it stops says so in its caption)."""
+    limit = frozen.depth_limit
     if limit is None or limit >= LIMIT_NOTE_DEPTH:
         return ""
-    if limit < 1:
+    if frozen.plain_only:
         return (
             " **The run had one new token left here**, so every tree at this step is the root alone: a plain "
             "step, as the run's was (freeze an earlier step to compare trees)."
@@ -453,7 +454,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     frozen = state.frozen
-    if frozen.depth_limit is not None and frozen.depth_limit < 1:
+    if frozen.plain_only:
         return None, (
             "The run had one new token left at this step, so every tree here is the root alone (a plain step) "
             "and its price does not change with N: freeze an earlier step to see which N pays."

@@ -87,10 +87,11 @@ def _empty(title: str, note: str) -> go.Figure:
 
 def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
+    legend = extra.get("showlegend", True)  # room at the foot for it
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        height=HEIGHT + (70 if extra.get("showlegend", True) else 40),
-        margin={"l": 50, "r": 10, "t": 70, "b": 100 if extra.get("showlegend", True) else 70},
+        height=HEIGHT + (70 if legend else 40),
+        margin={"l": 50, "r": 10, "t": 70, "b": 100 if legend else 70},
         # the legend at the figure's foot, under the x-axis title (placed on the plot, it sat on the title)
         legend={"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"},
         **extra,

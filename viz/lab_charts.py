@@ -106,8 +106,8 @@ def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.
     None), ``draft_ms`` / ``verify_ms`` (measured here) and optionally ``size_note`` (what the size
     counts, e.g. the chain's γ).  Adds tokens per plain step of price, the column that says which tree
     would have won at this step, and marks the winner (★; by measured time when no price is known; ★ tie
-    where several share the best).  A
-    row whose value is a string instead of a dict is a method that did not run; the string says why."""
+    where several share the best).  A row whose value is a string instead of a dict is a method that did
+    not run; the string says why."""
     out = []
     for label, r in rows.items():
         if isinstance(r, str):

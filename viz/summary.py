@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from talon import metrics
-from talon.config import AUTO_CAP, METHOD_NAMES
+from talon.config import AUTO_CAP, BUDGET_METHODS, METHOD_NAMES
 from talon.trace import RunTrace
 from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_END, STOP_PLAIN, STOP_REASONS
 
@@ -124,7 +124,7 @@ def settings_line(trace: RunTrace) -> str:
     cfg, dec = trace.tree_config, trace.decode_config
     method = cfg.get("method", "?")
     parts = [METHOD_NAMES.get(method, method)]
-    if method in ("talon", "hybrid", "eagle2", "static"):
+    if method in BUDGET_METHODS:
         parts.append(budget_text(cfg))
     if method in ("talon", "hybrid", "eagle2"):
         parts.append(f"K={cfg.get('topk')}")

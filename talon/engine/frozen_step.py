@@ -219,6 +219,11 @@ class FrozenStep:
         return self.curve
 
     @property
+    def plain_only(self) -> bool:
+        """Whether every tree at this step is the root alone (the run had one new token left here)."""
+        return self.depth_limit is not None and self.depth_limit < 1
+
+    @property
     def root(self) -> int:
         return self.context[-1]
 
