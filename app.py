@@ -43,6 +43,13 @@ from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES
 
 COLOR_CHOICES = list(COLOR_MODES)
 COLOR_INFO = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in COLOR_MODES)
+THEME = gr.themes.Default(
+    font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
+)
+"""Gradio's default look with its bundled font's regular and bold faces only: the semibold face Gradio
+serves lacks letters (offline, "TALON" in a heading drew T, L, O and N from a serif fallback around a
+Source Sans A), and without the bold face bold text fell back to another font.  Text at 600 takes the
+bold face."""
 CSS = """
 #tree-plot, #lab-plot, #compare-a, #compare-b, #prompt-a-plot, #prompt-b-plot { min-height: 420px; }
 .tab-nav button, [role="tab"] { padding-left: 9px !important; padding-right: 9px !important; }
@@ -127,20 +134,26 @@ PAGE_JS = """
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
 box) clamps gets a note beside it saying what it was set to; text boxes follow their text's direction."""
+STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
+"""What ``demo.launch`` takes besides host and port."""
 EXAMPLE_LABEL_CHARS = 26
 
 if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
     REGISTRY.get(DEFAULT_TARGET)
 
 
-def side_budget(side: str) -> gr.Number:
-    """Compare methods: the Budget N of one side (A or B) of the comparison, blank for the panel's."""
-    return gr.Number(
-        None,
-        precision=0,
-        minimum=0,
-        label=f"{side}'s Budget N (blank: the panel's; 0 = auto)",
+def side_budget(side: str) -> gr.Textbox:
+    """Compare methods: the Budget N of one side (A or B) of the comparison, blank for the panel's.  A text
+    box, not a number box: a number box shows 0 (auto) when empty, so "blank" could not be seen or left."""
+    return gr.Textbox(
+        "",
+        label=f"{side}'s Budget N",
+        placeholder="panel's",
+        info="blank: the panel's N; 0 or auto; or a number",
+        max_lines=1,
         elem_id=f"compare-budget-{side.lower()}",
+        scale=1,
+        min_width=120,
     )
 
 
@@ -181,9 +194,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 value=DEFAULT_BUDGET,
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
-                info="0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's measured "
-                "cost curve, up to 128 nodes; the first auto run with a model pair measures its curve (20-30 s "
-                "on a 2-core CPU).",
+                info=f"0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's "
+                f"measured cost curve, up to {BUDGET_MAX} nodes (measured on the first auto run: 20-30 s on a "
+                "2-core CPU). 1 or more: every tree spends exactly N nodes, however sure the drafter is.",
                 elem_id="budget",
             )
             with gr.Row():
@@ -507,10 +520,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "The trees are shown at the same output token: the step of each run that committed it."
             )
             with gr.Row():
-                method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A")
+                method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A", scale=3)
                 budget_a = side_budget("A")
-                method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B")
+                method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B", scale=3)
                 budget_b = side_budget("B")
+            with gr.Row():
                 repeats = gr.Slider(
                     1,
                     compare.MAX_REPEATS,
@@ -518,8 +532,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     step=1,
                     label="Repetitions (each: plain, A, B)",
                     elem_id="compare-repeats",
+                    scale=3,
                 )
-                compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run")
+                compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run", scale=1)
             compare_verdict = gr.Markdown(elem_id="compare-verdict")
             compare_table = gr.Dataframe(
                 interactive=False,
@@ -591,11 +606,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
             bench_views = {
-                "methods": gr.Dataframe(interactive=False, label="Methods, pooled over all prompts"),
+                "methods": gr.Dataframe(interactive=False, wrap=True, label="Methods, pooled over all prompts"),
                 "peers": gr.Plot(label="Speedup vs autoregressive"),
-                "categories": gr.Dataframe(interactive=False, label="Per category: MAT and speedup (Table 1 layout)"),
+                "categories": gr.Dataframe(
+                    interactive=False, wrap=True, label="Per category: MAT and speedup (Table 1 layout)"
+                ),
                 "shape": gr.Dataframe(
                     interactive=False,
+                    wrap=True,
                     label="Tree shape by category · expected / realised: committed tokens a step as planned and as "
                     "verified, the miss ± 2 standard errors",
                 ),
@@ -603,10 +621,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "budget_sweep": gr.Plot(label="Budget N sweep"),
                 "mu_sweep": gr.Plot(label="μ sweep"),
                 "topk_sweep": gr.Plot(label="Root width K sweep (K=0: gated root)"),
-                "sources": gr.Dataframe(interactive=False, label="Hybrid drafting vs its sources alone"),
-                "lossless": gr.Dataframe(interactive=False, label="Greedy runs identical to autoregressive"),
+                "sources": gr.Dataframe(interactive=False, wrap=True, label="Hybrid drafting vs its sources alone"),
+                "lossless": gr.Dataframe(interactive=False, wrap=True, label="Greedy runs identical to autoregressive"),
                 "cost": gr.Plot(label="Cost of a step's pieces"),
-                "cost_table": gr.Dataframe(interactive=False, label="Cost suite"),
+                "cost_table": gr.Dataframe(interactive=False, wrap=True, label="Cost suite"),
             }
             bench_outputs = [bench_meta, *(bench_views[name] for name in bench_tab.VIEWS)]
 
@@ -842,6 +860,4 @@ demo.queue(max_size=64, default_concurrency_limit=8)
 
 if __name__ == "__main__":
     preload_default_model()
-    demo.launch(
-        css=CSS, js=PAGE_JS
-    )  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)
+    demo.launch(**STYLE)  # host and port from GRADIO_SERVER_NAME / GRADIO_SERVER_PORT (default 127.0.0.1:7860)

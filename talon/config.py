@@ -195,7 +195,7 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
-            "GPU: N=24 with the paper's K=10, mu=0.03, the fastest fixed N side by side on an H200 (the paper's "
+            "GPU: N=24 with the paper's K=10, μ=0.03, the fastest fixed N side by side on an H200 (the paper's "
             "N=60 ran 5-7 % slower, trees sized by the cost rule 3-8 % slower); verifying 25 nodes costs about "
             "1.33 plain decoding steps there (see the Benchmark tab's cost chart).",
         )
@@ -203,7 +203,7 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
         "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on the 2-core CPUs "
         "we measured, a tree of 25 nodes costs 1.6-2.1 plain decoding steps to verify, so trees stay small, and "
-        "a step no tree pays for is a plain one), K=6, mu=0.1; auto beat the fixed N=24 side by side there "
+        "a step no tree pays for is a plain one), K=6, μ=0.1; auto beat every fixed N side by side there "
         "(docs/benchmarks.md). "
         "Set N to 24 for the fixed-size tree the gate shapes on its own.",
     )

@@ -24,7 +24,6 @@ def launch_app():
         server_port=port,
         prevent_thread_lock=True,
         quiet=True,
-        css=app.CSS,
-        js=app.PAGE_JS,
+        **app.STYLE,
     )
     return app.demo, f"http://127.0.0.1:{port}/"

@@ -263,13 +263,23 @@ def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tm
     with pytest.raises(gr.Error, match=r"This prompt is [\d,]+ tokens .*shorten it to about"):
         check(RunSettings(prompt=long_prompt))
     check(RunSettings(prompt="List three colours."))  # a prompt that fits passes
+    # The two refusals name one length: a prompt over the 20,000-character limit is told the CPU's token
+    # limit in characters of its own text, as one under it but over 2,048 tokens is.
+    sentence = "the cat sat on the mat and looked out of the window. "
+    told = []
+    for repeats in (300, 500):
+        with pytest.raises(gr.Error) as refused:
+            check(RunSettings(prompt="Summarise this: " + sentence * repeats))
+        told.append(int(re.search(r"about ([\d,]+) characters", refused.value.message).group(1).replace(",", "")))
+        assert refused.value.duration is None  # it says what to change: it stays until closed
+    assert abs(told[0] - told[1]) <= 200 and "of this text" in refused.value.message  # both from this text
 
 
 COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")
 
 
 def _compare(
-    client: Client, method_a: str, method_b: str, repeats: int = 2, budget_a=None, budget_b=None, **overrides
+    client: Client, method_a: str, method_b: str, repeats: int = 2, budget_a="", budget_b="", **overrides
 ) -> dict:
     args = {**RUN_ARGS, "max_new": 16, **overrides}
     out = client.predict(
@@ -281,7 +291,7 @@ def _compare(
 def test_compare_runs_one_method_at_two_sizes(client):
     """Which N on this machine, in the app: A at N = auto and B at a fixed N, side by side (each side's N
     blank takes the panel's)."""
-    out = _compare(client, "talon", "talon", repeats=1, budget_a=0, budget_b=8, drafter_spec="head")
+    out = _compare(client, "talon", "talon", repeats=1, budget_a="auto", budget_b="8", drafter_spec="head")
     names = [row[0] for row in out["table"]["data"]]
     assert names == ["ar: autoregressive", "A: TALON, N=auto (cap 128)", "B: TALON, N=8"]
     verdict = out["verdict"]

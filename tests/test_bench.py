@@ -519,11 +519,11 @@ def test_category_table_has_the_papers_layout(frames):
     table = bench_charts.category_table(summary)
     assert list(table["category"]) == [*CATEGORIES, "all"]
     assert list(table.columns[1:]) == [
-        f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2", "TALON") for v in ("MAT", "speedup")
-    ]
+        f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2, N=16", "TALON, N=16") for v in ("MAT", "speedup")
+    ]  # each method named with its N: the tables show fixed and auto-sized trees
     row = table[table["category"] == "HumanEval"].iloc[0]
-    assert row["TALON MAT (T=0)"] == pytest.approx(24 / round(24 / 2.5), abs=0.01)
-    assert row["EAGLE-2 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)
+    assert row["TALON, N=16 MAT (T=0)"] == pytest.approx(24 / round(24 / 2.5), abs=0.01)
+    assert row["EAGLE-2, N=16 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)
 
 
 def test_the_calibration_error_bar_pools_the_per_step_misses():
@@ -556,13 +556,22 @@ def test_tables(frames):
     runs, summary = frames
     tables = bench_charts.tables(runs, summary)
     methods = tables["methods"]
-    assert list(methods["method"]) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
-    assert methods.loc[methods["method"] == "autoregressive", "speedup"].iloc[0] == 1.0
+    # a fixed-N tree method is named with its N; one experiment, so no experiment column (it must fit 1024 px)
+    assert list(methods["method"]) == [
+        "autoregressive",
+        "HF generate",
+        "HF prompt lookup",
+        "HF assisted",
+        "TALON, N=16",
+    ]
+    assert methods.loc[methods["method"] == "autoregressive", "speedup over AR"].iloc[0] == 1.0
+    assert "experiment" not in methods.columns and "δ (drafter calls a step)" in methods.columns
     shape = tables["shape"]
-    assert set(shape["method"]) == {"EAGLE-2", "TALON", "TALON, auto N"} and shape["category"].iloc[-1] == "all"
+    assert set(shape["method"]) == {"EAGLE-2, N=16", "TALON, N=16", "TALON, auto N"}
+    assert shape["category"].iloc[-1] == "all"
     calibrated = shape[shape["method"] == "TALON, auto N"].set_index("category")["expected / realised"]
     assert calibrated["all"].startswith("2.60 / 2.40 (+8% ± ") and calibrated.notna().all()
-    assert shape.loc[shape["method"] == "TALON", "expected / realised"].isna().all()
+    assert shape.loc[shape["method"] == "TALON, N=16", "expected / realised"].isna().all()
     assert shape["nodes per layer"].iloc[0] == "3.0 · 2.0 · 1.0"
     lossless = tables["lossless"]
     assisted = lossless[lossless["method"] == "HF assisted"].iloc[0]
@@ -570,9 +579,11 @@ def test_tables(frames):
     sources = tables["sources"]
     assert list(sources["category"]) == [*CATEGORIES, "all"]
     assert list(sources.columns[1:]) == [
-        f"{m} {v} (T=0)" for m in ("TALON (head)", "TALON (prompt lookup)", "hybrid (head)") for v in ("MAT", "speedup")
+        f"{m}, N=16 {v} (T=0)"
+        for m in ("TALON (head)", "TALON (prompt lookup)", "hybrid (head)")
+        for v in ("MAT", "speedup")
     ]
-    assert sources["hybrid (head) MAT (T=0)"].iloc[-1] == pytest.approx(3.0)
+    assert sources["hybrid (head), N=16 MAT (T=0)"].iloc[-1] == pytest.approx(3.0)
 
 
 def test_figures_draw_every_experiment(frames):
@@ -580,7 +591,7 @@ def test_figures_draw_every_experiment(frames):
     figs = bench_charts.figures(summary)
     assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "topk_sweep", "tree_shape", "cost"}
     (bars,) = figs["peers"].data
-    assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON"]
+    assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON, N=16"]
     budget = figs["budget_sweep"]
     auto = "TALON, auto N: 1.11× the best fixed N (32)"  # summed seconds: 3 x 0.52 against 1.408
     assert {t.name for t in budget.data} == {"EAGLE-2", "TALON", auto} and len(budget.data) == 3 * 3  # 3 panels
@@ -605,8 +616,8 @@ def test_charts_on_results_without_some_experiments(frames):
     assert set(figs) == {"peers", "tree_shape"}  # a quick run: its per-category rows stand in for the table
     assert bench_charts.category_table(peers_only).columns.tolist() == [
         "category",
-        "TALON MAT (T=0)",
-        "TALON speedup (T=0)",
+        "TALON, N=16 MAT (T=0)",
+        "TALON, N=16 speedup (T=0)",
     ]
     empty = summary.iloc[0:0]
     for name, fig in bench_charts.figures(empty).items():
@@ -636,7 +647,7 @@ def test_the_methods_table_counts_runs_equal_to_ar_as_the_lossless_table_does(fr
     runs, summary = frames
     methods = bench_charts.tables(runs, summary)["methods"]
     same = dict(zip(methods["method"], methods["same tokens as AR"]))
-    assert same["HF assisted"] == "2/3" and same["TALON"] == "3/3"  # the fakes: one assisted run differs
+    assert same["HF assisted"] == "2/3" and same["TALON, N=16"] == "3/3"  # the fakes: one assisted run differs
     assert bench_charts._share_of(1.0, 30) == "30/30" and bench_charts._share_of(None, 30) is None
 
 

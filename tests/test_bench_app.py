@@ -36,17 +36,17 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
     assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
     assert str(tmp_path) not in meta  # paths are shown relative, never this machine's absolute path
-    assert [row[1] for row in methods["data"]] == [
+    assert [row[0] for row in methods["data"]] == [
         "autoregressive",
         "HF generate",
         "HF prompt lookup",
         "HF assisted",
-        "TALON",
+        "TALON, N=16",
     ]
-    assert categories["headers"][:3] == ["category", "EAGLE-2 MAT (T=0)", "EAGLE-2 speedup (T=0)"]
+    assert categories["headers"][:3] == ["category", "EAGLE-2, N=16 MAT (T=0)", "EAGLE-2, N=16 speedup (T=0)"]
     assert [row[0] for row in categories["data"]] == [*CATEGORIES, "all"]
     assert shape["data"] and lossless["data"]
-    assert sources["headers"][:3] == ["category", "TALON (head) MAT (T=0)", "TALON (head) speedup (T=0)"]
+    assert sources["headers"][:3] == ["category", "TALON (head), N=16 MAT (T=0)", "TALON (head), N=16 speedup (T=0)"]
     assert {t["name"] for t in _figure(budget)["data"]} == {
         "EAGLE-2",
         "TALON",

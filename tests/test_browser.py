@@ -227,6 +227,7 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
         ("Tree lab", "#sweep-draw", "Freeze a step first", "#sweep-plot"),
         ("Tree lab", "#reroll", "Freeze a step first", "#reroll-plot"),
         ("Explore", "#show-gate", "Nothing to explain yet", "#explore-gate, #gate-note"),
+        ("Explore", "#play", "Nothing to play yet", "#tree-plot, #step-caption"),
         ("Export / load", "#export-json", "Nothing to export yet", "#export-file"),
         ("Compare methods", "#step-a", "Run the comparison first", "#compare-a, #compare-b, #compare-caption"),
     ):
@@ -284,6 +285,15 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     assert page.locator("#more-settings").is_visible()  # the other settings fold into one accordion
     assert not page.locator("#drafter").is_visible()
     page.screenshot(path=str(tmp_path / "first-screen-1024.png"))
+    # The page's text font has its regular and bold faces and no semibold one (Gradio's semibold face lacks
+    # letters, drawn then from a serif fallback): every face declared loads.
+    faces = page.evaluate(
+        "async () => { await document.fonts.ready; const f = [];"
+        " document.fonts.forEach((x) => f.push(`${x.family} ${x.weight} ${x.status}`)); return f; }"
+    )
+    sans = [f for f in faces if f.startswith('"Source Sans Pro"') or f.startswith("Source Sans Pro")]
+    assert sorted(f.split()[-2] for f in sans) == ["400", "700"], faces
+    assert all(f.endswith("loaded") for f in sans), faces
     from ui.shared import DEFAULT_BUDGET
 
     assert page.locator("#budget input[type=number]").input_value() == str(DEFAULT_BUDGET)  # 0 = auto on a CPU
@@ -292,8 +302,8 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     box.fill("500")
     box.press("Enter")
     page.locator("#budget .talon-clamped").wait_for(timeout=10_000)
-    assert "500 is outside 0–120, so it was set to 120" in page.locator("#budget .talon-clamped").inner_text()
-    assert box.input_value() == "120"
+    assert "500 is outside 0–128, so it was set to 128" in page.locator("#budget .talon-clamped").inner_text()
+    assert box.input_value() == "128"
     # Before any run the colours offered are those a run without retrieval can show (no "source" yet).
     assert [t.strip() for t in page.locator("#color-mode label").all_text_contents()] == [
         "verdict",

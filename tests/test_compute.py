@@ -239,3 +239,13 @@ def test_pause_stops_play_even_with_a_tick_on_its_way(target):
     assert not out[-1].active and all(isinstance(x, dict) for x in out[:-1])  # nothing moved
     number, *_, timer = play(session, 6, "verdict")  # Play at the last step starts again from step 1
     assert number == 1 and timer.active
+
+
+def test_play_before_any_run_says_what_to_do(monkeypatch):
+    import ui.explore as explore
+    from ui.session import Session
+
+    told = []
+    monkeypatch.setattr(explore.gr, "Info", told.append)
+    *_, caption, timer = explore.play(Session(), 1, "verdict")
+    assert told == [explore.NOTHING_TO_PLAY] and caption == explore.NO_RUN and not timer.active

@@ -76,6 +76,28 @@ def test_compare_tabs_default_methods_run_at_the_panels_budget(budget):
             assert tree.method == method and tree.auto == (n == 0)
 
 
+@pytest.mark.parametrize(
+    ("typed", "budget", "auto"),
+    [("", 24, False), ("  ", 24, False), (None, 24, False), ("8", 8, False), (" Auto ", 128, True), ("0", 128, True)],
+)
+def test_compare_side_budget_box_blank_is_the_panels_and_auto_is_zero(typed, budget, auto):
+    # What the per-side text box sends: blank keeps the panel's N (24 here), "auto" or 0 the auto position.
+    from ui.compare import side_settings
+    from ui.settings import RunSettings
+
+    tree, _ = side_settings(RunSettings(method="talon", budget=24), "talon", typed).configs()
+    assert (tree.budget, tree.auto) == (budget, auto)
+
+
+def test_compare_side_budget_box_refuses_what_is_not_a_budget():
+    from ui.compare import side_settings
+    from ui.settings import ConfigError, RunSettings
+
+    for typed in ("eight", "2.5", "-1"):
+        with pytest.raises(ConfigError, match="Budget N"):
+            side_settings(RunSettings(method="talon", budget=24), "talon", typed).configs()
+
+
 def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
     from dataclasses import asdict
 
@@ -91,8 +113,8 @@ def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
 
 
 def test_a_loaded_trace_gives_back_settings_its_controls_accept_and_that_run_the_same_way():
-    # An auto run's trace holds the cap (128) as its budget: restored as is, the Budget N slider (0-120)
-    # refused the next Run.  Auto comes back as 0 (auto), a command line's N past the slider at its top.
+    # An auto run's trace holds the cap (128) as its budget: restored as is, the next Run would be a fixed
+    # N=128.  Auto comes back as 0 (auto), a command line's N past the slider at its top.
     from dataclasses import asdict
 
     import gradio as gr

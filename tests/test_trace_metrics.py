@@ -400,6 +400,23 @@ def test_shape_stats_and_the_representative_step() -> None:
     assert representative_step([]) == 0
 
 
+def test_the_representative_step_shows_an_acceptance_where_the_run_usually_makes_one() -> None:
+    # Three one-layer steps: a wide one whose five drafts were all rejected and two narrower ones that
+    # accepted a draft (the run's median).  The typical step is a narrow accepted one, not the widest.
+    wide = DraftTree.with_root(0)
+    for token in (1, 2, 3, 4, 5):
+        wide.add(0, token, -1.0)
+    rejected = make_step(0, wide, [9, 0, 0, 0, 0, 0], 1, 0.0, 0.1, 0.1)
+    accepted = [make_step(k, chain(0, [1, 2]), [1, 3, 0], 1, 0.0, 0.1, 0.1) for k in (1, 3)]
+    pair = DraftTree.with_root(0)
+    pair.add(0, 1, -0.5)
+    pair.add(0, 2, -0.9)
+    narrow = make_step(2, pair, [1, 0, 0], 1, 0.0, 0.1, 0.1)
+    steps = [rejected, accepted[0], narrow, accepted[1]]
+    assert [s.tree.max_depth for s in steps] == [1, 2, 1, 2] and [s.accepted_tokens for s in steps] == [0, 1, 1, 1]
+    assert representative_step(steps) == 2  # depth 1 (lower median), accepted 1 (the run's median), not step 0
+
+
 def test_reliability_bins_every_checked_node_of_the_run() -> None:
     steps = [*hand_steps(), leaf_step()]
     draft = reliability_points(steps, "draft")
@@ -430,3 +447,24 @@ def test_spread_and_the_paired_verdict() -> None:
     assert paired_verdict([1.2, 1.01, 1.1]) == "A narrowly"
     assert paired_verdict([1.02, 1.01]) == "same"
     assert paired_verdict([]) == "unclear"
+
+
+def test_the_noise_a_reroll_expects_follows_its_distribution() -> None:
+    # The note beside the re-roll chart compares the measured total variation with what exact sampling
+    # gives: near 0 for a peaked distribution, larger for a flat one, and close to a simulation.
+    import random
+    from collections import Counter
+
+    from talon.engine.frozen_step import Reroll
+
+    peaked = Reroll(1.0, Counter({0: 200}), [1.0, 0.0, 0.0], {})
+    assert peaked.noise_total_variation == 0.0 and peaked.total_variation == 0.0
+    flat = [0.25] * 4
+    rng = random.Random(0)
+    simulated = []
+    for _ in range(400):
+        counts = Counter(rng.choices(range(4), flat, k=200))
+        simulated.append(Reroll(1.0, counts, flat, {}).total_variation)
+    expected = Reroll(1.0, Counter({0: 200}), flat, {}).noise_total_variation
+    assert expected == pytest.approx(sum(simulated) / len(simulated), rel=0.1)
+    assert 0.0 < Reroll(1.0, Counter({0: 200}), [0.98, 0.02], {}).noise_total_variation < expected / 3

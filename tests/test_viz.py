@@ -819,3 +819,25 @@ def test_a_step_that_commits_part_of_a_character_is_titled_with_its_bytes(record
     assert committed_label(step) == step.committed_text  # a step with text keeps it
     cut = replace(part, committed_ids=part.committed_ids[:1])  # the run's end cut the step: its tokens only
     assert committed_label(cut) == "\\xe3"
+
+
+def test_the_lab_sweep_puts_the_widest_layer_on_its_own_axis_and_labels_the_current_value():
+    # Accepted drafts and depth are a few units, the widest layer up to the budget: on one axis the first
+    # two lay flat on the floor.
+    from viz.lab_charts import sweep_figure
+
+    rows = [{"budget": n, "accepted": min(3, n // 8), "depth": min(4, n // 6), "widest": n // 2} for n in (4, 8, 128)]
+    fig = sweep_figure(rows, "budget", 24)
+    assert [t.yaxis for t in fig.data] == ["y", "y", "y2"]
+    assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
+    assert [a.text for a in fig.layout.annotations] == ["now: 24"]
+    assert list(fig.data[2].x) == [4, 8, 128]
+
+
+def test_the_reroll_chart_keeps_digit_tokens_as_categories_and_tells_alike_tokens_apart():
+    from viz.lab_charts import reroll_figure
+
+    texts = {0: "7", 1: "2", 2: "x", 3: "x"}
+    fig = reroll_figure({0: 180, 1: 20}, [0.9, 0.08, 0.01, 0.01], texts.get)
+    assert fig.layout.xaxis.type == "category"
+    assert list(fig.data[0].x) == ["7", "2", "x (2)", "x (3)"]

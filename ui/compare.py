@@ -94,9 +94,11 @@ def run_name(trace: RunTrace) -> str:
 
 def side_settings(settings: RunSettings, method, budget) -> RunSettings:
     """The panel's settings for one side of the comparison: its method, and its own Budget N where one is
-    given (None or blank: the panel's)."""
+    given (None or blank: the panel's; "auto" is 0, the auto position)."""
     if budget is None or (isinstance(budget, str) and not budget.strip()):
         return settings.but(method=method)
+    if isinstance(budget, str) and budget.strip().lower() == "auto":
+        budget = 0
     return settings.but(method=method, budget=budget)
 
 

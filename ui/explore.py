@@ -404,10 +404,14 @@ def _play_frame(session: Session, number: int, color_mode: str, timer_active: bo
     return number, fig, text, table, cap, gr.Timer(active=timer_active)
 
 
+NOTHING_TO_PLAY = "Nothing to play yet: press Run (or load a saved trace in Export / load), then Play."
+
+
 def play(session: Session, number, color_mode):
     """Start playing from the step on show, or from step 1 when it is the last one."""
     trace = session.trace
     if trace is None or not trace.steps:
+        gr.Info(NOTHING_TO_PLAY)
         return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, gr.Timer(active=False)
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
             depth[example["category"]].append(step.tree.max_depth)
             widest[example["category"]].append(step.tree.widest_layer)
     print(
-        f"TALON N={tree.budget} K={tree.topk} mu={tree.mu:g}, drafter {DEFAULT_DRAFTER}, "
+        f"TALON N={tree.budget} K={tree.topk} μ={tree.mu:g}, drafter {DEFAULT_DRAFTER}, "
         f"{args.max_new_tokens} new tokens, greedy"
     )
     print("| category | steps | mean depth | mean widest layer |\n| --- | --- | --- | --- |")

@@ -8,7 +8,7 @@ import gradio as gr
 
 from talon.models.presets import PRESET_BY_NAME, problems_here
 
-NO_PRESET = "None (use the target and drafter fields)"
+NO_PRESET = "None: use the fields"
 PRESET_CHOICES = [NO_PRESET, *PRESET_BY_NAME]
 PRESET_INFO = (
     "Targets with the EAGLE-3 draft heads trained for them, from the Hugging Face Hub: the TALON "

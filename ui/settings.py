@@ -12,7 +12,7 @@ import gradio as gr
 from talon.config import AUTO_CAP, AUTO_METHODS, ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
 from talon.engine.cost_measure import curve_for_run
-from talon.engine.decode import check_prompt_text, encode_prompt, new_trace
+from talon.engine.decode import MAX_PROMPT_CHARS, check_prompt_text, encode_prompt, new_trace
 from talon.models.loaded import LoadedModel
 from talon.models.loading import spec_problem
 from talon.trace import RunTrace
@@ -22,8 +22,9 @@ from .progress_bar import reporter
 from .session import RunStopped, run_stepwise
 from .shared import load_target, loaded_target, make_drafter, target_refusal, target_spec
 
-BUDGET_MAX = 120
-"""The Budget N sliders' top (draft nodes; the run's auto cap, ``AUTO_CAP``, can be higher)."""
+BUDGET_MAX = AUTO_CAP
+"""The Budget N sliders' top (draft nodes): the auto cap, so a fixed N reaches every size an auto tree can
+and the sliders, the auto cap and the price chart (to 128) agree."""
 
 
 def _number(value, name: str, kind=float):
@@ -131,19 +132,40 @@ to all of them, so a longer prompt would keep a classroom waiting for minutes (a
 below the model's context)."""
 
 
+def characters_for(tokens: int, ids: int, chars: int) -> str:
+    """ "about N characters": what ``tokens`` tokens come to at a prompt's own characters per token (``chars``
+    characters made ``ids`` tokens), rounded down to hundreds."""
+    return f"about {int(tokens * chars / ids) // 100 * 100:,} characters"
+
+
 def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = None) -> None:
     """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``);
     ``chars``: the prompt's length in characters, for the message's "shorten it to" (its own characters
-    per token)."""
+    per token).  The message stays until closed: it says what to change."""
     limit = LONG_PROMPT_TOKENS.get(device_kind)
     if limit is not None and len(ids) > limit:
         size = f"{len(ids):,} tokens" + (f" ({chars:,} characters)" if chars else "")
-        target = f"about {int(limit * chars / len(ids)) // 100 * 100:,} characters" if chars else f"{limit:,} tokens"
+        target = characters_for(limit, len(ids), chars) if chars else f"{limit:,} tokens"
         raise gr.Error(
             f"This prompt is {size}. On this {device_kind.upper()} reading it and then decoding at that length "
             f"would take minutes, so prompts are kept to {limit:,} tokens here: shorten it to {target} or fewer.",
+            duration=None,
             print_exception=False,
         )
+
+
+def _too_long_note(prompt: str, target: LoadedModel | None) -> str:
+    """What a prompt over ``MAX_PROMPT_CHARS`` is told about the CPU's token limit: in characters of this
+    prompt's own text where the target is loaded to count them (as ``check_prompt_length`` says it), else of
+    English (about 4 a token)."""
+    cpu = LONG_PROMPT_TOKENS["cpu"]
+    if target is not None:
+        sample = prompt[:MAX_PROMPT_CHARS]
+        ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"])
+        if ids:
+            about = characters_for(cpu, ids, len(sample))
+            return f" On a CPU prompts are also kept to {cpu:,} tokens, {about} of this text."
+    return f" On a CPU prompts are also kept to {cpu:,} tokens (about {cpu * 4:,} characters of English)."
 
 
 def check(settings: RunSettings, label: str = "") -> None:
@@ -155,9 +177,10 @@ def check(settings: RunSettings, label: str = "") -> None:
     try:
         check_prompt_text(settings.prompt)
     except ConfigError as err:
-        cpu = LONG_PROMPT_TOKENS["cpu"]
-        also = f" On a CPU prompts are also kept to {cpu:,} tokens (about {cpu * 4:,} characters of English)."
-        raise gr.Error(str(err) + (also if settings.prompt.strip() else ""), print_exception=False) from None
+        if not settings.prompt.strip():
+            raise gr.Error(str(err), print_exception=False) from None
+        also = _too_long_note(settings.prompt, loaded_target(settings.target_spec))
+        raise gr.Error(str(err) + also, duration=None, print_exception=False) from None
     try:
         settings.configs()
     except ConfigError as err:

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         app_rate, bench_rate = app_tokens / app_seconds, bench_tokens / bench_seconds
         print(
-            f"{len(prompts)} prompts, {tree.method} N={tree.budget} K={tree.topk} mu={tree.mu:g}, drafter "
+            f"{len(prompts)} prompts, {tree.method} N={tree.budget} K={tree.topk} μ={tree.mu:g}, drafter "
             f"{DEFAULT_DRAFTER}: app {app_rate:.1f} tok/s, bench {bench_rate:.1f} tok/s, "
             f"ratio {app_rate / bench_rate:.2f}"
         )

@@ -10,7 +10,6 @@ per tree, which take turns with other users' decodes."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import gradio as gr
@@ -51,7 +50,7 @@ fixed N; its price chart shows the N the cost rule picks)."""
 LIMIT_NOTE_DEPTH = 8
 """The frozen step's status line mentions the run's end from a depth limit below this (layers)."""
 SWEEP_VALUES = {
-    "budget": (4, 8, 12, 16, 24, 32, 48, 64),
+    "budget": (4, 8, 12, 16, 24, 32, 48, 64, 96, 128),
     "mu": (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
     "topk": (0, 1, 2, 4, 6, 8, 10, 16),
 }
@@ -608,6 +607,6 @@ def reroll(session: Session):
         (
             f"{note}{REROLLS} re-rolls; total variation from the target's distribution "
             f"{rolled.total_variation:.3f} (sampling noise alone gives about "
-            f"{math.sqrt(8 / REROLLS):.2f} here)."
+            f"{rolled.noise_total_variation:.3f} for this distribution and {rolled.rolls} draws)."
         ),
     )

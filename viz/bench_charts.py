@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from talon.bench.suites import AUTO_SUFFIX, TREE_METHODS, is_auto, split_method
-from talon.config import METHOD_NAMES
+from talon.config import BUDGET_METHODS, METHOD_NAMES
 
 from .style import CATEGORY_COLORS, TEMPLATE, new_figure
 
@@ -169,15 +169,43 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
 
 
 # ---- tables -----------------------------------------------------------------------------------------
+def row_label(row) -> str:
+    """``label`` of a summary row's method, with the fixed Budget N of a method a budget sizes ("TALON,
+    N=24"; an auto-sized one says "auto N" already)."""
+    name = label(row.method)
+    budget = getattr(row, "budget", None)
+    sized = split_method(row.method)[0] in BUDGET_METHODS and not is_auto(row.method)
+    return f"{name}, N={int(budget)}" if sized and budget is not None and not pd.isna(budget) else name
+
+
+METHODS_COLUMNS = {
+    "experiment": "experiment",
+    "method": "method",
+    "temperature": "temp.",
+    "prompts": "prompts",
+    "MAT": "MAT",
+    "delta": "δ (drafter calls a step)",
+    "tokens/s": "tokens/s",
+    "speedup": "speedup over AR",
+    "draft share": "draft share of time",
+    "same tokens as AR": "same tokens as AR",
+    "mean depth": "mean depth",
+    "mean nodes": "mean nodes",
+}
+"""The methods table's columns: key -> header (the app's names: δ, not "delta")."""
+
+
 def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Every method of the method-comparison experiments (kind ``methods``) pooled over all prompts:
-    MAT, delta, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape."""
+    MAT, δ, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape.  The
+    experiment column is left out where every row is of one experiment (the table must fit a 1024 px
+    page)."""
     rows = _rows(summary, ("methods",))
     out = [
         {
             "experiment": r.experiment,
-            "method": label(r.method),
-            "T": _num(r.temperature, 2),
+            "method": row_label(r),
+            "temperature": _num(r.temperature, 2),
             "prompts": int(r.prompts),
             "MAT": _num(r.MAT),
             "delta": _num(r.delta),
@@ -190,23 +218,10 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
         }
         for r in rows.itertuples()
     ]
-    return pd.DataFrame(
-        out,
-        columns=[
-            "experiment",
-            "method",
-            "T",
-            "prompts",
-            "MAT",
-            "delta",
-            "tokens/s",
-            "speedup",
-            "draft share",
-            "same tokens as AR",
-            "mean depth",
-            "mean nodes",
-        ],
-    )
+    table = pd.DataFrame(out, columns=list(METHODS_COLUMNS))
+    if table["experiment"].nunique() <= 1:
+        table = table.drop(columns="experiment")
+    return table.rename(columns=METHODS_COLUMNS)
 
 
 def _share_of(share, prompts) -> str | None:
@@ -234,6 +249,7 @@ def category_table(
     temps = sorted(rows["temperature"].unique())
     cats = [c for c in dict.fromkeys(rows["category"]) if c != ALL] + [ALL]
     present = [m for m in methods if m in set(rows["method"])]
+    names = {m: row_label(next(rows[rows["method"] == m].itertuples())) for m in present}
     out = []
     for cat in cats:
         line = {"category": cat}
@@ -241,18 +257,18 @@ def category_table(
             for m in present:
                 hit = rows[(rows["category"] == cat) & (rows["temperature"] == t) & (rows["method"] == m)]
                 r = hit.iloc[0] if not hit.empty else None
-                line[f"{label(m)} MAT ({_t(t)})"] = None if r is None else _num(r["MAT"])
-                line[f"{label(m)} speedup ({_t(t)})"] = None if r is None else _num(r["speedup"])
+                line[f"{names[m]} MAT ({_t(t)})"] = None if r is None else _num(r["MAT"])
+                line[f"{names[m]} speedup ({_t(t)})"] = None if r is None else _num(r["speedup"])
         out.append(line)
     return pd.DataFrame(out)
 
 
-SHAPE_COLUMNS = ["category", "method", "mean depth", "mean nodes", "delta", "expected / realised", "nodes per layer"]
+SHAPE_COLUMNS = ["category", "method", "mean depth", "mean nodes", "δ", "expected / realised", "nodes per layer"]
 
 
 def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Tree shape by category and tree method, auto-sized ones included (greedy runs): mean depth
-    reached, mean draft nodes, drafter forwards per step (delta), the calibration (expected against
+    reached, mean draft nodes, drafter forwards per step (δ), the calibration (expected against
     realised committed tokens per step, ``calibration``) and mean nodes per layer from depth 1 down."""
     rows = _rows(summary, ("categories", "methods"), category=None)
     if not rows.empty:
@@ -262,10 +278,10 @@ def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
     out = [
         {
             "category": r.category,
-            "method": label(r.method),
+            "method": row_label(r),
             "mean depth": _num(r.mean_depth),
             "mean nodes": _num(r.mean_tree_nodes, 1),
-            "delta": _num(r.delta),
+            "δ": _num(r.delta),
             "expected / realised": calibration(r._asdict()),
             "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or [])),
         }
@@ -336,7 +352,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
         return _empty(title, "no method comparison in these results")
     last = rows["experiment"].iloc[-1]
     rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
-    x = [label(m) for m in rows["method"]]
+    x = [row_label(r) for r in rows.itertuples()]
     bars = go.Bar(
         x=x,
         y=rows["speedup"],
@@ -345,7 +361,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
         textposition="outside",
         cliponaxis=False,
         customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
-        hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, delta %{customdata[1]:.2f}, "
+        hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, δ %{customdata[1]:.2f}, "
         "%{customdata[2]:.1f} tokens/s<extra></extra>",
     )
     fig = new_figure().add_trace(bars)

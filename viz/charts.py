@@ -157,12 +157,15 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 x=depths,
                 y=[r["rate"] for r in rows],
                 name=f"{prefix}accepted at d ÷ reached d",
-                marker_color=color,
-                opacity=0.85 if single else 0.6,
+                marker={"color": color, "opacity": 0.85 if single else 0.6},  # the bar's, not its label's
                 customdata=custom,
                 text=[f"{r['rate']:.0%}" if r["rate"] is not None else "" for r in rows] if deepest <= 15 else None,
-                textposition="outside",
-                cliponaxis=False,
+                # at the bar's foot, inside it: above the bar the line's markers, at the rates given d−1, ran
+                # through the labels
+                textposition="inside",
+                insidetextanchor="start",
+                textangle=0,
+                textfont={"color": "#263238", "size": 11},
                 hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees that reached it)"
                 f"<extra>{label}</extra>",
             )

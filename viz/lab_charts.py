@@ -29,14 +29,14 @@ TokenText = Callable[[int], str]
 
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
-    fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        height=height,
-        margin={"l": 55, "r": 15, "t": 60, "b": 100},
+    layout = {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 55, "r": 15, "t": 60, "b": 100},
         # below the x axis's title, not beside it (at -0.24 a two-run legend ran into the title)
-        legend={"orientation": "h", "x": 0.0, "y": -0.34, "yanchor": "top"},
-        **extra,
-    )
+        "legend": {"orientation": "h", "x": 0.0, "y": -0.34, "yanchor": "top"},
+    }
+    fig.update_layout(**{**layout, **extra})
     return fig
 
 
@@ -257,33 +257,48 @@ SWEEP_TITLE_NOTES = {"topk": " (K=0: the gate picks the root's children too)"}
 
 
 def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None) -> go.Figure:
-    """Accepted drafts, depth reached and widest layer at the frozen step against ``field`` (``budget``,
-    ``mu`` on a log scale, or ``topk``); a dotted line at the current value."""
+    """Accepted drafts and depth reached (left axis, 0 to a few) and the widest layer (right axis, up to
+    the budget) at the frozen step against ``field`` (``budget``, ``mu`` on a log scale, or ``topk``); a
+    dotted line, labelled, at the current value."""
     name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
-    for key, label, color in (
-        ("accepted", "accepted drafts", "#2E9E44"),
-        ("depth", "depth reached", "#4C78A8"),
-        ("widest", "widest layer", "#F58518"),
+    for key, label, color, axis in (
+        ("accepted", "accepted drafts", "#2E9E44", "y"),
+        ("depth", "depth reached (layers)", "#4C78A8", "y"),
+        ("widest", "widest layer (nodes, right axis)", "#F58518", "y2"),
     ):
         fig.add_trace(
             go.Scatter(
                 x=[r[field] for r in rows],
                 y=[r[key] for r in rows],
+                yaxis=axis,
                 mode="lines+markers",
                 name=label,
-                line={"color": color},
+                line={"color": color, "dash": "dash" if axis == "y2" else "solid"},
                 hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>",
             )
         )
     if current is not None:
-        fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
+        fig.add_vline(
+            x=current,
+            line={"dash": "dot", "color": "#555"},
+            annotation={"text": f"now: {current:g}", "font": {"size": 11, "color": "#555"}},
+            annotation_position="top",
+        )
     return _layout(
         fig,
         f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}",
         height=340,
         xaxis={"title": {"text": name}, "type": "log" if field == "mu" else "linear"},
-        yaxis={"title": {"text": "nodes / layers"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1},
+        yaxis2={
+            "title": {"text": "widest layer (nodes)", "font": {"color": "#F58518"}},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        },
+        margin={"l": 55, "r": 60, "t": 60, "b": 100},
     )
 
 
@@ -326,6 +341,8 @@ def reroll_figure(
         set(counts) | set(sorted(range(len(target)), key=lambda t: -target[t])[:top]), key=lambda t: -target[t]
     )[:top]
     labels = [visible_text(token_text(t), 16) for t in tokens]
+    # Tokens that read alike get their ids, so that no two bars share a place on the (categorical) axis.
+    labels = [f"{text} ({t})" if labels.count(text) > 1 else text for text, t in zip(labels, tokens)]
     fig = make_subplots(rows=1, cols=1)
     fig.add_trace(
         go.Bar(
@@ -341,6 +358,8 @@ def reroll_figure(
         f"First token after the root: {rolls} verifications of this tree vs the target",
         height=340,
         barmode="group",
+        # categorical: tokens such as "7" or "2" would otherwise make a numeric axis with ticks between them
+        xaxis={"type": "category", "title": {"text": "first token"}},
         yaxis={"title": {"text": "probability"}, "rangemode": "tozero"},
     )
 

@@ -212,7 +212,14 @@ def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
     head = f"**{settings_line(trace)}**"
     table = "| metric | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
     acceptance = acceptance_markdown(trace)
-    return head + "\n\n" + table + ("\n\n" + acceptance if acceptance else "")
+    return head + "\n\n" + table + "\n\n" + ONE_RUN_SPEED + ("\n\n" + acceptance if acceptance else "")
+
+
+ONE_RUN_SPEED = (
+    "*One run's tokens/s is one measurement: identical runs on a shared machine can differ by a third. "
+    "**Compare methods** repeats and interleaves runs to measure a speedup.*"
+)
+"""Said under every run's summary, beside its tokens/s."""
 
 
 # ---- why each tree looks the way it does ------------------------------------------------------------------

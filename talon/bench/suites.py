@@ -245,7 +245,7 @@ def _paper() -> Suite:
     return Suite(
         "paper",
         "TALON's experiments at our scale: per-category EAGLE-2 vs TALON at equal N and T=0/1 "
-        "(Table 1 / Table 3 layout), the N, mu and root-width K sweeps, and the transformers peers.",
+        "(Table 1 / Table 3 layout), the N, μ and root-width K sweeps, and the transformers peers.",
         (
             Experiment(
                 "categories",
@@ -272,7 +272,7 @@ def _paper() -> Suite:
                 ("ar", "talon"),
                 values=(0.005, 0.01, 0.03, 0.1, 0.3),
                 max_new_tokens=64,
-                description="TALON's confidence gate mu at the device's default N.",
+                description="TALON's confidence gate μ at the device's default N.",
             ),
             Experiment(
                 "topk_sweep",
@@ -314,9 +314,9 @@ paper's N=60 and past it (the H100's cost curve was flat from 32 to 64 nodes).""
 def _head() -> Suite:
     return Suite(
         "head",
-        "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, mu=0.03, greedy, "
+        "The draft head's bar: TALON over the trained head at the paper's N=60, K=10, μ=0.03, greedy, "
         "on every example prompt and a held-out sample of MT-Bench and HumanEval (MAT per category); "
-        "then auto-sized trees against every fixed N at the device's K and mu.",
+        "then auto-sized trees against every fixed N at the device's K and μ.",
         (
             Experiment(
                 "head_bar",
@@ -325,7 +325,7 @@ def _head() -> Suite:
                 ("ar", "talon", "talon+auto"),
                 TreeParams(budget=60, topk=10, mu=0.03),
                 max_new_tokens=64,
-                description="TALON N=60, K=10, mu=0.03 with the trained head vs autoregressive, by category, "
+                description="TALON N=60, K=10, μ=0.03 with the trained head vs autoregressive, by category, "
                 "and the same policy auto-sized by the cost rule (cap 128).",
             ),
             Experiment(
@@ -335,7 +335,7 @@ def _head() -> Suite:
                 ("ar", "talon", "talon+auto"),
                 values=FIXED_BUDGETS,
                 max_new_tokens=64,
-                description="Which N on this device: TALON at the device's K and mu with each fixed budget N, "
+                description="Which N on this device: TALON at the device's K and μ with each fixed budget N, "
                 "against the same policy auto-sized by the cost rule (cap 128, run once a prompt), interleaved.",
             ),
         ),

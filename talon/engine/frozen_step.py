@@ -19,6 +19,7 @@ Everything the lab shows comes from here (the UI does no tensor maths): a rebuil
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -106,6 +107,17 @@ class Reroll:
         """Between the first tokens' frequencies and ``target``."""
         n = self.rolls
         return 0.5 * sum(abs(self.counts.get(t, 0) / n - p) for t, p in enumerate(self.target))
+
+    @property
+    def noise_total_variation(self) -> float:
+        """The total variation that sampling noise alone gives, on average, between ``rolls`` exact draws
+        from ``target`` and ``target``: half the sum over tokens of E|frequency - p|, each taken as the
+        mean absolute deviation of a normal of variance p (1 - p) / rolls.  A peaked distribution gives
+        little (all mass on one token: 0), a flat one more."""
+        n = self.rolls
+        if not n:
+            return 0.0
+        return 0.5 * sum(math.sqrt(2.0 * p * (1.0 - p) / (math.pi * n)) for p in self.target if 0.0 < p < 1.0)
 
 
 class FrozenStep:
