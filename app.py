@@ -130,10 +130,19 @@ PAGE_JS = """
   autoDirection(document);
   new MutationObserver((changes) => changes.forEach((c) => c.addedNodes.forEach(autoDirection)))
     .observe(document.body, { childList: true, subtree: true });
+  // The tabs sit below the prompt, the examples and the settings: at 1024x768 a tab clicked there showed
+  // only its first line.  A tab clicked in the lower half of the window brings its bar to the top.
+  document.addEventListener('click', (event) => {
+    const tab = event.target.closest?.('[role=tab]');
+    const bar = tab?.closest('[role=tablist]');
+    if (!bar || bar.getBoundingClientRect().top < window.innerHeight / 2) return;
+    setTimeout(() => bar.scrollIntoView({ block: 'start', behavior: 'instant' }), 0);
+  });
 }
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
-box) clamps gets a note beside it saying what it was set to; text boxes follow their text's direction."""
+box) clamps gets a note beside it saying what it was set to; text boxes follow their text's direction; a
+tab clicked low in the window scrolls its tab bar to the top."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
 EXAMPLE_LABEL_CHARS = 26

@@ -425,7 +425,11 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     gated = client.predict(16, 0, 0.03, 5, 4, api_name="/every_method")  # K=0: EAGLE-2 cannot run, and says so
     assert [row[0] for row in gated["data"]][1].startswith("EAGLE-2: needs root width K >= 1")  # in its place
     sweep = client.predict("mu", "talon", 16, 6, 0.03, 5, 4, api_name="/sweep")
-    assert {t["name"] for t in _figure(sweep)["data"]} == {"accepted drafts", "depth reached", "widest layer"}
+    assert {t["name"] for t in _figure(sweep)["data"]} == {
+        "accepted drafts",
+        "depth reached (layers)",
+        "widest layer (nodes, right axis)",
+    }
     for k in (6, 0):  # EAGLE-2 needs K >= 1: its K sweep starts there, also with the slider at K=0
         roots = _figure(client.predict("topk", "eagle2", 16, k, 0.03, 5, 4, api_name="/sweep"))
         assert roots["data"][0]["x"][0] == 1

@@ -312,8 +312,12 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     ]
     # Text boxes follow their text's direction (an Arabic prompt reads right to left), the lazily drawn
     # tabs' boxes too.
+    # A tab clicked low in the window brings its bar to the top, so the tab's content is in view.
+    assert page.evaluate("() => document.querySelector('[role=tablist]').getBoundingClientRect().top") > 384
     page.get_by_role("tab", name="Compare prompts").click()
     page.locator("#prompt-a textarea").wait_for(timeout=10_000)
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => document.querySelector('[role=tablist]').getBoundingClientRect().top") < 50
     directions = page.evaluate("() => [...document.querySelectorAll('textarea')].map((t) => t.dir)")
     assert len(directions) >= 3 and set(directions) == {"auto"}, directions
     page.close()
