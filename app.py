@@ -157,8 +157,8 @@ def side_budget(side: str) -> gr.Textbox:
     return gr.Textbox(
         "",
         label=f"{side}'s Budget N",
-        placeholder="panel's",
-        info="blank: the panel's N; 0 or auto; or a number",
+        placeholder="as above",
+        info="blank: the Budget N above; auto; or a number",
         max_lines=1,
         elem_id=f"compare-budget-{side.lower()}",
         scale=1,
@@ -615,7 +615,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
             bench_views = {
-                "methods": gr.Dataframe(interactive=False, wrap=True, label="Methods, pooled over all prompts"),
+                "methods": gr.Dataframe(
+                    interactive=False,
+                    wrap=True,
+                    column_widths=bench_tab.COLUMN_WIDTHS["methods"],
+                    label="Methods, pooled over all prompts",
+                ),
                 "peers": gr.Plot(label="Speedup vs autoregressive"),
                 "categories": gr.Dataframe(
                     interactive=False, wrap=True, label="Per category: MAT and speedup (Table 1 layout)"
@@ -623,6 +628,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "shape": gr.Dataframe(
                     interactive=False,
                     wrap=True,
+                    column_widths=bench_tab.COLUMN_WIDTHS["shape"],
                     label="Tree shape by category · expected / realised: committed tokens a step as planned and as "
                     "verified, the miss ± 2 standard errors",
                 ),

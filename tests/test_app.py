@@ -272,7 +272,8 @@ def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tm
             check(RunSettings(prompt="Summarise this: " + sentence * repeats))
         told.append(int(re.search(r"about ([\d,]+) characters", refused.value.message).group(1).replace(",", "")))
         assert refused.value.duration is None  # it says what to change: it stays until closed
-    assert abs(told[0] - told[1]) <= 200 and "of this text" in refused.value.message  # both from this text
+    assert abs(told[0] - told[1]) <= 200  # both counted in this prompt's own characters a token
+    assert "the limit that counts is 2,048 tokens: shorten it to about" in refused.value.message
 
 
 COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")

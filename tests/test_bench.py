@@ -556,7 +556,7 @@ def test_tables(frames):
     runs, summary = frames
     tables = bench_charts.tables(runs, summary)
     methods = tables["methods"]
-    # a fixed-N tree method is named with its N; one experiment, so no experiment column (it must fit 1024 px)
+    # a fixed-N tree method is named with its N
     assert list(methods["method"]) == [
         "autoregressive",
         "HF generate",
@@ -565,7 +565,11 @@ def test_tables(frames):
         "TALON, N=16",
     ]
     assert methods.loc[methods["method"] == "autoregressive", "speedup over AR"].iloc[0] == 1.0
-    assert "experiment" not in methods.columns and "δ (drafter calls a step)" in methods.columns
+    assert list(methods.columns) == list(bench_charts.METHODS_COLUMNS.values())  # one set, as widths say
+    assert len(bench_charts.METHODS_WIDTHS) == len(methods.columns)
+    assert len(bench_charts.SHAPE_WIDTHS) == len(tables["shape"].columns)
+    lossless = tables["lossless"]  # each fixed N named, as in the tables above it
+    assert "TALON, N=16" in set(lossless["method"])
     shape = tables["shape"]
     assert set(shape["method"]) == {"EAGLE-2, N=16", "TALON, N=16", "TALON, auto N"}
     assert shape["category"].iloc[-1] == "all"
@@ -695,3 +699,13 @@ def test_cost_rows_give_back_the_curve_they_were_written_from():
         ("head", w) for w, _ in curve.call
     ]
     assert curve_from_rows(again).verify == curve.verify
+
+
+def test_the_methods_table_names_each_experiment_in_the_method_where_there_are_several(frames):
+    _, summary = frames
+    methods = summary[summary["kind"] == "methods"]
+    twice = pd.concat([methods, methods.assign(experiment="again")])
+    table = bench_charts.methods_table(twice)
+    assert list(table.columns) == list(bench_charts.METHODS_COLUMNS.values())
+    names = list(table["method"])
+    assert names[0].endswith(": autoregressive") and "again: TALON, N=16" in names

@@ -488,6 +488,13 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
     assert [c[2] for c in fig.data[1].customdata] == [r["checked"] for r in rows]
     assert list(fig.layout.xaxis.range) == [0.4, 9.6]
     assert any(r["rate"] != r["conditional"] for r in rows)  # the recorded run tells the two apart
+    # each run's line over its own bars (A's to the left of the depth, B's to the right), not on the seam
+    depths = [r["depth"] for r in rows]
+    assert [round(x - d, 2) for x, d in zip(fig.data[1].x, depths)] == [-0.2] * len(depths)
+    assert all(x - round(x) == pytest.approx(0.2) for x in fig.data[3].x)
+    # a label inside a bar's foot where it fits, above a bar too low to hold it (0 % included)
+    positions = dict(zip([r["rate"] or 0 for r in rows], fig.data[0].textposition))
+    assert all(p == ("inside" if rate >= 0.1 else "outside") for rate, p in positions.items())
 
 
 def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):

@@ -22,6 +22,8 @@ NO_BENCH = (
     "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
     "under `docs/bench/` (or under `$TALON_BENCH_DIR`)."
 )
+COLUMN_WIDTHS = {"methods": bench_charts.METHODS_WIDTHS, "shape": bench_charts.SHAPE_WIDTHS}
+"""Column widths of the tables whose columns are fixed (``gr.Dataframe(column_widths=...)``)."""
 VIEWS = (
     "methods",
     "categories",

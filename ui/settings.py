@@ -155,17 +155,21 @@ def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = No
 
 
 def _too_long_note(prompt: str, target: LoadedModel | None) -> str:
-    """What a prompt over ``MAX_PROMPT_CHARS`` is told about the CPU's token limit: in characters of this
-    prompt's own text where the target is loaded to count them (as ``check_prompt_length`` says it), else of
-    English (about 4 a token)."""
+    """What a prompt over ``MAX_PROMPT_CHARS`` is told of the length that counts where the model runs: on a
+    device with a token limit (``LONG_PROMPT_TOKENS``) that limit in characters of this prompt's own text,
+    as ``check_prompt_length`` says it; before the model is loaded the CPU's, in characters of English
+    (about 4 a token); nothing more on a device without one."""
     cpu = LONG_PROMPT_TOKENS["cpu"]
-    if target is not None:
-        sample = prompt[:MAX_PROMPT_CHARS]
-        ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"])
-        if ids:
-            about = characters_for(cpu, ids, len(sample))
-            return f" On a CPU prompts are also kept to {cpu:,} tokens, {about} of this text."
-    return f" On a CPU prompts are also kept to {cpu:,} tokens (about {cpu * 4:,} characters of English)."
+    if target is None:
+        return f" On a CPU the limit that counts is {cpu:,} tokens, about {cpu * 4:,} characters of English."
+    limit = LONG_PROMPT_TOKENS.get(target.device.type)
+    sample = prompt[:MAX_PROMPT_CHARS]
+    ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"]) if limit else 0
+    if not ids:
+        return ""
+    about = characters_for(limit, ids, len(sample))
+    device = target.device.type.upper()
+    return f" On this {device} the limit that counts is {limit:,} tokens: shorten it to {about} or fewer."
 
 
 def check(settings: RunSettings, label: str = "") -> None:

@@ -179,32 +179,33 @@ def row_label(row) -> str:
 
 
 METHODS_COLUMNS = {
-    "experiment": "experiment",
     "method": "method",
     "temperature": "temp.",
     "prompts": "prompts",
-    "MAT": "MAT",
-    "delta": "δ (drafter calls a step)",
-    "tokens/s": "tokens/s",
+    "MAT": "MAT τ",
+    "delta": "δ (drafter calls / step)",
+    "tokens/s": "tokens / s",
     "speedup": "speedup over AR",
     "draft share": "draft share of time",
     "same tokens as AR": "same tokens as AR",
     "mean depth": "mean depth",
     "mean nodes": "mean nodes",
 }
-"""The methods table's columns: key -> header (the app's names: δ, not "delta")."""
+"""The methods table's columns: key -> header (the app's names: MAT τ and δ)."""
+METHODS_WIDTHS = ["14%", "7%", "9%", "6%", "10%", "8%", "10%", "9%", "9%", "9%", "9%"]
+"""The methods table's column widths in the Benchmark tab (headers wrap between words, not inside them)."""
 
 
 def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Every method of the method-comparison experiments (kind ``methods``) pooled over all prompts:
-    MAT, δ, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape.  The
-    experiment column is left out where every row is of one experiment (the table must fit a 1024 px
-    page)."""
+    MAT, δ, tokens/s, speedup over AR, draft share, share of runs identical to AR, tree shape.  Where the
+    results hold several such experiments each method is named with its experiment ("headline: TALON,
+    N=24"), so the table keeps one set of columns (``METHODS_WIDTHS``)."""
     rows = _rows(summary, ("methods",))
+    several = rows["experiment"].nunique() > 1 if not rows.empty else False
     out = [
         {
-            "experiment": r.experiment,
-            "method": row_label(r),
+            "method": (f"{r.experiment}: " if several else "") + row_label(r),
             "temperature": _num(r.temperature, 2),
             "prompts": int(r.prompts),
             "MAT": _num(r.MAT),
@@ -218,10 +219,7 @@ def methods_table(summary: pd.DataFrame) -> pd.DataFrame:
         }
         for r in rows.itertuples()
     ]
-    table = pd.DataFrame(out, columns=list(METHODS_COLUMNS))
-    if table["experiment"].nunique() <= 1:
-        table = table.drop(columns="experiment")
-    return table.rename(columns=METHODS_COLUMNS)
+    return pd.DataFrame(out, columns=list(METHODS_COLUMNS)).rename(columns=METHODS_COLUMNS)
 
 
 def _share_of(share, prompts) -> str | None:
@@ -263,7 +261,17 @@ def category_table(
     return pd.DataFrame(out)
 
 
-SHAPE_COLUMNS = ["category", "method", "mean depth", "mean nodes", "δ", "expected / realised", "nodes per layer"]
+SHAPE_COLUMNS = [
+    "category",
+    "method",
+    "mean depth",
+    "mean nodes",
+    "δ (calls / step)",
+    "expected / realised",
+    "nodes per layer",
+]
+SHAPE_WIDTHS = ["12%", "15%", "8%", "8%", "8%", "20%", "29%"]
+"""The tree-shape table's column widths in the Benchmark tab (it ran to 1,688 px in a 958 px box)."""
 
 
 def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -281,7 +289,7 @@ def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
             "method": row_label(r),
             "mean depth": _num(r.mean_depth),
             "mean nodes": _num(r.mean_tree_nodes, 1),
-            "δ": _num(r.delta),
+            "δ (calls / step)": _num(r.delta),
             "expected / realised": calibration(r._asdict()),
             "nodes per layer": " · ".join(f"{w:.1f}" for w in (r.mean_layer_widths or [])),
         }
@@ -303,20 +311,21 @@ def calibration(row: dict) -> str | None:
 
 
 def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Greedy (T=0) runs per experiment and method: how many emitted exactly the autoregressive tokens,
-    and the prompts where they did not (reported, not hidden)."""
+    """Greedy (T=0) runs per experiment, method and Budget N (a sweep's sizes apart): how many emitted
+    exactly the autoregressive tokens, and the prompts where they did not (reported, not hidden)."""
     cols = ["experiment", "method", "greedy runs", "same tokens as AR", "differing prompts"]
     if runs is None or runs.empty:
         return pd.DataFrame(columns=cols)
     greedy = runs[(runs["temperature"] == 0) & (runs["method"] != "ar")]
     out = []
-    for (exp, method), g in greedy.groupby(["experiment", "method"], sort=False):
+    keys = ["experiment", "method", "budget"] if "budget" in greedy.columns else ["experiment", "method"]
+    for (exp, *_), g in greedy.groupby(keys, sort=False, dropna=False):
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
         out.append(
             {
                 "experiment": exp,
-                "method": label(method),
+                "method": row_label(next(g.itertuples())),
                 "greedy runs": len(g),
                 "same tokens as AR": int(same.sum()),
                 "differing prompts": ", ".join(dict.fromkeys(diff)),

@@ -147,11 +147,15 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
     deepest = max_depth or max(len(rows) for rows in per_run.values())
     figs = []
     single = len(per_run) == 1
+    runs = len(per_run)
     for k, (label, rows) in enumerate(per_run.items()):
         color = RUN_COLORS[k % len(RUN_COLORS)]
         prefix = "" if single else f"{label}: "
-        custom = [[r["accepted"], r["reached"], r["checked"], r["ran_out"]] for r in rows]
+        custom = [[r["accepted"], r["reached"], r["checked"], r["ran_out"], r["depth"]] for r in rows]
         depths = [r["depth"] for r in rows]
+        # A run's line stands over its own bar of each depth's group (plotly's grouped bars split the
+        # group's 0.8 into equal widths), not on the seam between two runs' bars.
+        shift = (k - (runs - 1) / 2) * 0.8 / runs
         figs.append(
             go.Bar(
                 x=depths,
@@ -161,8 +165,8 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 customdata=custom,
                 text=[f"{r['rate']:.0%}" if r["rate"] is not None else "" for r in rows] if deepest <= 15 else None,
                 # at the bar's foot, inside it: above the bar the line's markers, at the rates given d−1, ran
-                # through the labels
-                textposition="inside",
+                # through the labels; a bar too low to hold its label (0 % too) carries it above
+                textposition=["inside" if (r["rate"] or 0) >= 0.1 else "outside" for r in rows],
                 insidetextanchor="start",
                 textangle=0,
                 textfont={"color": "#263238", "size": 11},
@@ -172,15 +176,15 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         )
         figs.append(
             go.Scatter(
-                x=depths,
+                x=[d + shift for d in depths],
                 y=[r["conditional"] for r in rows],
                 name=f"{prefix}accepted at d ÷ d−1 accepted",
                 mode="lines+markers",
                 line={"color": "#37474F" if single else color, "width": 2, "dash": "dot"},
                 marker={"size": 8, "symbol": "diamond"},
                 customdata=custom,
-                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[2]} steps whose node at d−1 "
-                "was accepted and had children; %{customdata[3]} more ran out of tree there)"
+                hovertemplate="depth %{customdata[4]}: %{y:.0%} (%{customdata[0]} of %{customdata[2]} steps whose "
+                "node at d−1 was accepted and had children; %{customdata[3]} more ran out of tree there)"
                 f"<extra>{label}</extra>",
             )
         )

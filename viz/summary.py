@@ -469,7 +469,7 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
 
 def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]] | None = None) -> pd.DataFrame:
     """One row per labelled run (the first labelled ``ar`` is plain decoding, the speedups' reference):
-    MAT, delta, draft nodes per step, mean depth, mean widest layer, and over the repetitions'
+    MAT τ, δ, draft nodes per step, mean depth, mean widest layer, and over the repetitions'
     wall times (``repeats[label]``, the run's own when none): tokens/s and the speedup over plain decoding
     in this app (median, and the spread low–high)."""
     repeats = repeats or {}
@@ -488,8 +488,8 @@ def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]
                 "speedup over plain decoding (median)": round(speed["median"], 2) if ar_times else None,
                 "spread (low–high)": f"{speed['low']:.2f}–{speed['high']:.2f}" if speed["n"] > 1 else "one run",
                 "tokens/s (median)": round(rate["median"], 1),
-                "MAT": round(s["mat"], 2),
-                "delta": round(s["delta"], 2),
+                "MAT τ": round(s["mat"], 2),
+                "δ (drafter calls / step)": round(s["delta"], 2),
                 "draft nodes / step": round(shape["mean_nodes"], 1),
                 "mean depth": round(shape["mean_depth"], 2),
                 "widest layer (mean)": round(shape["mean_widest"], 1),
