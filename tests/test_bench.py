@@ -570,6 +570,10 @@ def test_tables(frames):
     assert len(bench_charts.SHAPE_WIDTHS) == len(tables["shape"].columns)
     lossless = tables["lossless"]  # each fixed N named, as in the tables above it
     assert "TALON, N=16" in set(lossless["method"])
+    # a budget sweep's sizes stand apart, a method the budget does not size stays one row
+    one = runs[(runs["method"] != "ar") & (runs["temperature"] == 0)].iloc[[0]]
+    sweep = pd.concat([one.assign(method=m, budget=n) for m in ("chain", "talon") for n in (8, 32)])
+    assert list(bench_charts.lossless_table(sweep)["method"]) == ["chain", "TALON, N=8", "TALON, N=32"]
     shape = tables["shape"]
     assert set(shape["method"]) == {"EAGLE-2, N=16", "TALON, N=16", "TALON, auto N"}
     assert shape["category"].iloc[-1] == "all"

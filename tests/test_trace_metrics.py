@@ -468,3 +468,13 @@ def test_the_noise_a_reroll_expects_follows_its_distribution() -> None:
     expected = Reroll(1.0, Counter({0: 200}), flat, {}).noise_total_variation
     assert expected == pytest.approx(sum(simulated) / len(simulated), rel=0.1)
     assert 0.0 < Reroll(1.0, Counter({0: 200}), [0.98, 0.02], {}).noise_total_variation < expected / 3
+    # exact, not a normal approximation: a long tail of unlikely tokens (a whole vocabulary at T=1) adds
+    # about its mass, where the approximation summed to several times the bound of 1
+    from talon.engine.frozen_step import binomial_mean_deviation
+
+    for n, p in ((10, 0.3), (200, 0.005), (200, 0.64)):
+        brute = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) * abs(k - n * p) for k in range(n + 1))
+        assert binomial_mean_deviation(n, p) == pytest.approx(brute, rel=1e-9)
+    tail = 100_000
+    always_top = Reroll(1.0, Counter({0: 200}), [0.5, 0.3] + [0.2 / tail] * tail, {})
+    assert 0.2 < always_top.noise_total_variation < 0.25 < always_top.total_variation == pytest.approx(0.5)

@@ -495,6 +495,10 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
     # a label inside a bar's foot where it fits, above a bar too low to hold it (0 % included)
     positions = dict(zip([r["rate"] or 0 for r in rows], fig.data[0].textposition))
     assert all(p == ("inside" if rate >= 0.1 else "outside") for rate, p in positions.items())
+    # a run of plain steps draws no bars and takes no place: the other's line stays over its bars
+    plain = dataclasses.replace(recorded, steps=[])
+    alone = acceptance_per_depth_chart({"A": plain, "B": recorded}, max_depth=9)
+    assert len(alone.data) == 2 and list(alone.data[1].x) == depths
 
 
 def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):
@@ -839,6 +843,11 @@ def test_the_lab_sweep_puts_the_widest_layer_on_its_own_axis_and_labels_the_curr
     assert fig.layout.yaxis2.overlaying == "y" and fig.layout.yaxis2.side == "right"
     assert [a.text for a in fig.layout.annotations] == ["now: 24"]
     assert list(fig.data[2].x) == [4, 8, 128]
+    assert sweep_figure(rows, "budget", 128, "auto (cap 128)").layout.annotations[0].text == "now: auto (cap 128)"
+    # on the μ sweep's log axis the label stands at the line (plotly places it in log units)
+    mu_rows = [{**r, "mu": m} for r, m in zip(rows, (0.001, 0.03, 1.0))]
+    mu = sweep_figure(mu_rows, "mu", 0.03)
+    assert mu.layout.xaxis.type == "log" and mu.layout.annotations[0].x == pytest.approx(math.log10(0.03))
 
 
 def test_the_reroll_chart_keeps_digit_tokens_as_categories_and_tells_alike_tokens_apart():

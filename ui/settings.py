@@ -73,6 +73,8 @@ class RunSettings:
         """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field).  Budget N 0 is the
         slider's "auto" position: the cost rule sizes each tree, capped at ``AUTO_CAP`` nodes."""
         budget = _number(self.budget, "Budget N", int)
+        if budget > BUDGET_MAX:  # the slider's top; a typed or API value could ask for any size
+            raise ConfigError(f"Budget N must be at most {BUDGET_MAX} here (got {budget}); 0 is auto.")
         auto = budget == 0 and self.method in AUTO_METHODS
         if budget == 0 and self.method == "static":
             raise ConfigError(
@@ -157,15 +159,16 @@ def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = No
 def _too_long_note(prompt: str, target: LoadedModel | None) -> str:
     """What a prompt over ``MAX_PROMPT_CHARS`` is told of the length that counts where the model runs: on a
     device with a token limit (``LONG_PROMPT_TOKENS``) that limit in characters of this prompt's own text,
-    as ``check_prompt_length`` says it; before the model is loaded the CPU's, in characters of English
-    (about 4 a token); nothing more on a device without one."""
+    as ``check_prompt_length`` says it, where its first ``MAX_PROMPT_CHARS`` characters alone pass that
+    limit; before the model is loaded the CPU's, in characters of English (about 4 a token); nothing more
+    on a device without one."""
     cpu = LONG_PROMPT_TOKENS["cpu"]
     if target is None:
         return f" On a CPU the limit that counts is {cpu:,} tokens, about {cpu * 4:,} characters of English."
     limit = LONG_PROMPT_TOKENS.get(target.device.type)
     sample = prompt[:MAX_PROMPT_CHARS]
     ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"]) if limit else 0
-    if not ids:
+    if ids <= (limit or 0):  # the characters alone are too many: this text packs more than that a token
         return ""
     about = characters_for(limit, ids, len(sample))
     device = target.device.type.upper()

@@ -433,7 +433,8 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = _sweep_points(state.frozen, cfg, field, values)
-    return lab_charts.sweep_figure(rows, field, getattr(cfg, field))
+    now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
+    return lab_charts.sweep_figure(rows, field, getattr(cfg, field), now)
 
 
 # ---- the price of a tree --------------------------------------------------------------------------------------
@@ -584,9 +585,10 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
     return text
 
 
-NOISE_MARGIN = 2.0
-"""A re-roll's total variation up to this many times what sampling noise gives (plus 0.01, for a peaked
-distribution whose noise is near 0) reads as agreeing with the target's distribution."""
+NOISE_MARGIN = 1.5
+"""A re-roll's total variation up to this many times what sampling noise gives on average (plus 0.01, for
+a peaked distribution whose noise is near 0) reads as agreeing with the target's distribution: over a
+vocabulary the total variation of exact draws stays close to its mean."""
 
 
 @model_work()

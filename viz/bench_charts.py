@@ -247,7 +247,7 @@ def category_table(
     temps = sorted(rows["temperature"].unique())
     cats = [c for c in dict.fromkeys(rows["category"]) if c != ALL] + [ALL]
     present = [m for m in methods if m in set(rows["method"])]
-    names = {m: row_label(next(rows[rows["method"] == m].itertuples())) for m in present}
+    names = {m: _column_name(rows[rows["method"] == m]) for m in present}
     out = []
     for cat in cats:
         line = {"category": cat}
@@ -259,6 +259,14 @@ def category_table(
                 line[f"{names[m]} speedup ({_t(t)})"] = None if r is None else _num(r["speedup"])
         out.append(line)
     return pd.DataFrame(out)
+
+
+def _column_name(rows: pd.DataFrame) -> str:
+    """A method's name over its rows: with its Budget N where they share one (``row_label``), else the
+    method's alone (rows of several sizes in one column)."""
+    sizes = rows["budget"].dropna().unique() if "budget" in rows.columns else ()
+    first = next(rows.itertuples())
+    return row_label(first) if len(sizes) <= 1 else label(first.method)
 
 
 SHAPE_COLUMNS = [
@@ -318,8 +326,10 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     greedy = runs[(runs["temperature"] == 0) & (runs["method"] != "ar")]
     out = []
-    keys = ["experiment", "method", "budget"] if "budget" in greedy.columns else ["experiment", "method"]
-    for (exp, *_), g in greedy.groupby(keys, sort=False, dropna=False):
+    # a Budget N apart only where it sizes the tree (a chain in a budget sweep records N but ignores it)
+    sized = greedy["method"].map(lambda m: split_method(m)[0] in BUDGET_METHODS and not is_auto(m))
+    size = greedy["budget"].where(sized) if "budget" in greedy.columns else pd.Series(float("nan"), greedy.index)
+    for (exp, *_), g in greedy.groupby([greedy["experiment"], greedy["method"], size], sort=False, dropna=False):
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
         out.append(

@@ -147,15 +147,17 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
     deepest = max_depth or max(len(rows) for rows in per_run.values())
     figs = []
     single = len(per_run) == 1
-    runs = len(per_run)
+    drawn = [label for label, rows in per_run.items() if rows]  # a run of plain steps has no bars
     for k, (label, rows) in enumerate(per_run.items()):
-        color = RUN_COLORS[k % len(RUN_COLORS)]
+        if not rows:
+            continue
+        color = RUN_COLORS[k % len(RUN_COLORS)]  # by the run's place, as in the other charts
         prefix = "" if single else f"{label}: "
         custom = [[r["accepted"], r["reached"], r["checked"], r["ran_out"], r["depth"]] for r in rows]
         depths = [r["depth"] for r in rows]
         # A run's line stands over its own bar of each depth's group (plotly's grouped bars split the
         # group's 0.8 into equal widths), not on the seam between two runs' bars.
-        shift = (k - (runs - 1) / 2) * 0.8 / runs
+        shift = (drawn.index(label) - (len(drawn) - 1) / 2) * 0.8 / len(drawn)
         figs.append(
             go.Bar(
                 x=depths,

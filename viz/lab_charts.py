@@ -256,10 +256,12 @@ SWEEP_AXIS_NAMES = {"budget": "budget N (draft nodes)", "mu": "confidence gate Î
 SWEEP_TITLE_NOTES = {"topk": " (K=0: the gate picks the root's children too)"}
 
 
-def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None) -> go.Figure:
+def sweep_figure(
+    rows: Sequence[dict], field: str, current: float | None = None, current_text: str | None = None
+) -> go.Figure:
     """Accepted drafts and depth reached (left axis, 0 to a few) and the widest layer (right axis, up to
     the budget) at the frozen step against ``field`` (``budget``, ``mu`` on a log scale, or ``topk``); a
-    dotted line, labelled, at the current value."""
+    dotted line at the current value, labelled "now: ``current_text``" (default: the value)."""
     name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
     for key, label, color, axis in (
@@ -278,18 +280,24 @@ def sweep_figure(rows: Sequence[dict], field: str, current: float | None = None)
                 hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>",
             )
         )
+    log_x = field == "mu"
     if current is not None:
-        fig.add_vline(
-            x=current,
-            line={"dash": "dot", "color": "#555"},
-            annotation={"text": f"now: {current:g}", "font": {"size": 11, "color": "#555"}},
-            annotation_position="top",
+        fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
+        # placed by hand: add_vline's own label sits at 10^x on a log axis
+        fig.add_annotation(
+            x=math.log10(current) if log_x and current > 0 else current,
+            y=1.0,
+            yref="paper",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"now: {current_text or f'{current:g}'}",
+            font={"size": 11, "color": "#555"},
         )
     return _layout(
         fig,
         f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}",
         height=340,
-        xaxis={"title": {"text": name}, "type": "log" if field == "mu" else "linear"},
+        xaxis={"title": {"text": name}, "type": "log" if log_x else "linear"},
         yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1},
         yaxis2={
             "title": {"text": "widest layer (nodes)", "font": {"color": "#F58518"}},
