@@ -478,3 +478,13 @@ def test_the_noise_a_reroll_expects_follows_its_distribution() -> None:
     tail = 100_000
     always_top = Reroll(1.0, Counter({0: 200}), [0.5, 0.3] + [0.2 / tail] * tail, {})
     assert 0.2 < always_top.noise_total_variation < 0.25 < always_top.total_variation == pytest.approx(0.5)
+    # the verdict's bound: what 99 of 100 exact samplers stay under, simulated; a sampler that always
+    # emits the likeliest token is above it, exact draws are under it about 99 times in 100
+    assert always_top.noise_bound() < always_top.total_variation
+    peaked = [0.6, 0.3] + [0.1 / 500] * 500
+    bound = Reroll(1.0, Counter({0: 200}), peaked, {}).noise_bound()
+    over = sum(
+        Reroll(1.0, Counter(rng.choices(range(len(peaked)), peaked, k=200)), peaked, {}).total_variation > bound
+        for _ in range(300)
+    )
+    assert over <= 12  # about 3 expected

@@ -281,6 +281,7 @@ def sweep_figure(
             )
         )
     log_x = field == "mu"
+    few = max((max(r["accepted"], r["depth"]) for r in rows), default=0) <= 8  # a tick a unit while they fit
     if current is not None:
         fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
         # placed by hand: add_vline's own label sits at 10^x on a log axis
@@ -298,7 +299,7 @@ def sweep_figure(
         f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}",
         height=340,
         xaxis={"title": {"text": name}, "type": "log" if log_x else "linear"},
-        yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1},
+        yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1 if few else None},
         yaxis2={
             "title": {"text": "widest layer (nodes)", "font": {"color": "#F58518"}},
             "overlaying": "y",

@@ -19,7 +19,9 @@ Everything the lab shows comes from here (the UI does no tensor maths): a rebuil
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 import threading
 import time
 from collections import Counter
@@ -121,6 +123,25 @@ class Reroll:
         if not n:
             return 0.0
         return 0.5 * sum(binomial_mean_deviation(n, p) for p in self.target if 0.0 < p < 1.0) / n
+
+    def noise_bound(self, quantile: float = 0.99, simulations: int = 400, seed: int = 0) -> float:
+        """The total variation that ``quantile`` of exact samplers stay under: ``simulations`` sets of
+        ``rolls`` draws from ``target`` itself (seeded), each set's total variation from ``target``, and
+        that quantile of them.  A re-roll above it is further from the target than chance explains."""
+        n = self.rolls
+        if not n:
+            return 0.0
+        rng = random.Random(seed)
+        tokens = range(len(self.target))
+        cumulative = list(itertools.accumulate(self.target))
+        spread = []
+        for _ in range(simulations):
+            counts = Counter(rng.choices(tokens, cum_weights=cumulative, k=n))
+            drawn = sum(abs(c / n - self.target[t]) for t, c in counts.items())
+            missed = cumulative[-1] - sum(self.target[t] for t in counts)  # never drawn: |0 - p| = p
+            spread.append(0.5 * (drawn + missed))
+        spread.sort()
+        return spread[min(len(spread) - 1, int(quantile * len(spread)))]
 
 
 def binomial_mean_deviation(n: int, p: float) -> float:
