@@ -166,9 +166,11 @@ def _too_long_note(prompt: str, target: LoadedModel | None) -> str:
     if target is None:
         return f" On a CPU the limit that counts is {cpu:,} tokens, about {cpu * 4:,} characters of English."
     limit = LONG_PROMPT_TOKENS.get(target.device.type)
+    if limit is None:
+        return ""
     sample = prompt[:MAX_PROMPT_CHARS]
-    ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"]) if limit else 0
-    if ids <= (limit or 0):  # the characters alone are too many: this text packs more than that a token
+    ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"])
+    if ids <= limit:  # the characters alone are too many: this text packs more than that a token
         return ""
     about = characters_for(limit, ids, len(sample))
     device = target.device.type.upper()

@@ -169,13 +169,18 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
 
 
 # ---- tables -----------------------------------------------------------------------------------------
+def fixed_size(method: str) -> bool:
+    """Whether a Budget N fixes ``method``'s tree size (not a chain, plain decoding, a peer or an auto-sized
+    variant)."""
+    return split_method(method)[0] in BUDGET_METHODS and not is_auto(method)
+
+
 def row_label(row) -> str:
     """``label`` of a summary row's method, with the fixed Budget N of a method a budget sizes ("TALON,
     N=24"; an auto-sized one says "auto N" already)."""
     name = label(row.method)
     budget = getattr(row, "budget", None)
-    sized = split_method(row.method)[0] in BUDGET_METHODS and not is_auto(row.method)
-    return f"{name}, N={int(budget)}" if sized and budget is not None and not pd.isna(budget) else name
+    return f"{name}, N={int(budget)}" if fixed_size(row.method) and budget is not None and not pd.isna(budget) else name
 
 
 METHODS_COLUMNS = {
@@ -327,8 +332,8 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     greedy = runs[(runs["temperature"] == 0) & (runs["method"] != "ar")]
     out = []
     # a Budget N apart only where it sizes the tree (a chain in a budget sweep records N but ignores it)
-    sized = greedy["method"].map(lambda m: split_method(m)[0] in BUDGET_METHODS and not is_auto(m))
-    size = greedy["budget"].where(sized) if "budget" in greedy.columns else pd.Series(float("nan"), greedy.index)
+    budget = greedy["budget"] if "budget" in greedy.columns else pd.Series(float("nan"), greedy.index)
+    size = budget.where(greedy["method"].map(fixed_size))
     for (exp, *_), g in greedy.groupby([greedy["experiment"], greedy["method"], size], sort=False, dropna=False):
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
