@@ -388,6 +388,7 @@ def test_peer_generate_arguments():
         generate_kwargs("talon", 0.0)
     assert default_assistant_spec("head") == "layers:6" and default_assistant_spec("ngram") == "layers:6"
     assert default_assistant_spec("org/small-model") == "org/small-model"
+    assert default_assistant_spec("layers:4") == "layers:4"  # assisted generation drafts with our draft model
     assert cut_at_eos([5, 6, 2, 2], frozenset({2})) == [5, 6, 2] and cut_at_eos([5], frozenset({2})) == [5]
 
 
@@ -480,6 +481,87 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
     empty.write_text("")
     assert main(["--prompts", str(empty), "--methods", "ar", "--out", str(tmp_path / "e.json")]) == 2
     assert "holds no prompts" in capsys.readouterr().err
+
+
+def test_prompt_files_split_at_newlines_only_and_refuse_what_is_not_a_prompt(tmp_path):
+    """A JSON string may hold U+2028 (``ensure_ascii=False`` writes it raw), a file may start with a BOM;
+    a file that is not UTF-8 or a prompt that is not text is refused naming the file, never run as
+    the text "None"."""
+    good = tmp_path / "good.jsonl"
+    rows = [{"id": "a", "category": "c", "prompt": "one\u2028line\x85two"}, {"id": 7, "prompt": "hi"}]
+    good.write_text("\ufeff" + "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    assert prompts.read_prompts(good) == [
+        {"id": "a", "category": "c", "prompt": "one\u2028line\x85two"},
+        {"id": "7", "category": "", "prompt": "hi"},
+    ]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"id": "a", "prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        prompts.read_prompts(latin)
+    for bad in ('{"id": "a", "prompt": null}', '{"id": null, "prompt": "x"}', '{"id": "a", "prompt": ""}', "[1]"):
+        path = tmp_path / "bad.jsonl"
+        path.write_text('{"id": "ok", "prompt": "fine"}\n' + bad + "\n")
+        with pytest.raises(ConfigError, match="bad.jsonl:2"):
+            prompts.read_prompts(path)
+
+
+def test_the_cli_refuses_options_its_mode_would_ignore():
+    for argv in (
+        ["--prompts", "p.jsonl", "--out-dir", "d"],  # the method list writes --out
+        ["--prompts", "p.jsonl", "--experiments", "x"],
+        ["--suite", "smoke", "--out-dir", "d", "--temperature", "0.7"],  # a suite sets its own
+        ["--suite", "smoke", "--out-dir", "d", "--execution", "async"],
+        ["--suite", "smoke", "--out-dir", "d", "--out", "r.json"],
+        ["--suite", "cost", "--out-dir", "d", "--budget", "8"],  # the cost suite times fixed pieces
+        ["--suite", "cost", "--out-dir", "d", "--methods", "ar,talon"],
+        ["--suite", "cost", "--out-dir", "d", "--limit", "1"],
+    ):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+    args = parse_args(["--prompts", "p.jsonl"])
+    assert (args.temperature, args.execution, args.out, args.overwrite) == (0.0, "sync", "results.json", False)
+    assert parse_args(["--suite", "cost", "--out-dir", "d", "--drafter", "ngram", "--threads", "1"]).drafter == "ngram"
+
+
+def test_a_suites_tree_settings_are_checked_before_a_model_loads(tmp_path, capsys, monkeypatch):
+    """``--mu 2`` or ``--budget 0`` refused at once (every tree run would be skipped, and plain decoding,
+    which reads no tree field, was refused with them, leaving every prompt out)."""
+    from talon.bench import cli
+
+    monkeypatch.setattr(cli, "run_suite", lambda *a, **k: pytest.fail("a model would load"))
+    for flags, said in ((["--mu", "2"], "gate mu"), (["--budget", "0"], "Budget N")):
+        assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "s"), *flags]) == 2
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_run_never_writes_over_earlier_results(tmp_path, capsys, monkeypatch):
+    """An --out-dir holding a run's files, or an existing --out, is refused before anything is measured;
+    --overwrite replaces them, removing the earlier run's charts and files so none is read as the new
+    run's; a file given as --out-dir is refused."""
+    from talon.bench import cli
+
+    earlier = write_fake_results(tmp_path / "earlier")
+    (earlier / "cost.csv").write_text("component,size\n")
+    (earlier / "peers.html").write_text("<html>")
+    (earlier / "notes.txt").write_text("mine")
+    meta = json.loads((earlier / "meta.json").read_text())
+    (earlier / "meta.json").write_text(json.dumps({**meta, "files": [*meta.get("files", []), "peers.html", "../x"]}))
+    monkeypatch.setattr(cli, "run_suite", lambda *a, **k: pytest.fail("a model would load"))
+    assert cli.main(["--suite", "smoke", "--out-dir", str(earlier)]) == 2
+    assert "already holds results" in capsys.readouterr().err and (earlier / "runs.csv").is_file()
+    assert bench_results.claim_out_dir(earlier, overwrite=True) == earlier
+    assert sorted(p.name for p in earlier.iterdir()) == ["notes.txt"]  # not a file the earlier run did not write
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert cli.main(["--suite", "smoke", "--out-dir", str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    prompts_file = tmp_path / "p.jsonl"
+    prompts_file.write_text('{"id": "a", "prompt": "hi"}\n')
+    out = tmp_path / "r.json"
+    out.write_text("{}")
+    assert cli.main(["--prompts", str(prompts_file), "--methods", "ar", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err and out.read_text() == "{}"
 
 
 def test_topk_zero_is_refused_for_every_eagle2_variant():

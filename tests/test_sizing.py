@@ -238,6 +238,14 @@ def test_curve_interpolates_extrapolates_and_prices():
     assert CostCurve.from_dict(c.to_dict()) == c
 
 
+def test_past_the_last_point_a_bigger_tree_never_looks_cheaper():
+    """Two noisy last points (verify(128) under verify(64), as a GPU's kernel choice or load can give)
+    must not extrapolate to trees that cost less the bigger they get: the cap could then be any size."""
+    c = replace(curve(0.1), verify=((1, 0.008), (64, 0.020), (128, 0.019)))  # seconds; a plain step 0.01
+    assert c.verify_ratio(1000) == pytest.approx(1.9) and c.verify_ratio(129) == pytest.approx(1.9)
+    assert c.price(1000, [1]) >= c.price(128, [1])
+
+
 def test_curves_are_cached_by_what_they_depend_on(tmp_path):
     key = CurveKey("t", "d", "float32", "cpu", 2, "k", "2.13")
     c = replace(curve(0.1), key=vars(key).copy())

@@ -42,7 +42,7 @@ from ..models.registry import ModelRegistry
 from . import results
 from .cost import measure_cost
 from .prompts import read_prompts
-from .runner import TREE_FIELDS, environment, run_benchmark, run_suite, tree_for
+from .runner import TREE_FIELDS, check_suite_settings, environment, run_benchmark, run_suite, tree_for
 from .suites import (
     ALL_METHODS,
     COST_SUITE,
@@ -127,19 +127,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             help=f"{text} (default: the device's default tree, as in the app; suite mode: the suite's)",
         )
     p.add_argument("--max-new-tokens", type=_positive, default=None, help="default 64; in suite mode the suite's")
-    p.add_argument("--temperature", type=float, default=0.0, help="method-list mode (a suite sets its own)")
+    p.add_argument("--temperature", type=float, default=None, help="method-list mode, default 0 (a suite sets its own)")
     p.add_argument(
         "--execution",
         choices=["sync", "async"],
-        default="sync",
+        default=None,
         help="method-list mode: draft then verify (sync), or draft the next tree while the target "
-        "verifies (async; needs a drafter that can draft ahead)",
+        "verifies (async; needs a drafter that can draft ahead); default sync",
     )
     p.add_argument("--seed", type=int, default=None, help="default 0; in suite mode the suite's")
     p.add_argument(
         "--limit", type=_positive, default=None, help="use only the first N prompts (suite mode: of each prompt set)"
     )
-    p.add_argument("--out", default="results.json", help="method-list mode: where to write the results JSON")
+    p.add_argument(
+        "--out", default=None, help="method-list mode: where to write the results JSON (default results.json)"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results already in --out-dir (or the --out file); without it a run refuses to "
+        "write over another's",
+    )
     p.add_argument(
         "--threads",
         type=_positive,
@@ -151,7 +159,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("give either --prompts (a method list) or --suite NAME")
     if args.suite and not args.out_dir:
         p.error("--suite needs --out-dir")
+    ignored = [f"--{name.replace('_', '-')}" for name in _NOT_IN_MODE[_mode(args)] if getattr(args, name) is not None]
+    if ignored:
+        p.error(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to {_MODE_NAMES[_mode(args)]}")
+    args.temperature = 0.0 if args.temperature is None else args.temperature
+    args.execution = args.execution or "sync"
+    args.out = args.out or "results.json"
     return args
+
+
+_TREE_FLAGS = ("budget", "max_nodes", "topk", "mu", "depth", "gamma")
+_NOT_IN_MODE = {
+    "methods": ("out_dir", "experiments"),
+    "suite": ("temperature", "execution", "out"),
+    "cost": ("methods", "experiments", *_TREE_FLAGS, "max_new_tokens", "temperature", "execution", "seed", "limit")
+    + ("out", "assistant"),
+}
+"""Per mode, the options it has no use for (refused rather than silently ignored)."""
+_MODE_NAMES = {
+    "methods": "the method-list mode (--prompts; it writes --out FILE)",
+    "suite": "suite mode (a suite sets its own temperatures and execution, and writes --out-dir)",
+    "cost": "the cost suite (it times one step's pieces of --target with --drafter)",
+}
+
+
+def _mode(args: argparse.Namespace) -> str:
+    return "methods" if args.prompts else "cost" if args.suite == COST_SUITE else "suite"
 
 
 def write_json(path: Path, result: dict) -> None:
@@ -234,8 +267,7 @@ def main_methods(args: argparse.Namespace) -> int:
         prompts = read_prompts(args.prompts)[: args.limit]
         if not prompts:
             raise ConfigError(f"{args.prompts} holds no prompts: one JSON object a line with id, category, prompt.")
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out = results.claim_out_file(Path(args.out), args.overwrite)
         result = run_benchmark(
             prompts,
             methods,
@@ -274,8 +306,9 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
             auto=args.budget == "auto",
         )
         check_cap_used(args, [m for e in suite.experiments for m in e.methods])
+        check_suite_settings(suite, device_default_tree(gpu_available())[0])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-        out_dir = Path(args.out_dir)
+        out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
         result = run_suite(
             suite, args.target, args.limit, log, checkpoint=lambda partial: write_suite(out_dir, partial, command)
         )
@@ -312,6 +345,7 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The cost suite: ``cost.csv`` and ``meta.json`` in ``--out-dir``, the table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     try:
+        out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
         registry = ModelRegistry()
         target = registry.get(args.target, progress=log)
         t0 = time.perf_counter()
@@ -319,7 +353,6 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out_dir = Path(args.out_dir)
     command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     path = results.write_cost(out_dir, rows)
     meta = {

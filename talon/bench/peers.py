@@ -105,9 +105,10 @@ def assistant_for(spec: str, target: LoadedModel, registry: ModelRegistry | None
 
 
 def default_assistant_spec(drafter_spec: str) -> str:
-    """The drafter spec itself when it names a model directory or Hub id, else ``DEFAULT_ASSISTANT``."""
+    """The drafter spec itself when it names a draft model (``layers:K``, a model directory or Hub id), so
+    transformers' assisted generation drafts with the same model as our runs; else ``DEFAULT_ASSISTANT``."""
     try:
-        return drafter_spec if parse_drafter_spec(drafter_spec).kind == "model" else DEFAULT_ASSISTANT
+        return drafter_spec if parse_drafter_spec(drafter_spec).is_model else DEFAULT_ASSISTANT
     except ConfigError:  # no spec given
         return DEFAULT_ASSISTANT
 

@@ -36,21 +36,36 @@ SOURCES = ("assets", "style", "humaneval", "mtbench")
 
 
 def read_prompts(path: str | Path) -> list[dict]:
-    """JSONL lines ``{"id", "category", "prompt"}``; raises ``ConfigError`` naming the bad line."""
+    """JSONL lines ``{"id", "category", "prompt"}`` in UTF-8 (a byte-order mark allowed); raises
+    ``ConfigError`` naming the bad line.  Lines end at newlines only: JSON strings may hold U+2028 and
+    other characters that ``str.splitlines`` would also split at."""
     prompts = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(_lines(Path(path)), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
-            prompts.append(
-                {"id": str(item["id"]), "category": str(item.get("category", "")), "prompt": str(item["prompt"])}
-            )
+            prompt, key = item["prompt"], item["id"]
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise TypeError(f"prompt must be non-empty text, not {prompt!r}")
+            if isinstance(key, bool) or not isinstance(key, (str, int)) or not str(key).strip():
+                raise TypeError(f"id must be text or a whole number, not {key!r}")
+            category = item.get("category") or ""
+            prompts.append({"id": str(key), "category": str(category), "prompt": prompt})
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise ConfigError(f'{path}:{n}: expected {{"id", "category", "prompt"}} ({err}).') from err
     if not prompts:
         raise ConfigError(f"{path} holds no prompts.")
     return prompts
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines, split at newlines only (``\\r\\n`` too), read as UTF-8 with or without a BOM."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path} is not UTF-8 text ({err}): save it as UTF-8.") from err
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,7 @@ class PromptSet:
 
 # ---- sources ----------------------------------------------------------------------------------------
 def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in _lines(path) if line.strip()]
 
 
 def humaneval_path() -> Path | None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from .. import metrics
+from ..config import ConfigError
 from ..files import write_text_atomically
 from .suites import AUTO_SUFFIX, is_auto
 
@@ -296,6 +298,63 @@ def _parse_lists(df: pd.DataFrame) -> pd.DataFrame:
         if c in df:
             df[c] = [json.loads(v) if isinstance(v, str) and v else None for v in df[c]]
     return df
+
+
+RESULT_FILES = ("runs.csv", "summary.csv", META, COST)
+"""What a suite or the cost suite writes into its directory (``viz.bench_plots`` adds charts, named in
+``meta.json``'s ``files``)."""
+
+
+def claim_out_dir(out_dir: Path, overwrite: bool = False) -> Path:
+    """Make ``out_dir`` ready for a run's files before anything is measured: created if missing and
+    checked writable; ``ConfigError`` when it is a file, or when it already holds results and
+    ``overwrite`` is False (a new run must not replace another's runs at its first checkpoint).  With
+    ``overwrite`` the earlier run's files (``RESULT_FILES`` and the charts its ``meta.json`` names) are
+    removed, so no stale chart or ``cost.csv`` is read as the new run's."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out-dir {out_dir} is a file: name a directory.")
+    earlier = [name for name in RESULT_FILES if (out_dir / name).is_file()]
+    if earlier and not overwrite:
+        raise ConfigError(
+            f"{out_dir} already holds results ({', '.join(earlier)}): choose a new --out-dir, or pass "
+            "--overwrite to replace them."
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in _written_files(out_dir) if earlier else ():
+        (out_dir / name).unlink(missing_ok=True)
+    check_writable(out_dir)
+    return out_dir
+
+
+def _written_files(out_dir: Path) -> set[str]:
+    """``RESULT_FILES`` and the plain file names an earlier ``meta.json`` lists (nothing outside the folder)."""
+    try:
+        listed = json.loads((out_dir / META).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        listed = []
+    return set(RESULT_FILES) | {
+        n for n in listed if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")
+    }
+
+
+def claim_out_file(path: Path, overwrite: bool = False) -> Path:
+    """``claim_out_dir`` for one results file (the method-list mode's ``--out``): ``ConfigError`` when it
+    is a directory, or exists and ``overwrite`` is False; its folder created and checked writable."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a directory: name a file, e.g. {path / 'results.json'}.")
+    if path.exists() and not overwrite:
+        raise ConfigError(f"{path} already exists: choose a new --out, or pass --overwrite to replace it.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(path.parent)
+    return path
+
+
+def check_writable(folder: Path) -> None:
+    """``OSError`` now, rather than after a benchmark's first prompt, when ``folder`` cannot take a file."""
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".talon-write-check."):
+        pass
 
 
 def write_cost(out_dir: Path, rows: Sequence[dict]) -> Path:

@@ -227,7 +227,12 @@ class MethodRunner:
                 "mean_layer_widths": None,
                 "steps": [],
             }
-        cfg = TreeConfig(method=split_method(method)[0], **tree_for(method, tree_kwargs))
+        # plain decoding reads no tree field: a setting only trees refuse must not cost a prompt its baseline
+        cfg = (
+            TreeConfig(method="ar")
+            if method == "ar"
+            else TreeConfig(method=split_method(method)[0], **tree_for(method, tree_kwargs))
+        )
         dec = DecodeConfig(
             temperature=temperature,
             seed=self.seed,
@@ -355,6 +360,16 @@ def run_plan(
             elif k == 0:
                 out.append((m, kwargs, f"{name}=auto"))
     return out
+
+
+def check_suite_settings(suite: Suite, default_tree: TreeConfig) -> None:
+    """``ConfigError`` now, before a model loads, for a tree setting some run of ``suite`` would refuse
+    (e.g. ``--mu 2``, ``--budget 0``) rather than a skipped run on every prompt."""
+    for experiment in suite.experiments:
+        for method, kwargs, _ in run_plan(experiment, default_tree, lambda m: True):
+            base = split_method(method)[0]
+            if base in METHODS and base != "ar":
+                TreeConfig(method=base, **tree_for(method, kwargs))
 
 
 class SuiteRunner:

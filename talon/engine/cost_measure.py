@@ -14,6 +14,7 @@ import json
 import math
 import random
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -244,6 +245,25 @@ def measure_curve(
     )
 
 
+class _Measuring:
+    """One lock per curve key, so that two runs in one process (two users of the app) needing the same
+    uncached curve measure it once: measured side by side on the same cores, both curves would be
+    wrong.  Curves whose cache file could not be written are kept here for the process's life (a
+    read-only cache must not mean twenty seconds of measuring every run).  Holds device facts only."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self.unstored: dict[str, CostCurve] = {}
+
+    def lock(self, digest: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(digest, threading.Lock())
+
+
+_MEASURING = _Measuring()
+
+
 def cost_curve_for(
     target: LoadedModel,
     drafter: Drafter | None,
@@ -253,12 +273,25 @@ def cost_curve_for(
     progress: Progress | None = None,
 ) -> CostCurve | None:
     """The cached cost curve of ``target`` with ``drafter`` on this device; measured (and cached) when
-    there is none or ``refresh``, unless ``measure`` is False (then None)."""
+    there is none or ``refresh``, unless ``measure`` is False (then None).  A curve whose cache file
+    cannot be written is still returned (and reused by this process), with a note to ``progress``."""
     key = curve_key(target, drafter or NoDrafter())
-    curve = None if refresh else cached_curve(key)
-    if curve is None and (measure or refresh):
-        curve = measure_curve(target, drafter, progress=progress)
-        store_curve(curve, key)
+    digest = key.digest()
+    if not refresh:
+        curve = cached_curve(key) or _MEASURING.unstored.get(digest)
+        if curve is not None or not measure:
+            return curve
+    with _MEASURING.lock(digest):
+        curve = None if refresh else cached_curve(key) or _MEASURING.unstored.get(digest)
+        if curve is None:  # not measured meanwhile by a run that held the lock
+            curve = measure_curve(target, drafter, progress=progress)
+            try:
+                store_curve(curve, key)
+                _MEASURING.unstored.pop(digest, None)
+            except OSError as err:
+                _MEASURING.unstored[digest] = curve
+                if progress is not None:
+                    progress(f"Cost curve measured but not cached ({err}); this process keeps it.")
     return curve
 
 

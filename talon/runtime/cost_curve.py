@@ -10,7 +10,7 @@ in plain steps, where ``plain`` is the wall clock of one step of plain decoding 
 (so a plain step costs exactly 1, its loop overhead included), ``verify(n)`` the target's tree forward,
 LM head on the internal rows and walk, and ``call(w)`` one drafter call over ``w`` frontier nodes with
 the builder's work on its answer.  Measured points are interpolated linearly and extrapolated from the
-last two.
+last two (never downward).
 
 A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
 names them, and ``cached_curve`` / ``store_curve`` keep curves next to the model cache
@@ -52,7 +52,8 @@ class CurveKey:
 
 
 def _interpolate(points: Sequence[tuple[int, float]], x: float) -> float:
-    """Linear between measured points, constant below the first, extrapolated past the last two."""
+    """Linear between measured points, constant below the first, extrapolated past the last two (never
+    downward: two noisy last points must not make a bigger tree look cheaper)."""
     if not points:
         return 0.0
     if x <= points[0][0]:
@@ -63,7 +64,7 @@ def _interpolate(points: Sequence[tuple[int, float]], x: float) -> float:
     if len(points) == 1:
         return points[0][1]
     (x0, y0), (x1, y1) = points[-2:]
-    return y1 + (y1 - y0) * (x - x1) / (x1 - x0)
+    return y1 + max(y1 - y0, 0.0) * (x - x1) / (x1 - x0)
 
 
 @dataclass(frozen=True)
