@@ -312,7 +312,10 @@ def run_benchmark(
     runs = []
     for item, ids in zip(prompts, encoded):
         for method in methods:
-            row = one(method, ids, decode_cfg.max_new_tokens)
+            try:
+                row = one(method, ids, decode_cfg.max_new_tokens)
+            except ConfigError as err:  # e.g. a prompt too long for the context: say which one
+                raise ConfigError(f"{method} on prompt {item['id']!r}: {err}") from err
             runs.append({"prompt_id": item["id"], "category": item["category"], **row})
             hits = row.get("speculation_hit_rate")
             log(
