@@ -39,7 +39,7 @@ from ui.shared import (
 )
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
-from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES
+from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, NODE_TABLE_WIDTHS
 
 COLOR_CHOICES = list(COLOR_MODES)
 COLOR_INFO = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in COLOR_MODES)
@@ -60,13 +60,14 @@ CSS = """
 .lab-controls .block { background: #FFF8EE !important; }
 #examples button { font-size: 0.8em !important; padding: 2px 6px !important; }
 .talon-clamped { color: #B45309; font-size: 0.85em; margin: 2px 0 0 2px; }
-#lab-methods th, #lab-methods th *, #async-table th, #async-table th *, #compare-table th, #compare-table th * {
+#lab-methods th, #lab-methods th *, #async-table th, #async-table th *, #compare-table th, #compare-table th *,
+#nodes-table th, #nodes-table th * {
   word-break: normal !important; overflow-wrap: normal !important; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 """
-"""The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async) wrap their headers at
-spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for its box ends in
-"…" before the caret instead of running under it."""
+"""The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async, a step's nodes) wrap
+their headers at spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for
+its box ends in "…" before the caret instead of running under it."""
 SHOW_RUN_JS = """
 () => {
   // A run starts: on a short screen its caption and tree are below the settings; bring them up.
@@ -78,11 +79,12 @@ SHOW_RUN_JS = """
 PAGE_JS = """
 () => {
   // Enter in a slider's number box leaves the box, which Gradio reports as the slider's release: typing a
-  // value and pressing Enter redraws the Tree lab like letting go of the thumb does.
+  // value and pressing Enter redraws the Tree lab like letting go of the thumb does (the value first set
+  // to one the slider takes, below).
   document.addEventListener('keydown', (event) => {
     const box = event.target;
     if (event.key === 'Enter' && box.matches && box.matches('input[type=number]')
-        && box.closest('.block')?.querySelector('input[type=range]')) box.blur();
+        && box.closest('.block')?.querySelector('input[type=range]')) { fix(box); box.blur(); }
   });
   // A thumb moved with the keyboard (arrows, Page Up/Down, Home, End) is released like a dragged one:
   // Gradio reports a slider's release only for a pointer, so the Tree lab would keep the old tree.
@@ -92,7 +94,10 @@ PAGE_JS = """
     if (KEYS.includes(event.key) && thumb.matches && thumb.matches('input[type=range]'))
       thumb.dispatchEvent(new PointerEvent('pointerup', { bubbles: true }));
   });
-  // A typed value outside a slider's range is clamped by the page: say so next to the slider.
+  // A typed value outside a slider's range (or a bounded number box's), or a fraction on a slider that
+  // counts, is set to the nearest value the control takes before the control reports it, with a note
+  // beside it: sent as typed, the server refused it (a Tree lab redraw on Enter failed), and a fraction
+  // of a node was refused at Run.
   const bounds = (box) => {
     const range = box.closest('.block')?.querySelector('input[type=range]');
     const src = range || box;
@@ -108,17 +113,25 @@ PAGE_JS = """
     clearTimeout(el._timer);
     el._timer = setTimeout(() => el.remove(), 9000);
   };
-  const check = (event) => {
-    const box = event.target;
+  const fix = (box) => {
     if (!box.matches || !box.matches('input[type=number]')) return;
     const typed = parseFloat(box.value);
+    if (isNaN(typed)) return;
     const [lo, hi] = bounds(box);
-    if (isNaN(typed) || (typed >= lo && typed <= hi)) return;
+    const step = parseFloat(box.closest('.block')?.querySelector('input[type=range]')?.getAttribute('step'));
+    const counts = Number.isInteger(step) && step > 0 && isFinite(lo);  // a slider of whole numbers
+    const near = counts ? lo + Math.round((typed - lo) / step) * step : typed;
+    const kept = Math.min(Math.max(near, lo), hi);
+    if (kept === typed) return;
     const info = box.closest('.block')?.querySelector('[data-testid=block-info], label span');
-    const label = info?.textContent || 'This field';
-    const kept = typed > hi ? hi : lo;
-    note(box, `${label.trim()}: ${typed} is outside ${lo}–${hi}, so it was set to ${kept}.`);
+    const label = (info?.textContent || 'This field').trim();
+    note(box, typed < lo || typed > hi
+      ? `${label}: ${typed} is outside ${lo}–${hi}, so it was set to ${kept}.`
+      : `${label}: ${typed} is not a whole number, so it was set to ${kept}.`);
+    box.value = String(kept);
+    box.dispatchEvent(new Event('input', { bubbles: true }));
   };
+  const check = (event) => fix(event.target);
   document.addEventListener('change', check, true);
   document.addEventListener('blur', check, true);
   // Text boxes take their direction from their text (Gradio fixes them left to right): an Arabic or
@@ -130,6 +143,13 @@ PAGE_JS = """
   autoDirection(document);
   new MutationObserver((changes) => changes.forEach((c) => c.addedNodes.forEach(autoDirection)))
     .observe(document.body, { childList: true, subtree: true });
+  // A press of a button that starts work closes the messages left from the last press: Gradio groups
+  // errors in one toast, and an old "The prompt is empty" sat above the new press's refusal.
+  document.addEventListener('click', (event) => {
+    const button = event.target.closest?.('button.primary, button.secondary, button.stop');
+    if (!button || button.matches('[role=tab], [data-testid=toast-close]')) return;
+    document.querySelectorAll('[data-testid=toast-close]').forEach((close) => close.click());
+  }, true);
   // The tabs sit below the prompt, the examples and the settings: at 1024x768 a tab clicked there showed
   // only its first line.  A tab clicked in the lower half of the window brings its bar to the top.
   document.addEventListener('click', (event) => {
@@ -141,8 +161,9 @@ PAGE_JS = """
 }
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
-box) clamps gets a note beside it saying what it was set to; text boxes follow their text's direction; a
-tab clicked low in the window scrolls its tab bar to the top."""
+box) cannot take, or a fraction on a counting slider, is set to the nearest it takes, with a note saying so; text
+boxes follow their text's direction; a tab clicked low in the window scrolls its tab bar to the top; a
+button that starts work closes the messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
 EXAMPLE_LABEL_CHARS = 26
@@ -369,7 +390,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             metrics_md = gr.Markdown(elem_id="run-summary")
             with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
                 nodes_df = gr.Dataframe(
-                    interactive=False, wrap=True, headers=["Run or load a trace to list this step's nodes"]
+                    interactive=False,
+                    wrap=True,
+                    headers=["Run or load a trace to list this step's nodes"],
+                    elem_id="nodes-table",
+                    column_widths=NODE_TABLE_WIDTHS,
                 )
 
         # ---- Compare prompts ---------------------------------------------------------------------------------
@@ -551,6 +576,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 label="Side by side (plain decoding first)",
                 elem_id="compare-table",
                 headers=["Press Run comparison to fill this table"],
+                column_widths=summary.COMPARISON_WIDTHS,
             )
             compare_caption = gr.Markdown(compare.NO_COMPARE, elem_id="compare-caption")
             with gr.Row():

@@ -182,7 +182,7 @@ class RunTrace:
     @classmethod
     def from_dict(cls, d: dict) -> RunTrace:
         if d.get("format") != TRACE_FORMAT:
-            raise ValueError(f"Not a TALON trace of format {TRACE_FORMAT} (format={d.get('format')!r}).")
+            raise ValueError(f"its format is {d.get('format')!r}, not {TRACE_FORMAT}")
         kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d) if f.name != "steps"}
         return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
 
@@ -191,10 +191,10 @@ class RunTrace:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise ValueError(f"Not valid JSON: {err}") from err
+            raise ValueError(f"it is not valid JSON ({err})") from err
         if not isinstance(data, dict):
-            raise ValueError("A trace is a JSON object.")
+            raise ValueError("it is JSON, but not a JSON object")
         try:
             return cls.from_dict(data)
         except (KeyError, TypeError) as err:
-            raise ValueError(f"Trace JSON is missing or mistypes a field: {err}") from err
+            raise ValueError(f"it is missing or mistypes a field ({err})") from err

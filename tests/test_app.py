@@ -257,7 +257,7 @@ def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tm
 
     binary = tmp_path / "random.json"
     binary.write_bytes(bytes(range(128, 256)))
-    with pytest.raises(gr.Error, match=r"not a TALON trace \(it is not text\)\. Load a file saved with"):
+    with pytest.raises(gr.Error, match=r"not a TALON trace: it is not text\. Load a file saved with"):
         check_trace_file(str(binary))
     long_prompt = "Summarise this: " + "the cat sat on the mat and looked out of the window. " * 300
     with pytest.raises(gr.Error, match=r"This prompt is [\d,]+ tokens .*shorten it to about"):

@@ -160,6 +160,15 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         arg=budget + 3,
         timeout=60_000,
     )
+    # A value typed past the slider's end and entered redraws at the end (it reaches the server as typed)
+    box = page.locator("#lab-budget input[type=number]")
+    box.fill("200")
+    box.press("Enter")
+    page.wait_for_function(
+        "() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes('N=128,')",
+        timeout=60_000,
+    )
+    assert page.locator("#lab-plot .error, #lab-caption .error").count() == 0
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
 
     # Measuring the machine again (~25 s): its progress counts rounds on the price chart, where a person sees
@@ -212,6 +221,49 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         page.wait_for_timeout(500)  # an error mark would follow the refusal
         marks = ", ".join(f"{selector} .error" for selector in outputs.split(", "))
         assert page.locator(marks).count() == 0, tab
+    page.close()
+
+
+FITS_JS = """(id) => {
+  const t = document.querySelector(`#${id} table`);
+  return t ? t.scrollWidth <= t.parentElement.clientWidth + 1 : null;
+}"""
+
+
+def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser, app_url):
+    """A step's nodes and Compare methods' side-by-side table fit a 1024-px page (their last columns were
+    cut off); a fraction typed into Budget N is set to the nearest whole number, with a note, before
+    Run reads it (Run refused it); a new press of Run closes the last press's messages."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#prompt textarea").fill(" ")
+    page.locator("#run").click()
+    page.locator("[data-testid=toast-text]").get_by_text("The prompt is empty").wait_for(timeout=30_000)
+    page.locator("#prompt textarea").fill("Name three colours.")
+    budget = page.locator("#budget input[type=number]")
+    budget.fill("3.7")
+    budget.press("Tab")
+    page.locator("#budget .talon-clamped").get_by_text("3.7 is not a whole number, so it was set to 4").wait_for()
+    assert budget.input_value() == "4"
+    page.locator("#run").click()
+    page.wait_for_timeout(300)  # well within the 10 s the empty prompt's message would stay
+    assert page.locator("[data-testid=toast-text]").count() == 0  # closed by the new press
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    assert "N=4" in page.locator("#run-summary").inner_text()  # the run took the rounded budget
+    page.get_by_text("Nodes of this step").click()
+    page.locator("#nodes-table table").wait_for(timeout=30_000)
+    assert page.evaluate(FITS_JS, "nodes-table")
+    page.get_by_role("tab", name="Compare methods").click()
+    repeats = page.locator("#compare-repeats input[type=number]")
+    repeats.wait_for(timeout=30_000)
+    repeats.fill("1")
+    repeats.press("Tab")
+    page.locator("#compare-run").click()
+    page.wait_for_function(
+        "() => (document.querySelector('#compare-table')?.innerText || '').includes('B: ')", timeout=240_000
+    )
+    assert page.evaluate(FITS_JS, "compare-table")
     page.close()
 
 

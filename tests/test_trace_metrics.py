@@ -174,7 +174,7 @@ def test_step_round_trip_ignores_derived_fields() -> None:
 @pytest.mark.parametrize(
     "text,match",
     [
-        ("{not json", "Not valid JSON"),
+        ("{not json", "not valid JSON"),
         ("[1, 2, 3]", "JSON object"),
         (json.dumps({"format": 999}), "format"),
         (json.dumps({"prompt": "x"}), "format"),

@@ -495,6 +495,10 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
     # a label inside a bar's foot where it fits, above a bar too low to hold it (0 % included)
     positions = dict(zip([r["rate"] or 0 for r in rows], fig.data[0].textposition))
     assert all(p == ("inside" if rate >= 0.1 else "outside") for rate, p in positions.items())
+    # every bar says how many trees its share is of, and a depth few trees reached is hatched
+    assert list(fig.data[0].text) == [f"{r['rate']:.0%}<br>{r['accepted']}/{r['reached']}" for r in rows]
+    hatched = [shape == "/" for shape in fig.data[0].marker.pattern.shape]
+    assert hatched == [r["reached"] < 10 for r in rows] and any(hatched) and not all(hatched)
     # a run of plain steps draws no bars and takes no place: the other's line stays over its bars
     plain = dataclasses.replace(recorded, steps=[])
     alone = acceptance_per_depth_chart({"A": plain, "B": recorded}, max_depth=9)

@@ -534,7 +534,7 @@ def read_trace(file) -> RunTrace:
     except (ValueError, OSError) as err:
         reason = str(err)
     raise gr.Error(
-        f"That file is not a TALON trace ({reason}). Load a file saved with 'Export trace (JSON)' on this tab.",
+        f"That file is not a TALON trace: {reason}. Load a file saved with 'Export trace (JSON)' on this tab.",
         print_exception=False,
     )
 

@@ -131,11 +131,21 @@ def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
     return acceptance_per_depth_chart({"run": trace})
 
 
+FEW_TREES = 10
+"""Below this many trees reaching a depth, the acceptance chart hatches that depth's bar."""
+
+
+def _rate_label(row: dict) -> str:
+    """A bar's label: the rate over the count it is a share of ("100%<br>1/1")."""
+    return "" if row["rate"] is None else f"{row['rate']:.0%}<br>{row['accepted']}/{row['reached']}"
+
+
 def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | None = None) -> go.Figure:
     """Acceptance per depth, both rates (``talon.metrics.acceptance_per_depth``), per run: bars =
-    accepted at d ÷ trees that reached d; line = accepted at d ÷ trees whose node at d − 1 was accepted
-    and had children (the drafter's acceptance given everything above was right).  The hover gives the
-    counts, and the steps that ran out of tree at d (everything above accepted, nothing drafted at d).
+    accepted at d ÷ trees that reached d, labelled with both counts and hatched where fewer than
+    ``FEW_TREES`` trees reached d; line = accepted at d ÷ trees whose node at d − 1 was accepted and had
+    children (the drafter's acceptance given everything above was right).  The hover gives the counts,
+    and the steps that ran out of tree at d (everything above accepted, nothing drafted at d).
     ``max_depth``: the x range to show (the deepest tree of all runs by default)."""
     title = "Acceptance per depth: of trees that reached d (bars), given d−1 was accepted (line)"
     y_title = "share accepted at depth d"
@@ -163,9 +173,14 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 x=depths,
                 y=[r["rate"] for r in rows],
                 name=f"{prefix}accepted at d ÷ reached d",
-                marker={"color": color, "opacity": 0.85 if single else 0.6},  # the bar's, not its label's
+                # hatched where few trees reached the depth: a 100 % bar of one tree is not "always accepted"
+                marker={
+                    "color": color,
+                    "opacity": 0.85 if single else 0.6,  # the bar's, not its label's
+                    "pattern": {"shape": ["/" if r["reached"] < FEW_TREES else "" for r in rows], "solidity": 0.3},
+                },
                 customdata=custom,
-                text=[f"{r['rate']:.0%}" if r["rate"] is not None else "" for r in rows] if deepest <= 15 else None,
+                text=[_rate_label(r) for r in rows] if deepest <= 15 else None,
                 # at the bar's foot, inside it: above the bar the line's markers, at the rates given d−1, ran
                 # through the labels; a bar too low to hold its label (0 % too) carries it above
                 textposition=["inside" if (r["rate"] or 0) >= 0.1 else "outside" for r in rows],

@@ -27,6 +27,10 @@ STATUS_STYLE = {
 TokenText = Callable[[int], str]
 
 
+LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"
+"""Behind a line's label on a chart: it stays readable over the markers it crosses."""
+
+
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     layout = {
@@ -212,7 +216,7 @@ def price_figure(
         fig.add_vline(
             x=your_n,
             line={"dash": "dot", "color": "#555"},
-            annotation={"text": f"your N = {your_n}", "font": {"size": 11}},
+            annotation={"text": f"your N = {your_n}", "font": {"size": 11}, "bgcolor": LABEL_BACKGROUND},
             annotation_position="bottom right",  # the pick's label sits at the top: near lines never overlap
         )
     if pick is not None:
@@ -222,6 +226,7 @@ def price_figure(
             annotation={
                 "text": f"cost rule picks N = {pick['nodes']}" if pick["nodes"] else "cost rule: a plain step",
                 "font": {"size": 11, "color": "#D62728"},
+                "bgcolor": LABEL_BACKGROUND,  # readable where it crosses the markers near N = 0
             },
             annotation_position="top right",
         )

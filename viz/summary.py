@@ -467,6 +467,10 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     return " ".join(lines)
 
 
+COMPARISON_WIDTHS = ["15%", "11%", "10%", "9%", "7%", "9%", "9%", "8%", "9%", "13%"]
+"""``comparison_table``'s column widths: the run's name widest, every header whole at 1024 px."""
+
+
 def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]] | None = None) -> pd.DataFrame:
     """One row per labelled run (the first labelled ``ar`` is plain decoding, the speedups' reference):
     MAT τ, δ, draft nodes per step, mean depth, mean widest layer, and over the repetitions'

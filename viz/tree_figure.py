@@ -584,6 +584,10 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
+NODE_TABLE_WIDTHS = ["5%", "7%", "7%", "12%", "9%", "9%", "9%", "10%", "9%", "11%", "12%"]
+"""``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only."""
+
+
 def node_table(step: StepRecord) -> pd.DataFrame:
     """One row per tree node (root included, no bonus row), in node order.
 
