@@ -731,6 +731,24 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "HF assistant" not in cost and "Speedups" not in cost
     part = bench_charts.meta_markdown({**meta, "experiments": [{"name": "auto_vs_fixed", "description": "d."}]})
     assert "Experiments run: `auto_vs_fixed` (d.)" in part
+    # a run limited with --experiments is headed by what ran, not by the whole suite's description
+    limited = {
+        **meta,
+        "suite": "head",
+        "description": "The head's bar at N=60 ...",
+        "command": "python -m talon.bench --suite head --experiments auto_vs_fixed --out-dir /tmp/x/avf",
+        "experiments": [{"name": "auto_vs_fixed", "description": "Which N on this device."}],
+        "dtype": "bfloat16",
+    }
+    text = bench_charts.meta_markdown(limited, "docs/bench/avf-r1")
+    assert text.startswith("**Suite `head`, only `auto_vs_fixed`**") and "Which N on this device." in text
+    assert "N=60" not in text and "Experiments run" not in text
+    assert "it wrote to `/tmp/x/avf`; the files were moved here after" in text  # the command's dir is not this
+    assert "moved" not in bench_charts.meta_markdown(limited, "docs/bench/avf")
+    (tmp_path / "avf").mkdir()
+    (tmp_path / "avf" / "meta.json").write_text(json.dumps(limited))
+    assert bench_results.describe(tmp_path / "avf").startswith("avf · head: auto_vs_fixed · ")
+    assert bench_results.describe(tmp_path / "avf").endswith(" · bfloat16")  # float32, the default, unsaid
 
 
 def test_the_methods_table_counts_runs_equal_to_ar_as_the_lossless_table_does(frames):

@@ -9,11 +9,14 @@ hold (e.g. no N sweep in a ``quick`` run) gives an empty table or a figure with 
 from __future__ import annotations
 
 import math
+import shlex
+from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from talon.bench.results import ran_part
 from talon.bench.suites import AUTO_SUFFIX, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
@@ -120,6 +123,18 @@ def _t(temperature) -> str:
     return f"T={float(temperature):g}"
 
 
+def _moved(meta: dict, directory: str) -> str:
+    """A note where the command wrote to another directory than the one shown (results moved after)."""
+    try:
+        words = shlex.split(str(meta.get("command", "")))
+    except ValueError:
+        return ""
+    written = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--out-dir"), None)
+    if not written or not directory or Path(written).name == Path(directory).name:
+        return ""
+    return f" (it wrote to `{written}`; the files were moved here after)"
+
+
 def meta_markdown(meta: dict, directory: str = "") -> str:
     """Where and how a results directory was measured, as Markdown: suite, date, machine, model,
     drafter, the exact command, notes (fallback prompt sets, skipped methods, PNG export)."""
@@ -128,8 +143,12 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     threads = f", {meta['torch_threads']} torch threads" if meta.get("torch_threads") else ""
     timings = meta.get("suite") == "cost"  # the cost suite times a step's pieces: no peers, no speedups
     load = meta.get("load_average_1min")
+    ran = [e for e in meta.get("experiments") or [] if isinstance(e, dict) and e.get("name")]
+    part = ran_part(meta)  # a suite run with --experiments: its description would name what did not run
+    described = "; ".join(e.get("description") or e["name"] for e in ran) if part else meta.get("description", "")
+    only = f", only {', '.join(f'`{name}`' for name in part)}" if part else ""
     lines = [
-        f"**Suite `{meta.get('suite', '?')}`**, {meta.get('date', '?')}: {meta.get('description', '')}",
+        f"**Suite `{meta.get('suite', '?')}`{only}**, {meta.get('date', '?')}: {described}",
         *(
             [
                 "- **Partial results**: the run stopped before the suite's end; the tables hold the prompts "
@@ -147,7 +166,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + f"); drafter `{meta.get('drafter_spec', '?')}`"
         + ("" if timings else f"; HF assistant `{meta.get('assistant_spec', '?')}`"),
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
-        "here was measured at",
+        "here was measured at" + _moved(meta, directory),
     ]
     if not timings:
         lines.append(
@@ -155,8 +174,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
             "÷ the method's; transformers' `generate()` and its prompt lookup / assisted generation are peer "
             "rows, timed the same way"
         )
-    ran = [e for e in meta.get("experiments") or [] if isinstance(e, dict) and e.get("name")]
-    if ran:  # a suite run with --experiments runs part of what its description says
+    if ran and not part:
         lines.append(
             "- Experiments run: "
             + "; ".join(f"`{e['name']}`" + (f" ({e['description']})" if e.get("description") else "") for e in ran)

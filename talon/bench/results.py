@@ -398,12 +398,24 @@ def result_dirs(root: str | Path) -> list[Path]:
     return sorted(found, key=date, reverse=True)
 
 
+def ran_part(meta: dict) -> list[str]:
+    """The experiments a suite run was limited to with ``--experiments`` (empty: it ran whole)."""
+    if "--experiments" not in str(meta.get("command", "")):
+        return []
+    return [str(e["name"]) for e in meta.get("experiments") or [] if isinstance(e, dict) and e.get("name")]
+
+
 def describe(directory: str | Path) -> str:
-    """A one-line label for a results directory: its name, suite, date and device."""
+    """A one-line label for a results directory: its name, suite (with the experiments run where a part
+    of it ran), date, device, and the dtype where it is not float32."""
     d = Path(directory)
     try:
         meta = json.loads((d / META).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         meta = {}
-    parts = [d.name, meta.get("suite", "?"), str(meta.get("date", "?"))[:16].replace("T", " "), meta.get("device", "?")]
+    suite = str(meta.get("suite", "?"))
+    part = ran_part(meta)
+    parts = [d.name, f"{suite}: {', '.join(part)}" if part else suite]
+    parts += [str(meta.get("date", "?"))[:16].replace("T", " "), meta.get("device", "?")]
+    parts += [meta["dtype"]] if meta.get("dtype") not in (None, "float32") else []
     return " · ".join(str(p) for p in parts)
