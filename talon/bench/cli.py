@@ -168,12 +168,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-_TREE_FLAGS = ("budget", "max_nodes", "topk", "mu", "depth", "gamma")
+_RUN_FLAGS = ("methods", "experiments", "budget", "max_nodes", "topk", "mu", "depth", "gamma", "max_new_tokens")
 _NOT_IN_MODE = {
     "methods": ("out_dir", "experiments"),
     "suite": ("temperature", "execution", "out"),
-    "cost": ("methods", "experiments", *_TREE_FLAGS, "max_new_tokens", "temperature", "execution", "seed", "limit")
-    + ("out", "assistant"),
+    "cost": (*_RUN_FLAGS, "temperature", "execution", "seed", "limit", "out", "assistant"),
 }
 """Per mode, the options it has no use for (refused rather than silently ignored)."""
 _MODE_NAMES = {
