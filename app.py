@@ -18,7 +18,7 @@ from ui import bench_tab, compare, explore, prompts, tree_lab
 from ui.async_tab import REPEATS as ASYNC_REPEATS
 from ui.async_tab import check_async, run_sync_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
-from ui.session import close_session, new_session
+from ui.session import close_session, new_session, tab_closed, tab_opened
 from ui.settings import BUDGET_MAX, load_panel_models
 from ui.shared import (
     DEFAULT_BUDGET,
@@ -195,7 +195,10 @@ def example_label(example: dict) -> str:
 
 
 with gr.Blocks(title="TALON Tree Explorer") as demo:
-    session = gr.State(new_session, delete_callback=close_session, time_to_live=4 * 3600)
+    # No time to live: the events change the session in place and never write the state, so Gradio's clock
+    # would run from the page's load and drop an open tab's runs after it; a closed tab is let go at once
+    # (tab_closed below), and its state an hour later (close_session).
+    session = gr.State(new_session, delete_callback=close_session)
     gr.Markdown(
         "# TALON Tree Explorer\nTree speculative decoding on a real model: each step a drafter proposes a tree of "
         "guessed next tokens, the target model checks the whole tree in one forward pass and keeps the longest "
@@ -896,6 +899,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     status_timer = gr.Timer(1.0)
     status_timer.tick(model_status, None, [status, status_timer], show_progress="hidden")
     demo.load(model_status, None, [status, status_timer], show_progress="hidden")
+    demo.load(tab_opened, [session], [session], show_progress="hidden")
+    demo.unload(tab_closed)
 
 demo.queue(max_size=64, default_concurrency_limit=8)
 

@@ -249,3 +249,108 @@ def test_play_before_any_run_says_what_to_do(monkeypatch):
     monkeypatch.setattr(explore.gr, "Info", told.append)
     *_, caption, timer = explore.play(Session(), 1, "verdict")
     assert told == [explore.NOTHING_TO_PLAY] and caption == explore.NO_RUN and not timer.active
+
+
+@pytest.fixture
+def tiny_app(target, monkeypatch):
+    """The Explore handlers on the tiny target: every run loads it, drafts with its first layer."""
+    from ui import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "load_target", lambda spec, progress=None: target)
+    monkeypatch.setattr(
+        settings_module,
+        "make_drafter",
+        lambda method, spec, loaded: drafter_for(method, spec, loaded) if method != "ar" else None,
+    )
+    monkeypatch.setattr(settings_module, "encoded_prompt", lambda loaded, prompt: prompt_ids(3))
+    monkeypatch.setattr(gr, "Info", lambda *a, **k: None)
+    return settings_module
+
+
+def _panel(settings_module, **changes) -> list:
+    from ui.settings import RunSettings
+
+    s = RunSettings(prompt="x", target_spec="tiny", drafter_spec="layers:1", method="talon", budget=8, topk=3)
+    return [getattr(s.but(**changes), name) for name in settings_module.SETTING_NAMES]
+
+
+def _saved(target, tmp_path, tokens: int) -> Path:
+    from talon.metrics import trace_json
+
+    trace = run_to_end(
+        target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=tokens), prompt_ids=prompt_ids(7)
+    )
+    path = tmp_path / "trace.json"
+    path.write_text(trace_json(trace))
+    return path
+
+
+def test_a_trace_loaded_while_a_run_streams_stays_on_show(target, tiny_app, tmp_path):
+    """The run's handler stops writing to the page once a loaded trace replaced its run (it drew the
+    stopped run's summary, slider and charts over the loaded trace, which everything else then used)."""
+    import ui.explore as explore
+    from ui.session import Session
+
+    session = Session()
+    run = explore.run_explore(session, "verdict", None, *_panel(tiny_app, max_new=300))
+    for _ in range(3):
+        next(run)
+    explore.load_trace(session, str(_saved(target, tmp_path, 4)), "verdict")
+    assert list(run) == [] and len(session.trace.steps) == 4  # nothing more from the replaced run
+
+
+def test_a_loaded_traces_text_stays_when_its_steps_are_shown(target, tiny_app, tmp_path):
+    """The text view keeps the text of the run id it was painted under: showing a step of a loaded trace
+    under another id (0) made the page drop the whole text."""
+    import ui.explore as explore
+    from ui.session import Session
+
+    session = Session()
+    out = explore.load_trace(session, str(_saved(target, tmp_path, 8)), "verdict")
+    painted = out[len(tiny_app.SETTING_NAMES) + 2]["run"]
+    _fig, text, _table, _cap = explore.show_step(session, 3, "verdict")
+    assert text["run"] == painted == session.text_run and text["highlight"] == 3
+
+
+def test_run_pressed_again_while_the_first_is_prepared_leaves_no_stopped_note(target, tiny_app):
+    """The first run, stopped by the second's start, must not write "stopped before its first step" under
+    Stop after the second run cleared it."""
+    import ui.explore as explore
+    from ui.session import Session
+
+    loads = []
+
+    def slow_load(spec, progress=None):
+        loads.append(spec)
+        if len(loads) == 1:
+            time.sleep(1.0)  # the first run's model is still loading when Run is pressed again
+        return target
+
+    tiny_app.load_target = slow_load
+    session = Session()
+    first = threading.Thread(target=lambda: list(explore.run_explore(session, "verdict", None, *_panel(tiny_app))))
+    first.start()
+    time.sleep(0.3)
+    list(explore.run_explore(session, "verdict", None, *_panel(tiny_app, max_new=12)))
+    first.join(30)
+    assert session.trace.stop_reason != "stopped" and explore.note_after_run(session) == ""
+
+
+def test_closing_a_tab_stops_its_run_at_once_and_holds_no_session():
+    """Gradio calls the state's delete callback an hour after a tab closed; the unload event stops the
+    tab's run now. Tabs are told apart by their session hash, and a dropped session is not kept alive."""
+    import gc
+    from types import SimpleNamespace
+
+    from ui.session import OPEN_TABS, Session, tab_closed, tab_opened
+
+    mine, other = Session(), Session()
+    mine.starting, other.starting = threading.Event(), threading.Event()  # each preparing a run
+    tab_opened(mine, SimpleNamespace(session_hash="tab-1"))
+    tab_opened(other, SimpleNamespace(session_hash="tab-2"))
+    tab_closed(SimpleNamespace(session_hash="tab-1"))
+    assert mine.starting.is_set() and not other.starting.is_set()
+    tab_closed(SimpleNamespace(session_hash="tab-1"))  # twice, or an unknown tab: nothing happens
+    del other
+    gc.collect()
+    assert "tab-2" not in OPEN_TABS._sessions

@@ -274,16 +274,20 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
     settings = RunSettings.of(panel)
     session.stop_note = ""
+    session.runs_started += 1
+    mine = session.runs_started
     try:
         with session.preparing() as stop:
             prepared = prepare(settings, progress, stop=stop.is_set)
     except RunStopped:
-        session.stop_note = STOPPED_NOTE
-        gr.Info(STOPPED_BEFORE_START + (SHOWN_BEFORE if session.trace is not None else ""))
+        if session.runs_started == mine:  # Stop pressed; a newer run (Run pressed again) has its own note
+            session.stop_note = STOPPED_NOTE
+            gr.Info(STOPPED_BEFORE_START + (SHOWN_BEFORE if session.trace is not None else ""))
         yield (gr.skip(),) * (7 + CHART_COUNT)  # the page keeps the run it shows
         return
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg, stop=stop)
     session.trace, session.live, session.lab, session.starting = prepared.trace, live, None, None
+    session.text_run = live.id
     session.specs = (settings.target_spec, settings.drafter_spec)
     session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
     trace = live.trace
@@ -303,6 +307,8 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
         pause = 1.0 / UPDATE_HZ - (time.perf_counter() - last_update)
         if pause > 0:
             live.wait_end(pause)
+        if session.live is not live:  # a loaded trace or a newer run is on show now: leave the page to it
+            return
         n = len(trace.steps)
         if n == shown:
             if n == 0 and not live.done:  # the prefill of a long prompt, or a queue: say so
@@ -336,6 +342,8 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
                 *_streaming_rest(False, gr.update(), status),
             )
     live.join()
+    if session.live is not live:  # replaced while it ended (a trace loaded, Run pressed again)
+        return
     if live.error is not None:
         raise gr.Error(f"The run failed: {live.error}", print_exception=False)
     live.fill_texts()
@@ -395,8 +403,7 @@ def set_follow(session: Session, follow: bool) -> None:
 # ---- walking through a run ------------------------------------------------------------------------------
 def show_step(session: Session, number, color_mode):
     """Draw step ``number`` (from 1) of the session's run."""
-    run_id = session.live.id if session.live else 0
-    return step_view(session.trace, number, color_mode, run_id)
+    return step_view(session.trace, number, color_mode, session.text_run)
 
 
 def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool):
@@ -551,7 +558,7 @@ def load_trace(session: Session, file, color_mode):
     trace = read_trace(file)
     session.stop()
     session.trace, session.live, session.lab, session.specs = trace, None, None, None
-    run_id = -int(time.time() * 1000)  # a new text run
+    run_id = session.text_run = -int(time.time() * 1000)  # a new text run
     number, fig, table, cap = opening_view(trace, color_mode, run_id)  # as the finished run opened
     settings = settings_of(trace)
     loaded = (

@@ -1,16 +1,20 @@
 """One user's state in the app: the runs they made, the run in flight, the step frozen in the tree lab.
 
 A ``Session`` lives in that user's ``gr.State`` (created per browser session, never shared) and is
-released when Gradio drops the session (``close``: a run in flight is stopped, the lab's caches go).
+released when the tab closes (``tab_closed``) or Gradio drops the session (``close``: a run in flight
+is stopped, the lab's caches go).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import gradio as gr
 
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.base import Drafter
@@ -170,6 +174,12 @@ class Session:
     """What the note under Stop says once the last run has ended (``explore.note_after_run``)."""
     starting: threading.Event | None = None
     """The stop signal of the run being prepared (``preparing``), until its ``LiveRun`` takes it over."""
+    runs_started: int = 0
+    """Explore runs started in this session: a run's handler checks it is still the newest before it
+    writes anything a newer run owns."""
+    text_run: int = 0
+    """The id under which the page's text view holds the text on show (a live run's id, a loaded trace's
+    own): highlighting a step under another id makes the page drop that text."""
 
     @contextmanager
     def preparing(self) -> Iterator[threading.Event]:
@@ -211,6 +221,43 @@ def new_session() -> Session:
 
 
 def close_session(session: Session | None) -> None:
-    """``gr.State``'s delete callback."""
+    """``gr.State``'s delete callback (Gradio drops a closed tab's state an hour after it closed)."""
     if isinstance(session, Session):
         session.close()
+
+
+class OpenTabs:
+    """The sessions of the browser tabs open now, by Gradio's session hash, so that closing a tab stops its
+    run at once: Gradio calls the state's delete callback only an hour after a tab closed, and until
+    then the run kept taking turns in the shared queue.  Held weakly (a session Gradio dropped is gone
+    from here too); each entry is one tab's own, found only by that tab's hash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+
+    def opened(self, session: Session, key: str | None) -> None:
+        if key and isinstance(session, Session):
+            with self._lock:
+                self._sessions[key] = session
+
+    def closed(self, key: str | None) -> None:
+        with self._lock:
+            session = self._sessions.pop(key, None) if key else None
+        if session is not None:
+            session.close()
+
+
+OPEN_TABS = OpenTabs()
+
+
+def tab_opened(session: Session, request: gr.Request) -> Session:
+    """``demo.load``: remember the tab's session under its session hash, and give it back to be stored as
+    the tab's state (a state no event has written yet is made afresh for each event that reads it)."""
+    OPEN_TABS.opened(session, getattr(request, "session_hash", None))
+    return session
+
+
+def tab_closed(request: gr.Request) -> None:
+    """``demo.unload`` (the tab closed or reloaded): stop its run and drop its caches now."""
+    OPEN_TABS.closed(getattr(request, "session_hash", None))
