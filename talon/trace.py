@@ -183,6 +183,9 @@ class RunTrace:
     def from_dict(cls, d: dict) -> RunTrace:
         if d.get("format") != TRACE_FORMAT:
             raise ValueError(f"its format is {d.get('format')!r}, not {TRACE_FORMAT}")
+        for name in ("tree_config", "decode_config"):
+            if not isinstance(d.get(name), dict):
+                raise TypeError(f"{name} must be an object, not {d.get(name)!r}")
         kwargs = {f.name: d[f.name] for f in _stored_fields(cls, d) if f.name != "steps"}
         return cls(**kwargs, steps=[StepRecord.from_dict(s) for s in d["steps"]])
 

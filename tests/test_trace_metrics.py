@@ -178,6 +178,7 @@ def test_step_round_trip_ignores_derived_fields() -> None:
         ("[1, 2, 3]", "JSON object"),
         (json.dumps({"format": 999}), "format"),
         (json.dumps({"prompt": "x"}), "format"),
+        (json.dumps({"format": 1, "tree_config": "talon", "decode_config": {}}), "tree_config must be an object"),
     ],
 )
 def test_from_json_rejects_bad_input(text: str, match: str) -> None:
