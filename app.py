@@ -42,7 +42,9 @@ from viz import summary
 from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, NODE_TABLE_WIDTHS
 
 COLOR_CHOICES = list(COLOR_MODES)
-COLOR_INFO = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in COLOR_MODES)
+COLOR_INFO = "; ".join(
+    label if label.startswith(mode) else f"{mode}: {label}" for mode, label in COLOR_MODE_LABELS.items()
+)
 THEME = gr.themes.Default(
     font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
 )
@@ -143,27 +145,35 @@ PAGE_JS = """
   autoDirection(document);
   new MutationObserver((changes) => changes.forEach((c) => c.addedNodes.forEach(autoDirection)))
     .observe(document.body, { childList: true, subtree: true });
-  // A press of a button that starts work closes the messages left from the last press: Gradio groups
-  // errors in one toast, and an old "The prompt is empty" sat above the new press's refusal.
+  // A press of a button that starts work (or a file chosen to load) closes the messages left from the
+  // last press: Gradio groups errors in one toast, and an old "The prompt is empty" sat above the new
+  // press's refusal.
+  const closeMessages = () => document.querySelectorAll('[data-testid=toast-close]').forEach((b) => b.click());
   document.addEventListener('click', (event) => {
     const button = event.target.closest?.('button.primary, button.secondary, button.stop');
-    if (!button || button.matches('[role=tab], [data-testid=toast-close]')) return;
-    document.querySelectorAll('[data-testid=toast-close]').forEach((close) => close.click());
+    if (button && !button.matches('[role=tab], [data-testid=toast-close]')) closeMessages();
   }, true);
+  document.addEventListener('change', (event) => {  // a file chosen to load is a new press too
+    if (event.target.matches?.('input[type=file]')) closeMessages();
+  }, true);
+  document.addEventListener('drop', closeMessages, true);
   // The tabs sit below the prompt, the examples and the settings: at 1024x768 a tab clicked there showed
   // only its first line.  A tab clicked in the lower half of the window brings its bar to the top.
   document.addEventListener('click', (event) => {
     const tab = event.target.closest?.('[role=tab]');
     const bar = tab?.closest('[role=tablist]');
-    if (!bar || bar.getBoundingClientRect().top < window.innerHeight / 2) return;
+    if (!bar) return;
+    // Charts drawn while their tab was hidden took Plotly's default 700 px: a resize redraws them to fit.
+    setTimeout(() => window.dispatchEvent(new Event('resize')), 100);
+    if (bar.getBoundingClientRect().top < window.innerHeight / 2) return;
     setTimeout(() => bar.scrollIntoView({ block: 'start', behavior: 'instant' }), 0);
   });
 }
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
 box) cannot take, or a fraction on a counting slider, is set to the nearest it takes, with a note saying so; text
-boxes follow their text's direction; a tab clicked low in the window scrolls its tab bar to the top; a
-button that starts work closes the messages left from the last press."""
+boxes follow their text's direction; a tab clicked low in the window scrolls its tab bar to the top and
+its charts are fitted to it; a button that starts work closes the messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
 EXAMPLE_LABEL_CHARS = 26
@@ -758,7 +768,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         new_run(
             tree_lab.unfrozen,
             None,
-            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods],
+            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods, sweep_plot]
+            + [price_plot, price_note, reroll_plot, sampling_df, reroll_note],
             queue=False,
             api_visibility="private",
         )
@@ -782,7 +793,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     (
         checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings])
         .success(prompts.running_view, None, prompts_view_out, queue=False, api_visibility="private")
-        .success(lambda: "", None, reveal_md, queue=False, api_visibility="private")
+        .success(  # a new pair asks afresh: the last answer and its verdict go
+            lambda: ("", None), None, [reveal_md, guess], queue=False, api_visibility="private"
+        )
         .success(
             prompts.run_prompts,
             [session, prompt_a, prompt_b, predict, color_mode, *settings],

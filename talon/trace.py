@@ -182,7 +182,9 @@ class RunTrace:
     @classmethod
     def from_dict(cls, d: dict) -> RunTrace:
         if d.get("format") != TRACE_FORMAT:
-            raise ValueError(f"its format is {d.get('format')!r}, not {TRACE_FORMAT}")
+            if "format" not in d:
+                raise ValueError(f'it has no "format" field (a trace saved by this app has "format": {TRACE_FORMAT})')
+            raise ValueError(f"its format is {d['format']!r}, not {TRACE_FORMAT} (saved by another version?)")
         for name in ("tree_config", "decode_config"):
             if not isinstance(d.get(name), dict):
                 raise TypeError(f"{name} must be an object, not {d.get(name)!r}")

@@ -601,8 +601,11 @@ def test_category_table_has_the_papers_layout(frames):
     table = bench_charts.category_table(summary)
     assert list(table["category"]) == [*CATEGORIES, "all"]
     assert list(table.columns[1:]) == [
-        f"{m} {v} (T={t})" for t in (0, 1) for m in ("EAGLE-2, N=16", "TALON, N=16") for v in ("MAT", "speedup")
-    ]  # each method named with its N: the tables show fixed and auto-sized trees
+        f"{m} {v} (T={t})"
+        for t in (0, 1)
+        for m in ("EAGLE-2, N=16", "TALON, N=16", "TALON, auto N")
+        for v in ("MAT", "speedup")
+    ]  # each method named with its N: the tables show fixed and auto-sized trees (the CPU's default)
     row = table[table["category"] == "HumanEval"].iloc[0]
     assert row["TALON, N=16 MAT (T=0)"] == pytest.approx(24 / round(24 / 2.5), abs=0.01)
     assert row["EAGLE-2, N=16 speedup (T=1)"] == pytest.approx(2.0 / 1.3, abs=0.01)

@@ -254,6 +254,19 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
     page.get_by_text("Nodes of this step").click()
     page.locator("#nodes-table table").wait_for(timeout=30_000)
     assert page.evaluate(FITS_JS, "nodes-table")
+    # Charts redrawn by a run while their tab was hidden fit the tab when it is opened again (they kept
+    # Plotly's default 700 px in a 958 px box)
+    widths = "() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent)"
+    widths += ".map(g => g._fullLayout.width)"
+    page.get_by_role("tab", name="Charts").click()
+    page.get_by_role("tab", name="Explore").click()
+    page.locator("#run").click()
+    page.wait_for_function("() => !document.querySelector('#run-summary').innerText.includes('Stopped by')")
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    page.get_by_role("tab", name="Charts").click()
+    page.wait_for_timeout(1000)
+    drawn = page.evaluate(widths)
+    assert len(drawn) >= 6 and min(drawn) > 900, drawn
     page.get_by_role("tab", name="Compare methods").click()
     repeats = page.locator("#compare-repeats input[type=number]")
     repeats.wait_for(timeout=30_000)

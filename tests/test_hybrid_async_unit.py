@@ -288,9 +288,13 @@ def test_async_table_and_verdict_are_plain():
     asyn = _trace([_step(k, 0.2, 0.5, k, hit=k == 0, spec=0.2) for k in range(3)], "async")
     table = summary.async_table({"sync": sync, "async": asyn})
     assert list(table["run"]) == ["sync", "async", "async, projected"]
-    for column in ("drafted ahead s, while verifying", "target waited for the guessed tree s"):
+    for column in ("drafted ahead s, while verifying (median)", "target waited for the guessed tree s (median)"):
         assert table[column].isna().tolist() == [True, False, True], column  # a sync run guesses nothing
-    assert table["drafted ahead s, while verifying"][1] == pytest.approx(0.6)  # three guesses of 0.2 s
+    assert table["drafted ahead s, while verifying (median)"][1] == pytest.approx(0.6)  # three guesses of 0.2 s
+    # over repetitions every phase is a median, as the wall time is (the first run alone added past it)
+    slow = _trace([_step(k, 0.6, 0.5, k) for k in range(3)])
+    table = summary.async_table({"sync": slow, "async": asyn}, {"sync": [slow, sync, sync], "async": [asyn]})
+    assert table["draft s, target idle (median)"][0] == pytest.approx(0.6)  # three steps of 0.2 s, not 1.8
     text = summary.async_verdict({"sync": sync, "async": asyn})
     assert "identical" in text and "share the same CPU cores" in text
 

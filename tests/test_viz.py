@@ -246,7 +246,7 @@ def test_hover_text_every_node(trace: RunTrace):
                 if s.status[i] == "rejected":
                     wanted = s.target_text[s.tree.parent[i]]
                     assert wanted  # the parent was visited, so the target chose something there
-                    assert ("target wanted: <b>" + html.escape(visible_text(wanted, 40), quote=False)) in hover
+                    assert ("target chose: <b>" + html.escape(visible_text(wanted, 40), quote=False)) in hover
                     rejections += mode == "verdict"
     assert rejections > 10
 
@@ -332,7 +332,7 @@ def test_node_table(trace: RunTrace):
             "÷ layer's best",
             "target prob",
             "verdict",
-            "target wanted",
+            "target chose",
         ]
         assert list(df["verdict"]) == s.status
         assert df["draft prob"].between(0, 1).all()
@@ -352,9 +352,9 @@ def test_node_table(trace: RunTrace):
             )
         for i in range(len(s.tree)):
             if s.status[i] == "rejected":
-                assert df.loc[i, "target wanted"] == visible_text(s.target_text[s.tree.parent[i]])
+                assert df.loc[i, "target chose"] == visible_text(s.target_text[s.tree.parent[i]])
             else:
-                assert df.loc[i, "target wanted"] == ""
+                assert df.loc[i, "target chose"] == ""
 
 
 def test_tree_html_is_standalone(rich_step: StepRecord):

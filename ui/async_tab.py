@@ -48,7 +48,7 @@ def run_sync_async(repeats, progress=gr.Progress(), *panel):
             verdict = summary.async_verdict(first, runs)
             busy = busy_note([], runs["sync"] + runs["async"]) if len(runs["async"]) == repeats else ""
             yield (
-                charts.timeline_chart(first),
+                charts.timeline_chart(first, charts.FIRST_TIMELINE_TITLE if repeats > 1 else charts.TIMELINE_TITLE),
                 summary.async_table(first, runs),
                 verdict + (f"\n\n{busy}" if busy else ""),
             )

@@ -189,7 +189,9 @@ def check(settings: RunSettings, label: str = "") -> None:
         if not settings.prompt.strip():
             raise gr.Error(str(err), print_exception=False) from None
         also = _too_long_note(settings.prompt, loaded_target(settings.target_spec))
-        raise gr.Error(str(err) + also, duration=None, print_exception=False) from None
+        # where a token limit is stricter, it is the one length to name (two limits read as a contradiction)
+        told = f"The prompt has {len(settings.prompt):,} characters." + also if also else str(err)
+        raise gr.Error(told, duration=None, print_exception=False) from None
     try:
         settings.configs()
     except ConfigError as err:

@@ -63,8 +63,9 @@ THIS_MACHINE = "this machine"
 
 def unfrozen() -> tuple:
     """The lab as it opens, for a new run or a loaded trace (the step it held belonged to the run before):
-    the status line, an empty tree, caption and methods table, and the gate chart hidden."""
-    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None
+    the status line, an empty tree, caption and methods table, the gate chart hidden, and the sweep, the
+    price chart and its note, the re-rolls, their table and note emptied."""
+    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, None, None, "", None, None, ""
 
 
 def _lab(session: Session) -> LabState:

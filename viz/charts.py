@@ -163,7 +163,18 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
             continue
         color = RUN_COLORS[k % len(RUN_COLORS)]  # by the run's place, as in the other charts
         prefix = "" if single else f"{label}: "
-        custom = [[r["accepted"], r["reached"], r["checked"], r["ran_out"], r["depth"]] for r in rows]
+        few = f"; under {FEW_TREES}, hatched: a rough share"
+        custom = [
+            [
+                r["accepted"],
+                r["reached"],
+                r["checked"],
+                r["ran_out"],
+                r["depth"],
+                few if r["reached"] < FEW_TREES else "",
+            ]
+            for r in rows
+        ]
         depths = [r["depth"] for r in rows]
         # A run's line stands over its own bar of each depth's group (plotly's grouped bars split the
         # group's 0.8 into equal widths), not on the seam between two runs' bars.
@@ -187,7 +198,8 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 insidetextanchor="start",
                 textangle=0,
                 textfont={"color": "#263238", "size": 11},
-                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees that reached it)"
+                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees that reached it"
+                "%{customdata[5]})"
                 f"<extra>{label}</extra>",
             )
         )
@@ -466,7 +478,11 @@ def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], colo
     )
 
 
-def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
+TIMELINE_TITLE = "Timeline: drafter and target lanes"
+FIRST_TIMELINE_TITLE = "Timeline of the first repetition: drafter and target lanes"
+
+
+def timeline_chart(traces: dict[str, RunTrace], title: str = TIMELINE_TITLE) -> go.Figure:
     """Gantt-style lanes, a drafter lane and a target lane per run, of every draft and verify phase
     (seconds since the run started, prefill included).  Async runs also show the drafter's
     speculative drafting during verification, kept (its tree was used) or discarded (a wrong guess),
@@ -504,7 +520,7 @@ def timeline_chart(traces: dict[str, RunTrace]) -> go.Figure:
     height = max(CHART_HEIGHT, 90 + 34 * len(lanes))
     return _figure(
         bars,
-        "Timeline: drafter and target lanes",
+        title,
         "seconds since the run started",
         "",
         yaxis={"categoryorder": "array", "categoryarray": lanes[::-1], "type": "category"},

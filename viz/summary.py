@@ -77,10 +77,17 @@ HOW_TO_READ = """
   are split into byte pieces) shows its bytes, e.g. `\\xe6`; the output text shows the whole
   character.
 * **Colour by verdict**: the target checks the tree from the root; **green** nodes were accepted
-  (they are in the output), **red** ones were tested and refused (hover to see what the target wanted
+  (they are in the output), **red** ones were tested and refused (hover to see what the target chose
   instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own
   next token after the accepted path, so every step commits at least one token.
 * **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
+* **Colour by relative**: each node's path probability ÷ the best path probability in its layer, on a
+  log scale from 0.001 to 1: what TALON's gate compares with μ, so the nodes that passed the gate are
+  those at μ or above. **Colour by source** (hybrid runs): blue for the model's drafts, purple for
+  prompt lookup's.
+* **Acceptance per depth** (Charts, Compare methods): each bar is the share of trees that reached depth d
+  whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar stands on fewer than
+  ten trees, so its share is rough (one tree gives 0 % or 100 %).
 * **Why TALON's shape changes**: with a fixed Budget N, TALON spends exactly N nodes. Its **first
   layer** is the root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide
   at every step. **Below it** the confidence gate decides: where the drafter is sure, only one or two
@@ -335,14 +342,17 @@ def step_note(step) -> str:
     return note
 
 
-def _async_only(trace: RunTrace, seconds: list[float]) -> float | None:
-    """The sum of ``seconds`` for an async run; None (a blank cell) for a sync one, which drafts nothing
-    ahead and so waits for nothing."""
-    return round(sum(seconds), 3) if trace.execution == "async" else None
+def _median_phase(runs: list[RunTrace], seconds) -> float | None:
+    """The median over ``runs`` of the summed ``seconds(step)`` of each run, or None (a blank cell) for sync
+    runs where the phase is async's own (``seconds`` None for them: they draft nothing ahead and wait for
+    nothing)."""
+    if seconds is None:
+        return None
+    return round(metrics.spread([sum(seconds(st) for st in run.steps) for run in runs])["median"], 3)
 
 
 def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] | None = None) -> pd.DataFrame:
-    """Sync vs async runs of one method: wall time (median and spread over the repetitions), MAT, the
+    """Sync vs async runs of one method, over the repetitions: wall time (median and spread), MAT, the
     drafting the target waits for (sync: all of it; async: the first tree and the redrafts after a wrong
     guess), the drafting done ahead while the target verifies (async), hit rate of the async guesses, the
     waiting left, and the sync median less the share overlap on separate hardware would save
@@ -355,20 +365,26 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
     hit = sum(hits) / len(hits) if hits else None
     medians = {}
     for label, trace in traces.items():
-        times = metrics.spread([t.seconds for t in repeats.get(label) or [trace]])
+        runs = repeats.get(label) or [trace]
+        times = metrics.spread([t.seconds for t in runs])
         medians[label] = times["median"]
-        s = metrics.summarize(trace)
+        ahead = trace.execution == "async"
+        rates = [h for h in (metrics.speculation_hit_rate(t) for t in runs) if h is not None]
         rows.append(
-            {
+            {  # every time a median over the repetitions, as the wall time (the first run alone misled)
                 "run": label,
                 "wall s (median)": round(times["median"], 3),
                 "spread s": f"{times['low']:.2f}–{times['high']:.2f}" if times["n"] > 1 else "one run",
-                "MAT": round(s["mat"], 2),
-                "draft s, target idle": round(sum(st.draft_seconds for st in trace.steps), 3),
-                "verify s": round(sum(st.verify_seconds for st in trace.steps), 3),
-                "drafted ahead s, while verifying": _async_only(trace, [st.speculate_seconds for st in trace.steps]),
-                "target waited for the guessed tree s": _async_only(trace, [st.wait_seconds for st in trace.steps]),
-                "guess hit rate": None if s["speculation_hit_rate"] is None else round(s["speculation_hit_rate"], 2),
+                "MAT": round(metrics.summarize(trace)["mat"], 2),
+                "draft s, target idle (median)": _median_phase(runs, lambda st: st.draft_seconds),
+                "verify s (median)": _median_phase(runs, lambda st: st.verify_seconds),
+                "drafted ahead s, while verifying (median)": _median_phase(
+                    runs, (lambda st: st.speculate_seconds) if ahead else None
+                ),
+                "target waited for the guessed tree s (median)": _median_phase(
+                    runs, (lambda st: st.wait_seconds) if ahead else None
+                ),
+                "guess hit rate (mean)": round(sum(rates) / len(rates), 2) if rates else None,
                 "repetitions": times["n"],
             }
         )
@@ -381,7 +397,7 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
                 "run": "async, projected",
                 "wall s (median)": round(medians["sync"] * share, 3),
                 "MAT": round(metrics.mat(sync.steps), 2),
-                "guess hit rate": round(hit, 2),
+                "guess hit rate (mean)": round(hit, 2),
             }
         )
     return pd.DataFrame(rows)

@@ -51,7 +51,8 @@ VERDICT_COLORS = {
     NOT_REACHED: "#C9CED6",
     BONUS: "#F5A623",
 }
-SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#E45756"}
+SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#B279A2"}
+"""Not the verdict colours: a red node must not mean "rejected" in one mode and "prompt lookup" in another."""
 OTHER_COLOR = "#9E9E9E"
 PATH_COLOR = "#2E9E44"
 EDGE_COLOR = "#B0B7C3"
@@ -183,7 +184,7 @@ def _hover(step: StepRecord, i: int, ratios: Sequence[float]) -> str:
         f"verdict: <b>{_esc(status)}</b>",
     ]
     if status == REJECTED:
-        lines.append(f"target wanted: <b>{_esc(visible_text(target_wanted(step, i), 40))}</b>")
+        lines.append(f"target chose: <b>{_esc(visible_text(target_wanted(step, i), 40))}</b>")
     elif status == ACCEPTED:
         pos = step.accepted_path.index(i) if i in step.accepted_path else 0
         if pos and not _committed_count(step, pos):
@@ -584,7 +585,7 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
-NODE_TABLE_WIDTHS = ["5%", "7%", "7%", "12%", "9%", "9%", "9%", "10%", "9%", "11%", "12%"]
+NODE_TABLE_WIDTHS = ["4%", "6%", "6%", "9%", "8%", "11%", "11%", "11%", "11%", "10%", "13%"]
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only."""
 
 
@@ -594,7 +595,7 @@ def node_table(step: StepRecord) -> pd.DataFrame:
     Columns: ``id``, ``parent`` (-1 for the root), ``depth``, ``token`` (visible whitespace),
     ``source``, ``draft prob`` (exp of the drafter's log-prob given the parent), ``path prob``
     (product along the path), ``÷ layer's best`` (path prob over the best at its depth), ``target prob``
-    (the target's probability of the token given the parent's context), ``verdict``, ``target wanted``
+    (the target's probability of the token given the parent's context), ``verdict``, ``target chose``
     (at a rejection: the target's token instead).
     """
     tree = step.tree
@@ -613,7 +614,7 @@ def node_table(step: StepRecord) -> pd.DataFrame:
                 "÷ layer's best": _sig(ratios[i]),
                 "target prob": _sig(float(step.target_prob[i])),
                 "verdict": step.status[i],
-                "target wanted": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED else "",
+                "target chose": visible_text(target_wanted(step, i)) if step.status[i] == REJECTED else "",
             }
         )
     return pd.DataFrame(
@@ -629,7 +630,7 @@ def node_table(step: StepRecord) -> pd.DataFrame:
             "÷ layer's best",
             "target prob",
             "verdict",
-            "target wanted",
+            "target chose",
         ],
     )
 
