@@ -354,3 +354,17 @@ def test_closing_a_tab_stops_its_run_at_once_and_holds_no_session():
     del other
     gc.collect()
     assert "tab-2" not in OPEN_TABS._sessions
+
+
+def test_a_comparison_of_a_closed_tab_ends_quietly_after_the_run_in_flight(target, tiny_app):
+    """Closing the tab lets its session go (its comparison state emptied): the comparison stops after the run
+    it is on instead of failing on the emptied state at its next repetition."""
+    from ui.compare import run_compare
+    from ui.session import Session
+
+    session = Session()
+    quiet = lambda *a, **k: None  # noqa: E731
+    runs = run_compare(session, "talon", "eagle2", None, None, "verdict", 3, quiet, *_panel(tiny_app, max_new=6))
+    next(runs)  # the first repetition is on show
+    session.close()
+    assert list(runs) == [] and session.compare == {}

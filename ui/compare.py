@@ -164,7 +164,7 @@ def run_compare(
     check_compare(method_a, method_b, budget_a, budget_b, *panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
-    session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
+    state = session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
     sides = {
         "ar": settings.but(method="ar"),
         "A": side_settings(settings, method_a, budget_a),
@@ -177,10 +177,12 @@ def run_compare(
             progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
             prepared = prepare(side, progress)
             trace = prepared.run_to_end()
-            session.compare["repeats"][label].append(trace)
+            if session.compare is not state:  # the tab closed (its session let go): no more runs for it
+                return
+            state["repeats"][label].append(trace)
             if rep == 0:
-                session.compare[label] = trace
-        a = session.compare["A"]
+                state[label] = trace
+        a = state["A"]
         yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
 
 
