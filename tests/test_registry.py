@@ -81,3 +81,29 @@ def test_a_local_directory_loads_with_its_resolved_path_as_identity(tmp_path):
     assert lm.identity == str((tmp_path / "m").resolve())
     ids = torch.tensor([[5, 6, 7]])
     assert torch.allclose(lm.model(ids).logits, tiny.model(ids).logits, atol=1e-5)  # packed layers: float32 too
+
+
+def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_its_heads(tmp_path):
+    """A shared app keeps at most ``max_models`` models: a new one lets the least recently used go (never a
+    pinned one), and the heads loaded for it go with it; asked again, it loads again."""
+    paths = []
+    for k in range(3):
+        path = tmp_path / f"m{k}"
+        tiny = tiny_target(k)
+        tiny.model.save_pretrained(path)
+        tiny.tokenizer.save_pretrained(path)
+        paths.append(str(path))
+    registry = ModelRegistry(torch.device("cpu"), torch.float32, max_models=2, pinned=(paths[0],))
+    pinned, second = registry.get(paths[0]), registry.get(paths[1])
+    torch.manual_seed(0)
+    DraftHead(HeadConfig.for_target(second)).save(tmp_path / "head")
+    head, _ = shipped_or_given_head(str(tmp_path / "head"), second, registry)
+    registry.get(paths[0])  # the pinned one used last: the second is still the one to let go
+    registry.get(paths[2])
+    assert sorted(registry.loaded()) == sorted([paths[0], paths[2]])
+    assert registry.get(paths[0]) is pinned  # never let go
+    assert registry.get(paths[1]) is not second  # loaded again...
+    assert (
+        shipped_or_given_head(str(tmp_path / "head"), registry.get(paths[1]), registry)[0] is not head
+    )  # ... its head too
+    assert sorted(registry.loaded()) == sorted([paths[0], paths[1]])  # m2, least recently used, went

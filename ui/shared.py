@@ -53,7 +53,12 @@ def read_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
 
 
 ON_SPACES = spaces is not None
-REGISTRY = ModelRegistry()  # read-only models shared by all users; one lock per model
+MAX_MODELS = 3
+"""Models the app keeps loaded at once, the default target's among them (it is never let go): users may
+name any target and drafter model, and on a shared machine each would otherwise stay in memory for the
+process's life.  Three: the default, and one user's target and drafter model pair."""
+REGISTRY = ModelRegistry(max_models=MAX_MODELS, pinned=(EMBEDDED, default_target_spec()))
+"""Read-only models shared by all users; one lock per model."""
 SETUP_PROBLEM = setup_problem()
 ON_GPU = gpu_available()
 DEVICE_KIND = "cuda" if ON_GPU else "cpu"

@@ -25,10 +25,23 @@ class ModelRegistry:
 
     Entries are models by spec (``get``) and anything derived from a model, such as a draft head
     loaded for a target, under a key the caller chooses (``get_derived``; key it by
-    ``LoadedModel.cache_key``, never by a display name)."""
+    ``LoadedModel.cache_key`` at its end, never by a display name, so it goes with its model).
 
-    def __init__(self, device: torch.device | None = None, dtype: torch.dtype | None = None) -> None:
+    Args:
+        device / dtype: where and how models load (None: this machine's default).
+        max_models: at most this many models kept (None: no limit); ``pinned`` specs are never let go."""
+
+    def __init__(
+        self,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+        max_models: int | None = None,
+        pinned: tuple[str, ...] = (),
+    ) -> None:
         self._device, self._dtype = device, dtype
+        self._max_models, self._pinned = max_models, set(pinned)
+        self._used: dict[str, int] = {}  # model spec -> when last handed out (a counter), for eviction
+        self._clock = 0
         self._entries: dict[Hashable, Any] = {}
         self._errors: dict[Hashable, str] = {}
         self._locks: dict[Hashable, threading.Lock] = {}
@@ -71,14 +84,46 @@ class ModelRegistry:
 
     def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
         """The model of ``spec`` (``talon.models.loading.load_model``), loaded once; its progress lines
-        go to ``progress`` and to ``loading_status``."""
+        go to ``progress`` and to ``loading_status``.  Past ``max_models`` models the least recently
+        used one not pinned is let go (``_evict``)."""
 
         def report(line: str) -> None:
             with self._table_lock:
                 self._loading[spec] = line
             progress(line)
 
-        return self.get_derived(spec, lambda: load_model(spec, device=self._device, dtype=self._dtype, progress=report))
+        model = self.get_derived(
+            spec, lambda: load_model(spec, device=self._device, dtype=self._dtype, progress=report)
+        )
+        with self._table_lock:
+            self._clock += 1
+            self._used[spec] = self._clock
+        self._evict()
+        return model
+
+    def _evict(self) -> None:
+        """Let go of the least recently used models past ``max_models`` (never a pinned one), with what was
+        derived from each (heads loaded for it, its stock copy): on a shared app every target a user
+        names would otherwise stay in memory for the process's life.  A run holding one keeps it until
+        the run ends; the next request loads it again."""
+        if self._max_models is None:
+            return
+        with self._table_lock:
+            models = [k for k in self._used if isinstance(self._entries.get(k), LoadedModel)]
+            spare = sorted((k for k in models if k not in self._pinned), key=self._used.__getitem__)
+            for spec in spare[: max(0, len(models) - self._max_models)]:
+                model = self._entries.pop(spec)
+                self._used.pop(spec, None)
+                derived = [
+                    k
+                    for k in self._entries
+                    if k == ("stock", spec) or (isinstance(k, tuple) and k[-3:] == model.cache_key)
+                ]
+                for k in derived:
+                    self._entries.pop(k, None)
+                log.info(
+                    "let go of %s and %d entries derived from it (over %d models)", spec, len(derived), self._max_models
+                )
 
     def get_stock(self, spec: str, progress: Progress = log.info) -> LoadedModel:
         """The model of ``spec`` exactly as transformers builds it (no packed CPU kernels: what the
