@@ -582,6 +582,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     scale=3,
                 )
                 compare_btn = gr.Button("Run comparison", variant="primary", elem_id="compare-run", scale=1)
+                compare_stop_btn = gr.Button("Stop", elem_id="compare-stop", scale=1)
             compare_verdict = gr.Markdown(elem_id="compare-verdict")
             compare_table = gr.Dataframe(
                 interactive=False,
@@ -884,6 +885,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         concurrency_id="decode",
         show_progress_on=[compare_table, plot_a, plot_b],  # not over the verdict's and the caption's text
     )
+    compare_stop_btn.click(compare.stop_compare, session, None, queue=False)
     position.release(compare.compare_view, [session, position, color_mode], compare_out, show_progress="hidden")
     refused_first(step_a.submit, compare.check_compared, session)(
         compare.go_to_step, [session, gr.State("A"), step_a, color_mode], compare_out, api_name="go_to_step_of_a"

@@ -368,3 +368,23 @@ def test_a_comparison_of_a_closed_tab_ends_quietly_after_the_run_in_flight(targe
     next(runs)  # the first repetition is on show
     session.close()
     assert list(runs) == [] and session.compare == {}
+
+
+def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetitions(target, tiny_app):
+    """Compare methods' Stop: the run on its way ends before its next step, the repetition it belonged to
+    is dropped, and the table and verdict stay over the repetitions that ran to their end."""
+    from ui import compare
+    from ui.session import Session
+
+    told = []
+    tiny_app.gr.Info = told.append  # the module's gr is gradio itself (patched back by the fixture)
+    session = Session()
+    quiet = lambda *a, **k: None  # noqa: E731
+    runs = compare.run_compare(
+        session, "talon", "eagle2", None, None, "verdict", 3, quiet, *_panel(tiny_app, max_new=6)
+    )
+    next(runs)  # the first repetition is on show
+    compare.stop_compare(session)
+    assert list(runs) == []
+    assert {k: len(v) for k, v in session.compare["repeats"].items()} == {"ar": 1, "A": 1, "B": 1}
+    assert told == [compare.stopped_note(1)] and "1 whole repetition" in told[0]

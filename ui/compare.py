@@ -160,11 +160,14 @@ def run_compare(
     speedup), with method A and with method B, ``repeats`` times, interleaved (ar, A, B, ar, A, B, ...), so
     a busy spell of the machine hits all three alike; both methods' settings are checked before anything
     runs.  The trees shown are the first repetition's (greedy runs repeat the same trees); the table and
-    the verdict use every repetition's wall time."""
+    the verdict use every repetition's wall time.  Stop (``stop_compare``, or the tab closing) ends it after
+    the run in flight; the repetitions that ran to their end stay on show (none: the last comparison
+    does)."""
     check_compare(method_a, method_b, budget_a, budget_b, *panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
-    state = session.compare = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
+    state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}  # the session's once a repetition ends
+    session.compare_stop.clear()
     sides = {
         "ar": settings.but(method="ar"),
         "A": side_settings(settings, method_a, budget_a),
@@ -176,17 +179,33 @@ def run_compare(
             done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
             progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
             prepared = prepare(side, progress)
-            trace = prepared.run_to_end()
-            if session.compare is not state:  # the tab closed (its session let go): no more runs for it
+            trace = prepared.run_to_end(stop=session.compare_stop.is_set)
+            if session.compare_stop.is_set():  # Stop, or the tab closed: only whole repetitions are compared
+                gr.Info(stopped_note(rep))
                 return
             state["repeats"][label].append(trace)
             if rep == 0:
                 state[label] = trace
+        session.compare = state
         a = state["A"]
         yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
 
 
 MAX_REPEATS = 5
+
+
+def stopped_note(whole: int) -> str:
+    """What Stop leaves on show: the repetitions that ran to their end (the one cut short is dropped)."""
+    if whole == 0:
+        return "Comparison stopped before its first repetition ended: nothing to compare (the last comparison stays)."
+    return (
+        f"Comparison stopped: the table and verdict are over the {summary.plural(whole, 'whole repetition')} that ran."
+    )
+
+
+def stop_compare(session: Session) -> None:
+    """Compare methods' Stop: the comparison ends after the run it is on (between steps)."""
+    session.compare_stop.set()
 
 
 def repeat_seconds(session: Session) -> dict[str, list[float]]:

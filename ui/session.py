@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -126,10 +126,12 @@ def run_stepwise(
     tree_cfg: TreeConfig,
     decode_cfg: DecodeConfig,
     queue: ComputeQueue = COMPUTE,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[RunTrace, float]:
-    """Decode ``trace`` to its end one step per ``queue`` job (as ``LiveRun`` does, without the page), fill
-    its text, and return it with the seconds it waited in the queue."""
-    steps = run(trace, target, drafter, tree_cfg, decode_cfg)
+    """Decode ``trace`` to its end (or until ``stop()``, checked between steps) one step per ``queue`` job
+    (as ``LiveRun`` does, without the page), fill its text, and return it with the seconds it waited in
+    the queue."""
+    steps = run(trace, target, drafter, tree_cfg, decode_cfg, stop=stop)
     waited = 0.0
     while True:
         ticket = queue.submit(next, steps, None, priority=STEP, label="run")
@@ -180,6 +182,8 @@ class Session:
     text_run: int = 0
     """The id under which the page's text view holds the text on show (a live run's id, a loaded trace's
     own): highlighting a step under another id makes the page drop that text."""
+    compare_stop: threading.Event = field(default_factory=threading.Event)
+    """Set by Compare methods' Stop (and when the tab closes): the comparison ends after the run it is on."""
 
     @contextmanager
     def preparing(self) -> Iterator[threading.Event]:
@@ -210,6 +214,7 @@ class Session:
     def close(self) -> None:
         """Release what the session holds: stop its run, drop the lab's caches."""
         self.stop()
+        self.compare_stop.set()
         self.lab = None
         self.compare = {}
         self.prompts = {}

@@ -121,9 +121,12 @@ class Prepared:
     waited: float = 0.0
     """Seconds the run's steps waited in the shared queue (``run_to_end``)."""
 
-    def run_to_end(self) -> RunTrace:
-        """Decode the whole run (text filled in), one step per job of the shared queue, and return its trace."""
-        trace, self.waited = run_stepwise(self.trace, self.target, self.drafter, self.tree_cfg, self.decode_cfg)
+    def run_to_end(self, stop: Callable[[], bool] | None = None) -> RunTrace:
+        """Decode the whole run (text filled in), one step per job of the shared queue, and return its trace;
+        ``stop()`` True ends it before its next step (``stop_reason`` "stopped")."""
+        trace, self.waited = run_stepwise(
+            self.trace, self.target, self.drafter, self.tree_cfg, self.decode_cfg, stop=stop
+        )
         return trace
 
 
