@@ -128,3 +128,34 @@ def test_stand_ins_are_replaced_by_the_targets_features(target):
 )
 def test_common_prefix(a, b, n):
     assert common_prefix(a, b) == n
+
+
+def test_a_draft_model_with_a_head_of_another_size_drafts_for_the_target(tmp_path):
+    """A model family pads its LM heads to different sizes over one tokenizer (Qwen2.5: 152,064 rows for 7B,
+    151,936 for 0.5B): the drafter's proposals are fitted to the target's rows (hybrid crashed merging them
+    with prompt lookup's), and a drafter that cannot embed every token of the tokenizer is refused at load."""
+    from transformers import LlamaForCausalLM
+
+    from talon.config import DecodeConfig, TreeConfig
+    from talon.drafters.factory import drafter_for
+    from talon.engine.decode import run_to_end
+    from talon.models.loaded import ModelLoadError
+    from tests.tiny import greedy_generate, tiny_config, tiny_tokenizer
+
+    target = tiny_target(layers=2)
+    for rows in (72, 56):
+        config = tiny_config(1)
+        config.vocab_size = rows
+        torch.manual_seed(1)
+        path = tmp_path / f"draft{rows}"
+        LlamaForCausalLM(config).save_pretrained(path)
+        tiny_tokenizer().save_pretrained(path)
+        for method in ("talon", "hybrid"):
+            if rows < target.vocab_size:
+                with pytest.raises(ModelLoadError, match="could not read every token"):
+                    drafter_for(method, str(path), target, ModelRegistry())
+                continue
+            drafter = drafter_for(method, str(path), target, ModelRegistry())
+            cfg = TreeConfig(method=method, budget=8, topk=2)
+            trace = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=12), prompt_ids=prompt_ids(1))
+            assert trace.output_ids == greedy_generate(target, prompt_ids(1), 12), method

@@ -148,7 +148,7 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
         drafter = HeadDrafter(eagle3_head(parsed.location, target, registry), target, f"EAGLE-3 head {parsed.location}")
         directory = resolve_head_dir(parsed.location, EAGLE3_FILES, "EAGLE-3 head")
     else:
-        return ModelDrafter(draft_model(parsed, target, registry))
+        return ModelDrafter(draft_model(parsed, target, registry), target.vocab_size)
     drafter.calibration_prior = registry.get_derived(
         ("calibration", str(directory.resolve())), lambda: load_drafter_tables(directory)
     )

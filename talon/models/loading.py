@@ -151,9 +151,17 @@ def truncated_copy(target: LoadedModel, num_layers: int) -> LoadedModel:
 
 
 def check_same_tokenizer(target: LoadedModel, drafter: LoadedModel) -> None:
-    """Refuse a drafter whose tokenizer maps tokens differently from the target's."""
-    if target.tokenizer.get_vocab() != drafter.tokenizer.get_vocab():
+    """Refuse a drafter whose tokenizer maps tokens differently from the target's, or whose embedding
+    cannot take every token of it (a head padded to another size is fine: ``ModelDrafter`` fits it)."""
+    vocab = target.tokenizer.get_vocab()
+    if vocab != drafter.tokenizer.get_vocab():
         raise ModelLoadError(
             f"The drafter {drafter.name} does not share the tokenizer of the target {target.name}; "
             "tree verification compares token ids, so pick a drafter from the same model family."
+        )
+    rows = drafter.model.get_input_embeddings().weight.shape[0]
+    if rows <= max(vocab.values(), default=0):
+        raise ModelLoadError(
+            f"The drafter {drafter.name} embeds {rows:,} token ids but the shared tokenizer has ids up to "
+            f"{max(vocab.values()):,}: it could not read every token the target writes; pick another drafter."
         )
