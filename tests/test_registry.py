@@ -107,3 +107,19 @@ def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_it
         shipped_or_given_head(str(tmp_path / "head"), registry.get(paths[1]), registry)[0] is not head
     )  # ... its head too
     assert sorted(registry.loaded()) == sorted([paths[0], paths[1]])  # m2, least recently used, went
+
+
+def test_a_head_reading_a_layer_its_target_lacks_is_refused_at_load(tmp_path):
+    """A head_config.json naming hidden states past the target's last loaded, then failed at the first step
+    with an IndexError; it is refused at load with the layers it names."""
+    import json
+
+    from talon.drafters.head_model import HEAD_CONFIG, load_head
+
+    target = tiny_target(0)
+    DraftHead(HeadConfig.for_target(target)).save(tmp_path / "head")
+    meta = json.loads((tmp_path / "head" / HEAD_CONFIG).read_text())
+    meta["feature_layers"] = [1, 2, target.model.config.num_hidden_layers + 3]
+    (tmp_path / "head" / HEAD_CONFIG).write_text(json.dumps(meta))
+    with pytest.raises(ModelLoadError, match="reads features"):
+        load_head(tmp_path / "head", target)

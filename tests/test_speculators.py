@@ -376,3 +376,36 @@ def test_presets_offer_the_public_speculators_heads_of_listed_targets():
         "meta-llama/Llama-3.1-8B-Instruct": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
     }
     assert {p.target for p in PRESETS} >= set(speculators)
+
+
+def test_a_draft_vocabulary_of_the_first_tokens_keeps_its_maps_in_the_speculators_export(target, tmp_path):
+    """A reduced draft vocabulary that is the first Vd tokens has an all-zero d2t: the export dropped both
+    maps (as for a full vocabulary), and its own loader then refused the head."""
+    torch.manual_seed(0)
+    head = Eagle3Head.for_target(target)
+    head.restrict_vocab(list(range(32)))
+    save_eagle3(head, tmp_path / "spec", target, dtype=torch.float32, layout="speculators")
+    assert {"d2t", "t2d"} <= set(load_file(tmp_path / "spec" / "model.safetensors"))
+    back = load_eagle3(tmp_path / "spec", target, dtype=torch.float32)
+    assert back.config.draft_vocab_size == 32
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda c: c.pop("vocab_size"),
+        lambda c: c.update(hidden_size=None),
+        lambda c: (c.pop("eagle_aux_hidden_state_layer_ids", None), c.update(eagle_config=[1])),
+        lambda c: c.update(eagle_aux_hidden_state_layer_ids=["a"]),
+    ],
+    ids=["no vocab_size", "hidden_size null", "eagle_config a list", "layer ids text"],
+)
+def test_a_head_config_with_a_key_missing_or_mistyped_is_refused_with_a_message(target, tmp_path, edit):
+    """A config.json another tool or a hand wrote wrong raised KeyError, AttributeError or ValueError, which
+    the app and the benchmark CLI do not catch: a ModelLoadError that names the directory now."""
+    save_eagle3(Eagle3Head.for_target(target), tmp_path / "h", target, dtype=torch.float32, layout="eagle")
+    config = json.loads((tmp_path / "h" / "config.json").read_text())
+    edit(config)
+    (tmp_path / "h" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="config.json"):
+        load_eagle3(tmp_path / "h", target, dtype=torch.float32)

@@ -418,7 +418,14 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
     shapes the tree, never the output)."""
     directory = resolve_head_dir(str(spec), EAGLE3_FILES, "EAGLE-3 head")
     meta, state = read_head_files(directory)
-    config = eagle3_config(meta, target)
+    try:
+        config = eagle3_config(meta, target)
+    except ModelLoadError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any config a hand or another tool wrote: say what is wrong
+        raise unreadable(
+            directory, f"its config.json cannot be read as an EAGLE-3 head's ({type(err).__name__}: {err})"
+        ) from err
     check_pair(directory, meta, state, target, config.feature_layers)
     if "d2t" not in state and config.draft_vocab_size != config.vocab_size:
         raise ModelLoadError(f"{directory}: a draft vocabulary of {config.draft_vocab_size} tokens needs a 'd2t' map.")

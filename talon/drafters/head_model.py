@@ -265,6 +265,12 @@ def load_head(
             f"{config.target_sha256[:12]}...), not for {target.name} ({actual[:12]}...). Use a head trained "
             "for this target, or another drafter."
         )
+    layers = target.model.config.num_hidden_layers
+    if any(not isinstance(i, int) or not 0 <= i <= layers for i in config.feature_layers):
+        raise ModelLoadError(
+            f"{directory / HEAD_CONFIG} reads features {list(config.feature_layers)} of its target, which has "
+            f"hidden states 0..{layers} only."
+        )
     head = DraftHead(config)
     state = load_file(directory / HEAD_WEIGHTS)
     missing, unexpected = head.load_state_dict(state, strict=False)

@@ -155,7 +155,9 @@ def to_speculators(
     if "talon" in meta:
         config["talon"] = meta["talon"]
     d2t = state.get("d2t")
-    identity = d2t is None or not bool(d2t.any())  # speculators has d2t / t2d only for a reduced vocabulary
+    # speculators has d2t / t2d only for a reduced vocabulary; one of the first Vd tokens has an all-zero d2t
+    reduced = int(meta["draft_vocab_size"]) != int(meta.get("vocab_size", meta["draft_vocab_size"]))
+    identity = d2t is None or not (reduced or bool(d2t.any()))
     weights = {}
     for key, value in state.items():
         if identity and key in ("d2t", "t2d"):
