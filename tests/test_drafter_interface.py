@@ -159,3 +159,19 @@ def test_a_draft_model_with_a_head_of_another_size_drafts_for_the_target(tmp_pat
             cfg = TreeConfig(method=method, budget=8, topk=2)
             trace = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=12), prompt_ids=prompt_ids(1))
             assert trace.output_ids == greedy_generate(target, prompt_ids(1), 12), method
+
+
+def test_drafter_keywords_read_in_any_case_and_spacing_and_locations_as_typed():
+    """Typed "Ngram" or "lookup + head", a drafter was taken for a Hub id and failed offline as a model not
+    in the cache; a location after ``:`` (a path, a Hub id) keeps its case."""
+    from talon.drafters.factory import parse_drafter_spec
+
+    assert parse_drafter_spec("Ngram").kind == "ngram" and parse_drafter_spec(" HEAD ").kind == "head"
+    assert parse_drafter_spec("layers : 4").layers == 4
+    both = parse_drafter_spec("Lookup + Head")
+    assert both.kind == "with_lookup" and both.inner.kind == "head"
+    eagle = parse_drafter_spec("EAGLE3:yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    assert eagle.kind == "eagle3" and eagle.location == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    for hub_id in ("HuggingFaceTB/SmolLM2-135M-Instruct", "Headquarters/model", "ngrams"):
+        spec = parse_drafter_spec(hub_id)
+        assert spec.kind == "model" and spec.location == hub_id

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,9 +63,33 @@ class DrafterSpec:
         return self.kind in ("layers", "model")
 
 
+_KEYWORD = re.compile(r"^\s*(ngram|head|eagle3|layers|lookup|hybrid)\s*(?=$|[:+])", re.IGNORECASE)
+
+
+def _keywords_lowered(spec: str) -> str:
+    """``spec`` with each leading keyword (and the ``lookup+`` chain) in lower case and the spaces around
+    its ``:`` / ``+`` dropped; a location after ``:`` (a path, a Hub id) is kept as typed."""
+    out = ""
+    while True:
+        match = _KEYWORD.match(spec)
+        if not match:
+            return out + spec
+        out += match.group(1).lower()
+        spec = spec[match.end() :].lstrip()
+        if spec.startswith("+"):
+            out += "+"
+            spec = spec[1:].lstrip()
+            continue
+        if spec.startswith(":"):
+            return out + ":" + spec[1:].strip()
+        return out + spec
+
+
 def parse_drafter_spec(text: str) -> DrafterSpec:
-    """Parse ``text`` (see ``DRAFTER_HELP``); ``ConfigError`` says what is wrong."""
-    spec = (text or "").strip()
+    """Parse ``text`` (see ``DRAFTER_HELP``); ``ConfigError`` says what is wrong.  The keywords are read in
+    any case and with spaces around ``:`` and ``+`` ("Ngram", "lookup + head", "layers : 4"): typed so,
+    they were taken for a Hub id and failed offline as a model not in the cache."""
+    spec = _keywords_lowered((text or "").strip())
     if not spec:
         raise ConfigError(f"No drafter given: use {DRAFTER_HELP}.")
     if spec == "ngram":
