@@ -388,3 +388,13 @@ def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetition
     assert list(runs) == []
     assert {k: len(v) for k, v in session.compare["repeats"].items()} == {"ar": 1, "A": 1, "B": 1}
     assert told == [compare.stopped_note(1)] and "1 whole repetition" in told[0]
+
+
+def test_a_session_can_be_deep_copied_as_gradio_does_with_a_states_first_value():
+    """Gradio deep-copies a state's first value: a lock or an event in a fresh session broke every event of
+    the app ("cannot pickle '_thread.lock' object")."""
+    import copy
+
+    from ui.session import Session
+
+    copy.deepcopy(Session())

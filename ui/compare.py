@@ -4,6 +4,7 @@ committed that token), one above the other, with the three runs side by side in 
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left
 from itertools import accumulate
 
@@ -167,7 +168,7 @@ def run_compare(
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}  # the session's once a repetition ends
-    session.compare_stop.clear()
+    stop = session.compare_stop = threading.Event()
     sides = {
         "ar": settings.but(method="ar"),
         "A": side_settings(settings, method_a, budget_a),
@@ -179,8 +180,8 @@ def run_compare(
             done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
             progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
             prepared = prepare(side, progress)
-            trace = prepared.run_to_end(stop=session.compare_stop.is_set)
-            if session.compare_stop.is_set():  # Stop, or the tab closed: only whole repetitions are compared
+            trace = prepared.run_to_end(stop=stop.is_set)
+            if stop.is_set():  # Stop, or the tab closed: only whole repetitions are compared
                 gr.Info(stopped_note(rep))
                 return
             state["repeats"][label].append(trace)
@@ -205,7 +206,8 @@ def stopped_note(whole: int) -> str:
 
 def stop_compare(session: Session) -> None:
     """Compare methods' Stop: the comparison ends after the run it is on (between steps)."""
-    session.compare_stop.set()
+    if session.compare_stop is not None:
+        session.compare_stop.set()
 
 
 def repeat_seconds(session: Session) -> dict[str, list[float]]:

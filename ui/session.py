@@ -182,8 +182,10 @@ class Session:
     text_run: int = 0
     """The id under which the page's text view holds the text on show (a live run's id, a loaded trace's
     own): highlighting a step under another id makes the page drop that text."""
-    compare_stop: threading.Event = field(default_factory=threading.Event)
-    """Set by Compare methods' Stop (and when the tab closes): the comparison ends after the run it is on."""
+    compare_stop: threading.Event | None = None
+    """The comparison in flight's stop signal, set by Compare methods' Stop and when the tab closes: it ends
+    after the run it is on.  Made per comparison: the session is deep-copied as the state's first value,
+    and a lock cannot be."""
 
     @contextmanager
     def preparing(self) -> Iterator[threading.Event]:
@@ -214,7 +216,8 @@ class Session:
     def close(self) -> None:
         """Release what the session holds: stop its run, drop the lab's caches."""
         self.stop()
-        self.compare_stop.set()
+        if self.compare_stop is not None:
+            self.compare_stop.set()
         self.lab = None
         self.compare = {}
         self.prompts = {}
