@@ -47,8 +47,10 @@ def test_a_measured_curve_covers_every_size_and_width(target):
     assert len(lines) == 3 and "cost curve" in lines[0]
 
 
-def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, monkeypatch):
-    drafter = HeadDrafter(random_head(target), target)
+@pytest.fixture
+def measured(monkeypatch) -> list:
+    """One entry per curve measured (one round each, to be quick), with this process's memory of curves
+    and locks fresh."""
     calls = []
     real = cost_measure.measure_curve
 
@@ -57,6 +59,13 @@ def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, 
         return real(*args, **{**kwargs, "reps": 1})
 
     monkeypatch.setattr(cost_measure, "measure_curve", counting)
+    monkeypatch.setattr(cost_measure, "_MEASURING", cost_measure._Measuring())
+    return calls
+
+
+def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, measured):
+    drafter = HeadDrafter(random_head(target), target)
+    calls = measured
     assert cost_curve_for(target, drafter, measure=False) is None and not calls
     first = cost_curve_for(target, drafter)
     assert cost_curve_for(target, drafter) == first and len(calls) == 1
@@ -66,39 +75,23 @@ def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, 
     assert curve_for_run(target, drafter, fixed) is not None and len(calls) == 2  # read, never measured
 
 
-def test_a_curve_that_cannot_be_cached_is_kept_not_lost(target, cache, monkeypatch):
+def test_a_curve_that_cannot_be_cached_is_kept_not_lost(target, cache, measured):
     """A cache folder that cannot take the file (read-only, or a file in its place) must not throw away
     the curve just measured, nor make every later run measure again."""
     (cache / "cost-curves").write_text("a file where the folder should be")
-    calls, lines = [], []
-    real = cost_measure.measure_curve
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **{**kwargs, "reps": 1})
-
-    monkeypatch.setattr(cost_measure, "measure_curve", counting)
-    monkeypatch.setattr(cost_measure, "_MEASURING", cost_measure._Measuring())
+    calls, lines = measured, []
     drafter = HeadDrafter(random_head(target), target)
     first = cost_curve_for(target, drafter, progress=lines.append)
     assert first is not None and any("not cached" in line for line in lines)
     assert cost_curve_for(target, drafter) is first and len(calls) == 1  # kept for the process
 
 
-def test_two_runs_needing_one_uncached_curve_measure_it_once(target, cache, monkeypatch):
+def test_two_runs_needing_one_uncached_curve_measure_it_once(target, cache, measured):
     """Two users' runs in one process asking for the same missing curve: one measures, the other waits
     for it and reads it (measured side by side on the same cores, both would be wrong)."""
     import threading
 
-    calls = []
-    real = cost_measure.measure_curve
-
-    def slow(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **{**kwargs, "reps": 1})
-
-    monkeypatch.setattr(cost_measure, "measure_curve", slow)
-    monkeypatch.setattr(cost_measure, "_MEASURING", cost_measure._Measuring())
+    calls = measured
     drafter = HeadDrafter(random_head(target), target)
     got = []
     threads = [threading.Thread(target=lambda: got.append(cost_curve_for(target, drafter))) for _ in range(2)]
