@@ -30,7 +30,6 @@ from ..config import (
     ConfigError,
     DecodeConfig,
     ModelSpec,
-    TreeConfig,
     device_default_auto,
     device_default_tree,
 )
@@ -42,7 +41,7 @@ from ..models.registry import ModelRegistry
 from . import results
 from .cost import measure_cost
 from .prompts import read_prompts
-from .runner import TREE_FIELDS, check_suite_settings, environment, run_benchmark, run_suite, tree_for
+from .runner import TREE_FIELDS, check_suite_settings, environment, run_benchmark, run_suite, tree_config
 from .suites import (
     ALL_METHODS,
     COST_SUITE,
@@ -254,9 +253,8 @@ def main_methods(args: argparse.Namespace) -> int:
             methods = list(auto_sized(methods))  # as the app's default on a CPU: auto-sized trees
         check_cap_used(args, methods)
         for method in methods:  # every tree method's settings, before a model loads
-            base = split_method(method)[0]
-            if base in METHODS and base != "ar":
-                TreeConfig(method=base, **tree_for(method, tree_kwargs))
+            if split_method(method)[0] in METHODS:
+                tree_config(method, tree_kwargs)
         decode_cfg = DecodeConfig(
             temperature=args.temperature,
             seed=args.seed or 0,

@@ -58,6 +58,15 @@ def tree_for(method: str, tree_kwargs: dict) -> dict:
     return {**kwargs, "auto": False}
 
 
+def tree_config(method: str, tree_kwargs: dict) -> TreeConfig:
+    """The ``TreeConfig`` of a run of ``method`` (one of ``METHODS``, with its variants) from an experiment's
+    ``tree_kwargs``; ``ConfigError`` for settings it refuses.  Plain decoding reads no tree field, so a
+    setting only trees refuse never costs a prompt its baseline."""
+    if method == "ar":
+        return TreeConfig(method="ar")
+    return TreeConfig(method=split_method(method)[0], **tree_for(method, tree_kwargs))
+
+
 def with_rates(row: dict) -> dict:
     """``row`` plus its own MAT, delta, tokens/s and draft share (``metrics.pooled`` of one run)."""
     pooled = metrics.pooled([{k: v for k, v in row.items() if v is not None}])
@@ -227,12 +236,7 @@ class MethodRunner:
                 "mean_layer_widths": None,
                 "steps": [],
             }
-        # plain decoding reads no tree field: a setting only trees refuse must not cost a prompt its baseline
-        cfg = (
-            TreeConfig(method="ar")
-            if method == "ar"
-            else TreeConfig(method=split_method(method)[0], **tree_for(method, tree_kwargs))
-        )
+        cfg = tree_config(method, tree_kwargs)
         dec = DecodeConfig(
             temperature=temperature,
             seed=self.seed,
@@ -370,9 +374,8 @@ def check_suite_settings(suite: Suite, default_tree: TreeConfig) -> None:
     (e.g. ``--mu 2``, ``--budget 0``) rather than a skipped run on every prompt."""
     for experiment in suite.experiments:
         for method, kwargs, _ in run_plan(experiment, default_tree, lambda m: True):
-            base = split_method(method)[0]
-            if base in METHODS and base != "ar":
-                TreeConfig(method=base, **tree_for(method, kwargs))
+            if split_method(method)[0] in METHODS:
+                tree_config(method, kwargs)
 
 
 class SuiteRunner:
