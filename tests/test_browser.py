@@ -72,6 +72,22 @@ def _nodes(page, elem_id: str) -> int:
     return page.evaluate(COUNT_NODES_JS, elem_id)
 
 
+def _enter(page, elem_id: str, value: str) -> None:
+    """Type ``value`` into slider ``elem_id``'s number box and press Enter, as a person would."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(value)
+    box.press("Enter")
+
+
+def _wait_for_lab_title(page, part: str) -> None:
+    """Wait until the Tree lab's tree is drawn with ``part`` in its title (the settings it was built at)."""
+    page.wait_for_function(
+        "(part) => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes(part)",
+        arg=part,
+        timeout=60_000,
+    )
+
+
 def _drag_slider(page, elem_id: str, fraction: float) -> None:
     """Drag the range thumb of slider ``elem_id`` to ``fraction`` of its track, as a mouse would."""
     track = page.locator(f"#{elem_id} input[type=range]")
@@ -143,31 +159,17 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     shape_after = re.search(r"in (\d+) layers? \(widest (\d+)\)", page.locator("#lab-caption").inner_text()).groups()
     assert shape_after != shape_before, (shape_before, shape_after)
     # Typing a value and pressing Enter redraws too: K=0, the gate picks the root's children as well.
-    box = page.locator("#lab-topk input[type=number]")
-    box.fill("0")
-    box.press("Enter")
-    page.wait_for_function(
-        "() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes('K=0')",
-        timeout=60_000,
-    )
+    _enter(page, "lab-topk", "0")
+    _wait_for_lab_title(page, "K=0")
     # A thumb moved with the keyboard redraws like a dragged one (Gradio reports a release only for a pointer)
     budget = int(page.locator("#lab-budget input[type=number]").input_value())
     page.locator("#lab-budget input[type=range]").focus()
     for _ in range(3):
         page.keyboard.press("ArrowRight")
-    page.wait_for_function(
-        "(n) => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes(`N=${n},`)",
-        arg=budget + 3,
-        timeout=60_000,
-    )
+    _wait_for_lab_title(page, f"N={budget + 3},")
     # A value typed past the slider's end and entered redraws at the end (it reaches the server as typed)
-    box = page.locator("#lab-budget input[type=number]")
-    box.fill("200")
-    box.press("Enter")
-    page.wait_for_function(
-        "() => document.querySelector('#lab-plot .js-plotly-plot')?.layout?.title?.text?.includes('N=128,')",
-        timeout=60_000,
-    )
+    _enter(page, "lab-budget", "200")
+    _wait_for_lab_title(page, "N=128,")
     assert page.locator("#lab-plot .error, #lab-caption .error").count() == 0
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
 
