@@ -1,12 +1,18 @@
 """Writing a file so that a reader never sees half of it, and a crash while writing leaves the last
-complete version in place (benchmark checkpoints and results, cached cost curves, training checkpoints)."""
+complete version in place (benchmark checkpoints and results, cached cost curves, training checkpoints);
+a lock file that lets one process at a time build something other processes share (the model cache)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+
+try:  # POSIX; elsewhere the lock below is a no-op
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,3 +43,26 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> Path:
 def write_text_atomically(path: Path, text: str) -> Path:
     """``write_atomically`` of ``text`` in UTF-8."""
     return write_atomically(path, lambda f: f.write(text.encode("utf-8")))
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, on_wait: Callable[[], object] | None = None) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if missing) for the ``with`` block: another
+    process (or another open of the same file) taking it waits until the block ends. ``on_wait`` is called
+    once, before waiting, when the lock is held elsewhere. The lock goes with the process if it dies."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        if fcntl is None:  # pragma: no cover - no advisory locks on this system
+            yield
+            return
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

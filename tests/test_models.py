@@ -4,11 +4,15 @@ directory, the offline Hub error, tokenizer checks, the truncated self-drafter."
 from __future__ import annotations
 
 import copy
+import multiprocessing
+import os
 import shutil
+import time
 
 import pytest
 import torch
 
+from talon.models import embedded
 from talon.models.device import pick_device
 from talon.models.embedded import cache_is_valid, embedded_model_dir, write_manifest
 from talon.models.loaded import ModelLoadError
@@ -36,6 +40,50 @@ def test_float32_is_the_default_dtype_everywhere(monkeypatch):
 
 def test_manifest_accepts_intact_cache(tiny_cache):
     assert cache_is_valid(tiny_cache)
+
+
+def _slow_fake_conversion(gguf, target_dir, progress):
+    """Stands in for the 30-50 s GGUF conversion: counts itself, then writes a cache as the real one does
+    (a temporary folder renamed into place)."""
+    with (target_dir.parent / "conversions.log").open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(1.0)
+    tmp = target_dir.parent / f"tmp-{os.getpid()}"
+    tmp.mkdir()
+    (tmp / "model.safetensors").write_bytes(b"weights")
+    write_manifest(tmp, source=str(gguf))
+    if target_dir.exists():
+        shutil.rmtree(target_dir)
+    tmp.rename(target_dir)
+
+
+def _load_cache_dir(out):
+    messages = []
+    directory = embedded.embedded_model_dir(progress=messages.append)
+    out.put((str(directory), cache_is_valid(directory), messages))
+
+
+def test_two_processes_starting_together_convert_the_embedded_model_once(tmp_path, monkeypatch):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"gguf")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TALON_CACHE_DIR", str(cache))
+    monkeypatch.setattr(embedded, "embedded_gguf_path", lambda: gguf)
+    monkeypatch.setattr(embedded, "_convert_embedded", _slow_fake_conversion)
+    context = multiprocessing.get_context("fork")  # the children keep the patches above
+    out = context.Queue()
+    processes = [context.Process(target=_load_cache_dir, args=(out,)) for _ in range(2)]
+    for p in processes:
+        p.start()
+    results = [out.get(timeout=30) for _ in processes]
+    for p in processes:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    assert len((cache / "conversions.log").read_text().split()) == 1  # not converted twice
+    assert {r[0] for r in results} == {str(cache / "smollm2-135m-instruct-4")}
+    assert all(valid for _, valid, _ in results)
+    waited = [m for _, _, messages in results for m in messages if "waiting" in m]
+    assert len(waited) == 1  # the second one said why it waits
 
 
 def test_manifest_rejects_truncated_file(tiny_cache):

@@ -2,7 +2,9 @@
 package.  ``transformers`` dequantizes it in 20-50 s, so the first load converts it once into a
 safetensors cache (``$TALON_CACHE_DIR``, default ``~/.cache/talon-tree-explorer``) that reloads in about
 a second.  Each cache directory carries a manifest of file sizes and SHA-256 digests; a cache that does
-not match its manifest (partial write, corruption) is deleted and rebuilt, never used.
+not match its manifest (partial write, corruption) is deleted and rebuilt, never used.  One process at a
+time converts (a lock file beside the cache): others wait for it and then use its cache, so two apps or
+test runs started together neither convert twice nor delete a cache the other is reading.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ..files import exclusive_lock
 from .loaded import ModelLoadError, Progress
 
 log = logging.getLogger(__name__)
@@ -131,7 +134,15 @@ def embedded_model_dir(progress: Progress = log.info) -> Path:
     directory = _embedded_cache_dir(gguf)
     if directory.exists() and cache_is_valid(directory):
         return directory
-    if directory.exists():
-        progress(f"The model cache at {directory} is incomplete or corrupt; rebuilding it.")
-    _convert_embedded(gguf, directory, progress)
+
+    def waiting() -> None:
+        progress("Another process is converting the embedded model; waiting for it to finish...")
+
+    with exclusive_lock(directory.parent / f".{directory.name}.lock", on_wait=waiting):
+        # checked again: the process this one waited for may have written the cache
+        if directory.exists() and cache_is_valid(directory):
+            return directory
+        if directory.exists():
+            progress(f"The model cache at {directory} is incomplete or corrupt; rebuilding it.")
+        _convert_embedded(gguf, directory, progress)
     return directory
