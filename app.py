@@ -16,7 +16,7 @@ import gradio as gr
 
 from ui import bench_tab, compare, explore, prompts, tree_lab
 from ui.async_tab import REPEATS as ASYNC_REPEATS
-from ui.async_tab import check_async, run_sync_async
+from ui.async_tab import check_async, run_sync_async, stop_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
 from ui.session import close_session, new_session, tab_closed, tab_opened
 from ui.settings import BUDGET_MAX, load_panel_models
@@ -390,6 +390,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
                 pause_btn = gr.Button("‖ Pause", scale=0)  # ⏸ is missing from fonts without emoji
+                speed = gr.Dropdown(
+                    explore.PLAY_SPEEDS,
+                    value=1.0,
+                    label="Play: time a step",
+                    scale=0,
+                    min_width=130,
+                    elem_id="play-speed",
+                )
                 gate_btn = gr.Button("Why this shape? (gate)", scale=0, size="sm", elem_id="show-gate")
             gate_note = gr.Markdown(elem_id="gate-note")
             explore_gate = gr.Plot(label="TALON's gate at this step", elem_id="explore-gate", visible=False)
@@ -433,6 +441,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     elem_id="predict-mode",
                 )
                 prompts_btn = gr.Button("Run both prompts", variant="primary", scale=1, elem_id="prompts-run")
+                prompts_stop_btn = gr.Button("Stop", scale=1, elem_id="prompts-stop")
             prompts_caption = gr.Markdown(prompts.NO_PROMPTS, elem_id="prompts-caption")
             with gr.Group(visible=False) as question:
                 guess = gr.Radio(
@@ -630,6 +639,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     1, 5, value=ASYNC_REPEATS, step=1, label="Repetitions (each: sync, then async)", scale=2
                 )
                 async_btn = gr.Button("Run sync, then async", variant="primary", elem_id="async-run", scale=1)
+                async_stop_btn = gr.Button("Stop", elem_id="async-stop", scale=1)
             async_verdict = gr.Markdown(elem_id="async-verdict")
             async_table = gr.Dataframe(
                 interactive=False,
@@ -715,12 +725,15 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         yet) leaves the panel as it was instead of marking its outputs; its ``.success`` runs the action."""
         return trigger(check, check_inputs, None, api_visibility="private").success
 
-    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings):
+    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings, work=None):
         """``button``'s click, refusing settings no run could start from and then models that cannot load
-        before the page changes (no error marks on the last results); its ``.success`` starts the run."""
-        return refused_first(button.click, check, check_inputs)(
-            load, load_inputs, None, show_progress="hidden", api_visibility="private"
-        )
+        before the page changes (no error marks on the last results); its ``.success`` starts the run.
+        ``work``: the tab whose batch of runs starts (``Session.start_work``) once the settings pass, so
+        that its Stop counts while the models load and the batch waits in the queue."""
+        starts = refused_first(button.click, check, check_inputs)
+        if work is not None:
+            starts = starts(lambda s: s.start_work(work), session, None, queue=False, api_visibility="private").success
+        return starts(load, load_inputs, None, show_progress="hidden", api_visibility="private")
 
     run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
     run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")
@@ -751,9 +764,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]
-    play_btn.click(explore.play, [session, step_slider, color_mode], play_out, show_progress="hidden")
+    play_btn.click(explore.play, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
+    speed.input(explore.play_speed, [session, speed], timer, queue=False, show_progress="hidden")
     pause_btn.click(explore.pause, session, timer, queue=False)
-    timer.tick(explore.advance, [session, step_slider, color_mode], play_out, show_progress="hidden")
+    timer.tick(explore.advance, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_out = [lab_plot, lab_caption, gate_plot]
     (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
@@ -792,7 +806,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
-        checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings])
+        checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings], work="prompts")
         .success(prompts.running_view, None, prompts_view_out, queue=False, api_visibility="private")
         .success(  # a new pair asks afresh: the last answer and its verdict go
             lambda: ("", None), None, [reveal_md, guess], queue=False, api_visibility="private"
@@ -807,6 +821,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         )
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
     )
+    prompts_stop_btn.click(prompts.stop_prompts, session, None, queue=False)
     refused_first(reveal_btn.click, prompts.check_reveal, [session, guess])(
         prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md]
     )
@@ -875,7 +890,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     compare_load = [method_a, method_b, budget_a, budget_b, *settings]
     compare_starts = checked_and_loaded(
-        compare_btn, compare.check_compare, compare_load, compare.load_compare_models, compare_load
+        compare_btn, compare.check_compare, compare_load, compare.load_compare_models, compare_load, work="compare"
     )
     compare_starts.success(
         compare.run_compare,
@@ -894,13 +909,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
-    checked_and_loaded(async_btn, check_async, settings).success(
+    checked_and_loaded(async_btn, check_async, settings, work="async").success(
         run_sync_async,
-        [async_repeats, *settings],
+        [session, async_repeats, *settings],
         [async_plot, async_table, async_verdict],
         concurrency_limit=4,
         concurrency_id="decode",
     )
+    async_stop_btn.click(stop_async, session, None, queue=False)
 
     bench_dir.input(bench_tab.bench_show, bench_dir, bench_outputs, show_progress="hidden")
     demo.load(bench_tab.bench_load, None, [bench_dir, *bench_outputs], api_name="bench_load", show_progress="hidden")

@@ -315,6 +315,29 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
     page.close()
 
 
+def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_url):
+    """Stop pressed as soon as the batch shows its progress, on Compare methods, Compare prompts and Sync vs
+    async, ends it after the step in flight with a note; nothing on show is emptied (a handler that yielded
+    nothing emptied the comparison table, which then read "0")."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    for tab, run, stop, note, kept in (
+        ("Compare methods", "#compare-run", "#compare-stop", ".toast-body", "#compare-table"),
+        ("Sync vs async", "#async-run", "#async-stop", "#async-verdict", "#async-table"),
+        ("Compare prompts", "#prompts-run", "#prompts-stop", "#prompts-caption", None),
+    ):
+        page.get_by_role("tab", name=tab).click()
+        page.locator(run).click()
+        page.get_by_text(re.compile(r"Repetition 1 of|Prompt A: decoding")).first.wait_for(timeout=60_000)
+        page.locator(stop).click()
+        page.locator(note).get_by_text(re.compile("stopped", re.I)).first.wait_for(timeout=60_000)
+        page.wait_for_timeout(1_000)
+        if kept:
+            assert page.locator(kept).inner_text().strip().endswith("to fill this table"), tab
+    page.close()
+
+
 def test_a_gpu_preset_on_this_machine_says_why_it_cannot_run(browser, app_url, tmp_path):
     """The preset picker at 1024 px: choosing a Hub pair on a machine without a GPU shows the reasons
     beside the picker and leaves the target and drafter fields as they were."""

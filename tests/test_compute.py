@@ -241,6 +241,29 @@ def test_pause_stops_play_even_with_a_tick_on_its_way(target):
     assert number == 1 and timer.active
 
 
+def test_play_speed_sets_the_timer_and_keeps_it_while_playing(target):
+    """Play's speed (seconds a step) is the timer's interval from Play on, every tick keeps it, a change
+    applies at once without starting a paused Play, and a value the dropdown cannot send falls back to 1 s."""
+    from ui.explore import advance, pause, play, play_speed
+    from ui.session import Session
+
+    session = Session(
+        trace=run_to_end(
+            target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=6), prompt_ids=prompt_ids(3)
+        )
+    )
+    *_, timer = play(session, 1, "verdict", 0.25)
+    assert timer.value == 0.25 and timer.active
+    *_, timer = advance(session, 1, "verdict", 0.25)
+    assert timer.value == 0.25 and timer.active
+    timer = play_speed(session, 2.0)
+    assert timer.value == 2.0 and timer.active
+    pause(session)
+    timer = play_speed(session, 0.5)
+    assert timer.value == 0.5 and not timer.active
+    assert play_speed(session, None).value == 1.0 and play_speed(session, "-3").value == 1.0
+
+
 def test_play_before_any_run_says_what_to_do(monkeypatch):
     import ui.explore as explore
     from ui.session import Session
@@ -388,6 +411,78 @@ def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetition
     assert list(runs) == []
     assert {k: len(v) for k, v in session.compare["repeats"].items()} == {"ar": 1, "A": 1, "B": 1}
     assert told == [compare.stopped_note(1)] and "1 whole repetition" in told[0]
+    shown = compare.compare_view(session, 1, "verdict")
+    assert len(shown) == compare.VIEW_SIZE
+
+    # stopped before its first repetition ended: the comparison on show stays (yielding nothing emptied it)
+    def stop_at_once(*a, **k):
+        compare.stop_compare(session)
+
+    runs = compare.run_compare(
+        session, "talon", "eagle2", None, None, "verdict", 3, stop_at_once, *_panel(tiny_app, max_new=6)
+    )
+    assert list(runs) == [(gr.update(),) * compare.VIEW_SIZE]
+    assert told[-1] == compare.stopped_note(0) and session.compare["repeats"]["A"]
+
+
+def test_stop_ends_a_pair_of_prompts_with_nothing_half_shown(target, tiny_app):
+    """Compare prompts' Stop (pressed while prompt B is prepared): B ends before its first step, and the tab
+    says so instead of showing one prompt of a pair."""
+    from ui import prompts
+    from ui.session import Session
+
+    session = Session()
+
+    def progress(done, desc=""):
+        if desc.startswith("Prompt B"):
+            prompts.stop_prompts(session)
+
+    view = prompts.run_prompts(session, "a", "b", False, "verdict", progress, *_panel(tiny_app, max_new=6))
+    assert session.prompts == {} and prompts.STOPPED in view
+    session.work_stops.clear()  # a Stop with nothing running does nothing
+    prompts.stop_prompts(session)
+
+
+def test_stop_ends_sync_vs_async_keeping_the_runs_that_ended(target, tiny_app):
+    """Sync vs async's Stop: the run on its way ends before its next step; the view on show is the last
+    one drawn (over the runs that ended), and a note says what it covers. Closing the tab stops it too."""
+    from ui import async_tab
+    from ui.session import Session
+
+    session = Session()
+    quiet = lambda *a, **k: None  # noqa: E731
+    runs = async_tab.run_sync_async(session, 3, quiet, *_panel(tiny_app, max_new=6))
+    next(runs)  # the first sync run is on show
+    async_tab.stop_async(session)
+    [(plot, table, note)] = list(runs)
+    assert plot == table == gr.update()  # what is on show stays
+    assert note == async_tab.stopped_note(1, 0) and "sync run alone" in note
+    assert "2 sync runs and 1 async run" in async_tab.stopped_note(2, 1)
+
+    runs = async_tab.run_sync_async(session, 3, quiet, *_panel(tiny_app, max_new=6))
+    next(runs), next(runs)  # a whole repetition
+    session.close()
+    [(*_, note)] = list(runs)
+    assert note.startswith(async_tab.stopped_note(1, 1)) and "async" in note.split("\n\n")[1]
+
+
+def test_a_stop_pressed_before_a_batch_starts_stops_it_and_a_new_run_stops_the_last():
+    """A tab's Run press makes its batch's stop signal: Stop while the models load (or the batch waits in
+    the queue) stops the batch before its first step; a second press stops the batch on its way; a batch
+    started without a press (an API call) gets a fresh signal; Stop with nothing running does nothing."""
+    from ui.session import Session
+
+    session = Session()
+    session.stop_work("compare")  # nothing running
+    assert not session.claim_work("compare").is_set()  # an API call: a fresh signal
+    session.start_work("compare")
+    session.stop_work("compare")  # pressed while the models load
+    assert session.claim_work("compare").is_set()
+    session.start_work("async")
+    first = session.claim_work("async")
+    session.start_work("async")  # Run pressed again
+    assert first.is_set() and not session.claim_work("async").is_set()
+    assert not session.work_unclaimed
 
 
 def test_a_session_can_be_deep_copied_as_gradio_does_with_a_states_first_value():

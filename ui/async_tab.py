@@ -10,6 +10,7 @@ from talon.trace import RunTrace
 from viz import charts, summary
 
 from .compute import model_work
+from .session import Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
 
@@ -27,23 +28,31 @@ def check_async(*panel) -> None:
         raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.", print_exception=False)
 
 
-def _async_seconds(repeats, *panel) -> int:
+def _async_seconds(session, repeats, *panel) -> int:
     settings = RunSettings.of(panel[-len(SETTING_NAMES) :])
     return gpu_seconds(settings.max_new, settings.method, runs=2 * max(1, int(repeats or 1)))
 
 
 @model_work(duration=_async_seconds)
-def run_sync_async(repeats, progress=gr.Progress(), *panel):
+def run_sync_async(session: Session, repeats, progress=gr.Progress(), *panel):
     """Run the settings ``panel`` (``SETTING_NAMES``) synchronously, then asynchronously, ``repeats`` times
-    interleaved, and draw both timelines (the first repetition's)."""
+    interleaved, and draw both timelines (the first repetition's).  Stop (``stop_async``, or the tab
+    closing) ends it after the step in flight; what the runs that ended say stays on show."""
     check_async(*panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
+    stop = session.claim_work("async")
     runs: dict[str, list[RunTrace]] = {"sync": [], "async": []}
     for rep in range(repeats):
         for k, execution in enumerate(("sync", "async")):
             progress((2 * rep + k) / (2 * repeats), desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
-            runs[execution].append(prepare(settings.but(execution=execution), progress).run_to_end())
+            trace = prepare(settings.but(execution=execution), progress).run_to_end(stop=stop.is_set)
+            if stop.is_set():  # the view of the runs that ended stays, its verdict under a note saying so
+                note = stopped_note(len(runs["sync"]), len(runs["async"]))
+                verdict = summary.async_verdict({k: v[0] for k, v in runs.items() if v}, runs) if runs["async"] else ""
+                yield gr.update(), gr.update(), note + (f"\n\n{verdict}" if verdict else "")
+                return
+            runs[execution].append(trace)
             first = {k: v[0] for k, v in runs.items() if v}
             verdict = summary.async_verdict(first, runs)
             busy = busy_note([], runs["sync"] + runs["async"]) if len(runs["async"]) == repeats else ""
@@ -52,3 +61,21 @@ def run_sync_async(repeats, progress=gr.Progress(), *panel):
                 summary.async_table(first, runs),
                 verdict + (f"\n\n{busy}" if busy else ""),
             )
+
+
+def stopped_note(sync: int, asynchronous: int) -> str:
+    """What Stop leaves on show: the ``sync`` and ``asynchronous`` runs that ended (the one cut short is
+    dropped)."""
+    if not sync:
+        return "**Stopped** before the first run ended: nothing new to compare."
+    if not asynchronous:
+        return "**Stopped** before the first async run ended: the timeline shows the sync run alone."
+    return (
+        f"**Stopped**: the table is over the {summary.plural(sync, 'sync run')} and "
+        f"{summary.plural(asynchronous, 'async run')} that ended."
+    )
+
+
+def stop_async(session: Session) -> None:
+    """Sync vs async's Stop: the runs in flight end after the step they are on."""
+    session.stop_work("async")

@@ -4,7 +4,6 @@ committed that token), one above the other, with the three runs side by side in 
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
 from itertools import accumulate
 
@@ -41,6 +40,10 @@ def first_position(trace: RunTrace, index: int) -> int:
 def token_span(start: int, count: int) -> str:
     """The output positions a step committed, from 1: ``token 31`` for one, ``tokens 31–33`` for three."""
     return f"token {start}" if count == 1 else f"tokens {start}–{start + count - 1}"
+
+
+VIEW_SIZE = 10
+"""How many outputs ``compare_view`` fills."""
 
 
 def compare_view(session: Session, position, color_mode):
@@ -168,7 +171,7 @@ def run_compare(
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}  # the session's once a repetition ends
-    stop = session.compare_stop = threading.Event()
+    stop = session.claim_work("compare")
     sides = {
         "ar": settings.but(method="ar"),
         "A": side_settings(settings, method_a, budget_a),
@@ -183,6 +186,8 @@ def run_compare(
             trace = prepared.run_to_end(stop=stop.is_set)
             if stop.is_set():  # Stop, or the tab closed: only whole repetitions are compared
                 gr.Info(stopped_note(rep))
+                if rep == 0:  # a handler that yields nothing empties its outputs: the last comparison stays
+                    yield (gr.update(),) * VIEW_SIZE
                 return
             state["repeats"][label].append(trace)
             if rep == 0:
@@ -206,8 +211,7 @@ def stopped_note(whole: int) -> str:
 
 def stop_compare(session: Session) -> None:
     """Compare methods' Stop: the comparison ends after the run it is on (between steps)."""
-    if session.compare_stop is not None:
-        session.compare_stop.set()
+    session.stop_work("compare")
 
 
 def repeat_seconds(session: Session) -> dict[str, list[float]]:

@@ -406,16 +406,31 @@ def show_step(session: Session, number, color_mode):
     return step_view(session.trace, number, color_mode, session.text_run)
 
 
-def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool):
+PLAY_SPEEDS = (("2 s", 2.0), ("1 s", 1.0), ("0.5 s", 0.5), ("0.25 s", 0.25))
+"""Play's speeds (label, seconds between steps): slow enough to talk a class through each tree, fast enough to
+see a long run's shapes change."""
+
+
+def _seconds_a_step(speed) -> float:
+    """``speed`` (seconds between steps, as the dropdown sends it) as a float, one second if unreadable."""
+    try:
+        seconds = float(speed)
+    except (TypeError, ValueError):
+        return 1.0
+    return seconds if seconds > 0 else 1.0
+
+
+def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool, speed=1.0):
     fig, text, table, cap = show_step(session, number, color_mode)
-    return number, fig, text, table, cap, gr.Timer(active=timer_active)
+    return number, fig, text, table, cap, gr.Timer(_seconds_a_step(speed), active=timer_active)
 
 
 NOTHING_TO_PLAY = "Nothing to play yet: press Run (or load a saved trace in Export / load), then Play."
 
 
-def play(session: Session, number, color_mode):
-    """Start playing from the step on show, or from step 1 when it is the last one."""
+def play(session: Session, number, color_mode, speed=1.0):
+    """Start playing from the step on show, or from step 1 when it is the last one, a step every ``speed``
+    seconds (``PLAY_SPEEDS``)."""
     trace = session.trace
     if trace is None or not trace.steps:
         gr.Info(NOTHING_TO_PLAY)
@@ -423,7 +438,12 @@ def play(session: Session, number, color_mode):
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number
     session.playing = len(trace.steps) > 1
-    return _play_frame(session, start, color_mode, session.playing)
+    return _play_frame(session, start, color_mode, session.playing, speed)
+
+
+def play_speed(session: Session, speed):
+    """A new Play speed: the timer's interval, taking effect at once when playing."""
+    return gr.Timer(_seconds_a_step(speed), active=session.playing)
 
 
 def pause(session: Session):
@@ -432,15 +452,16 @@ def pause(session: Session):
     return gr.Timer(active=False)
 
 
-def advance(session: Session, number, color_mode):
-    """Play: one step on; the timer stops at the last step, or when Pause was pressed."""
+def advance(session: Session, number, color_mode, speed=1.0):
+    """Play: one step on (the timer keeps ``speed``, seconds a step); the timer stops at the last step, or
+    when Pause was pressed."""
     trace = session.trace
     if not session.playing or trace is None or not trace.steps:
         session.playing = False
         return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
     nxt = min(int(number or 1) + 1, len(trace.steps))
     session.playing = nxt < len(trace.steps)
-    return _play_frame(session, nxt, color_mode, session.playing)
+    return _play_frame(session, nxt, color_mode, session.playing, speed)
 
 
 # ---- export and load ---------------------------------------------------------------------------------

@@ -84,16 +84,28 @@ def check_prompts(prompt_a, prompt_b, *panel) -> None:
 def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progress=gr.Progress(), *panel):
     """Decode ``prompt_a`` and ``prompt_b`` with the settings ``panel`` (``SETTING_NAMES``; its prompt is
     replaced), one after the other, and show them side by side; with ``predict`` the results stay hidden
-    behind the class's guess."""
+    behind the class's guess.  Stop (``stop_prompts``, or the tab closing) ends it after the step in
+    flight, with nothing to show (half a pair compares nothing)."""
     check_prompts(prompt_a, prompt_b, *panel)
     settings = RunSettings.of(panel)
     session.prompts = {}
+    stop = session.claim_work("prompts")
     runs = {}
     for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):
         progress(k / 2, desc=f"Prompt {label}: decoding...")
-        runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end()
+        runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end(stop=stop.is_set)
+        if stop.is_set():
+            return _empty_view(STOPPED)
     session.prompts = {**runs, "guess": None, "hidden": bool(predict)}
     return prompts_view(session, color_mode)
+
+
+STOPPED = "Stopped before both prompts were decoded: press Run both prompts to run the pair again."
+
+
+def stop_prompts(session: Session) -> None:
+    """Compare prompts' Stop: the pair in flight ends after the step it is on."""
+    session.stop_work("prompts")
 
 
 RUNNING = "Decoding both prompts with the method and settings above..."

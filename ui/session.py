@@ -182,10 +182,14 @@ class Session:
     text_run: int = 0
     """The id under which the page's text view holds the text on show (a live run's id, a loaded trace's
     own): highlighting a step under another id makes the page drop that text."""
-    compare_stop: threading.Event | None = None
-    """The comparison in flight's stop signal, set by Compare methods' Stop and when the tab closes: it ends
-    after the run it is on.  Made per comparison: the session is deep-copied as the state's first value,
-    and a lock cannot be."""
+    work_stops: dict[str, threading.Event] = field(default_factory=dict)
+    """The stop signal of the latest batch of runs on each tab that runs several (``"compare"``,
+    ``"prompts"``, ``"async"``), set by that tab's Stop, by its next Run and when the tab closes: the batch
+    ends after the step it is on.  Made per batch (``start_work``): the session is deep-copied as the
+    state's first value, and a lock cannot be."""
+    work_unclaimed: set[str] = field(default_factory=set)
+    """The tabs whose Run was pressed and whose batch has not started yet (its models loading, or waiting
+    in the queue): a Stop pressed then stops it before its first step."""
 
     @contextmanager
     def preparing(self) -> Iterator[threading.Event]:
@@ -213,11 +217,31 @@ class Session:
             what = what or "decoding"
         return what
 
+    def start_work(self, tab: str) -> None:
+        """``tab``'s Run was pressed: the batch on its way there, if any, ends after the step it is on, and
+        the stop signal of the next one is made (``work_stops``' keys), for its handler to claim."""
+        self.stop_work(tab)
+        self.work_stops[tab] = threading.Event()
+        self.work_unclaimed.add(tab)
+
+    def claim_work(self, tab: str) -> threading.Event:
+        """The stop signal of the batch of runs starting on ``tab``: the one its Run press made (set if Stop
+        was pressed since), or a new one where no press made it (an API call)."""
+        if tab not in self.work_unclaimed:
+            self.start_work(tab)
+        self.work_unclaimed.discard(tab)
+        return self.work_stops[tab]
+
+    def stop_work(self, tab: str) -> None:
+        """``tab``'s Stop: its batch in flight, if any, ends after the run it is on (between steps)."""
+        if tab in self.work_stops:
+            self.work_stops[tab].set()
+
     def close(self) -> None:
-        """Release what the session holds: stop its run, drop the lab's caches."""
+        """Release what the session holds: stop its runs, drop the lab's caches."""
         self.stop()
-        if self.compare_stop is not None:
-            self.compare_stop.set()
+        for stop in self.work_stops.values():
+            stop.set()
         self.lab = None
         self.compare = {}
         self.prompts = {}
