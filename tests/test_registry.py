@@ -11,6 +11,7 @@ import torch
 
 from talon.drafters.factory import shipped_or_given_head
 from talon.drafters.head_model import DraftHead, HeadConfig
+from talon.models import registry as registry_module
 from talon.models.loaded import ModelLoadError
 from talon.models.loading import load_model
 from talon.models.registry import ModelRegistry
@@ -83,9 +84,9 @@ def test_a_local_directory_loads_with_its_resolved_path_as_identity(tmp_path):
     assert torch.allclose(lm.model(ids).logits, tiny.model(ids).logits, atol=1e-5)  # packed layers: float32 too
 
 
-def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_its_heads(tmp_path):
+def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_its_heads(tmp_path, monkeypatch):
     """A shared app keeps at most ``max_models`` models: a new one lets the least recently used go (never a
-    pinned one), and the heads loaded for it go with it; asked again, it loads again."""
+    pinned one) before it loads, and the heads loaded for it go with it; asked again, it loads again."""
     paths = []
     for k in range(3):
         path = tmp_path / f"m{k}"
@@ -94,6 +95,14 @@ def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_it
         tiny.tokenizer.save_pretrained(path)
         paths.append(str(path))
     registry = ModelRegistry(torch.device("cpu"), torch.float32, max_models=2, pinned=(paths[0],))
+    held_while_loading = []
+    load = registry_module.load_model
+
+    def recording_load(spec, **kwargs):
+        held_while_loading.append(sorted(registry.loaded()))
+        return load(spec, **kwargs)
+
+    monkeypatch.setattr(registry_module, "load_model", recording_load)
     pinned, second = registry.get(paths[0]), registry.get(paths[1])
     torch.manual_seed(0)
     DraftHead(HeadConfig.for_target(second)).save(tmp_path / "head")
@@ -101,6 +110,7 @@ def test_past_its_cap_the_registry_lets_the_least_recently_used_model_go_with_it
     registry.get(paths[0])  # the pinned one used last: the second is still the one to let go
     registry.get(paths[2])
     assert sorted(registry.loaded()) == sorted([paths[0], paths[2]])
+    assert held_while_loading[-1] == [paths[0]]  # the second went before the third loaded, not after
     assert registry.get(paths[0]) is pinned  # never let go
     assert registry.get(paths[1]) is not second  # loaded again...
     assert (

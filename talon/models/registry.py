@@ -85,7 +85,10 @@ class ModelRegistry:
     def get(self, spec: str, progress: Progress = log.info) -> LoadedModel:
         """The model of ``spec`` (``talon.models.loading.load_model``), loaded once; its progress lines
         go to ``progress`` and to ``loading_status``.  Past ``max_models`` models the least recently
-        used one not pinned is let go (``_evict``)."""
+        used one not pinned is let go (``_evict``), before a new one loads: memory holds at most
+        ``max_models`` at once, not one more while the new one loads."""
+        if self._lookup(spec)[0] is False and self._max_models is not None:
+            self._evict(self._max_models - 1)
 
         def report(line: str) -> None:
             with self._table_lock:
@@ -101,17 +104,18 @@ class ModelRegistry:
         self._evict()
         return model
 
-    def _evict(self) -> None:
-        """Let go of the least recently used models past ``max_models`` (never a pinned one), with what was
-        derived from each (heads loaded for it, its stock copy): on a shared app every target a user
-        names would otherwise stay in memory for the process's life.  A run holding one keeps it until
-        the run ends; the next request loads it again."""
+    def _evict(self, keep: int | None = None) -> None:
+        """Let go of the least recently used models past ``keep`` (default ``max_models``; never a pinned
+        one), with what was derived from each (heads loaded for it, its stock copy): on a shared app
+        every target a user names would otherwise stay in memory for the process's life.  A run holding
+        one keeps it until the run ends; the next request loads it again."""
         if self._max_models is None:
             return
+        keep = self._max_models if keep is None else keep
         with self._table_lock:
             models = [k for k in self._used if isinstance(self._entries.get(k), LoadedModel)]
             spare = sorted((k for k in models if k not in self._pinned), key=self._used.__getitem__)
-            for spec in spare[: max(0, len(models) - self._max_models)]:
+            for spec in spare[: max(0, len(models) - keep)]:
                 model = self._entries.pop(spec)
                 self._used.pop(spec, None)
                 derived = [
