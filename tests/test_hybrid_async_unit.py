@@ -12,7 +12,7 @@ import torch
 from talon import metrics
 from talon.drafters.hybrid import HybridDrafter
 from talon.drafters.ngram import NgramDrafter
-from talon.engine.builders import TalonBuilder
+from talon.engine.builders import Eagle2Builder, TalonBuilder
 from talon.engine.speculation import best_outside, likely_outcome
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
@@ -135,6 +135,21 @@ def test_hybrid_hands_the_committed_sequence_to_both_sources():
     h.begin_step([1, 2, 3, 4, 5])
     h.begin_step([1, 2, 3])
     assert h.retrieval._seq == [1, 2, 3] and h.model._seq == [1, 2, 3]
+
+
+def test_where_both_sources_are_sure_the_mixture_stays_a_probability_and_eagle2_keeps_parents():
+    """A model and prompt lookup both giving a token probability 1: log(w) + log(1 - w) mixed in float32
+    rounded a hair above 0 for about a fifth of the weights, paths then scored higher deeper down, and
+    EAGLE-2's re-rank kept a node without its parent (ValueError mid-run)."""
+    sure = torch.full((VOCAB,), -math.inf)
+    sure[3] = 0.0
+    sequence = [3] * 8  # lookup after (3, 3) proposes 3, as the model does
+    for k in range(50, 951, 7):
+        h = HybridDrafter(TableDrafter(VOCAB, lambda ctx: sure), NgramDrafter(VOCAB), fixed_weight=k / 1000)
+        h.start(sequence)
+        assert h.begin_step(sequence).logprobs.max().item() <= 0.0, k
+        tree = Eagle2Builder(budget=3, topk=2, depth=5).build(h, sequence).tree
+        assert all(tree.parent[n] < n for n in range(1, len(tree)))
 
 
 def test_a_held_weight_ignores_the_running_acceptance():
