@@ -170,6 +170,27 @@ def test_a_run_longer_than_every_runner_stays_eager(target, monkeypatch, static)
     assert trace.output_ids == greedy_generate(target, prompt_ids(1), 8) and static == []
 
 
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        TreeConfig(
+            method="static",
+            static_paths=tuple((r,) for r in range(64)) + tuple((r, s) for r in range(64) for s in range(15)),
+        ),
+        TreeConfig(method="eagle2", budget=4, topk=64, depth=20),
+    ],
+    ids=["static tree past the budget", "eagle2 expanding past the budget"],
+)
+def test_trees_holding_more_rows_than_the_budget_fit_the_static_buffers(target, static, cfg):
+    """An explicit static tree of 1,024 nodes (budget 16), and EAGLE-2 feeding its drafter 64 nodes a layer
+    over 19 layers while verifying 4: the fixed buffers were sized by the budget and overflowed ("a fixed KV
+    buffer of 1024 rows cannot hold 1036"); they are sized for the rows now, or the run stays eager."""
+    trace = run_to_end(
+        target, ModelDrafter(target), cfg, DecodeConfig(max_new_tokens=24), prompt_ids=prompt_ids(1), texts=False
+    )
+    assert trace.output_ids == greedy_generate(target, prompt_ids(1), 24)
+
+
 def test_cheapest_buckets_moves_rows_only_to_a_clearly_cheaper_larger_bucket():
     # the H200's float32 shape: 8 and 16 rows slower than 32
     ms = {1: 6.6, 2: 7.8, 4: 7.8, 8: 11.0, 16: 11.5, 32: 8.7, 64: 9.3, 128: 9.5}

@@ -55,9 +55,21 @@ def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
 
 
 def rows_needed(prompt_tokens: int, tree_cfg: TreeConfig, decode_cfg: DecodeConfig) -> int:
-    """The most cache rows a run holds: the prompt, every new token, and one tree (whose nodes sit at
-    most ``budget`` positions past the end)."""
-    return prompt_tokens + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth)
+    """The furthest position a run reaches: the prompt, every new token, and one tree past the end (its
+    nodes sit at most ``budget`` positions deeper; an explicit static tree's at its longest path's)."""
+    deepest = max((len(path) for path in tree_cfg.static_paths or ()), default=0)
+    return prompt_tokens + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth, deepest)
+
+
+def tree_rows(tree_cfg: TreeConfig) -> int:
+    """The most cache rows one step adds past the committed end, in the target's cache or the drafter's:
+    the tree's draft nodes (at most the budget, an explicit static tree's paths, the chain's ``gamma``),
+    and for EAGLE-2 every node its layers expand (up to ``topk`` a layer, ``depth`` layers), which its
+    re-rank then cuts to the budget.  Sizes a static runner's fixed buffers, which cannot grow."""
+    rows = max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth, len(tree_cfg.static_paths or ()))
+    if tree_cfg.method == "eagle2":
+        rows = max(rows, tree_cfg.topk * tree_cfg.depth)
+    return rows
 
 
 def new_trace(
@@ -208,7 +220,8 @@ class _Loop:
         self.builder = make_builder(tree_cfg)
         self.drafter = drafter if drafter is not None and tree_cfg.method != "ar" else NoDrafter()
         self.eos = target.eos_token_ids
-        self.rows = rows_needed(len(trace.prompt_ids), tree_cfg, decode_cfg) + 1 if static else None
+        rows = len(trace.prompt_ids) + decode_cfg.max_new_tokens + tree_rows(tree_cfg) + 1
+        self.rows = rows if static else None
         self.verifier = Verifier(target, self.drafter.feature_layers, self.rows)
         self.noise = (
             PositionNoise(decode_cfg.seed, target.vocab_size, target.device) if decode_cfg.temperature > 0 else None
