@@ -274,6 +274,14 @@ def test_uploads_and_long_prompts_are_refused_before_the_page_changes(client, tm
         assert refused.value.duration is None  # it says what to change: it stays until closed
     assert abs(told[0] - told[1]) <= 200  # both counted in this prompt's own characters a token
     assert "the limit that counts is 2,048 tokens: shorten it to about" in refused.value.message
+    # Following the advice passes, also where the prompt's start packs more tokens a character than its
+    # average: a count at the average told 3,400 characters here, and 3,400 were refused again.
+    dense = "Summarise: " + " ".join(str(k) for k in range(2000)) + " " + sentence * 200
+    with pytest.raises(gr.Error) as refused:
+        check(RunSettings(prompt=dense))
+    fits = int(re.search(r"about ([\d,]+) characters", refused.value.message).group(1).replace(",", ""))
+    check(RunSettings(prompt=dense[:fits]))
+    assert fits >= 1_500  # not a length far below what fits
 
 
 COMPARE_OUT = ("position", "a", "b", "table", "caption", "adaptation", "number_a", "number_b", "verdict", "acceptance")

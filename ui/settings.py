@@ -143,14 +143,36 @@ def characters_for(tokens: int, ids: int, chars: int) -> str:
     return f"about {int(tokens * chars / ids) // 100 * 100:,} characters"
 
 
-def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = None) -> None:
+def characters_that_fit(target: LoadedModel, prompt: str, limit: int) -> int:
+    """The most leading characters of ``prompt`` (in hundreds) whose encoding (``encode_prompt``, the chat
+    template included) takes at most ``limit`` tokens: what "shorten it to" can promise will pass, where a
+    count at the prompt's average characters per token fell short when its start packs fewer a token."""
+    lo, hi = 0, len(prompt) // 100  # in hundreds of characters
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        try:
+            tokens = len(encode_prompt(target, prompt[: mid * 100]))
+        except ConfigError:  # a start of white space alone: nothing to count
+            tokens = 0
+        if tokens <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * 100
+
+
+def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = None, fits: int | None = None) -> None:
     """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``);
-    ``chars``: the prompt's length in characters, for the message's "shorten it to" (its own characters
-    per token).  The message stays until closed: it says what to change."""
+    ``chars``: the prompt's length in characters; ``fits``: how many of its leading characters fit
+    (``characters_that_fit``), for the message's "shorten it to" (else estimated at the prompt's own
+    characters per token).  The message stays until closed: it says what to change."""
     limit = LONG_PROMPT_TOKENS.get(device_kind)
     if limit is not None and len(ids) > limit:
         size = f"{len(ids):,} tokens" + (f" ({chars:,} characters)" if chars else "")
-        target = characters_for(limit, len(ids), chars) if chars else f"{limit:,} tokens"
+        if fits is not None:
+            target = f"about {fits:,} characters"
+        else:
+            target = characters_for(limit, len(ids), chars) if chars else f"{limit:,} tokens"
         raise gr.Error(
             f"This prompt is {size}. On this {device_kind.upper()} reading it and then decoding at that length "
             f"would take minutes, so prompts are kept to {limit:,} tokens here: shorten it to {target} or fewer.",
@@ -172,10 +194,9 @@ def _too_long_note(prompt: str, target: LoadedModel | None) -> str:
     if limit is None:
         return ""
     sample = prompt[:MAX_PROMPT_CHARS]
-    ids = len(target.tokenizer(sample, add_special_tokens=False)["input_ids"])
-    if ids <= limit:  # the characters alone are too many: this text packs more than that a token
+    if len(encode_prompt(target, sample)) <= limit:  # the characters alone are too many: more than that a token
         return ""
-    about = characters_for(limit, ids, len(sample))
+    about = f"about {characters_that_fit(target, sample, limit):,} characters"
     device = target.device.type.upper()
     return f" On this {device} the limit that counts is {limit:,} tokens: shorten it to {about} or fewer."
 
@@ -214,7 +235,9 @@ def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
         ids = encode_prompt(target, prompt)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
-    check_prompt_length(ids, target.device.type, len(prompt))
+    limit = LONG_PROMPT_TOKENS.get(target.device.type)
+    fits = characters_that_fit(target, prompt, limit) if limit is not None and len(ids) > limit else None
+    check_prompt_length(ids, target.device.type, len(prompt), fits)
     return ids
 
 
