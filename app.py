@@ -699,7 +699,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 json_btn = gr.Button("Export trace (JSON)", elem_id="export-json")
                 html_btn = gr.Button("Export this tree (HTML, titled with the prompt and settings)")
             export_file = gr.File(label="Download", interactive=False, elem_id="export-file")
-            upload = gr.File(label="Load a saved trace (JSON)", file_types=[".json"], type="filepath")
+            upload = gr.File(
+                label="Load a saved trace (JSON)", file_types=[".json"], type="filepath", elem_id="trace-upload"
+            )
             load_note = gr.Markdown(elem_id="load-note")
 
         with gr.Tab("How to read this", id="help"):
@@ -737,6 +739,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
     run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
     run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")
+    run_starts(lambda: "", None, load_note, queue=False, api_visibility="private")  # "Loaded ..." was the last
     run_starts(
         explore.run_explore,
         [session, color_mode, *settings],
@@ -748,8 +751,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         explore.note_after_run, session, stop_note, queue=False, api_visibility="private"
     )
     stop_btn.click(explore.stop_run, session, stop_note, queue=False)
-    # an upload that is not a trace is refused before the panel or the run on show change
-    upload_starts = upload.upload(explore.check_trace_file, upload, None, api_visibility="private").success
+    # an upload that is not a trace is refused before the panel or the run on show change; the last load's
+    # note goes first, so that a refused file leaves no "Loaded ..." under it
+    upload_starts = (
+        upload.upload(lambda: "", None, load_note, queue=False, api_visibility="private")
+        .then(explore.check_trace_file, upload, None, api_visibility="private")
+        .success
+    )
     follow.change(explore.set_follow, [session, follow], None, queue=False)
     step_out = [tree_plot, text_html, nodes_df, caption]
     step_slider.input(  # unprocessed: a typed step outside 1..steps is clamped by show_step, not refused
@@ -769,22 +777,24 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     pause_btn.click(explore.pause, session, timer, queue=False)
     timer.tick(explore.advance, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
+    lab_results = [sweep_plot, price_plot, price_note, reroll_plot, sampling_df, reroll_note]
     lab_out = [lab_plot, lab_caption, gate_plot]
     (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
         refused_first(gate_btn.click, explore.check_gate, session)(
             explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note]
         )
         .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings, lab_step])
+        .success(tree_lab.results_after_gate, session, lab_results, queue=False, api_visibility="private")
         .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )
     for new_run in (run_starts, upload_starts):  # what explained the run before goes with it
         new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
+        new_run(lambda: None, None, export_file, queue=False, api_visibility="private")  # its file, too
         new_run(
             tree_lab.unfrozen,
             None,
-            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods, sweep_plot]
-            + [price_plot, price_note, reroll_plot, sampling_df, reroll_note],
+            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods, *lab_results],
             queue=False,
             api_visibility="private",
         )
@@ -846,21 +856,24 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             [lab_status, *lab_settings, lab_step],
             show_progress_on=lab_plot,  # where the tree will be, not over the status line's text
         )
+        .success(tree_lab.results_cleared, session, lab_results, queue=False, api_visibility="private")
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
     for control in (lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma):
-        (
-            control.release(
-                tree_lab.redraw,
-                [session, *lab_settings, lab_color],
-                lab_out,
-                trigger_mode="always_last",
-                show_progress="minimal",
-            ).success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
+        changed = control.release(
+            tree_lab.redraw,
+            [session, *lab_settings, lab_color],
+            lab_out,
+            trigger_mode="always_last",
+            show_progress="minimal",
         )
+        changed.success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
+        changed.success(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     for control in (lab_method, lab_color):
-        control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+        changed = control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+        if control is lab_method:  # a colour changes no result
+            changed.success(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     refused_first(price_btn.click, tree_lab.check_frozen, session)(
         tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]
     )

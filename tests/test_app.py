@@ -141,7 +141,10 @@ def test_export_loads_back_with_its_prompt_and_settings(client, app_url):
 def test_html_export_is_named_and_titled_like_the_step(client):
     _run(client)
     path = Path(client.predict(2, "verdict", api_name="/export_html"))
-    assert path.name == "talon_tree_step2.html"
+    method = RUN_ARGS["method"]  # each download says its method, its step and when: several keep apart
+    assert re.fullmatch(rf"talon_{method}_\d{{8}}-\d{{6}}_step2\.html", path.name), path.name
+    json_path = Path(client.predict(api_name="/export_json"))
+    assert re.fullmatch(rf"talon_{method}_\d{{8}}-\d{{6}}_trace\.json", json_path.name), json_path.name
     html = path.read_text(encoding="utf-8")
     assert "<html" in html and "plotly" in html.lower() and "Step 2:" in html
 

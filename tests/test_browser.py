@@ -338,6 +338,36 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     page.close()
 
 
+def test_a_refused_file_and_a_new_run_leave_no_stale_load_note_or_download(browser, app_url, tmp_path):
+    """Export / load after a run: the saved trace loads back ("Loaded ..."); a file that is not a trace is
+    refused and the note no longer says the last one loaded; a new run empties the Download box, which
+    offered the run before's file."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#run").click()
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)  # the run has ended
+    page.get_by_role("tab", name="Export / load").click()
+    page.locator("#export-json").click()
+    link = page.locator("#export-file a").first
+    link.wait_for(timeout=30_000)
+    with page.expect_download() as download:
+        link.click()
+    saved = tmp_path / "trace.json"
+    download.value.save_as(saved)
+    page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
+    page.locator("#load-note").get_by_text("Loaded a").wait_for(timeout=60_000)
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2, 3]")
+    page.locator('#trace-upload button[aria-label="Clear"]').click()  # as a person takes the last file away
+    page.locator("#trace-upload input[type=file]").set_input_files(str(bad))
+    page.locator(".toast-body").get_by_text("not a TALON trace").first.wait_for(timeout=30_000)
+    assert "Loaded" not in page.locator("#load-note").inner_text()
+    page.locator("#run").click()
+    page.wait_for_function("() => !document.querySelector('#export-file a')", timeout=30_000)
+    page.close()
+
+
 def test_a_gpu_preset_on_this_machine_says_why_it_cannot_run(browser, app_url, tmp_path):
     """The preset picker at 1024 px: choosing a Hub pair on a machine without a GPU shows the reasons
     beside the picker and leaves the target and drafter fields as they were."""

@@ -407,3 +407,49 @@ def test_a_fresh_measurement_is_drawn_and_read_out():
     assert "16 nodes 1.40, 32 nodes 2.00, 64 nodes 3.10" in note and "as a reliable curve does" in note
     busy = CostCurve(plain=0.020, verify=((1, 0.020), (16, 0.040), (32, 0.030)), measured="x")
     assert "looks unreliable" in tree_lab.measured_note(busy)
+
+
+def test_lab_results_drawn_at_other_settings_are_cleared_and_a_new_step_starts_clean():
+    """The sweep, price chart and re-rolls are drawn for a step and settings: a lab setting changed clears
+    them with a note (they went on naming the old N and step), a new step frozen clears them, and nothing
+    changes where none are on show."""
+    import gradio as gr
+
+    from ui import tree_lab
+    from ui.session import Session
+
+    session = Session()
+    assert tree_lab.results_outdated(session) == (gr.skip(),) * 6
+    session.lab_results = True
+    assert tree_lab.results_outdated(session) == (None, None, tree_lab.RESULTS_OUTDATED, None, None, "")
+    assert tree_lab.results_outdated(session) == (gr.skip(),) * 6  # cleared once
+    session.lab_results = True
+    assert tree_lab.results_cleared(session) == (None, None, "", None, None, "") and not session.lab_results
+
+
+def test_the_lab_says_when_it_grows_a_loaded_traces_trees_with_another_drafter(target, registry, run):
+    """A loaded trace is frozen with the Drafter field's model: where that is not the drafter the run was
+    drafted with, the status line says the lab's trees are not the run's."""
+    from ui import tree_lab
+    from ui.session import LabState, Session
+
+    for spec, warned in (("layers:1", False), ("ngram", True)):
+        frozen = FrozenStep(target, registry, spec, step_context(run, 0))
+        session = Session(trace=run, lab=LabState(run, 0, frozen))
+        status = tree_lab.status_line(session)
+        assert ("the lab grows its trees with" in status) is warned, spec
+        if warned:
+            assert run.drafter in status and frozen.drafter_name("talon") in status
+
+
+def test_each_reroll_press_draws_afresh(target, registry, run):
+    """Re-roll drew the same 200 samples at every press (its seed was the context's length): each press
+    at a step draws its own now, and the lab's results count as on show."""
+    from ui import tree_lab
+    from ui.session import LabState, Session
+
+    frozen = FrozenStep(target, registry, "layers:1", step_context(run, 0), temperature=1.0)
+    session = Session(trace=run, lab=LabState(run, 0, frozen, last=frozen.explore(CONFIGS[0])))
+    counts = [tree_lab.reroll(session)[0] for _ in range(3)]
+    histograms = [tuple(tuple(bar.y) for bar in fig.data) for fig in counts]
+    assert len(set(histograms)) > 1 and session.lab_results

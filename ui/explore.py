@@ -9,6 +9,7 @@ cores, and one update costs the same whatever the run's length (the text is appe
 from __future__ import annotations
 
 import html
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -287,6 +288,7 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
         return
     live = LiveRun(prepared.trace, prepared.target, prepared.drafter, prepared.tree_cfg, prepared.decode_cfg, stop=stop)
     session.trace, session.live, session.lab, session.starting = prepared.trace, live, None, None
+    session.lab_results = False
     session.text_run = live.id
     session.specs = (settings.target_spec, settings.drafter_spec)
     session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
@@ -483,10 +485,17 @@ def check_gate(session: Session) -> None:
     check_ended(session, "ask why a tree has its shape", "to explain")
 
 
+def export_name(trace: RunTrace, suffix: str) -> str:
+    """A download's file name: the run's method, ``suffix`` (e.g. ``"step3.html"``) and when it was saved,
+    so that a browser's downloads of several runs keep apart."""
+    method = re.sub(r"[^A-Za-z0-9]+", "-", str(trace.tree_config.get("method") or "run"))
+    return f"talon_{method}_{time.strftime('%Y%m%d-%H%M%S')}_{suffix}"
+
+
 def export_json(session: Session) -> str:
     check_ended(session)
     trace = session.trace
-    path = Path(tempfile.mkdtemp(prefix="talon-")) / "talon_trace.json"
+    path = Path(tempfile.mkdtemp(prefix="talon-")) / export_name(trace, "trace.json")
     path.write_text(trace_json(trace, indent=1), encoding="utf-8")
     return str(path)
 
@@ -496,7 +505,7 @@ def export_html(session: Session, number, color_mode) -> str:
     check_trace(session)
     trace = session.trace
     number = max(1, min(int(number or 1), len(trace.steps)))
-    path = Path(tempfile.mkdtemp(prefix="talon-")) / f"talon_tree_step{number}.html"
+    path = Path(tempfile.mkdtemp(prefix="talon-")) / export_name(trace, f"step{number}.html")
     mode = color_mode if color_mode in COLOR_MODES else "verdict"
     step = trace.steps[number - 1]
     page = tree_html(
@@ -579,6 +588,7 @@ def load_trace(session: Session, file, color_mode):
     trace = read_trace(file)
     session.stop()
     session.trace, session.live, session.lab, session.specs = trace, None, None, None
+    session.lab_results = False
     run_id = session.text_run = -int(time.time() * 1000)  # a new text run
     number, fig, table, cap = opening_view(trace, color_mode, run_id)  # as the finished run opened
     settings = settings_of(trace)

@@ -151,6 +151,7 @@ class LabState:
     index: int
     frozen: FrozenStep
     last: StepRecord | None = None  # the last tree drawn (for re-rolls)
+    rerolls: int = 0  # re-roll presses at this step: each press draws afresh
 
 
 @dataclass
@@ -165,6 +166,8 @@ class Session:
     prompts: dict = field(default_factory=dict)
     """Compare prompts: the two runs by label (``A``, ``B``), and the class's guess."""
     lab: LabState | None = None
+    lab_results: bool = False
+    """Whether a sweep, price chart or re-rolls are on show in the lab (drawn for its step and settings then)."""
     specs: tuple[str, str] | None = None
     """The Target and Drafter fields the run on show was made with (what the lab freezes its steps with,
     whatever is typed there since); None for a loaded trace, which names models, not paths."""

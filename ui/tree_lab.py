@@ -68,6 +68,33 @@ def unfrozen() -> tuple:
     return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, None, None, "", None, None, ""
 
 
+RESULTS_OUTDATED = (
+    "*The lab's settings changed: the sweep, price chart and re-rolls drawn at the old ones were cleared. "
+    "Draw them again for these.*"
+)
+
+
+def results_outdated(session: Session) -> tuple:
+    """After a lab setting changed: the sweep, the price chart and its note, the re-rolls, their table and
+    note drawn at the old settings are cleared, the note saying why (nothing changes where none are on show)."""
+    if not session.lab_results:
+        return (gr.skip(),) * 6
+    session.lab_results = False
+    return None, None, RESULTS_OUTDATED, None, None, ""
+
+
+def results_cleared(session: Session) -> tuple:
+    """After a step is frozen: what was drawn for the step before (sweep, price chart and note, re-rolls,
+    their table and note) is cleared."""
+    session.lab_results = False
+    return None, None, "", None, None, ""
+
+
+def results_after_gate(session: Session) -> tuple:
+    """After Explore's gate: ``results_cleared`` where it froze a step of the run, else nothing changes."""
+    return results_cleared(session) if holds_run_step(session) else (gr.skip(),) * 6
+
+
 def _lab(session: Session) -> LabState:
     if session.lab is None:
         raise gr.Error("Freeze a step first (Tree lab: pick a step, press Freeze this step).", print_exception=False)
@@ -233,6 +260,15 @@ def status_line(session: Session) -> str:
     state = session.lab
     frozen = state.frozen
     root = visible_text(token_label(frozen.target.tokenizer, frozen.root), 30)
+    method = state.trace.tree_config.get("method") or "talon"
+    run_drafter = state.trace.drafter
+    lab_drafter = frozen.drafter_name(method) if run_drafter else ""
+    other = (
+        f" **The run was drafted by {run_drafter}; the lab grows its trees with {lab_drafter}** (the Drafter "
+        "field): its trees are not the run's. Set the Drafter field to the run's drafter and freeze again."
+        if run_drafter and lab_drafter != run_drafter
+        else ""
+    )
     return (
         f"Frozen: **step {state.index + 1} of {len(state.trace.steps)}** ({len(frozen.context)} tokens of "
         f"context, root “{root}”, drafter `{frozen.drafter_spec}`"
@@ -250,6 +286,7 @@ def status_line(session: Session) -> str:
             else ""
         )
         + _depth_limit_note(frozen)
+        + other
     )
 
 
@@ -435,6 +472,7 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = _sweep_points(state.frozen, cfg, field, values)
     now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
+    session.lab_results = True
     return lab_charts.sweep_figure(rows, field, getattr(cfg, field), now)
 
 
@@ -478,6 +516,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
     fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
     warning = "" if projection else curve_warning(curve)
+    session.lab_results = True
     return fig, price_note(rows, pick, int(cfg.budget), label, projection) + (f"\n\n{warning}" if warning else "")
 
 
@@ -510,6 +549,7 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
+    session.lab_results = True
     return fig, measured_note(curve)
 
 
@@ -588,13 +628,15 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
 
 @model_work()
 def reroll(session: Session):
-    """Verify the tree on show ``REROLLS`` times with fresh random draws: the first token's histogram
-    next to the target's distribution, and per visited node the chances of acceptance."""
+    """Verify the tree on show ``REROLLS`` times with fresh random draws (each press its own): the first
+    token's histogram next to the target's distribution, and per visited node the chances of acceptance."""
     check_rerollable(session)
     state = session.lab
     frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
-    rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context))
+    state.rerolls += 1  # a new press, new draws (reproducible: the same presses at a step draw the same)
+    rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context) * 1000 + state.rerolls)
+    session.lab_results = True
     table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: token_label(tok, t))
     fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: token_label(tok, t))
     note = (

@@ -297,6 +297,11 @@ class FrozenStep:
             self._drafters["hybrid"] = drafter
         return self._drafters["hybrid"]
 
+    def drafter_name(self, method: str) -> str:
+        """The name of the drafter that grows ``method``'s trees here (as a trace names its drafter)."""
+        with self._lock:  # a hybrid's is made on first use, in the shared caches
+            return self._drafter(method).name
+
     def explore(
         self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None, max_depth: int | None = None
     ) -> StepRecord:
