@@ -166,10 +166,10 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.locator("#lab-budget input[type=range]").focus()
     for _ in range(3):
         page.keyboard.press("ArrowRight")
-    _wait_for_lab_title(page, f"N={budget + 3},")
+    _wait_for_lab_title(page, f"N={budget + 3} ·")
     # A value typed past the slider's end and entered redraws at the end (it reaches the server as typed)
     _enter(page, "lab-budget", "200")
-    _wait_for_lab_title(page, "N=128,")
+    _wait_for_lab_title(page, "N=128 ·")
     assert page.locator("#lab-plot .error, #lab-caption .error").count() == 0
     page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
 

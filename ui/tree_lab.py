@@ -23,7 +23,7 @@ from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import bench_charts, lab_charts
-from viz.summary import plural, stop_sentence
+from viz.summary import plural, stop_sentence, tree_parts
 from viz.tree_figure import COLOR_MODES, committed_label, tree_figure, visible_text
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
@@ -398,8 +398,7 @@ def lab_viz_tree(step, mode: str, cfg: TreeConfig):
     return tree_figure(
         step,
         mode,
-        title=f"Step {step.index + 1}, rebuilt: {METHOD_NAMES.get(cfg.method)} "
-        f"N={cfg.budget}, K={cfg.topk}, μ={cfg.mu:g}",
+        title=f"Step {step.index + 1}, rebuilt: " + " · ".join(tree_parts(vars(cfg))),
     )
 
 

@@ -135,6 +135,11 @@ FEW_TREES = 10
 """Below this many trees reaching a depth, the acceptance chart hatches that depth's bar."""
 
 
+LABEL_INSIDE = 0.25
+"""The least rate whose bar holds its two-line label at full size (plotly shrinks a label to fit its bar:
+a 13 % bar's came out about 5 px tall); a lower bar carries its label above it."""
+
+
 def _rate_label(row: dict) -> str:
     """A bar's label: the rate over the count it is a share of ("100%<br>1/1")."""
     return "" if row["rate"] is None else f"{row['rate']:.0%}<br>{row['accepted']}/{row['reached']}"
@@ -194,7 +199,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 text=[_rate_label(r) for r in rows] if deepest <= 15 else None,
                 # at the bar's foot, inside it: above the bar the line's markers, at the rates given d−1, ran
                 # through the labels; a bar too low to hold its label (0 % too) carries it above
-                textposition=["inside" if (r["rate"] or 0) >= 0.1 else "outside" for r in rows],
+                textposition=["inside" if (r["rate"] or 0) >= LABEL_INSIDE else "outside" for r in rows],
                 insidetextanchor="start",
                 textangle=0,
                 textfont={"color": "#263238", "size": 11},
@@ -234,6 +239,17 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
     )
 
 
+SHAPE_PLOT_PX = 800
+"""The tree-shape chart's plotting width to size its markers by (the chart is about 900 px wide at 1024 px,
+colour bar and margins taken off; wider windows only widen the steps)."""
+
+
+def accepted_marker_size(steps: int) -> int:
+    """The width in px of a step's accepted-depth mark: 16 px, or one step's column where a long run's
+    steps are narrower (a fixed 16 px mark spanned eight steps of a 250-step run and merged into a line)."""
+    return max(3, min(16, int(SHAPE_PLOT_PX / max(steps, 1))))
+
+
 def tree_shape_heatmap(
     trace: RunTrace, max_depth: int | None = None, max_width: int | None = None, title: str | None = None
 ) -> go.Figure:
@@ -267,7 +283,12 @@ def tree_shape_heatmap(
             y=[s.accepted_tokens if s.accepted_tokens else None for s in steps],
             mode="markers",
             name="accepted depth",
-            marker={"symbol": "line-ew-open", "size": 16, "color": "#D62728", "line": {"width": 3, "color": "#D62728"}},
+            marker={
+                "symbol": "line-ew-open",
+                "size": accepted_marker_size(len(steps)),
+                "color": "#D62728",
+                "line": {"width": 3 if len(steps) <= 100 else 2, "color": "#D62728"},
+            },
             hovertemplate="step %{x}: accepted to depth %{y}<extra></extra>",
         ),
     ]

@@ -336,6 +336,16 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
                 "%{customdata[1]} accepted<extra>" + label + "</extra>",
             )
         )
+    if not fig.data:  # plain decoding: no drafter, no trees (the other charts say the same)
+        fig.add_annotation(
+            text="no draft trees in this run",
+            showarrow=False,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            font={"size": 13, "color": "#888"},
+        )
     return _layout(
         fig,
         "Adaptation: the drafter's confidence at the root vs the depth the tree reached",

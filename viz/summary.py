@@ -125,10 +125,9 @@ def budget_text(tree_config: dict) -> str:
     return f"N=auto (cap {budget})" if tree_config.get("auto") else f"N={budget}"
 
 
-def settings_line(trace: RunTrace) -> str:
-    """The settings a run was made with, in one line: method, N (or auto and its cap), K, μ, depth or γ
-    where they apply, temperature, max new tokens, execution, drafter, target and device."""
-    cfg, dec = trace.tree_config, trace.decode_config
+def tree_parts(cfg: dict) -> list[str]:
+    """A tree configuration (``TreeConfig`` as a dict) in the words the app uses: the method, then only the
+    settings it reads: N (or auto and its cap), K, μ, depth or γ."""
     method = cfg.get("method", "?")
     parts = [METHOD_NAMES.get(method, method)]
     if method in BUDGET_METHODS:
@@ -141,6 +140,14 @@ def settings_line(trace: RunTrace) -> str:
         parts.append(f"depth {cfg.get('depth')}")
     if method == "chain":
         parts.append(f"γ={cfg.get('gamma')}")
+    return parts
+
+
+def settings_line(trace: RunTrace) -> str:
+    """The settings a run was made with, in one line: method, N (or auto and its cap), K, μ, depth or γ
+    where they apply, temperature, max new tokens, execution, drafter, target and device."""
+    cfg, dec = trace.tree_config, trace.decode_config
+    parts = tree_parts(cfg)
     temperature = dec.get("temperature") or 0
     parts.append("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
     parts.append(f"max {plural(dec.get('max_new_tokens'), 'new token')}")
