@@ -236,7 +236,7 @@ class Session:
         return self.work_stops[tab]
 
     def stop_work(self, tab: str) -> None:
-        """``tab``'s Stop: its batch in flight, if any, ends after the run it is on (between steps)."""
+        """``tab``'s Stop: its batch in flight, if any, ends after the step it is on."""
         if tab in self.work_stops:
             self.work_stops[tab].set()
 
