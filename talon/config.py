@@ -211,7 +211,7 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 
 def device_default_auto(on_gpu: bool) -> bool:
     """Whether a default run sizes its trees by the cost rule (N = auto): on the CPU, where auto-sized
-    trees beat every fixed N side by side in the headline suite (docs/benchmarks.md, "Which N on this
-    CPU"); not on a GPU, where they ran 0.92-0.97x the best fixed N on an H200 (docs/benchmarks.md,
+    trees beat every fixed N side by side on the head suite (docs/benchmarks.md, run 22's "Auto against
+    every fixed N on this VM"); not on a GPU, where they ran 0.92-0.97x the best fixed N on an H200 (docs/benchmarks.md,
     "Which N on a GPU")."""
     return not on_gpu

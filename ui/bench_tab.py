@@ -19,8 +19,8 @@ from .shared import DEVICE_KIND, ROOT, measured_like_this_app
 BENCH_DIR_ENV = "TALON_BENCH_DIR"
 NO_BENCH = (
     "No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
-    "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab shows the newest directory "
-    "under `docs/bench/` (or under `$TALON_BENCH_DIR`)."
+    "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab opens on the newest comparison "
+    "of methods under `docs/bench/` (or under `$TALON_BENCH_DIR`) from this kind of device, in this app's dtype."
 )
 COLUMN_WIDTHS = {"methods": bench_charts.METHODS_WIDTHS, "shape": bench_charts.SHAPE_WIDTHS}
 """Column widths of the tables whose columns are fixed (``gr.Dataframe(column_widths=...)``)."""

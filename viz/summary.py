@@ -85,15 +85,16 @@ HOW_TO_READ = """
   log scale from 0.001 to 1: what TALON's gate compares with μ, so the nodes that passed the gate are
   those at μ or above. **Colour by source** (hybrid runs): blue for the model's drafts, purple for
   prompt lookup's.
-* **Acceptance per depth** (Charts, Compare methods): each bar is the share of trees that reached depth d
-  whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar stands on fewer than
-  ten trees, so its share is rough (one tree gives 0 % or 100 %).
+* **Acceptance per depth** (Charts, Compare methods, Compare prompts): each bar is the share of trees
+  that reached depth d whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar
+  stands on fewer than ten trees, so its share is rough (one tree gives 0 % or 100 %).
 * **Why TALON's shape changes**: with a fixed Budget N, TALON spends exactly N nodes. Its **first
   layer** is the root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide
   at every step. **Below it** the confidence gate decides: where the drafter is sure, only one or two
   candidates pass per layer, so the tree grows **deep and narrow**; where it is unsure, many pass, the
   budget is used up in a few layers, and the tree is **shallow and wide**. (K=0 gates the first layer
-  too.) Static and EAGLE-2 trees keep a fixed depth whatever the context.
+  too.) At a fixed N static trees keep their shape and EAGLE-2 drafts its `depth` layers whatever the
+  context; at N = auto the cost rule sizes EAGLE-2's trees as well.
 * **Why its size changes (Budget N = auto, the CPU's default)**: the gate still picks *which* nodes, and
   the cost rule picks *how many*: a layer is drafted, and a candidate kept, only while it raises the
   expected committed tokens per unit of this machine's measured cost, so a tree stops where one more node
@@ -102,7 +103,8 @@ HOW_TO_READ = """
   we measured), nearly every step buys a small tree and the sure contexts add depth on top.
 * **Why a tree stopped growing**: each step's caption says it: the budget N was used up, the drafter
   had nothing more to offer, the method's depth or fixed shape was reached, or (Budget N = auto) the
-  cost rule found that one more node or layer would not pay for itself on this machine. The gate never
+  cost rule found that one more node or layer would not pay for itself on this machine, or the run was
+  so near its end (max new tokens) that no deeper draft could be committed. The gate never
   ends a tree: the best candidate of a layer always passes it; it sets how wide each layer is.
 * Every method here is lossless: at temperature 0 the output is exactly what plain greedy decoding
   of the target gives; above 0 it is a sample from the target's own distribution, and for a given seed

@@ -67,7 +67,11 @@ def write_suite(out_dir: Path, result: dict, command: str) -> list[Path]:
 
 # ---- CLI --------------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m talon.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m talon.bench",
+        description=__doc__.replace("``", "`"),  # the usage lines and what each mode writes
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--prompts", help="JSONL file of {id, category, prompt} (method-list mode)")
     p.add_argument(
         "--suite",
@@ -89,7 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "e.g. --suite paper --experiments topk_sweep",
     )
     p.add_argument("--target", default="embedded", help="'embedded', a local directory or a Hub id")
-    p.add_argument("--drafter", default=None, help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode)")
+    p.add_argument(
+        "--drafter",
+        default=None,
+        help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode: head for the cost suite)",
+    )
     p.add_argument(
         "--assistant",
         default=None,

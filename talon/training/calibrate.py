@@ -100,7 +100,11 @@ def report(obs: Sequence[Observation], table: dict | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m talon.training.calibrate", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m talon.training.calibrate",
+        description=__doc__.split("\n\n")[0].replace("``", "`"),  # what it does and the command
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--target", default="embedded")
     p.add_argument("--drafter", default="head", help="the drafter spec whose confidence is calibrated")
     p.add_argument("--prompts", type=int, default=80, help="held-out prompts used (half fit, half score)")
