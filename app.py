@@ -827,6 +827,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             prompts_view_out,
             concurrency_limit=4,
             concurrency_id="decode",
+            trigger_mode="always_last",  # a Run pressed again runs once the pair it stopped has ended
             show_progress_on=[prompt_a_plot, prompt_b_plot],  # not over the caption's text
         )
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
@@ -869,11 +870,11 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             show_progress="minimal",
         )
         changed.success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
-        changed.success(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
+        # at once, not after the redraw: a result still being drawn at the old settings is then dropped
+        control.release(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     for control in (lab_method, lab_color):
-        changed = control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
-        if control is lab_method:  # a colour changes no result
-            changed.success(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
+        control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    lab_method.input(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     refused_first(price_btn.click, tree_lab.check_frozen, session)(
         tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]
     )
@@ -911,6 +912,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare_out,
         concurrency_limit=4,
         concurrency_id="decode",
+        trigger_mode="always_last",  # a Run pressed again runs once the comparison it stopped has ended
         show_progress_on=[compare_table, plot_a, plot_b],  # not over the verdict's and the caption's text
     )
     compare_stop_btn.click(compare.stop_compare, session, None, queue=False)
@@ -928,6 +930,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         [async_plot, async_table, async_verdict],
         concurrency_limit=4,
         concurrency_id="decode",
+        trigger_mode="always_last",  # a Run pressed again runs once the runs it stopped have ended
     )
     async_stop_btn.click(stop_async, session, None, queue=False)
 

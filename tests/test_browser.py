@@ -318,7 +318,8 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
 def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_url):
     """Stop pressed as soon as the batch shows its progress, on Compare methods, Compare prompts and Sync vs
     async, ends it after the step in flight with a note; nothing on show is emptied (a handler that yielded
-    nothing emptied the comparison table, which then read "0")."""
+    nothing emptied the comparison table, which then read "0"), and a Run pressed again while a batch runs
+    starts the new one."""
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
@@ -335,6 +336,15 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
         page.wait_for_timeout(1_000)
         if kept:
             assert page.locator(kept).inner_text().strip().endswith("to fill this table"), tab
+    assert page.locator(".toast-body").get_by_text("Run both prompts first").count() == 0  # no error after Stop
+    # Run pressed again while a batch runs: it stops that batch quietly, then runs (it stopped the first and
+    # started nothing, and the page said "Stopped")
+    page.get_by_role("tab", name="Sync vs async").click()
+    page.locator("#async-run").click()
+    page.get_by_text(re.compile(r"Repetition 1 of")).first.wait_for(timeout=60_000)
+    page.locator("#async-run").click()
+    page.locator("#async-verdict").get_by_text("Outputs are identical").wait_for(timeout=180_000)
+    assert "Stopped" not in page.locator("#async-verdict").inner_text()
     page.close()
 
 

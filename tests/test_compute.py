@@ -264,6 +264,26 @@ def test_play_speed_sets_the_timer_and_keeps_it_while_playing(target):
     assert play_speed(session, None).value == 1.0 and play_speed(session, "-3").value == 1.0
 
 
+def test_play_waits_for_a_streaming_run_to_end(target, monkeypatch):
+    """Play pressed while the run streamed stepped through steps whose texts were not filled yet (30
+    IndexErrors in the tree's labels) and fought the stream over the step on show: it says to wait, and a
+    tick already on its way stops."""
+    from types import SimpleNamespace
+
+    import ui.explore as explore
+    from ui.session import Session
+
+    trace = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=6), prompt_ids=prompt_ids(3))
+    session = Session(trace=trace, live=SimpleNamespace(done=False, trace=trace))
+    told = []
+    monkeypatch.setattr(explore.gr, "Info", told.append)
+    *_, timer = explore.play(session, 1, "verdict")
+    assert told == [explore.PLAY_WHILE_RUNNING] and not timer.active and not session.playing
+    session.playing = True
+    *_, timer = explore.advance(session, 1, "verdict")
+    assert not timer.active and not session.playing
+
+
 def test_play_before_any_run_says_what_to_do(monkeypatch):
     import ui.explore as explore
     from ui.session import Session
@@ -390,7 +410,7 @@ def test_a_comparison_of_a_closed_tab_ends_quietly_after_the_run_in_flight(targe
     runs = run_compare(session, "talon", "eagle2", None, None, "verdict", 3, quiet, *_panel(tiny_app, max_new=6))
     next(runs)  # the first repetition is on show
     session.close()
-    assert list(runs) == [] and session.compare == {}
+    assert list(runs) == [(gr.update(),) * 10] and session.compare == {}
 
 
 def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetitions(target, tiny_app):
@@ -408,7 +428,8 @@ def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetition
     )
     next(runs)  # the first repetition is on show
     compare.stop_compare(session)
-    assert list(runs) == []
+    [(*_, verdict, _)] = list(runs)  # the first repetition's view, its verdict under the note
+    assert verdict.startswith(f"**{compare.stopped_note(1)}**")
     assert {k: len(v) for k, v in session.compare["repeats"].items()} == {"ar": 1, "A": 1, "B": 1}
     assert told == [compare.stopped_note(1)] and "1 whole repetition" in told[0]
     shown = compare.compare_view(session, 1, "verdict")
@@ -473,16 +494,80 @@ def test_a_stop_pressed_before_a_batch_starts_stops_it_and_a_new_run_stops_the_l
     from ui.session import Session
 
     session = Session()
-    session.stop_work("compare")  # nothing running
-    assert not session.claim_work("compare").is_set()  # an API call: a fresh signal
+    assert not session.stop_work("compare")  # nothing running
+    api = session.claim_work("compare")
+    assert not api.is_set()  # an API call: a fresh signal
+    session.finish_work("compare", api)
+    assert not session.stop_work("compare")  # ended: nothing to stop
     session.start_work("compare")
-    session.stop_work("compare")  # pressed while the models load
+    assert session.stop_work("compare")  # pressed while the models load
     assert session.claim_work("compare").is_set()
     session.start_work("async")
     first = session.claim_work("async")
     session.start_work("async")  # Run pressed again
-    assert first.is_set() and not session.claim_work("async").is_set()
+    assert first.is_set() and session.replaced("async", first)
+    second = session.claim_work("async")
+    assert not second.is_set() and not session.replaced("async", second)
     assert not session.work_unclaimed
+
+
+def test_a_batch_stopped_by_a_new_run_leaves_the_page_to_it_quietly(target, tiny_app):
+    """Run pressed again on a batch tab stops the batch on its way; that batch then changes nothing and
+    says nothing (it said "Stopped" as if Stop had been pressed, and Compare prompts' export then failed
+    with "Run both prompts first"), and Stop with nothing running says so."""
+    from ui import async_tab, compare, prompts
+    from ui.session import NOTHING_RUNS, Session
+
+    told = []
+    tiny_app.gr.Info = told.append
+    session = Session()
+    quiet = lambda *a, **k: None  # noqa: E731
+    runs = async_tab.run_sync_async(session, 3, quiet, *_panel(tiny_app, max_new=6))
+    next(runs)
+    session.start_work("async")  # Run pressed again
+    assert list(runs) == [(gr.skip(),) * 3]
+    runs = compare.run_compare(
+        session, "talon", "eagle2", None, None, "verdict", 2, quiet, *_panel(tiny_app, max_new=6)
+    )
+    next(runs)
+    session.start_work("compare")
+    assert list(runs) == [(gr.skip(),) * compare.VIEW_SIZE]
+
+    def press_again(done, desc=""):
+        if desc.startswith("Prompt B"):
+            session.start_work("prompts")
+
+    view = prompts.run_prompts(session, "a", "b", False, "verdict", press_again, *_panel(tiny_app, max_new=6))
+    assert all(v == gr.skip() for v in view) and prompts.export_prompts(session) is None
+    assert told == []  # no note of a Stop nobody pressed
+    for stop in (compare.stop_compare, prompts.stop_prompts, async_tab.stop_async):
+        session.work_stops.clear()
+        stop(session)
+    assert told == [NOTHING_RUNS] * 3
+
+
+def test_a_comparison_stopped_mid_way_says_so_under_its_verdict(target, tiny_app):
+    """Stop in a comparison's second repetition: the table stays over the first, and the verdict says it was
+    stopped and how many repetitions it covers (the toast went, "One repetition: raise the repetitions"
+    stayed)."""
+    from ui import compare
+    from ui.session import Session
+
+    session = Session()
+    calls = []
+
+    def stop_in_second(done, desc=""):
+        calls.append(desc)
+        if desc.startswith("Repetition 2"):
+            compare.stop_compare(session)
+
+    runs = list(
+        compare.run_compare(
+            session, "talon", "eagle2", None, None, "verdict", 3, stop_in_second, *_panel(tiny_app, max_new=6)
+        )
+    )
+    verdict = runs[-1][8]
+    assert len(runs) == 2 and verdict.startswith(f"**{compare.stopped_note(1)}** (of 3 asked for)")
 
 
 def test_a_session_can_be_deep_copied_as_gradio_does_with_a_states_first_value():

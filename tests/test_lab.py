@@ -427,6 +427,28 @@ def test_lab_results_drawn_at_other_settings_are_cleared_and_a_new_step_starts_c
     assert tree_lab.results_cleared(session) == (None, None, "", None, None, "") and not session.lab_results
 
 
+def test_a_sweep_that_ends_after_the_settings_changed_is_dropped(target, registry, run, monkeypatch):
+    """A sweep (or price chart, re-roll) drawn while a lab setting changed ended after the change had
+    cleared the results, and stayed on show naming the old N: it is dropped now."""
+    import gradio as gr
+
+    from ui import tree_lab
+    from ui.session import LabState, Session
+
+    frozen = FrozenStep(target, registry, "layers:1", step_context(run, 0))
+    session = Session(trace=run, lab=LabState(run, 0, frozen))
+    sweep = ("budget", "talon", 8, 3, 0.05, 5, 4)
+    assert tree_lab.sweep(session, *sweep) != gr.skip() and session.lab_results
+    points = tree_lab._sweep_points
+
+    def changed_meanwhile(*args):
+        tree_lab.results_outdated(session)  # N moved while the sweep was drawn
+        return points(*args)
+
+    monkeypatch.setattr(tree_lab, "_sweep_points", changed_meanwhile)
+    assert tree_lab.sweep(session, *sweep) == gr.skip() and not session.lab_results
+
+
 def test_the_lab_says_when_it_grows_a_loaded_traces_trees_with_another_drafter(target, registry, run):
     """A loaded trace is frozen with the Drafter field's model: where that is not the drafter the run was
     drafted with, the status line says the lab's trees are not the run's."""

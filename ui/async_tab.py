@@ -10,7 +10,7 @@ from talon.trace import RunTrace
 from viz import charts, summary
 
 from .compute import model_work
-from .session import Session
+from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
 
@@ -43,24 +43,35 @@ def run_sync_async(session: Session, repeats, progress=gr.Progress(), *panel):
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     stop = session.claim_work("async")
     runs: dict[str, list[RunTrace]] = {"sync": [], "async": []}
-    for rep in range(repeats):
-        for k, execution in enumerate(("sync", "async")):
-            progress((2 * rep + k) / (2 * repeats), desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
-            trace = prepare(settings.but(execution=execution), progress).run_to_end(stop=stop.is_set)
-            if stop.is_set():  # the view of the runs that ended stays, its verdict under a note saying so
-                note = stopped_note(len(runs["sync"]), len(runs["async"]))
-                verdict = summary.async_verdict({k: v[0] for k, v in runs.items() if v}, runs) if runs["async"] else ""
-                yield gr.update(), gr.update(), note + (f"\n\n{verdict}" if verdict else "")
-                return
-            runs[execution].append(trace)
-            first = {k: v[0] for k, v in runs.items() if v}
-            verdict = summary.async_verdict(first, runs)
-            busy = busy_note([], runs["sync"] + runs["async"]) if len(runs["async"]) == repeats else ""
-            yield (
-                charts.timeline_chart(first, charts.FIRST_TIMELINE_TITLE if repeats > 1 else charts.TIMELINE_TITLE),
-                summary.async_table(first, runs),
-                verdict + (f"\n\n{busy}" if busy else ""),
-            )
+    try:
+        for rep in range(repeats):
+            for k, execution in enumerate(("sync", "async")):
+                progress((2 * rep + k) / (2 * repeats), desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
+                trace = prepare(settings.but(execution=execution), progress).run_to_end(stop=stop.is_set)
+                if stop.is_set():
+                    yield _stopped_view(session, stop, runs)
+                    return
+                runs[execution].append(trace)
+                first = {k: v[0] for k, v in runs.items() if v}
+                verdict = summary.async_verdict(first, runs)
+                busy = busy_note([], runs["sync"] + runs["async"]) if len(runs["async"]) == repeats else ""
+                yield (
+                    charts.timeline_chart(first, charts.FIRST_TIMELINE_TITLE if repeats > 1 else charts.TIMELINE_TITLE),
+                    summary.async_table(first, runs),
+                    verdict + (f"\n\n{busy}" if busy else ""),
+                )
+    finally:
+        session.finish_work("async", stop)
+
+
+def _stopped_view(session: Session, stop, runs: dict[str, list[RunTrace]]) -> tuple:
+    """What stopped runs leave: nothing changed where a newer Run replaced them (it fills the page); after
+    Stop or a closed tab, the view of the runs that ended, its verdict under a note saying so."""
+    if session.replaced("async", stop):
+        return gr.skip(), gr.skip(), gr.skip()
+    note = stopped_note(len(runs["sync"]), len(runs["async"]))
+    verdict = summary.async_verdict({k: v[0] for k, v in runs.items() if v}, runs) if runs["async"] else ""
+    return gr.update(), gr.update(), note + (f"\n\n{verdict}" if verdict else "")
 
 
 def stopped_note(sync: int, asynchronous: int) -> str:
@@ -78,4 +89,4 @@ def stopped_note(sync: int, asynchronous: int) -> str:
 
 def stop_async(session: Session) -> None:
     """Sync vs async's Stop: the runs in flight end after the step they are on."""
-    session.stop_work("async")
+    stop_tab(session, "async")

@@ -16,7 +16,7 @@ from viz import charts, lab_charts, summary
 from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure
 
 from .compute import model_work
-from .session import Session
+from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
 from .shared import busy_note, gpu_seconds
 
@@ -177,24 +177,41 @@ def run_compare(
         "A": side_settings(settings, method_a, budget_a),
         "B": side_settings(settings, method_b, budget_b),
     }
-    for rep in range(repeats):
-        for k, (label, side) in enumerate(sides.items()):
-            name = "autoregressive decoding" if label == "ar" else f"method {label}"
-            done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
-            progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
-            prepared = prepare(side, progress)
-            trace = prepared.run_to_end(stop=stop.is_set)
-            if stop.is_set():  # Stop, or the tab closed: only whole repetitions are compared
-                gr.Info(stopped_note(rep))
-                if rep == 0:  # a handler that yields nothing empties its outputs: the last comparison stays
-                    yield (gr.update(),) * VIEW_SIZE
-                return
-            state["repeats"][label].append(trace)
-            if rep == 0:
-                state[label] = trace
-        session.compare = state
-        a = state["A"]
-        yield compare_view(session, first_position(a, len(a.steps) // 2) if a.steps else 1, color_mode)
+    position = 1  # the output token on show, from 1
+    try:
+        for rep in range(repeats):
+            for k, (label, side) in enumerate(sides.items()):
+                name = "autoregressive decoding" if label == "ar" else f"method {label}"
+                done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
+                progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
+                prepared = prepare(side, progress)
+                trace = prepared.run_to_end(stop=stop.is_set)
+                if stop.is_set():  # only whole repetitions are compared
+                    yield _stopped_view(session, stop, rep, repeats, position, color_mode)
+                    return
+                state["repeats"][label].append(trace)
+                if rep == 0:
+                    state[label] = trace
+            session.compare = state
+            a = state["A"]
+            position = first_position(a, len(a.steps) // 2) if a.steps else 1
+            yield compare_view(session, position, color_mode)
+    finally:
+        session.finish_work("compare", stop)
+
+
+def _stopped_view(session: Session, stop, whole: int, repeats: int, position, color_mode) -> tuple:
+    """What a stopped comparison leaves: nothing changed where a newer Run replaced it (that run fills the
+    page); after Stop or a closed tab, the repetitions that ran to their end under a note saying so (a
+    yield that changes nothing where none did: a handler that yields nothing empties its outputs)."""
+    if session.replaced("compare", stop):
+        return (gr.skip(),) * VIEW_SIZE
+    note = stopped_note(whole)
+    gr.Info(note)
+    if whole == 0 or not session.compare.get("repeats"):  # none ran to its end, or the tab closed
+        return (gr.update(),) * VIEW_SIZE
+    *view, verdict, acceptance = compare_view(session, position, color_mode)
+    return (*view, f"**{note}** (of {repeats} asked for)\n\n{verdict}", acceptance)
 
 
 MAX_REPEATS = 5
@@ -210,8 +227,8 @@ def stopped_note(whole: int) -> str:
 
 
 def stop_compare(session: Session) -> None:
-    """Compare methods' Stop: the comparison ends after the run it is on (between steps)."""
-    session.stop_work("compare")
+    """Compare methods' Stop: the comparison ends after the step it is on."""
+    stop_tab(session, "compare")
 
 
 def repeat_seconds(session: Session) -> dict[str, list[float]]:

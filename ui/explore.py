@@ -428,6 +428,12 @@ def _play_frame(session: Session, number: int, color_mode: str, timer_active: bo
 
 
 NOTHING_TO_PLAY = "Nothing to play yet: press Run (or load a saved trace in Export / load), then Play."
+PLAY_WHILE_RUNNING = "The run is still going and shows each step as it comes: press Play when it has ended."
+
+
+def _streaming(session: Session) -> bool:
+    """Whether the run on show is still decoding."""
+    return session.live is not None and not session.live.done and session.trace is session.live.trace
 
 
 def play(session: Session, number, color_mode, speed=1.0):
@@ -437,6 +443,9 @@ def play(session: Session, number, color_mode, speed=1.0):
     if trace is None or not trace.steps:
         gr.Info(NOTHING_TO_PLAY)
         return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, gr.Timer(active=False)
+    if _streaming(session):  # the stream moves the step on show itself, and its steps' texts are not filled
+        gr.Info(PLAY_WHILE_RUNNING)
+        return (*(gr.update(),) * 5, gr.Timer(active=False))
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number
     session.playing = len(trace.steps) > 1
@@ -458,7 +467,7 @@ def advance(session: Session, number, color_mode, speed=1.0):
     """Play: one step on (the timer keeps ``speed``, seconds a step); the timer stops at the last step, or
     when Pause was pressed."""
     trace = session.trace
-    if not session.playing or trace is None or not trace.steps:
+    if not session.playing or trace is None or not trace.steps or _streaming(session):
         session.playing = False
         return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
     nxt = min(int(number or 1) + 1, len(trace.steps))

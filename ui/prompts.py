@@ -19,7 +19,7 @@ from viz import charts, summary
 from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
 
 from .compute import model_work
-from .session import Session
+from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import DEFAULT_BUDGET, DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
 
@@ -91,11 +91,15 @@ def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progr
     session.prompts = {}
     stop = session.claim_work("prompts")
     runs = {}
-    for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):
-        progress(k / 2, desc=f"Prompt {label}: decoding...")
-        runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end(stop=stop.is_set)
-        if stop.is_set():
-            return _empty_view(STOPPED)
+    try:
+        for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):
+            progress(k / 2, desc=f"Prompt {label}: decoding...")
+            runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end(stop=stop.is_set)
+            if stop.is_set():  # a newer Run fills the page itself; after Stop, nothing of the pair is shown
+                replaced = session.replaced("prompts", stop)
+                return (gr.skip(),) * len(_empty_view("")) if replaced else _empty_view(STOPPED)
+    finally:
+        session.finish_work("prompts", stop)
     session.prompts = {**runs, "guess": None, "hidden": bool(predict)}
     return prompts_view(session, color_mode)
 
@@ -105,7 +109,7 @@ STOPPED = "Stopped before both prompts were decoded: press Run both prompts to r
 
 def stop_prompts(session: Session) -> None:
     """Compare prompts' Stop: the pair in flight ends after the step it is on."""
-    session.stop_work("prompts")
+    stop_tab(session, "prompts")
 
 
 RUNNING = "Decoding both prompts with the method and settings above..."
@@ -283,10 +287,12 @@ def reveal(session: Session, guess, color_mode):
     return (*prompts_view(session, color_mode), verdict)
 
 
-def export_prompts(session: Session) -> list[str]:
-    """Both prompts' traces as JSON files (load either in Export / load)."""
-    check_both_run(session)
+def export_prompts(session: Session) -> list[str] | None:
+    """Both prompts' traces as JSON files (load either in Export / load); none after a pair that was
+    stopped."""
     runs = _runs(session)
+    if len(runs) < len(LABELS):
+        return None
     folder = Path(tempfile.mkdtemp(prefix="talon-prompts-"))
     paths = []
     for label in LABELS:

@@ -168,6 +168,9 @@ class Session:
     lab: LabState | None = None
     lab_results: bool = False
     """Whether a sweep, price chart or re-rolls are on show in the lab (drawn for its step and settings then)."""
+    lab_version: int = 0
+    """Counts the lab's setting changes and freezes: a sweep, price chart or re-roll that ends after one
+    was drawn for what the lab no longer shows, and is dropped."""
     specs: tuple[str, str] | None = None
     """The Target and Drafter fields the run on show was made with (what the lab freezes its steps with,
     whatever is typed there since); None for a loaded trace, which names models, not paths."""
@@ -221,8 +224,8 @@ class Session:
         return what
 
     def start_work(self, tab: str) -> None:
-        """``tab``'s Run was pressed: the batch on its way there, if any, ends after the step it is on, and
-        the stop signal of the next one is made (``work_stops``' keys), for its handler to claim."""
+        """``tab``'s Run was pressed: the batch on its way there, if any, ends after the step it is on (it is
+        replaced: ``replaced``), and the stop signal of the next one is made, for its handler to claim."""
         self.stop_work(tab)
         self.work_stops[tab] = threading.Event()
         self.work_unclaimed.add(tab)
@@ -235,10 +238,24 @@ class Session:
         self.work_unclaimed.discard(tab)
         return self.work_stops[tab]
 
-    def stop_work(self, tab: str) -> None:
-        """``tab``'s Stop: its batch in flight, if any, ends after the step it is on."""
-        if tab in self.work_stops:
-            self.work_stops[tab].set()
+    def replaced(self, tab: str, stop: threading.Event) -> bool:
+        """Whether the batch of ``stop`` was stopped by a newer Run on ``tab`` (it then leaves the page to
+        the new batch and says nothing), not by Stop or the tab closing."""
+        return self.work_stops.get(tab) is not stop
+
+    def finish_work(self, tab: str, stop: threading.Event) -> None:
+        """The batch of ``stop`` has ended: a Stop from now on has nothing to stop on ``tab``."""
+        if self.work_stops.get(tab) is stop:
+            del self.work_stops[tab]
+
+    def stop_work(self, tab: str) -> bool:
+        """``tab``'s Stop: its batch in flight or on its way, if any, ends after the step it is on; False
+        where nothing runs there."""
+        stop = self.work_stops.get(tab)
+        if stop is None or stop.is_set():
+            return False
+        stop.set()
+        return True
 
     def close(self) -> None:
         """Release what the session holds: stop its runs, drop the lab's caches."""
@@ -248,6 +265,15 @@ class Session:
         self.lab = None
         self.compare = {}
         self.prompts = {}
+
+
+NOTHING_RUNS = "Nothing is running on this tab."
+
+
+def stop_tab(session: Session, tab: str) -> None:
+    """A batch tab's Stop (``Session.stop_work``), saying so where nothing runs there."""
+    if not session.stop_work(tab):
+        gr.Info(NOTHING_RUNS)
 
 
 def new_session() -> Session:

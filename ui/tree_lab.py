@@ -75,8 +75,10 @@ RESULTS_OUTDATED = (
 
 
 def results_outdated(session: Session) -> tuple:
-    """After a lab setting changed: the sweep, the price chart and its note, the re-rolls, their table and
-    note drawn at the old settings are cleared, the note saying why (nothing changes where none are on show)."""
+    """When a lab setting changes: the sweep, the price chart and its note, the re-rolls, their table and
+    note drawn at the old settings are cleared, the note saying why (nothing changes where none are on
+    show), and those still being drawn are dropped when they end (``_still_current``)."""
+    session.lab_version += 1
     if not session.lab_results:
         return (gr.skip(),) * 6
     session.lab_results = False
@@ -85,9 +87,19 @@ def results_outdated(session: Session) -> tuple:
 
 def results_cleared(session: Session) -> tuple:
     """After a step is frozen: what was drawn for the step before (sweep, price chart and note, re-rolls,
-    their table and note) is cleared."""
+    their table and note) is cleared, and what is still being drawn for it is dropped when it ends."""
+    session.lab_version += 1
     session.lab_results = False
     return None, None, "", None, None, ""
+
+
+def _still_current(session: Session, version: int) -> bool:
+    """Whether a lab result begun at ``version`` (``Session.lab_version``) is for what the lab shows now;
+    if so, it counts as on show."""
+    if session.lab_version != version:
+        return False
+    session.lab_results = True
+    return True
 
 
 def results_after_gate(session: Session) -> tuple:
@@ -462,7 +474,7 @@ def _sweep_points(frozen: FrozenStep, cfg: TreeConfig, field: str, values, curve
 @model_work()
 def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     """Accepted drafts, depth and widest layer at the frozen step against N, mu or K (EAGLE-2 from K=1)."""
-    state = _lab(session)
+    state, version = _lab(session), session.lab_version
     field = field if field in SWEEP_VALUES else "budget"
     method = method if method != "chain" else "talon"
     if field == "topk" and method == "eagle2":  # K is swept: a K=0 on the slider must not stop the sweep
@@ -471,7 +483,8 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
     rows = _sweep_points(state.frozen, cfg, field, values)
     now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
-    session.lab_results = True
+    if not _still_current(session, version):  # the settings changed while it was drawn
+        return gr.skip()
     return lab_charts.sweep_figure(rows, field, getattr(cfg, field), now)
 
 
@@ -488,7 +501,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     """Expected committed tokens and price against N at the frozen step, the N the cost rule picks, the
     slider's N and what the verifier accepted at each N; priced with this machine's cost curve (measured
     first if there is none: about 20 s on the 2-core CPU) or, as a projection, another device's measured cost table."""
-    state = _lab(session)
+    state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     frozen = state.frozen
@@ -515,7 +528,8 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
     fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
     warning = "" if projection else curve_warning(curve)
-    session.lab_results = True
+    if not _still_current(session, version):  # the settings changed while it was drawn
+        return gr.skip(), gr.skip()
     return fig, price_note(rows, pick, int(cfg.budget), label, projection) + (f"\n\n{warning}" if warning else "")
 
 
@@ -544,11 +558,12 @@ def curve_warning(curve: CostCurve | None) -> str:
 def remeasure(session: Session, method, progress=gr.Progress()):
     """Measure this machine's cost curve again (it replaces the cached one, about 20 s on the 2-core CPU, alone on the
     machine: a job of the shared queue) and say what it found."""
-    state = _lab(session)
+    state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
-    session.lab_results = True
+    if not _still_current(session, version):  # the curve is cached; the chart was for another step
+        return gr.skip(), gr.skip()
     return fig, measured_note(curve)
 
 
@@ -630,12 +645,13 @@ def reroll(session: Session):
     """Verify the tree on show ``REROLLS`` times with fresh random draws (each press its own): the first
     token's histogram next to the target's distribution, and per visited node the chances of acceptance."""
     check_rerollable(session)
-    state = session.lab
+    state, version = session.lab, session.lab_version
     frozen, step = state.frozen, state.last
     tok = frozen.target.tokenizer
     state.rerolls += 1  # a new press, new draws (reproducible: the same presses at a step draw the same)
     rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context) * 1000 + state.rerolls)
-    session.lab_results = True
+    if not _still_current(session, version):  # the tree it re-rolled is no longer the one on show
+        return gr.skip(), gr.skip(), gr.skip()
     table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: token_label(tok, t))
     fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: token_label(tok, t))
     note = (
