@@ -18,7 +18,7 @@ from ui import bench_tab, compare, explore, prompts, tree_lab
 from ui.async_tab import REPEATS as ASYNC_REPEATS
 from ui.async_tab import check_async, run_sync_async, stop_async
 from ui.presets import NO_PRESET, PRESET_CHOICES, PRESET_INFO, apply_preset
-from ui.session import close_session, new_session, tab_closed, tab_opened
+from ui.session import Session, close_session, new_session, tab_closed, tab_opened
 from ui.settings import BUDGET_MAX, load_panel_models
 from ui.shared import (
     DEFAULT_BUDGET,
@@ -727,17 +727,27 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         yet) leaves the panel as it was instead of marking its outputs; its ``.success`` runs the action."""
         return trigger(check, check_inputs, None, api_visibility="private").success
 
-    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings, work=None):
+    def checked_and_loaded(button, check, check_inputs, load=load_panel_models, load_inputs=settings, pressed=None):
         """``button``'s click, refusing settings no run could start from and then models that cannot load
         before the page changes (no error marks on the last results); its ``.success`` starts the run.
-        ``work``: the tab whose batch of runs starts (``Session.start_work``) once the settings pass, so
-        that its Stop counts while the models load and the batch waits in the queue."""
+        ``pressed``: what the press starts once the settings pass and what undoes it where the models fail
+        to load, two functions of the session (the run's stop signal: ``Session.run_pressed``,
+        ``Session.start_work``), so that Stop counts while the models load and the run waits in the queue."""
         starts = refused_first(button.click, check, check_inputs)
-        if work is not None:
-            starts = starts(lambda s: s.start_work(work), session, None, queue=False, api_visibility="private").success
-        return starts(load, load_inputs, None, show_progress="hidden", api_visibility="private")
+        if pressed is not None:
+            starts = starts(pressed[0], session, None, queue=False, api_visibility="private").success
+        loaded = starts(load, load_inputs, None, show_progress="hidden", api_visibility="private")
+        if pressed is not None:  # no run is coming: Stop has nothing to stop
+            loaded.failure(pressed[1], session, None, queue=False, api_visibility="private")
+        return loaded
 
-    run_starts = checked_and_loaded(run_btn, explore.check_run, settings).success
+    def batch(tab: str):
+        """``checked_and_loaded``'s ``pressed`` for a batch tab: ``Session.start_work(tab)``, withdrawn where
+        the models fail to load."""
+        return (lambda s: s.start_work(tab)), (lambda s: s.press_failed(tab))
+
+    explore_pressed = (Session.run_pressed, Session.press_failed)
+    run_starts = checked_and_loaded(run_btn, explore.check_run, settings, pressed=explore_pressed).success
     run_starts(None, None, None, js=SHOW_RUN_JS, queue=False, api_visibility="private")
     run_starts(lambda: "", None, load_note, queue=False, api_visibility="private")  # "Loaded ..." was the last
     run_starts(
@@ -747,6 +757,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         concurrency_limit=4,
         concurrency_id="decode",
         show_progress_on=tree_plot,  # not over the step box's or the caption's text
+        trigger_mode="always_last",  # a Run pressed again (which stopped this run) runs once it has ended
     ).then(  # "Stopping..." ends with the run
         explore.note_after_run, session, stop_note, queue=False, api_visibility="private"
     )
@@ -816,7 +827,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
     (
-        checked_and_loaded(prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings], work="prompts")
+        checked_and_loaded(
+            prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings], pressed=batch("prompts")
+        )
         .success(prompts.running_view, None, prompts_view_out, queue=False, api_visibility="private")
         .success(  # a new pair asks afresh: the last answer and its verdict go
             lambda: ("", None), None, [reveal_md, guess], queue=False, api_visibility="private"
@@ -904,7 +917,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     ]
     compare_load = [method_a, method_b, budget_a, budget_b, *settings]
     compare_starts = checked_and_loaded(
-        compare_btn, compare.check_compare, compare_load, compare.load_compare_models, compare_load, work="compare"
+        compare_btn,
+        compare.check_compare,
+        compare_load,
+        compare.load_compare_models,
+        compare_load,
+        pressed=batch("compare"),
     )
     compare_starts.success(
         compare.run_compare,
@@ -924,7 +942,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         compare.go_to_step, [session, gr.State("B"), step_b, color_mode], compare_out, api_name="go_to_step_of_b"
     )
 
-    checked_and_loaded(async_btn, check_async, settings, work="async").success(
+    checked_and_loaded(async_btn, check_async, settings, pressed=batch("async")).success(
         run_sync_async,
         [session, async_repeats, *settings],
         [async_plot, async_table, async_verdict],

@@ -511,6 +511,31 @@ def test_a_stop_pressed_before_a_batch_starts_stops_it_and_a_new_run_stops_the_l
     assert not session.work_unclaimed
 
 
+def test_explores_stop_counts_from_the_run_press(target, tiny_app):
+    """Stop pressed right after Run (before its handler began: the models loading, the run waiting its
+    turn) said "Nothing is running" and the run then decoded to its end; the press makes the run's stop
+    signal now, the handler takes it over, and a press whose models failed to load leaves nothing to stop."""
+    import ui.explore as explore
+    from ui.session import Session
+
+    told = []
+    tiny_app.gr.Info = told.append
+    session = Session()
+    session.run_pressed()
+    assert explore.stop_run(session).startswith("Stopping: the run ends before its first step")
+    out = list(explore.run_explore(session, "verdict", None, *_panel(tiny_app, max_new=6)))
+    assert out == [(gr.skip(),) * len(out[0])] and session.trace is None  # stopped before its first step
+    assert told and session.stop_note == explore.STOPPED_NOTE
+    session.run_pressed()
+    session.press_failed()
+    assert explore.stop_run(session) == "Nothing is running."
+    session.run_pressed()  # not stopped: the handler takes the press's signal and runs
+    run = explore.run_explore(session, "verdict", None, *_panel(tiny_app, max_new=6))
+    for _ in run:
+        pass
+    assert session.trace is not None and session.trace.stop_reason == "max_new_tokens"
+
+
 def test_a_batch_stopped_by_a_new_run_leaves_the_page_to_it_quietly(target, tiny_app):
     """Run pressed again on a batch tab stops the batch on its way; that batch then changes nothing and
     says nothing (it said "Stopped" as if Stop had been pressed, and Compare prompts' export then failed

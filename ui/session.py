@@ -182,6 +182,8 @@ class Session:
     """What the note under Stop says once the last run has ended (``explore.note_after_run``)."""
     starting: threading.Event | None = None
     """The stop signal of the run being prepared (``preparing``), until its ``LiveRun`` takes it over."""
+    starting_pressed: bool = False
+    """Whether ``starting`` was made by a Run press and its run's handler has not taken it yet."""
     runs_started: int = 0
     """Explore runs started in this session: a run's handler checks it is still the newest before it
     writes anything a newer run owns."""
@@ -197,14 +199,37 @@ class Session:
     """The tabs whose Run was pressed and whose batch has not started yet (its models loading, or waiting
     in the queue): a Stop pressed then stops it before its first step."""
 
+    def run_pressed(self) -> None:
+        """Explore's Run was pressed (its settings passed): the run in flight, if any, ends after the step it
+        is on, and the next run's stop signal is made now, so that a Stop pressed while its models load or
+        it waits its turn counts (``preparing`` takes the signal over)."""
+        self.stop()
+        self.starting = threading.Event()
+        self.starting_pressed = True
+
+    def press_failed(self, tab: str | None = None) -> None:
+        """A Run press whose models could not load: no run is coming, so Stop has nothing to stop (``tab``:
+        the batch tab pressed; None for Explore)."""
+        if tab is None:
+            if self.starting_pressed:
+                self.starting, self.starting_pressed = None, False
+        elif tab in self.work_unclaimed:
+            self.work_unclaimed.discard(tab)
+            self.work_stops.pop(tab, None)
+
     @contextmanager
     def preparing(self) -> Iterator[threading.Event]:
         """Stop the run in flight, if any, and give the stop signal of the next one while it is prepared:
-        Stop sets it from now on, while that run's models load and its cost curve is measured
-        (``RunStopped``) and then while it decodes (hand it to its ``LiveRun``).  Where the preparation
-        fails or is stopped, nothing is being prepared any more (a later Stop says nothing runs)."""
-        self.stop()
-        stop = self.starting = threading.Event()
+        Stop sets it from now on (from the Run press, ``run_pressed``), while that run's models load and its
+        cost curve is measured (``RunStopped``) and then while it decodes (hand it to its ``LiveRun``).
+        Where the preparation fails or is stopped, nothing is being prepared any more (a later Stop says
+        nothing runs)."""
+        if self.starting is not None and self.starting_pressed:  # made at the press: the run before is stopped
+            stop = self.starting
+        else:  # an API call, or a second handler of one press
+            self.stop()
+            stop = self.starting = threading.Event()
+        self.starting_pressed = False
         try:
             yield stop
         except BaseException:
