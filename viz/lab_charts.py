@@ -31,6 +31,12 @@ LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"
 """Behind a line's label on a chart: it stays readable over the markers it crosses."""
 
 
+def _centre_note(fig: go.Figure, text: str, size: int | None = None) -> None:
+    """A grey note in the middle of a chart with nothing (or nothing priced) to draw."""
+    font = {"color": "#888"} | ({"size": size} if size else {})
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=font)
+
+
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     layout = {
@@ -245,15 +251,7 @@ def price_figure(
         },
     )
     if not priced:
-        fig.add_annotation(
-            text="no cost curve for this device yet: the first auto run (or this chart's button) measures it",
-            showarrow=False,
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=0.5,
-            font={"color": "#888"},
-        )
+        _centre_note(fig, "no cost curve for this device yet: the first auto run (or this chart's button) measures it")
     return fig
 
 
@@ -337,15 +335,7 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
             )
         )
     if not fig.data:  # plain decoding: no drafter, no trees (the other charts say the same)
-        fig.add_annotation(
-            text="no draft trees in this run",
-            showarrow=False,
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=0.5,
-            font={"size": 13, "color": "#888"},
-        )
+        _centre_note(fig, "no draft trees in this run", size=13)
     return _layout(
         fig,
         "Adaptation: the drafter's confidence at the root vs the depth the tree reached",
