@@ -161,16 +161,19 @@ def characters_that_fit(target: LoadedModel, prompt: str, limit: int) -> int:
     return lo * 100
 
 
-def check_prompt_length(ids: list[int], device_kind: str, chars: int | None = None, fits: int | None = None) -> None:
+def check_prompt_length(
+    ids: list[int], device_kind: str, chars: int | None = None, fits: Callable[[int], int] | None = None
+) -> None:
     """``gr.Error`` when a prompt of ``ids`` is too long to run here in reasonable time (``LONG_PROMPT_TOKENS``);
-    ``chars``: the prompt's length in characters; ``fits``: how many of its leading characters fit
-    (``characters_that_fit``), for the message's "shorten it to" (else estimated at the prompt's own
-    characters per token).  The message stays until closed: it says what to change."""
+    ``chars``: the prompt's length in characters; ``fits(limit)``: how many of its leading characters fit
+    within ``limit`` tokens (``characters_that_fit``; asked only of a prompt over the limit), for the
+    message's "shorten it to" (else estimated at the prompt's own characters per token).  The message
+    stays until closed: it says what to change."""
     limit = LONG_PROMPT_TOKENS.get(device_kind)
     if limit is not None and len(ids) > limit:
         size = f"{len(ids):,} tokens" + (f" ({chars:,} characters)" if chars else "")
         if fits is not None:
-            target = f"about {fits:,} characters"
+            target = f"about {fits(limit):,} characters"
         else:
             target = characters_for(limit, len(ids), chars) if chars else f"{limit:,} tokens"
         raise gr.Error(
@@ -235,9 +238,7 @@ def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
         ids = encode_prompt(target, prompt)
     except ConfigError as err:
         raise gr.Error(str(err), print_exception=False) from None
-    limit = LONG_PROMPT_TOKENS.get(target.device.type)
-    fits = characters_that_fit(target, prompt, limit) if limit is not None and len(ids) > limit else None
-    check_prompt_length(ids, target.device.type, len(prompt), fits)
+    check_prompt_length(ids, target.device.type, len(prompt), lambda limit: characters_that_fit(target, prompt, limit))
     return ids
 
 

@@ -61,11 +61,14 @@ THIS_MACHINE = "this machine"
 """The price chart's choice for this machine's own cost curve (the run's, else measured here)."""
 
 
+NO_RESULTS = (None, None, "", None, None, "")
+"""The lab's results emptied: the sweep, the price chart and its note, the re-rolls, their table and note."""
+
+
 def unfrozen() -> tuple:
     """The lab as it opens, for a new run or a loaded trace (the step it held belonged to the run before):
-    the status line, an empty tree, caption and methods table, the gate chart hidden, and the sweep, the
-    price chart and its note, the re-rolls, their table and note emptied."""
-    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, None, None, "", None, None, ""
+    the status line, an empty tree, caption and methods table, the gate chart hidden, and ``NO_RESULTS``."""
+    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, *NO_RESULTS
 
 
 RESULTS_OUTDATED = (
@@ -90,7 +93,7 @@ def results_cleared(session: Session) -> tuple:
     their table and note) is cleared, and what is still being drawn for it is dropped when it ends."""
     session.lab_version += 1
     session.lab_results = False
-    return None, None, "", None, None, ""
+    return NO_RESULTS
 
 
 def _still_current(session: Session, version: int) -> bool:
