@@ -9,6 +9,7 @@ import dataclasses
 import math
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -22,7 +23,8 @@ from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, 
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
-from talon.runtime.kv_cache import CachedLM, check_full_attention, tree_rows_mask
+from talon.runtime.kv_cache import CachedLM, check_full_attention
+from talon.runtime.masks import tree_rows_mask
 from talon.tree import DraftTree
 from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
 
@@ -320,23 +322,35 @@ def walked_mask(tree: DraftTree, rows: list[int], fed_before: list[int]) -> torc
 @pytest.mark.parametrize("seed", range(6))
 def test_tree_rows_mask_equals_the_ancestor_walk(seed):
     """The mask the forward uses (``tree_rows_mask``, vectorised) against a Python walk, for a whole
-    tree fed at once (the target) and layer by layer without the root (a drafter)."""
+    tree fed at once (the target), layer by layer without the root (a drafter), and in two halves
+    whose second holds both rows with old parents and rows with new ones."""
     tree = random_tree(seed, 5, size=30)
     whole = list(range(len(tree)))
-    parent = torch.tensor([tree.parent[n] for n in whole])
-    chain = tree.max_depth + 1
-    got = tree_rows_mask(torch.zeros(0, 0, dtype=torch.bool), parent, torch.full_like(parent, -1), chain)
-    assert torch.equal(got, walked_mask(tree, whole, []))
-    assert torch.equal(got, torch.from_numpy(tree.ancestor_mask()))
+    none = [-1] * len(tree)
+    got = tree_rows_mask(np.zeros((0, 0), dtype=bool), tree.parent, none, [d + 1 for d in tree.depth])
+    assert torch.equal(torch.from_numpy(got), walked_mask(tree, whole, []))
+    assert np.array_equal(got, tree.ancestor_mask())
     fed: list[int] = []
-    closure = torch.zeros(0, 0, dtype=torch.bool)
+    closure = np.zeros((0, 0), dtype=bool)
     for d in range(1, tree.max_depth + 1):
         layer = [n for n in whole if tree.depth[n] == d]
-        old = torch.tensor([fed.index(tree.parent[n]) if tree.parent[n] in fed else -1 for n in layer])
-        rows = tree_rows_mask(closure, torch.full_like(old, -1), old, 1)
-        assert torch.equal(rows, walked_mask(tree, layer, fed))
-        closure = torch.cat([torch.cat([closure, torch.zeros(len(fed), len(layer), dtype=torch.bool)], 1), rows], 0)
+        old = [fed.index(tree.parent[n]) if tree.parent[n] in fed else -1 for n in layer]
+        rows = tree_rows_mask(closure, [-1] * len(layer), old, [1] * len(layer))
+        assert torch.equal(torch.from_numpy(rows), walked_mask(tree, layer, fed))
+        closure = np.concatenate([np.concatenate([closure, np.zeros((len(fed), len(layer)), dtype=bool)], 1), rows])
         fed += layer
+    first, second = whole[:12], whole[12:]
+    closure = tree_rows_mask(
+        np.zeros((0, 0), dtype=bool), tree.parent[:12], [-1] * 12, [d + 1 for d in tree.depth[:12]]
+    )
+    local = {n: k for k, n in enumerate(second)}
+    parent_local = [local.get(tree.parent[n], -1) for n in second]
+    parent_old = [tree.parent[n] if tree.parent[n] in first else -1 for n in second]
+    generation: list[int] = []
+    for k in parent_local:
+        generation.append(generation[k] + 1 if k >= 0 else 1)
+    rows = tree_rows_mask(closure, parent_local, parent_old, generation)
+    assert torch.equal(torch.from_numpy(rows), walked_mask(tree, second, first))
 
 
 def test_the_cache_is_written_in_place_and_commit_moves_only_the_path(target):

@@ -5,6 +5,11 @@ Every builder only admits tokens with a finite draft log-probability, so a draft
 tokens (prompt lookup) yields a smaller tree than the budget.  Siblings never repeat a token.
 Budgets count draft nodes, the root excluded.  A builder holds only its settings: everything one
 ``build`` call produces lives in that call's ``Growth``, so one builder can serve several threads.
+
+A layer's choice is made on the host: the drafter's best children per frontier node come back in one
+read-back (``top_children``) and the scoring, gating and ordering run in numpy on those few values
+(float64, as on the device), so a layer launches one top-k on the device rather than a few dozen small
+operations, which on a GPU cost more host time than the draft head's own forward.
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter, Proposal
-from ..models.device import to_device
 from ..tree import (
     ADMITTED,
     BELOW_GATE,
@@ -61,6 +66,45 @@ class BuildResult:
     """Expected committed tokens (bonus included) by the run's calibrated confidence."""
     price: float | None = None
     """The step's price in plain steps by the run's cost curve (None without one)."""
+
+
+@dataclass
+class TopChildren:
+    """A proposal's best children per frontier node, on the host (``top_children``).
+
+    Attributes:
+        logprobs: float64 ``[F, R]`` draft log-probabilities, best first per row (the drafter's float32
+            values, widened; ``-inf`` where a row has fewer than ``R`` proposals).
+        tokens: int64 ``[F, R]`` their tokens.
+        retrieval: bool ``[F, R]`` (a hybrid drafter's): whether retrieval more than the model gave the
+            token its probability; None for a single-source drafter.
+        source, match: the proposal's (``Proposal``).
+    """
+
+    logprobs: np.ndarray
+    tokens: np.ndarray
+    retrieval: np.ndarray | None
+    source: str
+    match: list[int] | None
+
+    @property
+    def width(self) -> int:
+        """R: children per row."""
+        return self.tokens.shape[1]
+
+
+def top_children(proposal: Proposal, r: int) -> TopChildren:
+    """The best ``r`` children of every row of ``proposal``: one top-k on the device, read back at once
+    (the host's one wait for the device in a layer)."""
+    logprobs, tokens = proposal.logprobs.topk(min(r, proposal.logprobs.shape[-1]), dim=-1)
+    retrieval = proposal.from_retrieval.gather(1, tokens) if proposal.from_retrieval is not None else None
+    return TopChildren(
+        logprobs.cpu().numpy().astype(np.float64),
+        tokens.cpu().numpy(),
+        retrieval.cpu().numpy() if retrieval is not None else None,
+        proposal.source,
+        proposal.match,
+    )
 
 
 class Growth:
@@ -114,33 +158,27 @@ class Growth:
 
     def candidates(
         self,
-        proposal: Proposal,
+        top: TopChildren,
         frontier: Sequence[int],
-        rows: torch.Tensor,
-        tokens: torch.Tensor,
-        logprobs: torch.Tensor,
-        keep: torch.Tensor | None = None,
+        rows: np.ndarray,
+        ranks: np.ndarray,
+        keep: np.ndarray | None = None,
     ) -> list[Candidate | None]:
-        """Candidates given as device tensors ``[k]``: ``tokens[j]`` as a child of ``frontier[rows[j]]``
-        (``frontier`` = the nodes ``proposal`` answered for, ``[0]`` for the root) with draft
-        log-probability ``logprobs[j]``, each labelled with its source; None where ``keep[j]`` (default:
-        all) is False or the log-probability is not finite.  One host sync."""
-        if not rows.numel():
-            return []
-        keep = torch.isfinite(logprobs) if keep is None else keep & torch.isfinite(logprobs)
-        columns = [rows.double(), tokens.double(), logprobs.double(), keep.double()]
-        if proposal.from_retrieval is not None:
-            columns.append(proposal.from_retrieval[rows, tokens].double())
-        values = torch.stack(columns).tolist()
-        labels = values[4] if len(values) > 4 else [0.0] * len(values[0])
+        """Candidates ``j``: the ``ranks[j]``-th best child of ``frontier[rows[j]]`` in ``top`` (``frontier``
+        = the nodes the proposal answered for, ``[0]`` for the root), labelled with its source; None where
+        ``keep[j]`` (default: all) is False or the log-probability is not finite."""
+        logprobs = top.logprobs[rows, ranks]
+        ok = np.isfinite(logprobs) if keep is None else keep & np.isfinite(logprobs)
+        retrieval = top.retrieval[rows, ranks].tolist() if top.retrieval is not None else [False] * len(ok)
         out: list[Candidate | None] = []
-        for r, t, lp, k, flag in zip(*values[:4], labels):
+        tokens = top.tokens[rows, ranks].tolist()
+        for r, t, lp, k, flag in zip(rows.tolist(), tokens, logprobs.tolist(), ok.tolist(), retrieval):
             if not k:
                 out.append(None)
                 continue
-            source = SOURCE_RETRIEVAL if flag else proposal.source
-            match = proposal.match[int(r)] if proposal.match is not None and source == SOURCE_RETRIEVAL else 0
-            c = Candidate(frontier[int(r)], int(t), lp, source, match)
+            source = SOURCE_RETRIEVAL if flag else top.source
+            match = top.match[r] if top.match is not None and source == SOURCE_RETRIEVAL else 0
+            c = Candidate(frontier[r], t, lp, source, match)
             c.accept = self.rule.accept(self.tree, c, self.accept)
             out.append(c)
         return out
@@ -253,10 +291,10 @@ class RootOnlyBuilder(TreeBuilder):
         return growth.tree
 
 
-def _root_top(proposal: Proposal, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(rows, tokens, logprobs)`` of the root row's ``k`` best tokens, best first (device tensors)."""
-    logprobs, tokens = proposal.logprobs[0].topk(min(k, proposal.logprobs.shape[-1]))
-    return torch.zeros_like(tokens), tokens, logprobs
+def _best(top: TopChildren, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, ranks)`` of the first row's ``k`` best children (the root's proposal has one row)."""
+    k = min(k, top.width)
+    return np.zeros(k, dtype=np.int64), np.arange(k)
 
 
 class ChainBuilder(TreeBuilder):
@@ -273,7 +311,8 @@ class ChainBuilder(TreeBuilder):
             if node and not growth.deeper([node]):
                 break
             proposal = growth.root() if node == 0 else growth.expand([node])
-            added = growth.add(proposal, [node], *_root_top(proposal, 1))
+            top = top_children(proposal, 1)
+            added = growth.add(top, [node], *_best(top, 1))
             if not added or added[0] is None:
                 growth.stop = STOP_DRAFTER
                 break
@@ -327,14 +366,11 @@ class StaticBuilder(TreeBuilder):
                 break
             proposal = growth.root() if depth == 1 else growth.expand(parents)
             row_of = {parent: row for row, parent in enumerate(parents)}
-            ranked_lp, ranked_tokens = proposal.logprobs.topk(
-                min(1 + max(p[-1] for p in layer), proposal.logprobs.shape[-1]), dim=-1
-            )
-            layer = [p for p in layer if p[-1] < ranked_lp.shape[1]]
-            device = ranked_lp.device
-            rows = to_device([row_of[node_of[p[:-1]]] for p in layer], torch.long, device)
-            ranks = to_device([p[-1] for p in layer], torch.long, device)
-            added = growth.add(proposal, parents, rows, ranked_tokens[rows, ranks], ranked_lp[rows, ranks])
+            top = top_children(proposal, 1 + max(p[-1] for p in layer))
+            layer = [p for p in layer if p[-1] < top.width]
+            rows = np.array([row_of[node_of[p[:-1]]] for p in layer], dtype=np.int64)
+            ranks = np.array([p[-1] for p in layer], dtype=np.int64)
+            added = growth.add(top, parents, rows, ranks)
             node_of.update({path: node for path, node in zip(layer, added) if node is not None})
         return growth.tree
 
@@ -352,7 +388,8 @@ class Eagle2Builder(TreeBuilder):
     def _grow(self, growth: Growth) -> DraftTree:
         tree = growth.tree
         proposal = growth.root()
-        frontier = [n for n in growth.add(proposal, [0], *_root_top(proposal, self.topk)) if n is not None]
+        top = top_children(proposal, self.topk)
+        frontier = [n for n in growth.add(top, [0], *_best(top, self.topk)) if n is not None]
         growth.stop = STOP_DEPTH
         for _ in range(self.depth - 1):
             if not frontier:
@@ -363,14 +400,11 @@ class Eagle2Builder(TreeBuilder):
             if not growth.layer_pays(frontier, self._kept(growth) if growth.sizing else None):
                 growth.stop = STOP_COST
                 break
-            proposal = growth.expand(frontier)
-            child_lp, tokens = proposal.logprobs.topk(min(self.topk, proposal.logprobs.shape[-1]), dim=-1)
-            parent_lp = _path_logprobs(tree, frontier, child_lp.device)
-            scores = (parent_lp[:, None] + child_lp.double()).flatten()  # [frontier * k]
+            top = top_children(growth.expand(frontier), self.topk)
+            scores = (_path_logprobs(tree, frontier)[:, None] + top.logprobs).ravel()  # [frontier * k]
             # Every candidate is recorded, best first; a stable sort keeps expansion order on ties.
-            order = torch.argsort(-scores, stable=True)
-            k = child_lp.shape[1]
-            added = growth.add(proposal, frontier, order // k, tokens.flatten()[order], child_lp.flatten()[order])
+            order = np.argsort(-scores, kind="stable")
+            added = growth.add(top, frontier, order // top.width, order % top.width)
             frontier = [n for n in added if n is not None][: self.topk]
         order = self._ranked(tree)
         if growth.sizing:
@@ -432,10 +466,11 @@ class TalonBuilder(TreeBuilder):
             layer = self._gated_layer(growth, proposal, [0])
         else:
             k = min(self.topk, self.budget)
-            candidates = [c for c in growth.candidates(proposal, [0], *_root_top(proposal, k)) if c is not None]
+            top = top_children(proposal, k)
+            candidates = [c for c in growth.candidates(top, [0], *_best(top, k)) if c is not None]
             layer = self._keep(growth, candidates)
             if growth.gate is not None:
-                growth.gate.append(_root_gate(proposal, k, len(layer)))
+                growth.gate.append(_root_gate(top_children(proposal, k + ROOT_GATE_EXTRA), k, len(layer)))
         # A layer the cost rule trims still grows below the nodes it kept; growth ends when a layer is
         # empty (``_keep`` says why), the budget is spent, or the next layer would not pay.
         while layer and tree.num_drafts < self.budget:
@@ -460,53 +495,50 @@ class TalonBuilder(TreeBuilder):
 
     def _gated_layer(self, growth: Growth, proposal: Proposal, parents: list[int]) -> list[int]:
         """Admit the gated, budget-checked children of ``parents`` from ``proposal`` (the drafter's answer
-        for them: one call, made by the caller) with one host sync; returns the admitted node ids."""
+        for them: one call, made by the caller); returns the admitted node ids."""
         tree = growth.tree
-        logprobs = proposal.logprobs  # [parents, vocab]
         room = self.budget - tree.num_drafts
-        child_lp, tokens = logprobs.topk(min(room, logprobs.shape[1]), dim=1)  # [parents, R]
-        scores = (_path_logprobs(tree, parents, logprobs.device)[:, None] + child_lp.double()).flatten()
-        admitted = (scores >= scores.max() + self.log_mu) & torch.isfinite(scores)
+        top = top_children(proposal, room)  # [parents, R]
+        scores = (_path_logprobs(tree, parents)[:, None] + top.logprobs).ravel()
+        admitted = (scores >= scores.max() + self.log_mu) & np.isfinite(scores)
         # Best first, keep at most `room`; ties keep (parent order, rank) order.
-        order = torch.argsort(torch.where(admitted, -scores, math.inf), stable=True)[:room]
-        r = child_lp.shape[1]
-        candidates = growth.candidates(
-            proposal, parents, order // r, tokens.flatten()[order], child_lp.flatten()[order], admitted[order]
-        )
+        order = np.argsort(np.where(admitted, -scores, np.inf), kind="stable")[:room]
+        r = top.width
+        candidates = growth.candidates(top, parents, order // r, order % r, admitted[order])
         added = self._keep(growth, [c for c in candidates if c is not None])
         if growth.gate is not None:
-            growth.gate.append(self._gate_layer(tree, parents, tokens, scores, admitted, order, r, len(added)))
+            growth.gate.append(self._gate_layer(tree, parents, top, scores, admitted, order, len(added)))
         return added
 
     def _gate_layer(
         self,
         tree: DraftTree,
         parents: list[int],
-        tokens: torch.Tensor,
-        scores: torch.Tensor,
-        admitted: torch.Tensor,
-        order: torch.Tensor,
-        r: int,
+        top: TopChildren,
+        scores: np.ndarray,
+        admitted: np.ndarray,
+        order: np.ndarray,
         attached: int,
     ) -> GateLayer:
-        """The layer's candidates (finite ones) with what happened to each (lab only: one more read-back).
-        ``attached``: how many of the admitted candidates (best first) the cost rule kept."""
-        in_room = torch.zeros_like(admitted)
+        """The layer's candidates (finite ones) with what happened to each (lab only).  ``scores`` and
+        ``admitted``: ``[parents * R]`` over ``top``'s children; ``order``: the admitted ones in room, best
+        first; ``attached``: how many of those (best first) the cost rule kept."""
+        in_room = np.zeros_like(admitted)
         in_room[order] = admitted[order]
-        kept = torch.zeros_like(admitted)
+        kept = np.zeros_like(admitted)
         kept[order[:attached]] = admitted[order[:attached]]
-        finite = torch.isfinite(scores)
+        finite = np.isfinite(scores)
         status = [
             ADMITTED if k else CUT_BY_COST if room else CUT_BY_BUDGET if a else BELOW_GATE
             for k, room, a, f in zip(kept.tolist(), in_room.tolist(), admitted.tolist(), finite.tolist())
             if f
         ]
-        index = torch.nonzero(finite).flatten()
+        index = np.flatnonzero(finite)
         best = float(scores.max())
         return GateLayer(
             depth=tree.depth[parents[0]] + 1,
-            parents=[parents[i] for i in (index // r).tolist()],
-            tokens=tokens.flatten()[index].tolist(),
+            parents=[parents[i] for i in (index // top.width).tolist()],
+            tokens=top.tokens.ravel()[index].tolist(),
             path_logprobs=scores[index].tolist(),
             status=status,
             best=best,
@@ -518,11 +550,10 @@ ROOT_GATE_EXTRA = 10
 """Candidates past the K-th that the root layer's gate record shows (as ``beyond K``)."""
 
 
-def _root_gate(proposal: Proposal, k: int, attached: int) -> GateLayer:
-    """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens, the first ``attached``
-    admitted, the rest of the first ``k`` cut by the cost rule."""
-    logprobs, tokens = proposal.logprobs[0].topk(min(k + ROOT_GATE_EXTRA, proposal.logprobs.shape[-1]))
-    finite = [(t, lp) for t, lp in zip(tokens.tolist(), logprobs.tolist()) if lp > -math.inf]
+def _root_gate(top: TopChildren, k: int, attached: int) -> GateLayer:
+    """The root layer's record: the root's best ``k + ROOT_GATE_EXTRA`` tokens (``top``, read with that
+    many), the first ``attached`` admitted, the rest of the first ``k`` cut by the cost rule."""
+    finite = [(t, lp) for t, lp in zip(top.tokens[0].tolist(), top.logprobs[0].tolist()) if lp > -math.inf]
     return GateLayer(
         depth=1,
         parents=[0] * len(finite),
@@ -534,9 +565,9 @@ def _root_gate(proposal: Proposal, k: int, attached: int) -> GateLayer:
     )
 
 
-def _path_logprobs(tree: DraftTree, nodes: Sequence[int], device: torch.device) -> torch.Tensor:
-    """Float64 ``[len(nodes)]``: the path log-probabilities of ``nodes`` on ``device``."""
-    return to_device([tree.path_logprob[n] for n in nodes], torch.float64, device)
+def _path_logprobs(tree: DraftTree, nodes: Sequence[int]) -> np.ndarray:
+    """Float64 ``[len(nodes)]``: the path log-probabilities of ``nodes``."""
+    return np.array([tree.path_logprob[n] for n in nodes], dtype=np.float64)
 
 
 def make_builder(cfg: TreeConfig) -> TreeBuilder:

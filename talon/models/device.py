@@ -7,6 +7,7 @@ import functools
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .loaded import LoadedModel, ModelLoadError
@@ -42,10 +43,27 @@ def to_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A tensor of the host ``values`` (a list, nested lists) on ``device``.  On a GPU the copy goes
     through pinned memory without blocking, so it is no host-device synchronisation point (a copy
     from ordinary memory would wait for the queued work)."""
-    host = torch.tensor(values, dtype=dtype)
+    return host_to_device(torch.tensor(values, dtype=dtype), device)
+
+
+def host_to_device(host: torch.Tensor | np.ndarray, device: torch.device) -> torch.Tensor:
+    """``host`` (a CPU tensor or a numpy array, shared where it can be) on ``device``, copied as
+    ``to_device`` copies: through pinned memory without blocking on a GPU."""
+    if isinstance(host, np.ndarray):
+        host = torch.from_numpy(host)
     if device.type != "cuda":
         return host
     return host.pin_memory().to(device, non_blocking=True)
+
+
+def copy_from_host(target: torch.Tensor, host: np.ndarray) -> None:
+    """Copy the numpy array ``host`` into the device tensor ``target`` (same shape) without a
+    host-device synchronisation point on a GPU (pinned memory, a non-blocking copy)."""
+    source = torch.from_numpy(host)
+    if target.device.type == "cuda":
+        target.copy_(source.pin_memory(), non_blocking=True)
+    else:
+        target.copy_(source)
 
 
 def device_label(lm: LoadedModel) -> str:

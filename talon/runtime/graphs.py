@@ -35,9 +35,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from ..config import ConfigError
+from ..models.device import copy_from_host
+from .masks import VisibleRows
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 """Padded query sizes (rows fed in one forward).  A forward of more rows runs eagerly."""
@@ -137,10 +140,9 @@ class StaticRunner:
         self.kv, self.capture = kv, capture
         device, cap, top = kv.buffer.device, kv.capacity, BUCKETS[-1]
         self.device = device
-        self.ids = torch.zeros(1, top, dtype=torch.long, device=device)
-        self.positions = torch.zeros(1, top, dtype=torch.long, device=device)
+        # Per bucket: ids, positions and the KV rows written, one contiguous [3, Q] block (one copy a call).
+        self.index = {size: torch.zeros(3, size, dtype=torch.long, device=device) for size in BUCKETS}
         self.mask = torch.zeros(1, 1, top, cap, dtype=torch.bool, device=device)
-        self.rows = torch.arange(top, device=device)
         self.arange = torch.arange(top, device=device)
         self.eye = torch.eye(top, dtype=torch.bool, device=device)
         self.extra = {
@@ -167,11 +169,12 @@ class StaticRunner:
         return None
 
     def _call(self, fn: StaticForward, size: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        self.kv.static_rows = self.rows[:size]
+        index = self.index[size]
+        self.kv.static_rows = index[2]
         try:
             return fn(
-                self.ids[:, :size],
-                self.positions[:, :size],
+                index[0:1],
+                index[1:2],
                 self.mask[:, :, :size],
                 **{name: value[:size] for name, value in self.extra.items()},
             )
@@ -191,7 +194,7 @@ class StaticRunner:
                 break
             self.mask[0, 0, :size].zero_()
             self.mask[0, 0, :size, :size] = self.eye[:size, :size]
-            self.rows[:size].copy_(self.arange[:size])
+            self.index[size][2].copy_(self.arange[:size])
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
                 self._call(fn, size)  # warm-up: lazy initialisation stays out of the graph
@@ -222,29 +225,35 @@ class StaticRunner:
         fn: StaticForward,
         size: int,
         length: int,
-        ids: torch.Tensor,
-        positions: torch.Tensor,
-        mask: torch.Tensor,
+        ids: np.ndarray,
+        positions: np.ndarray,
+        mask: VisibleRows,
         **extra: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run ``q = len(ids)`` rows written at ``length`` as a ``size``-row forward.
 
+        The inputs are built on the host and reach the device in two copies (indices, mask) that do not
+        wait for the device: on a GPU a draft head's call is bound by how many operations the host
+        launches, not by the GPU's work.
+
         Args:
-            ids, positions: long ``[q]``.
-            mask: bool ``[q, length + q]``, what each real row sees.
-            extra: ``[q, ...]`` per-row inputs named as at construction.
+            ids, positions: int64 ``[q]`` (host).
+            mask: what each real row sees among ``[0, length + q)``.
+            extra: ``[q, ...]`` per-row inputs named as at construction (device tensors).
         Returns:
             ``(hidden [q, H], features [q, ...] or None)``, fresh tensors (not the graph's outputs).
         """
         q = ids.shape[0]
-        self.ids[0, :q] = ids
-        self.positions[0, :q] = positions
-        self.positions[0, q:size] = positions[-1]
-        rows = self.mask[0, 0, :size]
-        rows.zero_()
-        rows[:q, : length + q] = mask
-        rows[q:size, length + q : length + size] = self.eye[: size - q, : size - q]
-        torch.add(self.arange[:size], length, out=self.rows[:size])
+        index = np.empty((3, size), dtype=np.int64)
+        index[0, :q], index[0, q:] = ids, 0
+        index[1, :q], index[1, q:] = positions, positions[-1]
+        index[2] = np.arange(length, length + size)
+        copy_from_host(self.index[size], index)
+        rows = np.zeros((size, self.kv.capacity), dtype=bool)
+        mask.fill(rows[:q, : length + q])
+        pad = np.arange(q, size)
+        rows[pad, length + pad] = True  # pad rows see only themselves
+        copy_from_host(self.mask[0, 0, :size], rows)
         for name, value in extra.items():
             self.extra[name][:q] = value
         if self.capture:

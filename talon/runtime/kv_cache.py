@@ -12,8 +12,8 @@ A forward writes its keys and values in place at ``length`` (no concatenation), 
 prefix (a few rows; no whole-cache gather), dropping the tree is a change of ``length``.
 
 A query sees every committed row, plus the tree rows of its own ancestors and itself.  That mask is
-built per forward from the tree's ancestor closure, which is kept on the device for the rows fed so
-far (``tree_rows_mask``): one vectorised computation per forward, no Python walk.
+built per forward on the host from the tree's ancestor closure, kept there for the rows fed so far
+(``talon.runtime.masks``), and reaches the device in one copy.
 
 Only plain full attention fits this cache: ``check_full_attention`` refuses sliding-window and
 hybrid (linear-attention, state-space) models with a message that says so.
@@ -21,21 +21,22 @@ hybrid (linear-attention, state-space) models with a message that says so.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from ..config import ConfigError
-from ..models.device import to_device
+from ..models.device import host_to_device, to_device
 from ..models.lm_head import RowScores, row_scores
 from ..models.loaded import LoadedModel, ResourcePool
 from ..tree import DraftTree
 from .graphs import StaticRunner, capacity_for, static_mode
+from .masks import VisibleRows, causal, tree_rows_mask
 
 FIRST_CAPACITY = 256
 """Rows the buffer starts with; it doubles when a forward would overflow it."""
@@ -59,41 +60,6 @@ def check_full_attention(config, name: str) -> None:
             "attention everywhere (Llama, SmolLM, Qwen2/3 without a sliding window, Mistral with its "
             "window off)."
         )
-
-
-def causal_block(q: int, prefix: int, device: torch.device) -> torch.Tensor:
-    """Bool ``[q, prefix + q]``: ``q`` new rows after ``prefix`` visible rows, causal among themselves."""
-    return torch.ones(q, prefix + q, dtype=torch.bool, device=device).tril(diagonal=prefix)
-
-
-def tree_rows_mask(
-    old_closure: torch.Tensor, parent_local: torch.Tensor, parent_old: torch.Tensor, chain: int
-) -> torch.Tensor:
-    """Which tree rows each of ``q`` new tree rows may see: its ancestors and itself.
-
-    Args:
-        old_closure: bool ``[T, T]``, ancestor-or-self closure of the ``T`` tree rows already there.
-        parent_local: long ``[q]``: per new row, the new row holding its parent, or -1.
-        parent_old: long ``[q]``: per new row, the old tree row holding its parent, or -1 (when the
-            parent is a new row too, or is not in the tree rows: the committed root).
-        chain: an upper bound on the number of nodes in the longest parent chain among the new rows
-            (1 = no new row is another's parent); the closure takes ``ceil(log2(chain))`` squarings.
-
-    Returns:
-        bool ``[q, T + q]``: columns ``[0, T)`` the old tree rows, ``[T, T + q)`` the new rows.
-    """
-    q, device = parent_local.shape[0], parent_local.device
-    closure = torch.eye(q, dtype=torch.bool, device=device)
-    child = torch.arange(q, device=device)
-    has_local = parent_local >= 0
-    closure[child[has_local], parent_local[has_local]] = True
-    for _ in range(max(0, math.ceil(math.log2(max(chain, 1))))):
-        closure = closure | ((closure.float() @ closure.float()) > 0)
-    if old_closure.shape[0] == 0:
-        return closure
-    old = old_closure.index_select(0, parent_old.clamp(min=0)) & (parent_old >= 0)[:, None]  # [q, T]
-    old = (closure.float() @ old.float()) > 0  # through new ancestors whose parent is old
-    return torch.cat([old, closure], dim=1)
 
 
 class _BufferLayer(CacheLayerMixin):
@@ -229,7 +195,7 @@ class TreeKVCache(ABC):
         self.committed_len = 0
         self.length = 0
         self.node_rows: dict[int, int] = {}
-        self._closure = torch.zeros(0, 0, dtype=torch.bool, device=device)
+        self._closure = np.zeros((0, 0), dtype=bool)  # host: ancestor-or-self closure of the tree rows
         self.position_offset = 0
         """Position of cache row 0 (committed row k sits at position k + position_offset)."""
 
@@ -282,8 +248,9 @@ class TreeKVCache(ABC):
         """Float32 next-token logits ``[rows, vocab]`` from last hidden states ``[rows, H]``."""
 
     def _run(
-        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, logit_rows: LogitRows, **extra
+        self, ids: np.ndarray, positions: np.ndarray, mask: VisibleRows, logit_rows: LogitRows, **extra
     ) -> ForwardOut:
+        """Feed ``q`` rows at ``length``: int64 ``ids`` and ``positions`` ``[q]`` and ``mask`` on the host."""
         q = ids.shape[0]
         size = self.runner.bucket(self.length, q) if self.runner is not None else None
         if size is not None:
@@ -293,7 +260,9 @@ class TreeKVCache(ABC):
         else:
             self.kv.reserve(self.length + q)
             self.kv.write_at = self.length
-            hidden, features = self._model_forward(ids[None], positions[None], mask[None, None], **extra)
+            index = host_to_device(np.stack([ids, positions]), self.device)
+            dense = host_to_device(mask.dense(), self.device)
+            hidden, features = self._model_forward(index[0:1], index[1:2], dense[None, None], **extra)
         self.length += q
         return ForwardOut(select_logits(self, hidden, logit_rows), hidden, features)
 
@@ -302,9 +271,8 @@ class TreeKVCache(ABC):
         must be non-empty."""
         self.drop_tree()
         q, start = len(ids), self.committed_len
-        positions = list(range(start + self.position_offset, start + self.position_offset + q))
-        packed = to_device([list(ids), positions], torch.long, self.device)
-        out = self._run(packed[0], packed[1], causal_block(q, start, self.device), logit_rows, **extra)
+        positions = np.arange(start + self.position_offset, start + self.position_offset + q)
+        out = self._run(np.asarray(ids, dtype=np.int64), positions, causal(q, start), logit_rows, **extra)
         self.committed_len += q
         return out
 
@@ -314,32 +282,28 @@ class TreeKVCache(ABC):
         """Feed tree ``nodes`` (parents first; a node's parent was fed before, is among ``nodes``, or is
         the committed root).  Position of node i is ``root_position + depth[i]``."""
         nodes = list(nodes)
-        q = len(nodes)
         local = {node: k for k, node in enumerate(nodes)}
-        parent_local, parent_old, chain = [], [], {}
+        parent_local, parent_old, generation = [], [], []
         for node in nodes:
             p = tree.parent[node]
-            parent_local.append(local.get(p, -1))
-            parent_old.append(self.node_rows.get(p, -1) if p not in local else -1)
-            chain[node] = chain.get(p, 0) + 1
-        packed = to_device(
-            [[tree.token[n] for n in nodes], [root_position + tree.depth[n] for n in nodes], parent_local, parent_old],
-            torch.long,
-            self.device,
-        )
+            k = local.get(p, -1)
+            parent_local.append(k)
+            parent_old.append(self.node_rows.get(p, -1) if k < 0 else -1)
+            generation.append(generation[k] + 1 if k >= 0 else 1)
         old_rows = self.length - self.committed_len
-        rows = tree_rows_mask(self._closure[:old_rows, :old_rows], packed[2], packed[3], max(chain.values()))
-        mask = torch.cat([torch.ones(q, self.committed_len, dtype=torch.bool, device=self.device), rows], dim=1)
-        out = self._run(packed[0], packed[1], mask, logit_rows, **extra)
+        rows = tree_rows_mask(self._closure[:old_rows, :old_rows], parent_local, parent_old, generation)
+        ids = np.array([tree.token[n] for n in nodes], dtype=np.int64)
+        positions = np.array([root_position + tree.depth[n] for n in nodes], dtype=np.int64)
+        out = self._run(ids, positions, VisibleRows(self.committed_len, rows), logit_rows, **extra)
         self._grow_closure(old_rows, rows)
         for k, node in enumerate(nodes):
             self.node_rows[node] = old_rows + k
         return out
 
-    def _grow_closure(self, old_rows: int, new: torch.Tensor) -> None:
+    def _grow_closure(self, old_rows: int, new: np.ndarray) -> None:
         total = old_rows + new.shape[0]
         if total > self._closure.shape[0]:
-            bigger = torch.zeros(max(2 * total, 64), max(2 * total, 64), dtype=torch.bool, device=self.device)
+            bigger = np.zeros((max(2 * total, 64), max(2 * total, 64)), dtype=bool)
             bigger[:old_rows, :old_rows] = self._closure[:old_rows, :old_rows]
             self._closure = bigger
         self._closure[old_rows:total, :total] = new
