@@ -475,3 +475,23 @@ def test_each_reroll_press_draws_afresh(target, registry, run):
     counts = [tree_lab.reroll(session)[0] for _ in range(3)]
     histograms = [tuple(tuple(bar.y) for bar in fig.data) for fig in counts]
     assert len(set(histograms)) > 1 and session.lab_results
+
+
+def test_the_lab_commits_what_the_run_would_cut_at_an_end_of_sequence_token(target, registry, run):
+    """A rebuilt step whose accepted path holds an end-of-sequence token commits up to it, as the run's
+    loop does (the price chart's 'committed' counts those tokens), not the whole path and the bonus."""
+    k = max(range(len(run.steps)), key=lambda i: len(run.steps[i].committed_ids))
+    step = run.steps[k]
+    assert len(step.committed_ids) >= 3
+    lab = FrozenStep.of_run(target, registry, "layers:1", run, k)
+    assert lab.explore(CONFIGS[0], k).committed_ids == step.committed_ids
+    config = target.model.generation_config
+    saved = config.eos_token_id
+    config.eos_token_id = [step.committed_ids[1]]  # the second token the step committed ends the output now
+    try:
+        got = lab.explore(CONFIGS[0], k)
+        assert got.committed_ids == step.committed_ids[:2]
+        row = lab.sweep(CONFIGS[0], "budget", [CONFIGS[0].budget])[0]
+        assert row["committed"] == 2 and row["accepted"] >= 2
+    finally:
+        config.eos_token_id = saved

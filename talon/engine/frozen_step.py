@@ -43,6 +43,7 @@ from .cost_measure import cost_curve_for
 from .decode import Replayed, fill_token_texts
 from .sampling import PositionNoise, gumbel
 from .sizing import CostRule
+from .stopping import cut_step
 from .verify import Verifier, sampling_accept
 
 LAB_METHODS = ("talon", "eagle2", "static", "chain")
@@ -54,7 +55,7 @@ def sweep_row(step: StepRecord, field: str, value) -> dict:
     return {
         field: value,
         "accepted": step.accepted_tokens,
-        "committed": step.accepted_tokens + 1,
+        "committed": len(step.committed_ids),
         "depth": step.tree.max_depth,
         "widest": step.tree.widest_layer,
         "drafter_calls": step.drafter_forwards,
@@ -327,7 +328,11 @@ class FrozenStep:
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
             t2 = time.perf_counter()
             self.verifier.drop_tree()
-        committed = built.tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token]
+        # What the run's loop would commit: cut at an end-of-sequence token and at the tokens left.
+        room = self.depth_limit + 1 if self.depth_limit is not None else len(built.tree)
+        committed, _ = cut_step(
+            built.tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token], self.target.eos_token_ids, room
+        )
         step = StepRecord(
             **vars(verdict),
             index=index,
@@ -364,9 +369,9 @@ class FrozenStep:
     def sweep(self, cfg: TreeConfig, field: str, values: Sequence, curve: CostCurve | None = None) -> list[dict]:
         """``explore`` with ``field`` (``budget``, ``mu`` or ``topk``) set to each of ``values``: per value the
         accepted drafts, depth reached, widest layer, drafter calls and draft nodes, and what a price needs:
-        ``committed`` (the tokens the verifier would commit: accepted + bonus), ``expected`` (by the
-        calibrated confidence), ``price`` (in plain steps, by ``curve`` or this device's curve; None
-        without one), ``size`` (nodes, root included), ``call_widths`` and ``stop``."""
+        ``committed`` (the tokens the run would commit: accepted + bonus, cut at an end-of-sequence token),
+        ``expected`` (by the calibrated confidence), ``price`` (in plain steps, by ``curve`` or this device's
+        curve; None without one), ``size`` (nodes, root included), ``call_widths`` and ``stop``."""
         return [sweep_row(self.explore(replace(cfg, **{field: v}), curve=curve), field, v) for v in values]
 
     def pick(self, cfg: TreeConfig, curve: CostCurve | None = None, cap: int = AUTO_CAP) -> StepRecord:
