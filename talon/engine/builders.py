@@ -99,7 +99,7 @@ def top_children(proposal: Proposal, r: int) -> TopChildren:
     logprobs, tokens = proposal.logprobs.topk(min(r, proposal.logprobs.shape[-1]), dim=-1)
     retrieval = proposal.from_retrieval.gather(1, tokens) if proposal.from_retrieval is not None else None
     return TopChildren(
-        logprobs.cpu().numpy().astype(np.float64),
+        logprobs.cpu().to(torch.float64).numpy(),  # widened on the host (any float dtype; no device op)
         tokens.cpu().numpy(),
         retrieval.cpu().numpy() if retrieval is not None else None,
         proposal.source,
