@@ -328,7 +328,8 @@ class FrozenStep:
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
             t2 = time.perf_counter()
             self.verifier.drop_tree()
-        # What the run's loop would commit: cut at an end-of-sequence token and at the tokens left.
+        # What the run's loop would commit: cut at an end-of-sequence token and at the tokens left (the
+        # deepest layer plus the bonus); without a limit, a step's path and bonus never exceed its nodes.
         room = self.depth_limit + 1 if self.depth_limit is not None else len(built.tree)
         committed, _ = cut_step(
             built.tree.path_tokens(verdict.accepted_path[-1]) + [verdict.bonus_token], self.target.eos_token_ids, room
