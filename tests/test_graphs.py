@@ -15,7 +15,7 @@ from talon.drafters.model import ModelDrafter
 from talon.engine.cost_measure import measure_curve
 from talon.engine.decode import run_to_end
 from talon.runtime import graphs
-from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, static_mode
+from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, spans_for, static_mode
 from talon.runtime.kv_cache import CachedLM
 from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, curve_of, random_tree
 from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
@@ -43,9 +43,9 @@ def static(monkeypatch):
     calls = []
     forward = StaticRunner.forward
 
-    def counted(self, fn, size, length, ids, *args, **kwargs):
-        calls.append((size, ids.shape[0]))
-        return forward(self, fn, size, length, ids, *args, **kwargs)
+    def counted(self, fn, shape, length, ids, *args, **kwargs):
+        calls.append((shape[0], ids.shape[0]))
+        return forward(self, fn, shape, length, ids, *args, **kwargs)
 
     monkeypatch.setattr(StaticRunner, "forward", counted)
     return calls
@@ -191,41 +191,52 @@ def test_trees_holding_more_rows_than_the_budget_fit_the_static_buffers(target, 
     assert trace.output_ids == greedy_generate(target, prompt_ids(1), 24)
 
 
-def test_cheapest_buckets_moves_rows_only_to_a_clearly_cheaper_larger_bucket():
+def test_cheapest_bucket_moves_rows_only_to_a_clearly_cheaper_larger_bucket():
     # the H200's float32 shape: 8 and 16 rows slower than 32
     ms = {1: 6.6, 2: 7.8, 4: 7.8, 8: 11.0, 16: 11.5, 32: 8.7, 64: 9.3, 128: 9.5}
-    seconds = {size: t / 1000 for size, t in ms.items()}
-    assert graphs.cheapest_buckets(seconds) == {1: 1, 2: 2, 4: 4, 8: 32, 16: 32, 32: 32, 64: 64, 128: 128}
-    near = {8: 10e-3, 16: 9.6e-3, 32: 9e-3}  # 16 is within 5 % of 8
-    assert graphs.cheapest_buckets(near) == {8: 32, 16: 32, 32: 32}
-    head = {1: 0.30e-3, 2: 0.25e-3, 4: 0.22e-3}  # a head's replays: 25 % apart but under 0.1 ms
-    assert graphs.cheapest_buckets(head) == {1: 1, 2: 2, 4: 4}
-    rising = {size: float(size) for size in BUCKETS}
-    assert graphs.cheapest_buckets(rising) == {size: size for size in BUCKETS}
+    seconds = [(size, t / 1000) for size, t in ms.items()]
+
+    def chosen(timings):
+        return {size: graphs.cheapest_bucket(timings[i:]) for i, (size, _) in enumerate(timings)}
+
+    assert chosen(seconds) == {1: 1, 2: 2, 4: 4, 8: 32, 16: 32, 32: 32, 64: 64, 128: 128}
+    near = [(8, 10e-3), (16, 9.6e-3), (32, 9e-3)]  # 16 is within 5 % of 8
+    assert chosen(near) == {8: 32, 16: 32, 32: 32}
+    head = [(1, 0.30e-3), (2, 0.25e-3), (4, 0.22e-3)]  # a head's replays: 25 % apart but under 0.1 ms
+    assert chosen(head) == {1: 1, 2: 2, 4: 4}
+    rising = [(size, float(size)) for size in BUCKETS]
+    assert chosen(rising) == {size: size for size in BUCKETS}
+
+
+def prefer_64(runner: StaticRunner) -> dict:
+    """Replay times under which the 64-row graph is the cheapest at every span (as on a GPU whose small
+    buckets replay slower)."""
+    return {(size, span): (1.0 if size == 64 else 2.0) for size in BUCKETS for span in runner.spans}
 
 
 def test_rows_run_in_a_larger_bucket_compute_the_same_tokens(target, static):
-    """Trees run in the bucket ``run_as`` names (here every size in the 64-row graph, as a GPU whose
-    small buckets replay slower would choose): the same hidden rows and the same greedy tokens, and
-    near the buffer's end, where the larger bucket does not fit, the smallest one."""
+    """Trees run in the cheaper larger bucket (here every size in the 64-row graph): the same hidden
+    rows and the same greedy tokens, and near the buffer's end, where the larger bucket does not fit,
+    the smallest one."""
     with torch.inference_mode():  # the pool's runners were made in runs, under inference mode
         cache = CachedLM(target, rows=200)
-        cache.runner.run_as = {size: 64 for size in BUCKETS if size < 64}
-        assert cache.runner.bucket(0, 5) == 64 and cache.runner.bucket(cache.runner.kv.capacity - 10, 5) == 8
+        runner = cache.runner
+        runner.replay_seconds = prefer_64(runner)
+        assert runner.bucket(0, 5) == (64, 256) and runner.bucket(runner.kv.capacity - 10, 5) == (8, 1024)
+        assert runner.bucket(200, 5) == (64, 512) and runner.bucket(runner.kv.capacity - 3, 5) is None
         eager = CachedLM(target)
         prefix = prompt_ids(1)
         outs = [c.extend_committed(prefix, logit_rows="all") for c in (eager, cache)]
     torch.testing.assert_close(outs[1].hidden, outs[0].hidden, atol=2e-5, rtol=1e-5)
     assert static == [(64, len(prefix))]
-    runner = cache.runner
     cache.release()
-    runner.run_as = {}  # the pool's runner goes back as it came
+    runner.replay_seconds = {}  # the pool's runner goes back as it came
 
     original = StaticRunner.capture_all
 
     def capture_then_prefer_64(self, fn):
         original(self, fn)
-        self.run_as = {size: 64 for size in BUCKETS if size < 64}
+        self.replay_seconds = prefer_64(self)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(StaticRunner, "capture_all", capture_then_prefer_64)
@@ -241,6 +252,36 @@ def test_rows_run_in_a_larger_bucket_compute_the_same_tokens(target, static):
             )
             assert trace.output_ids == greedy_generate(fresh, prompt_ids(seed), NEW_TOKENS)
     assert {size for size, _ in static[1:]} == {64}
+
+
+def test_forwards_attend_over_the_smallest_span_holding_their_rows(target, static, monkeypatch):
+    """Trees after contexts of 100, 300 and 700 tokens read keys ``[0, 256)``, ``[0, 512)`` and the
+    whole 1,024-row buffer, and compute what the eager forward over exactly the rows in use does."""
+    assert spans_for(1024) == (256, 512, 1024) and spans_for(2048)[-1] == 2048 and spans_for(64) == (64,)
+    spans = []
+    forward = StaticRunner.forward
+
+    def recorded(self, fn, shape, *args, **kwargs):
+        spans.append(shape[1])
+        return forward(self, fn, shape, *args, **kwargs)
+
+    monkeypatch.setattr(StaticRunner, "forward", recorded)
+    g = torch.Generator().manual_seed(3)
+    for context in (100, 300, 700):
+        prefix = torch.randint(2, 64, (context,), generator=g).tolist()
+        tree = random_tree(context, prefix[-1], size=13)
+        with torch.inference_mode():  # the pool's runners were made in runs, under inference mode
+            eager, padded = CachedLM(target), CachedLM(target, rows=context + 20)
+            for cache in (eager, padded):
+                cache.extend_committed(prefix[:-1], logit_rows=None)
+            outs = [
+                cache.forward_nodes(tree, range(len(tree)), cache.committed_len, logit_rows="all")
+                for cache in (eager, padded)
+            ]
+        padded.release()
+        torch.testing.assert_close(outs[1].hidden, outs[0].hidden, atol=2e-5, rtol=1e-5)
+        assert torch.equal(outs[1].logits.argmax(-1), outs[0].logits.argmax(-1))
+    assert spans == [256, 256, 512, 1024]  # the 99-row prompt, then the three trees (longer prompts ran eagerly)
 
 
 def test_measuring_a_cost_curve_after_a_run_reuses_its_runners(head, static):

@@ -171,7 +171,9 @@ class _Pieces:
 def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
     graphs = graphs_setting()
     if graphs == "on" and target.device.type == "cuda":
-        graphs += " (rows in the cheapest bucket)"  # curves measured before run_as priced the slower buckets
+        # Curves measured before rows took the cheapest bucket, or before graphs read keys in spans
+        # rather than the whole buffer, priced slower forwards.
+        graphs += " (rows in the cheapest bucket, keys in spans)"
     return CurveKey(
         target=target.identity or target.name,
         drafter=drafter.name or "none",

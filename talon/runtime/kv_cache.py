@@ -83,7 +83,7 @@ class _BufferLayer(CacheLayerMixin):
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         if self.owner.static_rows is not None:
-            return self.owner.capacity, 0
+            return self.owner.static_span, 0
         return self.owner.write_at + query_length, 0
 
     def get_seq_length(self) -> int:
@@ -98,7 +98,8 @@ class KVBuffer(Cache):
 
     The owner (``TreeKVCache``) sets ``write_at`` before each forward; each layer's ``update`` writes
     its new rows there in place.  A static forward (``talon.runtime.graphs``) sets ``static_rows``
-    instead: the rows to write, as a device tensor, and attention then spans the whole buffer.
+    instead (the rows to write, as a device tensor) and ``static_span``: attention then reads rows
+    ``[0, static_span)``.
 
     ``capacity``: rows to start with; ``fixed`` buffers (a static runner's) start zeroed and never
     grow, since CUDA graphs hold their address."""
@@ -119,6 +120,7 @@ class KVBuffer(Cache):
         self.fixed = fixed
         self.write_at = 0
         self.static_rows: torch.Tensor | None = None
+        self.static_span = 0
 
     @property
     def capacity(self) -> int:
@@ -141,7 +143,8 @@ class KVBuffer(Cache):
         if self.static_rows is not None:
             self.buffer[layer, 0].index_copy_(1, self.static_rows, keys[0])
             self.buffer[layer, 1].index_copy_(1, self.static_rows, values[0])
-            return self.buffer[layer, 0].unsqueeze(0), self.buffer[layer, 1].unsqueeze(0)
+            span = self.static_span
+            return self.buffer[layer, 0, :, :span].unsqueeze(0), self.buffer[layer, 1, :, :span].unsqueeze(0)
         end = self.write_at + keys.shape[-2]
         self.buffer[layer, 0, :, self.write_at : end] = keys[0]
         self.buffer[layer, 1, :, self.write_at : end] = values[0]
@@ -252,10 +255,10 @@ class TreeKVCache(ABC):
     ) -> ForwardOut:
         """Feed ``q`` rows at ``length``: int64 ``ids`` and ``positions`` ``[q]`` and ``mask`` on the host."""
         q = ids.shape[0]
-        size = self.runner.bucket(self.length, q) if self.runner is not None else None
-        if size is not None:
+        shape = self.runner.bucket(self.length, q) if self.runner is not None else None
+        if shape is not None:
             hidden, features = self.runner.forward(
-                self._model_forward, size, self.length, ids, positions, mask, **extra
+                self._model_forward, shape, self.length, ids, positions, mask, **extra
             )
         else:
             self.kv.reserve(self.length + q)
