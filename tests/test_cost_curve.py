@@ -43,6 +43,7 @@ def test_a_measured_curve_covers_every_size_and_width(target):
     assert [n for n, _ in curve.verify] == list(VERIFY_SIZES) and [w for w, _ in curve.call] == list(CALL_WIDTHS)
     assert curve.plain > 0 and all(s > 0 for _, s in curve.verify + curve.call)
     assert curve.price(1, []) == pytest.approx(1.0)
+    assert curve.root > 0 and curve.observe > 0  # the step's first call and a drafted step's bookkeeping
     assert curve.key["drafter"] == "EAGLE-style head" and curve.key["threads"] >= 1
     assert len(lines) == 3 and "cost curve" in lines[0]
 

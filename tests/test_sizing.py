@@ -238,6 +238,18 @@ def test_curve_interpolates_extrapolates_and_prices():
     assert CostCurve.from_dict(c.to_dict()) == c
 
 
+def test_a_measured_first_call_and_bookkeeping_are_priced():
+    """The step's first call (the drafter catching up with the last step's tokens) is priced as measured,
+    not as a later width-1 call, and a drafted step pays its bookkeeping; a plain step pays neither."""
+    c = replace(curve(slope=0.1, call=0.05, overhead=0.2), root=0.0012, observe=0.0003)  # a plain step 0.01
+    assert c.price(1, []) == pytest.approx(1.0)
+    assert c.price(1, [1]) == pytest.approx(1.0 + 0.12)  # the root call made, no tree: no bookkeeping
+    assert c.price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.12 + 0.05 + 0.03)
+    assert CostCurve.from_dict(c.to_dict()) == c
+    old = {k: v for k, v in c.to_dict().items() if k not in ("root", "observe")}  # a curve stored before
+    assert CostCurve.from_dict(old).price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.05 + 0.05)
+
+
 def test_past_the_last_point_a_bigger_tree_never_looks_cheaper():
     """Two noisy last points (verify(128) under verify(64), as a GPU's kernel choice or load can give)
     must not extrapolate to trees that cost less the bigger they get: the cap could then be any size."""
@@ -275,6 +287,8 @@ def test_a_broken_curve_file_is_a_missing_one(tmp_path):
         {**d, "verify": [[8, 0.02], [1, 0.01]]},
         {**d, "verify": [[1, float("inf")]]},
         {**d, "call": [[0, 0.001]]},
+        {**d, "root": -0.001},
+        {**d, "observe": float("nan")},
     ):
         path.write_text(json.dumps(broken))
         assert cached_curve(key, tmp_path) is None, broken

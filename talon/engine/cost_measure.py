@@ -24,6 +24,7 @@ import torch
 
 from ..config import ASSETS, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
+from ..drafters.calibration import Calibration
 from ..models.cpu_linear import cpu_linear_mode, mkl_rows
 from ..models.device import cpu_identity, device_label, synchronize
 from ..models.lm_head import head_name
@@ -44,11 +45,15 @@ CALL_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 CONTEXT_TOKENS = 128
 PLAIN_TOKENS = 64
 """Length of the plain run whose steps are timed (one before each timed piece; started again at its end)."""
-MEASUREMENT = "round ratios, median, every size to 8"
+ROOT_TOKENS = 2
+"""Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
+the first call feeds the drafter those rows before it proposes after the root."""
+MEASUREMENT = "round ratios, median, every size to 8, first call and bookkeeping"
 """Names how ``measure_curve`` measures (part of a curve's key): curves cached by an earlier way of
 measuring (the least time of each piece, which under a neighbour's drifting load priced small trees at
 half their cost, or which timed verification at 1, 2, 4 and 8 nodes only and made it non-decreasing,
-hiding a dip at 3 to 6 rows) are measured again."""
+hiding a dip at 3 to 6 rows, or which priced a step's first call as a later call of width 1 and left
+out a drafted step's bookkeeping) are measured again."""
 Progress = Callable[[str], None]
 
 
@@ -100,8 +105,10 @@ def heap_tree(root: int, nodes: int, tokens: Sequence[int], chain: Sequence[int]
 
 class _Pieces:
     """The timed pieces of a step, each callable once per round: a plain decoding step through the real
-    loop (a long plain run advanced one step at a time), verifying a tree of each size, and a drafter
-    call over each frontier width (the drafter restarts its step before each call, off the clock)."""
+    loop (a long plain run advanced one step at a time), verifying a tree of each size, a drafter call
+    over each frontier width (the drafter restarts its step before each call, off the clock), a step's
+    first call after a step that committed ``ROOT_TOKENS`` tokens, and a drafted step's bookkeeping
+    (the drafter and a calibration observing a verdict)."""
 
     def __init__(
         self, target: LoadedModel, drafter: Drafter, ids: list[int], sizes: Sequence[int], widths: Sequence[int]
@@ -122,6 +129,9 @@ class _Pieces:
                 self.features = feed.features
                 drafter.start(ids, self.features, len(ids) + max(self.widths) + 2)
             self.verifier.prefill(ids)
+            self.observed = self.trees[max(n for n in sizes if n <= 16)]
+            self.verdict = self.verifier.verify(self.observed, 0.0)
+            self.verifier.drop_tree()
 
     def _plain_run(self, tokens: int = PLAIN_TOKENS, skip_first: bool = True) -> Iterator[StepRecord]:
         """Plain decoding of ``tokens`` tokens after the context, one step per ``next``."""
@@ -158,9 +168,37 @@ class _Pieces:
             self.drafter.begin_step(self.ids, self.features)
             return timed(once, self.target.device)
 
+    def root(self) -> float:
+        """The step's first call after a step that committed ``ROOT_TOKENS`` tokens: the drafter's step
+        is started ``ROOT_TOKENS`` tokens back (off the clock), then at the context."""
+        short = len(self.ids) - ROOT_TOKENS
+        before = self.features[:short] if self.features is not None else None
+
+        def once() -> None:
+            logprobs = self.drafter.begin_step(self.ids, self.features).logprobs
+            logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+
+        with torch.inference_mode():
+            self.drafter.begin_step(self.ids[:short], before)
+            return timed(once, self.target.device)
+
+    def observe(self) -> float:
+        """A drafted step's bookkeeping: the drafter and a calibration observing a verdict."""
+        calibration = Calibration(self.drafter.calibration_prior)
+
+        def once() -> None:
+            self.drafter.observe(self.observed, self.verdict)
+            calibration.observe(self.observed, self.verdict)
+
+        return timed(once, self.target.device)
+
     def time(self, kind: str, size: int) -> float:
-        """``verify(size)`` or ``call(size)`` by ``kind`` ("verify" or "call")."""
-        return self.verify(size) if kind == "verify" else self.call(size)
+        """``verify(size)``, ``call(size)``, ``root()`` or ``observe()`` by ``kind``."""
+        if kind == "verify":
+            return self.verify(size)
+        if kind == "call":
+            return self.call(size)
+        return self.root() if kind == "root" else self.observe()
 
     def close(self) -> None:
         self.plain.close()
@@ -212,6 +250,8 @@ def measure_curve(
     pieces = _Pieces(target, drafter, ids, sizes, widths)
     # Every price is a difference from verify(1), so it is timed three times a round.
     jobs = [("verify", n) for n in sizes] + [("verify", 1)] * 2 + [("call", w) for w in pieces.widths]
+    if pieces.widths:
+        jobs += [("root", 0), ("observe", 0)]
     order = random.Random(0)
     plain: list[float] = []
     ratios: dict[tuple[str, int], list[float]] = {job: [] for job in set(jobs)}
@@ -237,10 +277,15 @@ def measure_curve(
             out.append((x, floor))
         return tuple(out)
 
+    def piece(kind: str) -> float:
+        return statistics.median(ratios[(kind, 0)]) * unit if (kind, 0) in ratios else 0.0
+
     return CostCurve(
         plain=unit,
         verify=points("verify", sizes, monotone=False),
         call=points("call", pieces.widths, monotone=True),
+        root=piece("root"),
+        observe=piece("observe"),
         key=asdict(curve_key(target, drafter)),
         measured=datetime.now(UTC).isoformat(timespec="seconds"),
         note=note,

@@ -4,12 +4,15 @@ decoding step, so a tree's price can be read off before it is verified.
 A step of a tree with ``n`` nodes (root included) drafted in calls over frontiers of widths ``w_1 ..
 w_k`` (the root call is width 1) costs
 
-    price = 1 + (verify(n) - verify(1) + sum_i call(w_i)) / plain
+    price = 1 + (verify(n) - verify(1) + root + sum_{i>1} call(w_i) + observe [n > 1]) / plain
 
 in plain steps, where ``plain`` is the wall clock of one step of plain decoding through the real loop
 (so a plain step costs exactly 1, its loop overhead included), ``verify(n)`` the target's tree forward,
-LM head on the internal rows and walk, and ``call(w)`` one drafter call over ``w`` frontier nodes with
-the builder's work on its answer.  Measured points are interpolated linearly and extrapolated from the
+LM head on the internal rows and walk, ``root`` the step's first drafter call (the drafter catching up
+with the tokens the last step committed, then proposing after the root), ``call(w)`` one later call
+over ``w`` frontier nodes with the builder's work on its answer, and ``observe`` what a drafted step's
+bookkeeping adds (the drafter and the calibration reading the verdict).  A curve without a measured
+``root`` prices the first call as ``call(1)``.  Measured points are interpolated linearly and extrapolated from the
 last two (never downward).
 
 A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
@@ -75,6 +78,9 @@ class CostCurve:
         plain: seconds of one plain decoding step through the loop (the unit of every price).
         verify: ``(nodes incl. root, seconds)`` of verifying trees of that size, by size.
         call: ``(frontier width, seconds)`` of one drafter call, by width (empty for plain decoding).
+        root: seconds of a step's first drafter call after a step that committed
+            ``talon.engine.cost_measure.ROOT_TOKENS`` tokens (0: not measured, priced as ``call(1)``).
+        observe: seconds a drafted step's bookkeeping adds to a plain step's (0: not measured).
         key: what the curve was measured for (``CurveKey`` as a dict).
         measured: when (ISO time), and ``note`` how (command or "measured on first use").
     """
@@ -82,6 +88,8 @@ class CostCurve:
     plain: float
     verify: tuple[tuple[int, float], ...]
     call: tuple[tuple[int, float], ...] = ()
+    root: float = 0.0
+    observe: float = 0.0
     key: dict = field(default_factory=dict)
     measured: str = ""
     note: str = ""
@@ -101,8 +109,14 @@ class CostCurve:
         return self.call_seconds(width) / self.plain
 
     def price(self, nodes: int, call_widths: Sequence[int]) -> float:
-        """A step with a tree of ``nodes`` nodes drafted in calls of these widths, in plain steps."""
-        extra = self.verify_seconds(nodes) - self.verify_seconds(1) + sum(self.call_seconds(w) for w in call_widths)
+        """A step with a tree of ``nodes`` nodes (root included) drafted in calls of these widths, the
+        first of them the step's first call, in plain steps."""
+        extra = self.verify_seconds(nodes) - self.verify_seconds(1)
+        if call_widths:
+            first = self.root or self.call_seconds(call_widths[0])
+            extra += first + sum(self.call_seconds(w) for w in call_widths[1:])
+        if nodes > 1:
+            extra += self.observe
         return 1.0 + extra / self.plain
 
     def to_dict(self) -> dict:
@@ -126,10 +140,20 @@ class CostCurve:
             plain=plain,
             verify=_points(d["verify"], "verify", need=True),
             call=_points(d.get("call", ()), "call"),
+            root=_seconds(d.get("root", 0.0), "root"),
+            observe=_seconds(d.get("observe", 0.0), "observe"),
             key=dict(d.get("key", {})),
             measured=str(d.get("measured", "")),
             note=str(d.get("note", "")),
         )
+
+
+def _seconds(value, name: str) -> float:
+    """A stored piece's seconds, checked finite and non-negative."""
+    seconds = float(value)
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"a cost curve's {name} time must be finite and non-negative, not {seconds}")
+    return seconds
 
 
 def _points(rows, name: str, need: bool = False) -> tuple[tuple[int, float], ...]:
