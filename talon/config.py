@@ -182,13 +182,15 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     (what a fixed N means for every method, and the Tree lab's starting N); ``device_default_auto`` says
     whether a default run sizes its trees by the cost rule instead.
 
-    On a GPU (CUDA graphs) verifying a tree of 32 nodes costs about 1.33 plain steps and one of 128 about
-    1.48, and a draft-head call 0.13-0.17 of one; side by side over every fixed N (the head suite's
-    ``auto_vs_fixed`` on an H200, three runs) N=24 with the paper's K=10, mu=0.03 was the fastest every
-    time (1.21-1.34x plain decoding, the paper's N=60 1.13-1.28x), and auto-sized trees ran 0.92-0.97x
-    N=24, so the GPU default is that fixed tree.  On the 2-core CPUs we measured a tree of 25 nodes
-    costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512 EPYCs, docs/benchmarks.md), so the default
-    sizes trees by the cost rule (``device_default_auto``) with K=6 root children and mu=0.1.  The fixed
+    On a GPU (CUDA graphs) side by side over every fixed N (the head suite's ``auto_vs_fixed`` on an
+    H200, three runs) N=24 with the paper's K=10, mu=0.03 was the fastest every time (the paper's N=60
+    5-7 % slower), and auto-sized trees ran 0.92-0.97x N=24, so the GPU default is that fixed tree.
+    Since graphs read keys in spans (docs/benchmarks.md, "Graphs per key span") a plain step is 40 %
+    cheaper there, verifying 5 to 32 nodes costs about 1.55 plain steps and a head call 0.22-0.29 of
+    one; N=24 and auto then ran 0.94-1.00x plain decoding on an H100 and an H200.  On the 2-core CPUs
+    we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512 EPYCs,
+    docs/benchmarks.md), so the default sizes trees by the cost rule (``device_default_auto``) with K=6
+    root children and mu=0.1.  The fixed
     N=24 is what the fixed-size methods and the Tree lab start from: a tree big enough for the gate to
     shape, not the fastest fixed size (on the AVX-512 EPYC the fastest fixed size was N=4, which auto
     beat; an older sweep on the AVX2 one found N=8)."""
@@ -196,8 +198,9 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
             "GPU: N=24 with the paper's K=10, μ=0.03, the fastest fixed N side by side on an H200 (the paper's "
-            "N=60 ran 5-7 % slower, trees sized by the cost rule 3-8 % slower); verifying 25 nodes costs about "
-            "1.33 plain decoding steps there (see the Benchmark tab's cost chart).",
+            "N=60 ran 5-7 % slower) and as fast as trees sized by the cost rule; verifying 25 nodes costs about "
+            "1.55 plain decoding steps on an H100 or H200, so with the shipped head a tree step only about pays "
+            "for itself there and plain decoding is as fast (see the Benchmark tab's cost chart).",
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
@@ -212,6 +215,6 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 def device_default_auto(on_gpu: bool) -> bool:
     """Whether a default run sizes its trees by the cost rule (N = auto): on the CPU, where auto-sized
     trees beat every fixed N side by side on the head suite (docs/benchmarks.md, run 22's "Auto against
-    every fixed N on this VM"); not on a GPU, where they ran 0.92-0.97x the best fixed N on an H200 (docs/benchmarks.md,
-    "Which N on a GPU")."""
+    every fixed N on this VM"); not on a GPU, where they ran 0.97-1.00x the best fixed N on an H100 and
+    an H200 (docs/benchmarks.md, "Graphs per key span")."""
     return not on_gpu
