@@ -579,13 +579,27 @@ def measured_note(curve: CostCurve) -> str:
         f"Measured again ({curve.measured}): a plain decoding step {curve.plain * 1e3:.0f} ms; the cheapest tree, "
         f"{cheapest} nodes (root included), costs {curve.verify_ratio(cheapest):.2f} plain steps, 16 nodes "
         f"{curve.verify_ratio(16):.2f}, 32 nodes {curve.verify_ratio(32):.2f}, 64 nodes {curve.verify_ratio(64):.2f} "
-        "(the chart). A tree pays where the tokens it commits beat its price; N = auto grows each tree while it "
-        "does. "
+        "(the chart)"
+        + drafter_note(curve)
+        + ". A tree pays where the tokens it commits beat its price; N = auto grows each tree while it does. "
         + (
             curve_warning(curve)
             or "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it."
         )
     )
+
+
+def drafter_note(curve: CostCurve) -> str:
+    """The drafter's share of a step's price, in plain steps: a call over one node, the step's first call (the
+    drafter catching up with the last step's tokens) and a drafted step's bookkeeping, where measured."""
+    if not curve.call:
+        return ""
+    parts = [f"a drafter call over one node {curve.call_ratio(1):.2f}"]
+    if curve.root:
+        parts.append(f"a step's first call {curve.root / curve.plain:.2f}")
+    if curve.observe:
+        parts.append(f"a drafted step's bookkeeping {curve.observe / curve.plain:.2f}")
+    return "; " + ", ".join(parts)
 
 
 def curve_frame(curve: CostCurve) -> pd.DataFrame:
