@@ -10,7 +10,11 @@ suite measured:
 * ``ar``: one plain decoding step (the unit);
 * ``target``: verifying a tree of ``size`` nodes (root included; the LM head on ``lm_head_rows`` rows in
   one call, and the leaf's row in a second where more than four leaves kept it out);
-* ``head``: one drafter call over a frontier of ``size`` nodes (for any drafter, not only a head).
+* ``head``: one drafter call over a frontier of ``size`` nodes (for any drafter, not only a head);
+* ``first_call``: a step's first drafter call after a step that committed ``size`` tokens (the
+  drafter catching up with them, then proposing after the root);
+* ``bookkeeping``: what a drafted step's bookkeeping adds (the drafter and the calibration reading the
+  verdict).
 
 Forwards take the path decoding takes: static runners replayed as CUDA graphs on a GPU
 (``talon.runtime.graphs``; ``TALON_CUDA_GRAPHS=0`` measures the eager path), eager on a CPU.
@@ -21,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..drafters.factory import make_drafter
-from ..engine.cost_measure import curve_key, heap_tree, measure_curve
+from ..engine.cost_measure import ROOT_TOKENS, curve_key, heap_tree, measure_curve
 from ..engine.verify import logit_nodes
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
@@ -41,6 +45,10 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
             }
         )
     rows += [{"component": "head", "size": w, "lm_head_rows": w, "seconds": s} for w, s in curve.call]
+    if curve.root:
+        rows.append({"component": "first_call", "size": ROOT_TOKENS, "lm_head_rows": 1, "seconds": curve.root})
+    if curve.observe:
+        rows.append({"component": "bookkeeping", "size": 1, "lm_head_rows": 0, "seconds": curve.observe})
     return [{**r, "ratio": r["seconds"] / curve.plain, "reps": reps, "prefix_tokens": None} for r in rows]
 
 
@@ -48,7 +56,11 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
     """The cost curve of ``cost.csv`` rows (this suite's, or an older results directory's)."""
     pick = lambda c: tuple(sorted((int(r["size"]), float(r["seconds"])) for r in rows if r["component"] == c))  # noqa: E731
     plain = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
-    return CostCurve(plain=plain, verify=pick("target"), call=pick("head"), note="from cost.csv rows")
+    first = next((float(r["seconds"]) for r in rows if r["component"] == "first_call"), 0.0)
+    observe = next((float(r["seconds"]) for r in rows if r["component"] == "bookkeeping"), 0.0)
+    return CostCurve(
+        plain=plain, verify=pick("target"), call=pick("head"), root=first, observe=observe, note="from cost.csv rows"
+    )
 
 
 def measure_cost(
