@@ -180,6 +180,7 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     bar.wait_for(timeout=60_000)
     assert bar.is_visible() and float(re.search(r"([\d.]+)%", bar.inner_text()).group(1)) > 0
     page.locator("#price-note").get_by_text("Measured again").wait_for(timeout=120_000)
+    assert "a step's first call" in page.locator("#price-note").inner_text()  # the drafter's share, priced
     page.wait_for_function(  # ... and the curve it measured is drawn there
         "() => document.querySelector('#price-plot .js-plotly-plot')?.layout?.title?.text?.includes('on this machine')",
         timeout=30_000,
