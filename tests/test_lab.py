@@ -410,6 +410,8 @@ def test_a_fresh_measurement_is_drawn_and_read_out():
     assert "a drafter call over one node 0.06, a step's first call 0.08, a drafted step's bookkeeping 0.01" in (
         tree_lab.measured_note(timed)
     )
+    tiny = dataclasses.replace(curve, root=0.0016, observe=0.00005)  # 0.0025 plain steps: not "0.00"
+    assert "a drafted step's bookkeeping under 0.01" in tree_lab.measured_note(tiny)
     busy = CostCurve(plain=0.020, verify=((1, 0.020), (16, 0.040), (32, 0.030)), measured="x")
     assert "looks unreliable" in tree_lab.measured_note(busy)
 

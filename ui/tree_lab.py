@@ -594,11 +594,15 @@ def drafter_note(curve: CostCurve) -> str:
     drafter catching up with the last step's tokens) and a drafted step's bookkeeping, where measured."""
     if not curve.call:
         return ""
-    parts = [f"a drafter call over one node {curve.call_ratio(1):.2f}"]
+
+    def steps(seconds: float) -> str:
+        return f"{seconds / curve.plain:.2f}" if seconds >= 0.005 * curve.plain else "under 0.01"
+
+    parts = [f"a drafter call over one node {steps(curve.call_seconds(1))}"]
     if curve.root:
-        parts.append(f"a step's first call {curve.root / curve.plain:.2f}")
+        parts.append(f"a step's first call {steps(curve.root)}")
     if curve.observe:
-        parts.append(f"a drafted step's bookkeeping {curve.observe / curve.plain:.2f}")
+        parts.append(f"a drafted step's bookkeeping {steps(curve.observe)}")
     return "; " + ", ".join(parts)
 
 
