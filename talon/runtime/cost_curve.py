@@ -12,8 +12,8 @@ LM head on the internal rows and walk, ``root`` the step's first drafter call (t
 with the tokens the last step committed, then proposing after the root), ``call(w)`` one later call
 over ``w`` frontier nodes with the builder's work on its answer, and ``observe`` what a drafted step's
 bookkeeping adds (the drafter and the calibration reading the verdict).  A curve without a measured
-``root`` prices the first call as ``call(1)``.  Measured points are interpolated linearly and extrapolated from the
-last two (never downward).
+``root`` prices the first call as ``call(1)``.  Measured points are interpolated linearly and
+extrapolated from the last two (never downward).
 
 A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
 names them, and ``cached_curve`` / ``store_curve`` keep curves next to the model cache

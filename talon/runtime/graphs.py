@@ -15,17 +15,17 @@ KV buffer, so each size can be captured once as a CUDA graph and then replayed w
 * each layer writes its new rows with ``index_copy_`` at rows held in a device tensor, so the write
   position is an input of the graph, not a constant baked into it.
 
-Every (bucket, span) that fits is captured when the runner is made, before anything else uses it (no capture
-ever happens while another thread of the same run drafts).  Runners outlive runs: a finished run gives
-its runners back to the model's pool (``LoadedModel.runners``) and the next run takes them, so the
-capture cost (0.8 s for the embedded target on an H100) is paid once per process, like a serving
-engine's start-up.
+Every (bucket, span) that fits is captured when the runner is made, before anything else uses it (no
+capture ever happens while another thread of the same run drafts).  Runners outlive runs: a finished
+run gives its runners back to the model's pool (``LoadedModel.runners``) and the next run takes them,
+so the capture cost (4.1 s for the embedded target's 24 graphs on an H100) is paid once per process,
+like a serving engine's start-up.
 
 A bigger bucket is not always slower: the GEMM kernels a library picks per row count need not get
 faster with fewer rows (on the H200 in float32 the embedded target's 8- and 16-row forwards took 11 ms
 and its 32-row one 8.7 ms).  So after capture each graph is timed, and rows run in the cheapest
-bucket at least their size at their span (``bucket``); the cost curve, measured through the runner, then sees the
-cheaper size too.  Pad rows only see themselves, so a larger bucket computes the same real rows.
+bucket at least their size at their span (``bucket``); the cost curve, measured through the runner,
+then sees the cheaper size too.  Pad rows only see themselves, so a larger bucket computes the same real rows.
 
 ``$TALON_CUDA_GRAPHS``: ``1`` (default) captures on CUDA, ``0`` turns the static path off, ``eager``
 runs the same static path without capturing on any device (what the CPU tests check).
