@@ -15,6 +15,7 @@ import torch
 from talon.drafters.calibration import (
     CALIBRATION_FILE,
     LOOKUP_CALIBRATION_FILE,
+    ODDS_LOG_RANGE,
     Q_EDGES,
     SCALE_STRENGTH,
     Calibration,
@@ -25,6 +26,7 @@ from talon.drafters.calibration import (
     fit_match_prior,
     load,
     load_drafter_tables,
+    log_odds_shift,
     observations,
     q_bin,
     reliability,
@@ -105,6 +107,31 @@ def test_only_reached_nodes_are_counted_and_pull_the_estimate():
     assert cal(0.8, 1, SOURCE_MODEL) == pytest.approx((10 + 4 * scale_odds(0.8, s)) / (10 + 4))
     assert cal(0.1, 1, SOURCE_MODEL) == pytest.approx((0 + 4 * scale_odds(0.1, s)) / (10 + 4))
     assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(scale_odds(0.9, s))  # an unseen cell moves with the run
+
+
+def test_the_run_level_odds_shift_is_solved_as_bisection_solved_it():
+    """Newton's steps inside a bisection bracket: the shift bisection found to 40 halvings, on random
+    bins (count, prior; some priors 0 or 1, which no shift moves), the range's end where no shift in
+    range reaches the sum, and no shift where the sum cannot move at all."""
+    import random
+
+    def bisection(bins, want):
+        lo, hi = -ODDS_LOG_RANGE, ODDS_LOG_RANGE
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if sum(n * scale_odds(p, math.exp(mid)) for n, p in bins) < want:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    rng = random.Random(0)
+    for _ in range(300):
+        bins = [(rng.randint(1, 30), rng.choice([rng.random(), rng.random() ** 4, 0.0, 1.0])) for _ in range(40)]
+        want = sum(n * p for n, p in bins) * rng.uniform(0.2, 2.0)
+        assert log_odds_shift(bins, want) == pytest.approx(bisection(bins, want), abs=1e-6)
+    assert log_odds_shift([(5, 0.5)], 5.5) == pytest.approx(ODDS_LOG_RANGE)  # past every scaled sum
+    assert log_odds_shift([(5, 0.0), (2, 1.0)], 2.0) == 0.0  # nothing to scale: the run keeps the table
 
 
 def test_a_run_accepted_less_than_the_fitted_table_lowers_every_cell():
