@@ -6,6 +6,7 @@ curve the app measured on the 2-core Zen 4 at 03:20 UTC, 2026-11-26) against fix
 run: steps, hits (the next tree was drafted from the right guess), guesses whose accepted path was right
 ("stop right") and of those the ones whose bonus token was right too, and guesses stopped at the root.
 Output: guesses.txt."""
+
 import json
 
 import torch
@@ -39,8 +40,12 @@ for name, cfg in [
 ]:
     guesses.clear()
     trace = dec.run_to_end(
-        target, drafter_for("talon", "head", target), cfg, DecodeConfig(max_new_tokens=64, execution="async"),
-        prompt, cost_curve=curve,
+        target,
+        drafter_for("talon", "head", target),
+        cfg,
+        DecodeConfig(max_new_tokens=64, execution="async"),
+        prompt,
+        cost_curve=curve,
     )
     stop_right = bonus_right = at_root = 0
     for step, guess in zip(trace.steps, guesses):
@@ -49,5 +54,7 @@ for name, cfg in [
             stop_right += 1
             bonus_right += guess[-1] == step.committed_ids[-1]
     nodes = sum(len(s.tree) - 1 for s in trace.steps) / len(trace.steps)
-    print(f"{name}: steps {len(trace.steps)}, hits {sum(bool(s.speculate_hit) for s in trace.steps)}, "
-          f"stop right {stop_right}, bonus right {bonus_right}, root guesses {at_root}, mean nodes {nodes:.1f}")
+    print(
+        f"{name}: steps {len(trace.steps)}, hits {sum(bool(s.speculate_hit) for s in trace.steps)}, "
+        f"stop right {stop_right}, bonus right {bonus_right}, root guesses {at_root}, mean nodes {nodes:.1f}"
+    )

@@ -6,6 +6,7 @@ the most E / price, as EAGLE-2 auto re-ranks) and "look" (the prune plus an H-la
 drafted, and a layer's prefix kept, when chains below the likeliest nodes, assuming each node's confidence
 persists, would raise E / price within H layers).  The first run of this script had a fixed N=8 in place
 of "prune" (look_ab_first.jsonl)."""
+
 import json, random, sys
 from talon.bench.suites import load_prompts, get_suite
 from talon.bench.runner import MethodRunner
@@ -15,12 +16,16 @@ from talon.models.registry import ModelRegistry
 from talon.config import device_default_tree
 from talon.tree import STOP_COST
 
-reps = int(sys.argv[1]); out = sys.argv[2]; H = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+reps = int(sys.argv[1])
+out = sys.argv[2]
+H = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 ON = {"look": False, "prune_only": False}
 orig_layer_pays, orig_affordable, orig_grow = B.Growth.layer_pays, B.Growth.affordable, B.TalonBuilder._grow
 
+
 def chain_gain(a, g, j):
-    return a * sum(g ** l for l in range(1, j + 1))
+    return a * sum(g**l for l in range(1, j + 1))
+
 
 def layer_pays(self, frontier):
     if not ON["look"] or ON["prune_only"] or not self.sizing:
@@ -31,7 +36,16 @@ def layer_pays(self, frontier):
     widths = self.call_widths
     n0, e0 = len(self.tree), self.expected
     base = e0 / price(n0, widths)
-    ag = sorted(((self.accept[n], self.accept[n] / self.accept[self.tree.parent[n]] if self.accept[self.tree.parent[n]] > 0 else 0.0) for n in frontier), key=lambda x: -x[0] * x[1])
+    ag = sorted(
+        (
+            (
+                self.accept[n],
+                self.accept[n] / self.accept[self.tree.parent[n]] if self.accept[self.tree.parent[n]] > 0 else 0.0,
+            )
+            for n in frontier
+        ),
+        key=lambda x: -x[0] * x[1],
+    )
     for k in range(1, len(ag) + 1):
         for j in range(1, H + 1):
             gain = sum(chain_gain(a, g, j) for a, g in ag[:k])
@@ -39,6 +53,7 @@ def layer_pays(self, frontier):
             if (e0 + gain) / price(n0 + k * j, w) > base:
                 return True
     return False
+
 
 def affordable(self, candidates):
     if not ON["look"] or ON["prune_only"] or not self.sizing:
@@ -61,6 +76,7 @@ def affordable(self, candidates):
             best, best_k = r, k
     return best_k
 
+
 def grow(self, growth):
     tree = orig_grow(self, growth)
     if not ON["look"] or not growth.sizing or tree.num_drafts == 0:
@@ -72,18 +88,29 @@ def grow(self, growth):
         return tree.subset([0] + sorted(order[:m]))
     return tree
 
+
 B.Growth.layer_pays, B.Growth.affordable, B.TalonBuilder._grow = layer_pays, affordable, grow
-reg = ModelRegistry(); target = reg.get("embedded")
+reg = ModelRegistry()
+target = reg.get("embedded")
 runner = MethodRunner(target, reg, "head")
 items, _ = load_prompts(get_suite("headline").experiments[0])
 d = device_default_tree(False)[0]
 kw = {k: getattr(d, k) for k in ("budget", "topk", "mu", "depth", "gamma")}
-VARIANTS = {"ar": ("ar", 0, False), "auto": ("talon+auto", 0, False), "prune": ("talon+auto", 0, "prune"), "look": ("talon+auto", 0, True)}
+VARIANTS = {
+    "ar": ("ar", 0, False),
+    "auto": ("talon+auto", 0, False),
+    "prune": ("talon+auto", 0, "prune"),
+    "look": ("talon+auto", 0, True),
+}
+
+
 def go(name, ids, toks):
     m, n, look = VARIANTS[name]
     ON["look"] = bool(look)
     ON["prune_only"] = look == "prune"
     return runner.run_one(m, dict(kw, budget=n) if n else kw, ids, 0.0, toks)
+
+
 ids0 = encode_prompt(target, items[0]["prompt"])
 for v in VARIANTS:
     go(v, ids0, 8)
@@ -91,18 +118,30 @@ f = open(out, "a")
 for rep in range(reps):
     for item in items:
         ids = encode_prompt(target, item["prompt"])
-        order = list(VARIANTS)[1:]; random.shuffle(order)
+        order = list(VARIANTS)[1:]
+        random.shuffle(order)
         ar = None
         for v in ["ar"] + order:
             row = go(v, ids, 64)
             if v == "ar":
                 ar = row
             steps = row["steps"]
-            rec = dict(rep=rep, id=item["id"], category=item.get("category"), variant=v, seconds=row["seconds"],
-                       equal=row["token_ids"] == ar["token_ids"], ar_seconds=ar["seconds"],
-                       nodes=sum(s["nodes"] for s in steps) / max(len(steps), 1) if v != "ar" else 0,
-                       depth=sum(s["depth"] for s in steps) / max(len(steps), 1) if v != "ar" else 0,
-                       plain=row.get("plain_share"), E=row.get("mean_expected"), R=row.get("mean_realised"),
-                       price=row.get("mean_price"), steps_n=len(steps))
-            f.write(json.dumps(rec) + "\n"); f.flush()
+            rec = dict(
+                rep=rep,
+                id=item["id"],
+                category=item.get("category"),
+                variant=v,
+                seconds=row["seconds"],
+                equal=row["token_ids"] == ar["token_ids"],
+                ar_seconds=ar["seconds"],
+                nodes=sum(s["nodes"] for s in steps) / max(len(steps), 1) if v != "ar" else 0,
+                depth=sum(s["depth"] for s in steps) / max(len(steps), 1) if v != "ar" else 0,
+                plain=row.get("plain_share"),
+                E=row.get("mean_expected"),
+                R=row.get("mean_realised"),
+                price=row.get("mean_price"),
+                steps_n=len(steps),
+            )
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
         print(rep, item["id"], flush=True)

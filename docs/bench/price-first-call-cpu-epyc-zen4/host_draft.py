@@ -1,9 +1,10 @@
 """Host time of a TALON step's drafting on this machine: the drafting clock minus the head's model
 forwards and LM head, per drafter call, and the step's bookkeeping, over three runs of one prompt
 (TALON N=24, K=10, mu=0.03, the shipped head, 64 tokens).  With an argument, a fourth run under
-cProfile (the talon functions by cumulative time).  From the repository root:
+cProfile (the talon functions, by ``tottime`` if that is the argument, else by cumulative time).  From
+the repository root:
 
-    PYTHONPATH=. python docs/bench/price-first-call-cpu-epyc-zen4/host_draft.py [profile]"""
+    PYTHONPATH=. python docs/bench/price-first-call-cpu-epyc-zen4/host_draft.py [tottime|cumtime]"""
 
 import cProfile
 import functools
@@ -57,4 +58,6 @@ if len(sys.argv) > 1:
     profile.enable()
     run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=64), prompt_ids=ids, texts=False)
     profile.disable()
-    pstats.Stats(profile).sort_stats("cumtime").print_stats("talon", 45)
+    pstats.Stats(profile).sort_stats(sys.argv[1] if sys.argv[1] in ("tottime", "cumtime") else "cumtime").print_stats(
+        "talon", 45
+    )
