@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import torch
 
 from ..config import ASSETS, DecodeConfig, TreeConfig
-from ..drafters.base import Drafter, NoDrafter
+from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
 from ..models.cpu_linear import cpu_linear_mode, mkl_rows
 from ..models.device import cpu_identity, device_label, synchronize
@@ -103,6 +103,13 @@ def heap_tree(root: int, nodes: int, tokens: Sequence[int], chain: Sequence[int]
     return tree
 
 
+def _read_back(proposal: Proposal) -> None:
+    """What a builder does with a drafter's answer before it can choose: a top-k on the device, read
+    back (the host waits for the call's work here)."""
+    logprobs = proposal.logprobs
+    logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+
+
 class _Pieces:
     """The timed pieces of a step, each callable once per round: a plain decoding step through the real
     loop (a long plain run advanced one step at a time), verifying a tree of each size, a drafter call
@@ -161,8 +168,7 @@ class _Pieces:
         frontier = [tree.add(0, self.ids[k % len(self.ids)], -1.0) for k in range(width)]
 
         def once() -> None:
-            logprobs = self.drafter.propose(tree, frontier).logprobs
-            logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+            _read_back(self.drafter.propose(tree, frontier))
 
         with torch.inference_mode():
             self.drafter.begin_step(self.ids, self.features)
@@ -175,8 +181,7 @@ class _Pieces:
         before = self.features[:short] if self.features is not None else None
 
         def once() -> None:
-            logprobs = self.drafter.begin_step(self.ids, self.features).logprobs
-            logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+            _read_back(self.drafter.begin_step(self.ids, self.features))
 
         with torch.inference_mode():
             self.drafter.begin_step(self.ids[:short], before)
