@@ -14,8 +14,8 @@ from talon.bench.cli import main
 from talon.bench.peers import assistant_for, run_peer
 from talon.config import DecodeConfig, TreeConfig, device_default_auto
 from talon.engine.decode import encode_prompt, run_to_end
-from talon.models.cpu_attention import GQA_ATTENTION
 from talon.models.device import gpu_available
+from talon.models.gqa_attention import GQA_ATTENTION
 from viz.bench_plots import main as plots_main
 
 pytestmark = pytest.mark.engine

@@ -15,8 +15,8 @@ from torch import nn
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.decode import run_to_end
-from talon.models.cpu_attention import use_gqa_attention
 from talon.models.cpu_linear import PackedLinear, onednn_linear_works, pack_linears
+from talon.models.gqa_attention import use_gqa_attention
 from talon.models.loaded import LoadedModel
 from talon.models.row_invariant import (
     CHUNK,

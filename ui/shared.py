@@ -22,6 +22,7 @@ from talon.drafters.head_model import SHIPPED_HEAD
 from talon.models.cpu_linear import cpu_linear_mode
 from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
+from talon.models.gqa_attention import gpu_attention_mode
 from talon.models.loaded import LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
@@ -38,6 +39,7 @@ def setup_problem() -> str:
         pick_device()
         cpu_linear_mode()
         graphs_setting()
+        gpu_attention_mode()
     except (ConfigError, ModelLoadError) as err:
         return f"{err} Fix the environment variable and restart the app."
     return ""

@@ -37,6 +37,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 
 from ..config import ASSETS
 from ..models.cpu_linear import drafter_dtype, pack_for_device
+from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
 
@@ -279,6 +280,7 @@ def load_head(
             f"{directory / HEAD_WEIGHTS} does not match its config (missing {missing}, unexpected {unexpected})."
         )
     head.to(target.device, drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
+    use_gqa_attention_in(head, head.llama_config)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
         pack_for_device(head)
         return head

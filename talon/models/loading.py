@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from .cpu_attention import use_gqa_attention
 from .cpu_linear import cpu_linear_mode, pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
+from .gqa_attention import use_gqa_attention
 from .hub import hub_reachable
 from .lm_head import screen_for
 from .loaded import LoadedModel, ModelLoadError, Progress

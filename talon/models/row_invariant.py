@@ -39,8 +39,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-from .cpu_attention import DELEGATED_TO_SDPA
 from .cpu_linear import PackedLinear, onednn_linear_works
+from .gqa_attention import DELEGATED_TO_SDPA
 
 INVARIANT_ATTENTION = "talon_cpu_row_invariant"
 """The attention implementation's registered name (``model.config._attn_implementation``)."""

@@ -1,0 +1,169 @@
+"""Grouped-query attention for our KV caches' masked forwards, without copying the keys and values
+for every query head.
+
+transformers' ``sdpa`` attention, given a mask and more than one query row (tree verification always
+passes a mask), repeats each key/value head for the query heads that share it (``repeat_kv``: one copy
+of K and V per layer per forward) and runs SDPA on the copies.
+
+* **CPU**: PyTorch's SDPA maps query heads to key/value heads itself (``enable_gqa=True``), with a mask
+  too, and gives bit-for-bit the output it gives on the repeated heads (at one query row transformers
+  folds the heads instead, ``pack_gqa``, whose output differs from this in the last bits: greedy
+  decoding is checked against stock ``generate()``, as for every kernel difference).  On the 2-core
+  AVX-512 machine a 16-node tree forward of SmolLM2-135M (9 query heads, 3 key/value heads) spent 5.2 ms
+  of its 60 in the copies and SDPA (profiled); without the copies verifying 16 nodes took 57.5 ms
+  against 60.7 (medians of 40 interleaved rounds), one row 39.4 / 40.0 ms (docs/benchmarks.md,
+  "Cheaper verification").
+* **CUDA, float32** (``grouped_matmul_attention``): SDPA under a float32 mask runs the memory-efficient
+  kernel, which gives each (query block, head) one thread block and walks the keys in it one tile after
+  another: a decoding step's few query rows keep 9 of an H100's 132 multiprocessors busy, and a layer
+  over 1,024 keys took 120 us (47 % of the GPU's time in a profile, docs/benchmarks.md).  Here the
+  query rows of the heads sharing a key/value head are stacked and the scores come from two batched
+  matrix products, which the GPU spreads over the keys.  ``$TALON_GPU_ATTENTION=sdpa`` keeps
+  transformers' ``sdpa`` instead; half-precision models on a GPU keep it too (unmeasured here).
+
+Only models loaded for our own loop use it (``use_gqa_attention``, draft heads through
+``use_gqa_attention_in``); the transformers peers run transformers' own attention.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+from ..config import ConfigError
+
+GQA_ATTENTION = "talon_gqa"
+"""The attention implementation's registered name (``config._attn_implementation``)."""
+GPU_ATTENTION_ENV = "TALON_GPU_ATTENTION"
+GPU_ATTENTION_MODES = ("grouped", "sdpa")
+
+
+def gpu_attention_mode() -> str:
+    """``$TALON_GPU_ATTENTION``: ``grouped`` (default: ``grouped_matmul_attention`` for float32 on a
+    GPU) or ``sdpa`` (transformers' own); an unknown value raises ``ConfigError`` naming the choices."""
+    value = os.environ.get(GPU_ATTENTION_ENV, "grouped").strip().lower() or "grouped"
+    if value not in GPU_ATTENTION_MODES:
+        raise ConfigError(f"${GPU_ATTENTION_ENV}={value!r}: choose one of {', '.join(GPU_ATTENTION_MODES)}.")
+    return value
+
+
+def kernel_for(device: torch.device, dtype: torch.dtype) -> str | None:
+    """Which grouped kernel a masked forward of a model on ``device`` in ``dtype`` takes: ``"sdpa_gqa"``
+    (CPU), ``"matmul"`` (float32 on CUDA unless ``$TALON_GPU_ATTENTION=sdpa``) or None (transformers'
+    ``sdpa``)."""
+    if device.type == "cpu":
+        return "sdpa_gqa"
+    if device.type == "cuda" and dtype == torch.float32 and gpu_attention_mode() == "grouped":
+        return "matmul"
+    return None
+
+
+def grouped_matmul_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scaling: float
+) -> torch.Tensor:
+    """Attention of ``query`` ``[B, heads, q, D]`` over ``key`` / ``value`` ``[B, kv_heads, k, D]``
+    (query head h reads key/value head ``h // (heads // kv_heads)``) under ``mask`` ``[B, 1, q, k]``
+    (bool, True = visible, or additive float) -> ``[B, q, heads, D]``.  Every query row must see at
+    least one key (a static forward's pad rows see themselves), and hidden keys must be finite (a
+    hidden key's weight is exactly 0, and 0 times a finite value is 0)."""
+    b, heads, q, d = query.shape
+    kv_heads, keys = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    stacked = query.new_empty(b, heads, q, d)  # contiguous: the group's rows stack as [groups * q, D]
+    torch.mul(query, scaling, out=stacked)
+    scores = torch.matmul(stacked.view(b, kv_heads, groups * q, d), key.transpose(-1, -2))
+    scores = scores.view(b, kv_heads, groups, q, keys)
+    if mask.dtype == torch.bool:
+        scores = torch.where(mask.unsqueeze(2), scores, float("-inf"))
+    else:
+        scores = scores + mask.unsqueeze(2)
+    weights = torch.softmax(scores, dim=-1).view(b, kv_heads, groups * q, keys)
+    return torch.matmul(weights, value).view(b, heads, q, d).transpose(1, 2).contiguous()
+
+
+def gqa_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function contract: ``query`` ``[B, heads, q, D]``, ``key`` / ``value``
+    ``[B, kv_heads, k, D]``, ``attention_mask`` bool (True = visible) or additive float ``[B, 1, q, k]``
+    or None -> ``([B, q, heads, D], None)``.  Grouped heads under a mask (every forward of our KV
+    caches) take ``kernel_for``'s kernel; anything else (no grouping, no mask, dropout, position
+    biases, a paged cache, soft-capping) takes transformers' ``sdpa`` unchanged."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    kernel = kernel_for(query.device, query.dtype)
+    plain = (
+        kernel is None
+        or groups == 1
+        or attention_mask is None  # causal alignment and cropping: transformers' own handling
+        or dropout
+        or any(kwargs.get(k) is not None for k in DELEGATED_TO_SDPA)
+    )
+    if plain:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    if kernel == "matmul":
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        mask = attention_mask[..., : key.shape[-2]]
+        return grouped_matmul_attention(query, key, value, mask, scale), None
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+    )
+    return out.transpose(1, 2).contiguous(), None
+
+
+DELEGATED_TO_SDPA = ("position_bias", "cache", "softcap", "s_aux", "sinks")
+"""Keyword arguments that ``gqa_attention_forward`` leaves to transformers' ``sdpa`` when given."""
+
+
+def _register() -> None:
+    AttentionInterface.register(GQA_ATTENTION, gqa_attention_forward)
+    # sdpa's masks too: an attention name without a mask function gets no mask at all from transformers
+    # (generate()'s multi-token steps, e.g. prompt lookup on this model, would then attend causally from
+    # the cache's start)
+    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+def _applies(config, weight: torch.Tensor | None) -> bool:
+    """Whether a model with ``config`` and weights like ``weight`` should switch: grouped key/value
+    heads, transformers' ``sdpa`` now, and a grouped kernel for its device and dtype."""
+    if config is None or weight is None or kernel_for(weight.device, weight.dtype) is None:
+        return False
+    heads = getattr(config, "num_attention_heads", None)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return bool(heads) and kv_heads != heads and getattr(config, "_attn_implementation", None) == "sdpa"
+
+
+def use_gqa_attention(model: nn.Module) -> bool:
+    """Switch a transformers ``model`` to ``gqa_attention_forward``.  Returns whether it did: a model
+    without grouped heads, whose attention is not transformers' ``sdpa``, or on a device and dtype
+    without a grouped kernel (``kernel_for``) is left as it is."""
+    if not _applies(getattr(model, "config", None), next((p for p in model.parameters()), None)):
+        return False
+    _register()
+    model.set_attn_implementation(GQA_ATTENTION)
+    return True
+
+
+def use_gqa_attention_in(module: nn.Module, config) -> bool:
+    """The same for a module that is not a transformers model (a draft head) on a GPU: switch
+    ``config``, the config its attention layers read at every forward, when ``module``'s weights take
+    ``grouped_matmul_attention``.  On a CPU a head's one layer keeps transformers' ``sdpa`` (the
+    shipped head's calibration was fitted with it; its share of a drafter call is small there)."""
+    weight = next((p for p in module.parameters()), None)
+    if weight is None or kernel_for(weight.device, weight.dtype) != "matmul" or not _applies(config, weight):
+        return False
+    _register()
+    config._attn_implementation = GQA_ATTENTION
+    return True
