@@ -806,9 +806,9 @@ def test_cost_rows_give_back_the_curve_they_were_written_from():
         ("head", w) for w, _ in curve.call
     ]
     assert curve_from_rows(again).verify == curve.verify
-    timed = replace(curve, root=0.004, observe=0.0005)  # a step's first call and bookkeeping
+    timed = replace(curve, root=0.004, observe=0.0005, builder=0.0003)  # first call, bookkeeping, builder
     rows = curve_rows(timed, reps=3)
-    assert [(r["component"], r["size"]) for r in rows[-2:]] == [("first_call", 2), ("bookkeeping", 1)]
+    assert [(r["component"], r["size"]) for r in rows[-3:]] == [("first_call", 2), ("bookkeeping", 1), ("builder", 1)]
     assert curve_from_rows(rows) == replace(timed, note="from cost.csv rows")
     fig = bench_charts.cost_figure(pd.DataFrame(rows))  # the chart draws verify and call curves, as before
     assert {t.name for t in fig.data} == {"verify a tree of n nodes", "one draft-head call over n nodes"}

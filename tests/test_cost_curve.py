@@ -44,8 +44,9 @@ def test_a_measured_curve_covers_every_size_and_width(target):
     assert curve.plain > 0 and all(s > 0 for _, s in curve.verify + curve.call)
     assert curve.price(1, []) == pytest.approx(1.0)
     assert curve.root > 0 and curve.observe > 0  # the step's first call and a drafted step's bookkeeping
+    assert 0 < curve.builder < curve.plain  # the builder's own work per call
     assert curve.key["drafter"] == "EAGLE-style head" and curve.key["threads"] >= 1
-    assert len(lines) == 3 and "cost curve" in lines[0]
+    assert len(lines) == 4 and "cost curve" in lines[0] and "builder" in lines[-1]
 
 
 @pytest.fixture
@@ -149,7 +150,7 @@ class _SpikyPieces:
     spiked = False
 
     def __init__(self, target, drafter, ids, sizes, widths) -> None:
-        self.widths, self.load, self.timed = widths, 1.0, 0
+        self.widths, self.load, self.timed, self.drafter = widths, 1.0, 0, drafter
         self.calls: dict[tuple[str, int], int] = {}
         _SpikyPieces.spiked = False
 
@@ -166,6 +167,10 @@ class _SpikyPieces:
         _SpikyPieces.spiked |= spike
         return seconds * self.load * (6.0 if spike else 1.0)
 
+    def builder(self, rule) -> float:
+        assert rule.sizing and rule.curve.verify  # sized by the pieces measured before
+        return 0.005 * self.load
+
     def close(self) -> None:
         pass
 
@@ -177,4 +182,5 @@ def test_a_curve_is_priced_from_round_ratios_robust_to_load_and_spikes(target, m
     assert ratios[1] == pytest.approx(1.1) and ratios[2] == pytest.approx(1.2)  # the spiked round is outvoted
     assert ratios[4] == pytest.approx(1.1) and ratios[8] == pytest.approx(1.8)  # the dip is kept: it is real
     assert [s / curve.plain for _, s in curve.call] == pytest.approx([0.01, 0.02])
+    assert curve.builder / curve.plain == pytest.approx(0.005)
     assert curve.key["method"] == cost_measure.MEASUREMENT and _SpikyPieces.spiked

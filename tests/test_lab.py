@@ -406,9 +406,10 @@ def test_a_fresh_measurement_is_drawn_and_read_out():
     assert "a plain decoding step 20 ms; the cheapest tree, 4 nodes (root included), costs 1.02 plain steps" in note
     assert "16 nodes 1.40, 32 nodes 2.00, 64 nodes 3.10" in note and "as a reliable curve does" in note
     assert "a drafter call over one node 0.06" in note and "first call" not in note  # not measured: not named
-    timed = dataclasses.replace(curve, root=0.0016, observe=0.0002)
-    assert "a drafter call over one node 0.06, a step's first call 0.08, a drafted step's bookkeeping 0.01" in (
-        tree_lab.measured_note(timed)
+    timed = dataclasses.replace(curve, root=0.0016, observe=0.0002, builder=0.0006)
+    assert (
+        "a drafter call over one node 0.06, a step's first call 0.08, the tree builder's own work per call 0.03, "
+        "a drafted step's bookkeeping 0.01" in tree_lab.measured_note(timed)
     )
     tiny = dataclasses.replace(curve, root=0.0016, observe=0.00005)  # 0.0025 plain steps: not "0.00"
     assert "a drafted step's bookkeeping under 0.01" in tree_lab.measured_note(tiny)

@@ -273,6 +273,11 @@ def test_a_measured_first_call_and_bookkeeping_are_priced():
     assert c.price(1, [1]) == pytest.approx(1.0 + 0.12)  # the root call made, no tree: no bookkeeping
     assert c.price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.12 + 0.05 + 0.03)
     assert CostCurve.from_dict(c.to_dict()) == c
+    built = replace(c, builder=0.0004)  # the builder's own work, per call, the root call's included
+    assert built.price(1, []) == pytest.approx(1.0)
+    assert built.price(1, [1]) == pytest.approx(1.0 + 0.12 + 0.04)
+    assert built.price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.12 + 0.05 + 0.03 + 2 * 0.04)
+    assert CostCurve.from_dict(built.to_dict()) == built
     old = {k: v for k, v in c.to_dict().items() if k not in ("root", "observe")}  # a curve stored before
     assert CostCurve.from_dict(old).price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.05 + 0.05)
 

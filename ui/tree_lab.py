@@ -591,7 +591,8 @@ def measured_note(curve: CostCurve) -> str:
 
 def drafter_note(curve: CostCurve) -> str:
     """The drafter's share of a step's price, in plain steps: a call over one node, the step's first call (the
-    drafter catching up with the last step's tokens) and a drafted step's bookkeeping, where measured."""
+    drafter catching up with the last step's tokens), the tree builder's own work per call and a drafted
+    step's bookkeeping, where measured."""
     if not curve.call:
         return ""
 
@@ -601,6 +602,8 @@ def drafter_note(curve: CostCurve) -> str:
     parts = [f"a drafter call over one node {steps(curve.call_seconds(1))}"]
     if curve.root:
         parts.append(f"a step's first call {steps(curve.root)}")
+    if curve.builder:
+        parts.append(f"the tree builder's own work per call {steps(curve.builder)}")
     if curve.observe:
         parts.append(f"a drafted step's bookkeeping {steps(curve.observe)}")
     return "; " + ", ".join(parts)

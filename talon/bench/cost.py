@@ -14,7 +14,9 @@ suite measured:
 * ``first_call``: a step's first drafter call after a step that committed ``size`` tokens (the
   drafter catching up with them, then proposing after the root);
 * ``bookkeeping``: what a drafted step's bookkeeping adds (the drafter and the calibration reading the
-  verdict).
+  verdict);
+* ``builder``: the tree builder's own work per drafter call (choosing, gating and sizing from the
+  call's answer), over drafted steps of the device's default tree sized by the other pieces.
 
 Forwards take the path decoding takes: static runners replayed as CUDA graphs on a GPU
 (``talon.runtime.graphs``; ``TALON_CUDA_GRAPHS=0`` measures the eager path), eager on a CPU.
@@ -49,6 +51,8 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
         rows.append({"component": "first_call", "size": ROOT_TOKENS, "lm_head_rows": 1, "seconds": curve.root})
     if curve.observe:
         rows.append({"component": "bookkeeping", "size": 1, "lm_head_rows": 0, "seconds": curve.observe})
+    if curve.builder:
+        rows.append({"component": "builder", "size": 1, "lm_head_rows": 0, "seconds": curve.builder})
     return [{**r, "ratio": r["seconds"] / curve.plain, "reps": reps, "prefix_tokens": None} for r in rows]
 
 
@@ -58,8 +62,15 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
     plain = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
     first = next((float(r["seconds"]) for r in rows if r["component"] == "first_call"), 0.0)
     observe = next((float(r["seconds"]) for r in rows if r["component"] == "bookkeeping"), 0.0)
+    builder = next((float(r["seconds"]) for r in rows if r["component"] == "builder"), 0.0)
     return CostCurve(
-        plain=plain, verify=pick("target"), call=pick("head"), root=first, observe=observe, note="from cost.csv rows"
+        plain=plain,
+        verify=pick("target"),
+        call=pick("head"),
+        root=first,
+        observe=observe,
+        builder=builder,
+        note="from cost.csv rows",
     )
 
 

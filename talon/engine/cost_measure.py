@@ -1,11 +1,12 @@
 """Measuring the device's cost curve (``talon.runtime.cost_curve``) for a target and drafter: a plain
-decoding step through the real loop, verifying trees of 1 to 128 nodes, and one drafter call per
-frontier width.  Only ratios to a plain step are used, so each piece is timed as a ratio to a plain
-step timed just before it, the rounds take the pieces in a shuffled order, and the curve keeps each
-piece's median ratio: on a machine shared with other work (a VM whose neighbours come and go) the
-load drifts within seconds, and a piece timed at a quiet moment against a plain step timed at a busy
-one is a wrong price.  About twenty seconds on the 2-core CPU; the result is cached next to the
-model cache and reused until ``refresh``.
+decoding step through the real loop, verifying trees of 1 to 128 nodes, one drafter call per
+frontier width, a step's first call and bookkeeping, and the tree builder's own work per call.  Only
+ratios to a plain step are used, so each piece is timed as a ratio to a plain step timed just before
+it, the rounds take the pieces in a shuffled order, and the curve keeps each piece's median ratio: on
+a machine shared with other work (a VM whose neighbours come and go) the load drifts within seconds,
+and a piece timed at a quiet moment against a plain step timed at a busy one is a wrong price.  About
+a dozen seconds on the 2-core CPU; the result is cached next to the model cache and reused until
+``refresh``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 import torch
 
-from ..config import ASSETS, DecodeConfig, TreeConfig
+from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
 from ..models.cpu_linear import cpu_linear_mode, mkl_rows
@@ -32,8 +33,10 @@ from ..models.loaded import LoadedModel
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
 from ..trace import StepRecord
-from ..tree import DraftTree
+from ..tree import DraftTree, Verdict
+from .builders import make_builder
 from .decode import encode_prompt, new_trace, run
+from .sizing import CostRule
 from .verify import Verifier
 
 VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64, 128)
@@ -48,12 +51,15 @@ PLAIN_TOKENS = 64
 ROOT_TOKENS = 2
 """Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
 the first call feeds the drafter those rows before it proposes after the root."""
-MEASUREMENT = "round ratios, median, every size to 8, first call and bookkeeping"
+MEASUREMENT = "round ratios, median, every size to 8, first call, bookkeeping and builder work"
 """Names how ``measure_curve`` measures (part of a curve's key): curves cached by an earlier way of
 measuring (the least time of each piece, which under a neighbour's drifting load priced small trees at
 half their cost, or which timed verification at 1, 2, 4 and 8 nodes only and made it non-decreasing,
 hiding a dip at 3 to 6 rows, or which priced a step's first call as a later call of width 1 and left
-out a drafted step's bookkeeping) are measured again."""
+out a drafted step's bookkeeping, or the builder's own work per call) are measured again."""
+BUILDER_STEPS = 8
+"""Drafted steps of the device's default tree, sized by the curve's other pieces, whose builder work is
+timed (each after a plain step, its ratio to that step; the median counts)."""
 Progress = Callable[[str], None]
 
 
@@ -108,6 +114,41 @@ def _read_back(proposal: Proposal) -> None:
     back (the host waits for the call's work here)."""
     logprobs = proposal.logprobs
     logprobs.topk(min(8, logprobs.shape[-1]), dim=-1)[0].max().item()
+
+
+class _ClockedDrafter(Drafter):
+    """A drafter whose calls are timed: ``seconds`` adds up the wall clock of every ``begin_step`` and
+    ``propose`` (synchronised, answer read back), so that a build's time less ``seconds`` is the
+    builder's own work."""
+
+    def __init__(self, drafter: Drafter, device: torch.device) -> None:
+        self.inner, self.device = drafter, device
+        self.name, self.feature_layers = drafter.name, drafter.feature_layers
+        self.can_draft_ahead, self.calibration_prior = drafter.can_draft_ahead, drafter.calibration_prior
+        self.seconds = 0.0
+
+    def _timed(self, call: Callable[[], Proposal]) -> Proposal:
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        proposal = call()
+        _read_back(proposal)
+        self.seconds += time.perf_counter() - t0
+        return proposal
+
+    def start(self, prompt_ids, target_features=None, rows=None) -> None:
+        self.inner.start(prompt_ids, target_features, rows)
+
+    def begin_step(self, committed_ids, target_features=None) -> Proposal:
+        return self._timed(lambda: self.inner.begin_step(committed_ids, target_features))
+
+    def propose(self, tree: DraftTree, frontier) -> Proposal:
+        return self._timed(lambda: self.inner.propose(tree, frontier))
+
+    def observe(self, tree: DraftTree, verdict: Verdict) -> None:
+        self.inner.observe(tree, verdict)
+
+    def release(self) -> None:
+        self.inner.release()
 
 
 class _Pieces:
@@ -197,6 +238,24 @@ class _Pieces:
 
         return timed(once, self.target.device)
 
+    def builder(self, rule: CostRule) -> float | None:
+        """The builder's own work per drafter call in one drafted step of the device's default tree
+        sized by ``rule`` (auto, cap ``AUTO_CAP``), at the context after a step that committed
+        ``ROOT_TOKENS`` tokens; None when the step made no call."""
+        cfg, _ = device_default_tree(self.target.device.type == "cuda")
+        builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))
+        clocked = _ClockedDrafter(self.drafter, self.target.device)
+        short = len(self.ids) - ROOT_TOKENS
+        with torch.inference_mode():
+            self.drafter.begin_step(self.ids[:short], self.features[:short] if self.features is not None else None)
+            synchronize(self.target.device)
+            t0 = time.perf_counter()
+            built = builder.build(clocked, self.ids, self.features, rule=rule)
+            synchronize(self.target.device)
+            seconds = time.perf_counter() - t0
+        calls = len(built.call_widths)
+        return (seconds - clocked.seconds) / calls if calls else None
+
     def time(self, kind: str, size: int) -> float:
         """``verify(size)``, ``call(size)``, ``root()`` or ``observe()`` by ``kind``."""
         if kind == "verify":
@@ -248,7 +307,8 @@ def measure_curve(
     those ratios times the median plain step.  Verification keeps each size's median as measured: a
     bigger tree can cost less (a kernel's blocking for a few rows beats its one-row path), and a tree
     builder that reads the curve should see it.  Call times are made non-decreasing in width (a wider
-    frontier never costs less: there a dip is noise)."""
+    frontier never costs less: there a dip is noise).  Then, with the curve those pieces make, the tree
+    builder's own work per call (``_builder_seconds``)."""
     report = progress or (lambda line: None)
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
@@ -270,9 +330,24 @@ def measure_curve(
                 if k > 0:
                     plain.append(unit)
                     ratios[job].append(seconds / unit)
+        curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
+        if pieces.widths:
+            report("Measuring this machine's cost curve: the tree builder's own work...")
+            curve = replace(curve, builder=_builder_seconds(pieces, curve, steps=max(reps, 3)))
     finally:
         pieces.close()
-    unit = statistics.median(plain)
+    return replace(
+        curve,
+        key=asdict(curve_key(target, drafter)),
+        measured=datetime.now(UTC).isoformat(timespec="seconds"),
+        note=note,
+    )
+
+
+def _curve(
+    ratios: dict[tuple[str, int], list[float]], unit: float, sizes: Sequence[int], widths: Sequence[int]
+) -> CostCurve:
+    """The curve of the rounds' ratios (``measure_curve``) and the median plain step ``unit``."""
 
     def points(kind: str, xs: Sequence[int], monotone: bool) -> tuple[tuple[int, float], ...]:
         out, floor = [], 0.0
@@ -288,13 +363,24 @@ def measure_curve(
     return CostCurve(
         plain=unit,
         verify=points("verify", sizes, monotone=False),
-        call=points("call", pieces.widths, monotone=True),
+        call=points("call", widths, monotone=True),
         root=piece("root"),
         observe=piece("observe"),
-        key=asdict(curve_key(target, drafter)),
-        measured=datetime.now(UTC).isoformat(timespec="seconds"),
-        note=note,
     )
+
+
+def _builder_seconds(pieces: _Pieces, curve: CostCurve, steps: int) -> float:
+    """The builder's own work per drafter call: ``steps`` drafted steps of the device's default tree,
+    sized by ``curve`` (the other pieces), each right after a plain step; the median of its ratios to
+    that step, times the curve's plain step (0 when no step made a call)."""
+    rule = CostRule(Calibration(pieces.drafter.calibration_prior), curve, sizing=True)
+    ratios = []
+    for k in range(steps + 1):  # the first warms up
+        unit = pieces.plain_step()
+        seconds = pieces.builder(rule)
+        if k > 0 and seconds is not None:
+            ratios.append(seconds / unit)
+    return max(statistics.median(ratios), 0.0) * curve.plain if ratios else 0.0
 
 
 class _Measuring:

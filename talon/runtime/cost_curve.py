@@ -4,15 +4,17 @@ decoding step, so a tree's price can be read off before it is verified.
 A step of a tree with ``n`` nodes (root included) drafted in calls over frontiers of widths ``w_1 ..
 w_k`` (the root call is width 1) costs
 
-    price = 1 + (verify(n) - verify(1) + root + sum_{i>1} call(w_i) + observe [n > 1]) / plain
+    price = 1 + (verify(n) - verify(1) + root + sum_{i>1} call(w_i) + k builder + observe [n > 1]) / plain
 
 in plain steps, where ``plain`` is the wall clock of one step of plain decoding through the real loop
 (so a plain step costs exactly 1, its loop overhead included), ``verify(n)`` the target's tree forward,
 LM head on the internal rows and walk, ``root`` the step's first drafter call (the drafter catching up
 with the tokens the last step committed, then proposing after the root), ``call(w)`` one later call
-over ``w`` frontier nodes with the builder's work on its answer, and ``observe`` what a drafted step's
-bookkeeping adds (the drafter and the calibration reading the verdict).  A curve without a measured
-``root`` prices the first call as ``call(1)``.  Measured points are interpolated linearly and
+over ``w`` frontier nodes with its answer's top choices read back, ``builder`` the tree builder's own
+work per call (choosing, gating and sizing from the answer: host work, a tenth of a plain step per call
+on a GPU), and ``observe`` what a drafted step's bookkeeping adds (the drafter and the calibration
+reading the verdict).  A curve without a measured ``root`` prices the first call as ``call(1)``; one
+without ``builder`` or ``observe`` prices them at 0.  Measured points are interpolated linearly and
 extrapolated from the last two (never downward).
 
 A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
@@ -81,6 +83,7 @@ class CostCurve:
         root: seconds of a step's first drafter call after a step that committed
             ``talon.engine.cost_measure.ROOT_TOKENS`` tokens (0: not measured, priced as ``call(1)``).
         observe: seconds a drafted step's bookkeeping adds to a plain step's (0: not measured).
+        builder: seconds of the tree builder's own work per drafter call (0: not measured).
         key: what the curve was measured for (``CurveKey`` as a dict).
         measured: when (ISO time), and ``note`` how (command or "measured on first use").
     """
@@ -90,6 +93,7 @@ class CostCurve:
     call: tuple[tuple[int, float], ...] = ()
     root: float = 0.0
     observe: float = 0.0
+    builder: float = 0.0
     key: dict = field(default_factory=dict)
     measured: str = ""
     note: str = ""
@@ -114,7 +118,7 @@ class CostCurve:
         extra = self.verify_seconds(nodes) - self.verify_seconds(1)
         if call_widths:
             first = self.root or self.call_seconds(call_widths[0])
-            extra += first + sum(self.call_seconds(w) for w in call_widths[1:])
+            extra += first + sum(self.call_seconds(w) for w in call_widths[1:]) + len(call_widths) * self.builder
         if nodes > 1:
             extra += self.observe
         return 1.0 + extra / self.plain
@@ -142,6 +146,7 @@ class CostCurve:
             call=_points(d.get("call", ()), "call"),
             root=_seconds(d.get("root", 0.0), "root"),
             observe=_seconds(d.get("observe", 0.0), "observe"),
+            builder=_seconds(d.get("builder", 0.0), "builder"),
             key=dict(d.get("key", {})),
             measured=str(d.get("measured", "")),
             note=str(d.get("note", "")),
