@@ -187,7 +187,10 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     5-7 % slower), and auto-sized trees ran 0.92-0.97x N=24, so the GPU default is that fixed tree.
     Since graphs read keys in spans (docs/benchmarks.md, "Graphs per key span") a plain step is 40 %
     cheaper there, verifying 5 to 32 nodes costs about 1.55 plain steps and a head call 0.22-0.29 of
-    one; N=24 and auto then ran 0.94-1.00x plain decoding on an H100 and an H200.  On the 2-core CPUs
+    one; N=24 and auto then ran 0.94-1.00x plain decoding on an H100 and an H200.  With attention as
+    batched matmuls ("Grouped attention on the GPU") a plain step is another 11-13 % cheaper on the
+    H200, verifying 5 to 32 nodes costs 1.6 plain steps, and N=24 ran 0.91-1.02x plain decoding, still
+    the fastest tree setting (auto 0.98-0.99x of it).  On the 2-core CPUs
     we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512 EPYCs,
     docs/benchmarks.md), so the default sizes trees by the cost rule (``device_default_auto``) with K=6
     root children and mu=0.1.  The fixed
@@ -199,8 +202,8 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
             "GPU: N=24 with the paper's K=10, μ=0.03, the fastest fixed N side by side on an H200 (the paper's "
             "N=60 ran 5-7 % slower) and as fast as trees sized by the cost rule; verifying 25 nodes costs about "
-            "1.55 plain decoding steps on an H100 or H200, so with the shipped head a tree step only about pays "
-            "for itself there and plain decoding is as fast (see the Benchmark tab's cost chart).",
+            "1.6 plain decoding steps on an H200, so with the shipped head a tree step at best pays for itself "
+            "there and plain decoding is as fast (see the Benchmark tab's cost chart).",
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
