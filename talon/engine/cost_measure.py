@@ -57,9 +57,10 @@ measuring (the least time of each piece, which under a neighbour's drifting load
 half their cost, or which timed verification at 1, 2, 4 and 8 nodes only and made it non-decreasing,
 hiding a dip at 3 to 6 rows, or which priced a step's first call as a later call of width 1 and left
 out a drafted step's bookkeeping, or the builder's own work per call) are measured again."""
-BUILDER_STEPS = 8
-"""Drafted steps of the device's default tree, sized by the curve's other pieces, whose builder work is
-timed (each after a plain step, its ratio to that step; the median counts)."""
+BUILDER_STEPS = 3
+"""The fewest drafted steps of the device's default tree, sized by the curve's other pieces, whose
+builder work is timed (as many as rounds when there are more; each after a plain step, its ratio to
+that step; the median counts)."""
 Progress = Callable[[str], None]
 
 
@@ -135,13 +136,15 @@ class _ClockedDrafter(Drafter):
         self.seconds += time.perf_counter() - t0
         return proposal
 
-    def start(self, prompt_ids, target_features=None, rows=None) -> None:
+    def start(
+        self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
+    ) -> None:
         self.inner.start(prompt_ids, target_features, rows)
 
-    def begin_step(self, committed_ids, target_features=None) -> Proposal:
+    def begin_step(self, committed_ids: Sequence[int], target_features: torch.Tensor | None = None) -> Proposal:
         return self._timed(lambda: self.inner.begin_step(committed_ids, target_features))
 
-    def propose(self, tree: DraftTree, frontier) -> Proposal:
+    def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         return self._timed(lambda: self.inner.propose(tree, frontier))
 
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
@@ -155,8 +158,8 @@ class _Pieces:
     """The timed pieces of a step, each callable once per round: a plain decoding step through the real
     loop (a long plain run advanced one step at a time), verifying a tree of each size, a drafter call
     over each frontier width (the drafter restarts its step before each call, off the clock), a step's
-    first call after a step that committed ``ROOT_TOKENS`` tokens, and a drafted step's bookkeeping
-    (the drafter and a calibration observing a verdict)."""
+    first call after a step that committed ``ROOT_TOKENS`` tokens, a drafted step's bookkeeping (the
+    drafter and a calibration observing a verdict), and the builder's own work in a drafted step."""
 
     def __init__(
         self, target: LoadedModel, drafter: Drafter, ids: list[int], sizes: Sequence[int], widths: Sequence[int]
@@ -333,7 +336,7 @@ def measure_curve(
         curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
         if pieces.widths:
             report("Measuring this machine's cost curve: the tree builder's own work...")
-            curve = replace(curve, builder=_builder_seconds(pieces, curve, steps=max(reps, 3)))
+            curve = replace(curve, builder=_builder_seconds(pieces, curve, steps=max(reps, BUILDER_STEPS)))
     finally:
         pieces.close()
     return replace(
