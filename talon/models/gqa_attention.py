@@ -129,31 +129,35 @@ DELEGATED_TO_SDPA = ("position_bias", "cache", "softcap", "s_aux", "sinks")
 """Keyword arguments that ``gqa_attention_forward`` leaves to transformers' ``sdpa`` when given."""
 
 
-def _register() -> None:
-    AttentionInterface.register(GQA_ATTENTION, gqa_attention_forward)
-    # sdpa's masks too: an attention name without a mask function gets no mask at all from transformers
-    # (generate()'s multi-token steps, e.g. prompt lookup on this model, would then attend causally from
-    # the cache's start)
-    AttentionMaskInterface.register(GQA_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+def register_attention(name: str, forward) -> None:
+    """Register ``forward`` as transformers' attention implementation ``name``, with sdpa's masks: an
+    attention name without a mask function gets no mask at all from transformers (generate()'s
+    multi-token steps, e.g. prompt lookup on our model, would then attend causally from the cache's
+    start)."""
+    AttentionInterface.register(name, forward)
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
 
 
-def _applies(config, weight: torch.Tensor | None) -> bool:
-    """Whether a model with ``config`` and weights like ``weight`` should switch: grouped key/value
-    heads, transformers' ``sdpa`` now, and a grouped kernel for its device and dtype."""
-    if config is None or weight is None or kernel_for(weight.device, weight.dtype) is None:
-        return False
+def _kernel_to_switch(config, weight: torch.Tensor | None) -> str | None:
+    """The grouped kernel (``kernel_for``) a model with ``config`` and weights like ``weight`` switches
+    to, or None where it keeps its attention: no grouped key/value heads, an attention other than
+    transformers' ``sdpa``, or no grouped kernel for its device and dtype."""
+    if config is None or weight is None:
+        return None
     heads = getattr(config, "num_attention_heads", None)
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
-    return bool(heads) and kv_heads != heads and getattr(config, "_attn_implementation", None) == "sdpa"
+    if not heads or kv_heads == heads or getattr(config, "_attn_implementation", None) != "sdpa":
+        return None
+    return kernel_for(weight.device, weight.dtype)
 
 
 def use_gqa_attention(model: nn.Module) -> bool:
     """Switch a transformers ``model`` to ``gqa_attention_forward``.  Returns whether it did: a model
     without grouped heads, whose attention is not transformers' ``sdpa``, or on a device and dtype
     without a grouped kernel (``kernel_for``) is left as it is."""
-    if not _applies(getattr(model, "config", None), next((p for p in model.parameters()), None)):
+    if _kernel_to_switch(getattr(model, "config", None), next((p for p in model.parameters()), None)) is None:
         return False
-    _register()
+    register_attention(GQA_ATTENTION, gqa_attention_forward)
     model.set_attn_implementation(GQA_ATTENTION)
     return True
 
@@ -163,9 +167,8 @@ def use_gqa_attention_in(module: nn.Module, config) -> bool:
     ``config``, the config its attention layers read at every forward, when ``module``'s weights take
     ``grouped_matmul_attention``.  On a CPU a head's one layer keeps transformers' ``sdpa`` (the
     shipped head's calibration was fitted with it; its share of a drafter call is small there)."""
-    weight = next((p for p in module.parameters()), None)
-    if weight is None or kernel_for(weight.device, weight.dtype) != "matmul" or not _applies(config, weight):
+    if _kernel_to_switch(config, next((p for p in module.parameters()), None)) != "matmul":
         return False
-    _register()
+    register_attention(GQA_ATTENTION, gqa_attention_forward)
     config._attn_implementation = GQA_ATTENTION
     return True

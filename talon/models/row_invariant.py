@@ -35,12 +35,10 @@ import weakref
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from .cpu_linear import PackedLinear, onednn_linear_works
-from .gqa_attention import DELEGATED_TO_SDPA
+from .gqa_attention import DELEGATED_TO_SDPA, register_attention
 
 INVARIANT_ATTENTION = "talon_cpu_row_invariant"
 """The attention implementation's registered name (``model.config._attn_implementation``)."""
@@ -233,7 +231,6 @@ def make_row_invariant(model: nn.Module) -> bool:
     for linear in packed:
         linear.plain_rows = 0
         linear.pair_lone_row = linear.in_features > LONE_ROW_INPUTS
-    AttentionInterface.register(INVARIANT_ATTENTION, invariant_attention)
-    AttentionMaskInterface.register(INVARIANT_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    register_attention(INVARIANT_ATTENTION, invariant_attention)
     model.set_attn_implementation(INVARIANT_ATTENTION)
     return True
