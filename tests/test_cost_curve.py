@@ -167,7 +167,7 @@ class _SpikyPieces:
         _SpikyPieces.spiked |= spike
         return seconds * self.load * (6.0 if spike else 1.0)
 
-    def builder(self, rule) -> float:
+    def builder(self, builder, rule) -> float:
         assert rule.sizing and rule.curve.verify  # sized by the pieces measured before
         return 0.005 * self.load
 

@@ -34,7 +34,7 @@ from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
 from ..trace import StepRecord
 from ..tree import DraftTree, Verdict
-from .builders import make_builder
+from .builders import TreeBuilder, make_builder
 from .decode import encode_prompt, new_trace, run
 from .sizing import CostRule
 from .verify import Verifier
@@ -218,17 +218,20 @@ class _Pieces:
             self.drafter.begin_step(self.ids, self.features)
             return timed(once, self.target.device)
 
-    def root(self) -> float:
-        """The step's first call after a step that committed ``ROOT_TOKENS`` tokens: the drafter's step
-        is started ``ROOT_TOKENS`` tokens back (off the clock), then at the context."""
+    def _step_back(self) -> None:
+        """Start the drafter's step ``ROOT_TOKENS`` tokens before the context (off the clock), so that
+        its next step at the context is a run's step after a step that committed them."""
         short = len(self.ids) - ROOT_TOKENS
-        before = self.features[:short] if self.features is not None else None
+        self.drafter.begin_step(self.ids[:short], self.features[:short] if self.features is not None else None)
+
+    def root(self) -> float:
+        """The step's first call after a step that committed ``ROOT_TOKENS`` tokens."""
 
         def once() -> None:
             _read_back(self.drafter.begin_step(self.ids, self.features))
 
         with torch.inference_mode():
-            self.drafter.begin_step(self.ids[:short], before)
+            self._step_back()
             return timed(once, self.target.device)
 
     def observe(self) -> float:
@@ -241,22 +244,19 @@ class _Pieces:
 
         return timed(once, self.target.device)
 
-    def builder(self, rule: CostRule) -> float | None:
-        """The builder's own work per drafter call in one drafted step of the device's default tree
-        sized by ``rule`` (auto, cap ``AUTO_CAP``), at the context after a step that committed
-        ``ROOT_TOKENS`` tokens; None when the step made no call."""
-        cfg, _ = device_default_tree(self.target.device.type == "cuda")
-        builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))
+    def builder(self, builder: TreeBuilder, rule: CostRule) -> float | None:
+        """``builder``'s own work per drafter call in one drafted step sized by ``rule``, at the context
+        after a step that committed ``ROOT_TOKENS`` tokens; None when the step made no call."""
         clocked = _ClockedDrafter(self.drafter, self.target.device)
-        short = len(self.ids) - ROOT_TOKENS
+        built = []
+
+        def once() -> None:
+            built.append(builder.build(clocked, self.ids, self.features, rule=rule))
+
         with torch.inference_mode():
-            self.drafter.begin_step(self.ids[:short], self.features[:short] if self.features is not None else None)
-            synchronize(self.target.device)
-            t0 = time.perf_counter()
-            built = builder.build(clocked, self.ids, self.features, rule=rule)
-            synchronize(self.target.device)
-            seconds = time.perf_counter() - t0
-        calls = len(built.call_widths)
+            self._step_back()
+            seconds = timed(once, self.target.device)
+        calls = len(built[0].call_widths)
         return (seconds - clocked.seconds) / calls if calls else None
 
     def time(self, kind: str, size: int) -> float:
@@ -336,7 +336,9 @@ def measure_curve(
         curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
         if pieces.widths:
             report("Measuring this machine's cost curve: the tree builder's own work...")
-            curve = replace(curve, builder=_builder_seconds(pieces, curve, steps=max(reps, BUILDER_STEPS)))
+            cfg, _ = device_default_tree(target.device.type == "cuda")
+            builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))  # the device's default tree, auto
+            curve = replace(curve, builder=_builder_seconds(pieces, builder, curve, max(reps, BUILDER_STEPS)))
     finally:
         pieces.close()
     return replace(
@@ -372,15 +374,15 @@ def _curve(
     )
 
 
-def _builder_seconds(pieces: _Pieces, curve: CostCurve, steps: int) -> float:
-    """The builder's own work per drafter call: ``steps`` drafted steps of the device's default tree,
-    sized by ``curve`` (the other pieces), each right after a plain step; the median of its ratios to
-    that step, times the curve's plain step (0 when no step made a call)."""
+def _builder_seconds(pieces: _Pieces, builder: TreeBuilder, curve: CostCurve, steps: int) -> float:
+    """``builder``'s own work per drafter call: ``steps`` drafted steps sized by ``curve`` (the other
+    pieces), each right after a plain step; the median of its ratios to that step, times the curve's
+    plain step (0 when no step made a call)."""
     rule = CostRule(Calibration(pieces.drafter.calibration_prior), curve, sizing=True)
     ratios = []
     for k in range(steps + 1):  # the first warms up
         unit = pieces.plain_step()
-        seconds = pieces.builder(rule)
+        seconds = pieces.builder(builder, rule)
         if k > 0 and seconds is not None:
             ratios.append(seconds / unit)
     return max(statistics.median(ratios), 0.0) * curve.plain if ratios else 0.0
