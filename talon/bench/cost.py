@@ -33,6 +33,9 @@ from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
 from ..runtime.cost_curve import CostCurve, store_curve
 
+SINGLE_PIECES = (("first_call", "root", ROOT_TOKENS, 1), ("bookkeeping", "observe", 1, 0), ("builder", "builder", 1, 0))
+"""The curve's one-number pieces as ``cost.csv`` rows: component, ``CostCurve`` field, size, LM head rows."""
+
 
 def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
     """``cost.csv`` rows (``talon.bench.results.COST_COLUMNS``) of a measured curve."""
@@ -47,12 +50,9 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
             }
         )
     rows += [{"component": "head", "size": w, "lm_head_rows": w, "seconds": s} for w, s in curve.call]
-    if curve.root:
-        rows.append({"component": "first_call", "size": ROOT_TOKENS, "lm_head_rows": 1, "seconds": curve.root})
-    if curve.observe:
-        rows.append({"component": "bookkeeping", "size": 1, "lm_head_rows": 0, "seconds": curve.observe})
-    if curve.builder:
-        rows.append({"component": "builder", "size": 1, "lm_head_rows": 0, "seconds": curve.builder})
+    for component, name, size, lm_head_rows in SINGLE_PIECES:
+        if seconds := getattr(curve, name):
+            rows.append({"component": component, "size": size, "lm_head_rows": lm_head_rows, "seconds": seconds})
     return [{**r, "ratio": r["seconds"] / curve.plain, "reps": reps, "prefix_tokens": None} for r in rows]
 
 
@@ -60,18 +60,11 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
     """The cost curve of ``cost.csv`` rows (this suite's, or an older results directory's)."""
     pick = lambda c: tuple(sorted((int(r["size"]), float(r["seconds"])) for r in rows if r["component"] == c))  # noqa: E731
     plain = next(float(r["seconds"]) for r in rows if r["component"] == "ar")
-    first = next((float(r["seconds"]) for r in rows if r["component"] == "first_call"), 0.0)
-    observe = next((float(r["seconds"]) for r in rows if r["component"] == "bookkeeping"), 0.0)
-    builder = next((float(r["seconds"]) for r in rows if r["component"] == "builder"), 0.0)
-    return CostCurve(
-        plain=plain,
-        verify=pick("target"),
-        call=pick("head"),
-        root=first,
-        observe=observe,
-        builder=builder,
-        note="from cost.csv rows",
-    )
+    singles = {
+        name: next((float(r["seconds"]) for r in rows if r["component"] == component), 0.0)
+        for component, name, _, _ in SINGLE_PIECES
+    }
+    return CostCurve(plain=plain, verify=pick("target"), call=pick("head"), note="from cost.csv rows", **singles)
 
 
 def measure_cost(
