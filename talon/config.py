@@ -179,8 +179,8 @@ class ModelSpec:
 
 def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     """Default tree settings for the device, and a sentence saying why.  The config is the fixed-size one
-    (what a fixed N means for every method, and the Tree lab's starting N); ``device_default_auto`` says
-    whether a default run sizes its trees by the cost rule instead.
+    (what a fixed N means for every method, and the Tree lab's starting N); a default run on either
+    device sizes its trees by the cost rule instead (N = auto, capped at ``AUTO_CAP``).
 
     On a GPU (CUDA graphs) side by side over every fixed N (the head suite's ``auto_vs_fixed`` on an
     H200, three runs) N=24 with the paper's K=10, mu=0.03 was the fastest every time (the paper's N=60
@@ -190,20 +190,24 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     one; N=24 and auto then ran 0.94-1.00x plain decoding on an H100 and an H200.  With attention as
     batched matmuls ("Grouped attention on the GPU") a plain step is another 11-13 % cheaper on the
     H200, verifying 5 to 32 nodes costs 1.6 plain steps, and N=24 ran 0.91-1.02x plain decoding, still
-    the fastest tree setting (auto 0.98-0.99x of it).  On the 2-core CPUs
-    we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512 EPYCs,
-    docs/benchmarks.md), so the default sizes trees by the cost rule (``device_default_auto``) with K=6
-    root children and mu=0.1.  The fixed
-    N=24 is what the fixed-size methods and the Tree lab start from: a tree big enough for the gate to
-    shape, not the fastest fixed size (on the AVX-512 EPYC the fastest fixed size was N=4, which auto
-    beat; an older sweep on the AVX2 one found N=8)."""
+    the fastest tree setting (auto 0.98-0.99x of it).  With a tree's few rows multiplied by cuBLASLt
+    where it is faster ("cuBLASLt for a tree's few rows", ``talon.models.gpu_linear``) verifying 2 to 16
+    nodes costs 1.3-1.6 plain steps, and auto-sized trees ran 1.03-1.04x N=24 (the fastest fixed N) in
+    both processes measured (0.97-1.00x before), so a GPU's default run sizes its trees by the cost rule
+    too, with the paper's K=10, mu=0.03 (plain decoding was still 1.01-1.06x as fast there).  On the
+    2-core CPUs we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512
+    EPYCs, docs/benchmarks.md), so the default sizes trees by the cost rule with K=6 root children and
+    mu=0.1.  The fixed N=24 is what the fixed-size methods and the Tree lab start from: a tree big
+    enough for the gate to shape, not the fastest fixed size (on the AVX-512 EPYC the fastest fixed size
+    was N=4, which auto beat; an older sweep on the AVX2 one found N=8)."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
-            "GPU: N=24 with the paper's K=10, μ=0.03, the fastest fixed N side by side on an H200 (the paper's "
-            "N=60 ran 5-7 % slower) and as fast as trees sized by the cost rule; verifying 25 nodes costs about "
-            "1.6 plain decoding steps on an H200, so with the shipped head a tree step at best pays for itself "
-            "there and plain decoding is as fast (see the Benchmark tab's cost chart).",
+            "GPU: N = auto (each tree grows while it pays on this GPU's measured cost curve) with the paper's "
+            "K=10, μ=0.03: on an H200 it ran 1.03-1.04x the fastest fixed N (N=24) side by side; verifying a "
+            "tree costs 1.3-1.7 plain decoding steps there, so with the shipped head plain decoding is about "
+            "as fast (see the Benchmark tab's cost chart). Set N to 24 for the fixed-size tree the gate shapes "
+            "on its own.",
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
@@ -213,11 +217,3 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         "(docs/benchmarks.md). "
         "Set N to 24 for the fixed-size tree the gate shapes on its own.",
     )
-
-
-def device_default_auto(on_gpu: bool) -> bool:
-    """Whether a default run sizes its trees by the cost rule (N = auto): on the CPU, where auto-sized
-    trees beat every fixed N side by side on the head suite (docs/benchmarks.md, run 22's "Auto against
-    every fixed N on this VM"); not on a GPU, where they ran 0.97-1.00x the best fixed N on an H100 and
-    an H200 (docs/benchmarks.md, "Graphs per key span")."""
-    return not on_gpu

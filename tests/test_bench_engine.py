@@ -12,9 +12,8 @@ import torch
 from talon.bench import results as bench_results
 from talon.bench.cli import main
 from talon.bench.peers import assistant_for, run_peer
-from talon.config import DecodeConfig, TreeConfig, device_default_auto
+from talon.config import DecodeConfig, TreeConfig
 from talon.engine.decode import encode_prompt, run_to_end
-from talon.models.device import gpu_available
 from talon.models.gqa_attention import GQA_ATTENTION
 from viz.bench_plots import main as plots_main
 
@@ -187,8 +186,8 @@ def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summar
     ]
     assert main(args) == 0
     result = json.loads(out.read_text())
-    # Without --budget the tree methods run at the app's default for the device: auto-sized on a CPU.
-    talon = "talon+auto" if device_default_auto(gpu_available()) else "talon"
+    # Without --budget the tree methods run at the app's default: auto-sized.
+    talon = "talon+auto"
     assert {r["method"] for r in result["runs"]} == {"ar", talon, "hf_prompt_lookup", "hf_generate"}
     by_method = {r["method"]: r for r in result["summary"]}
     assert by_method["hf_generate"]["speedup"] > 0 and by_method[talon]["MAT"] >= 1

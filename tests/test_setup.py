@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("TALON_CPU_LINEAR", "mkl", "choose one of auto, onednn, plain"),
         ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
         ("TALON_GPU_ATTENTION", "flash", "choose one of grouped, sdpa"),
+        ("TALON_GPU_LINEAR", "cutlass", "choose one of auto, lt, cublas"),
     ],
 )
 def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, words):
@@ -32,7 +33,7 @@ def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, wo
 
 
 def test_good_settings_give_no_problem(monkeypatch):
-    for name in ("TALON_DTYPE", "TALON_CPU_LINEAR", "TALON_CUDA_GRAPHS", "TALON_GPU_ATTENTION"):
+    for name in ("TALON_DTYPE", "TALON_CPU_LINEAR", "TALON_CUDA_GRAPHS", "TALON_GPU_ATTENTION", "TALON_GPU_LINEAR"):
         monkeypatch.delenv(name, raising=False)
     assert setup_problem() == ""
     monkeypatch.setenv("TALON_CUDA_GRAPHS", "eager")

@@ -30,7 +30,6 @@ from ..config import (
     ConfigError,
     DecodeConfig,
     ModelSpec,
-    device_default_auto,
     device_default_tree,
 )
 from ..drafters.factory import DRAFTER_HELP
@@ -110,9 +109,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
         "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
-        "device's default, as in the app: auto on a CPU, reported as METHOD+auto, N=24 on a GPU; other "
-        "methods take the device's fixed N; suite mode: the suite's, and 'auto' runs every sizable method "
-        "as METHOD+auto except in budget sweeps, which compare fixed N)",
+        "app's: auto, reported as METHOD+auto; other methods take the device's fixed N, 24; suite mode: the "
+        "suite's, and 'auto' runs every sizable method as METHOD+auto except in budget sweeps, which "
+        "compare fixed N)",
     )
     p.add_argument(
         "--max-nodes",
@@ -254,11 +253,10 @@ def main_methods(args: argparse.Namespace) -> int:
         if unknown:
             raise ConfigError(f"Unknown methods {unknown}: choose from {', '.join(METHODS + PEER_METHODS)}.")
         methods = list(dict.fromkeys(methods))  # a method named twice would be timed twice as one
-        on_gpu = gpu_available()
-        default = device_default_tree(on_gpu)[0]
+        default = device_default_tree(gpu_available())[0]
         tree_kwargs = {**{k: getattr(default, k) for k in TREE_FIELDS}, **tree_overrides(args)}
-        if args.budget == "auto" or (args.budget is None and device_default_auto(on_gpu)):
-            methods = list(auto_sized(methods))  # as the app's default on a CPU: auto-sized trees
+        if args.budget in ("auto", None):
+            methods = list(auto_sized(methods))  # as the app's default: auto-sized trees
         check_cap_used(args, methods)
         for method in methods:  # every tree method's settings, before a model loads
             if split_method(method)[0] in METHODS:

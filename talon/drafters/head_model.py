@@ -37,6 +37,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 
 from ..config import ASSETS
 from ..models.cpu_linear import drafter_dtype, pack_for_device
+from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
@@ -283,6 +284,7 @@ def load_head(
     use_gqa_attention_in(head, head.llama_config)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
         pack_for_device(head)
+        use_row_linears(head)
         return head
     try:
         ids = [int(t) for t in json.loads((directory / DRAFT_VOCAB).read_text())["ids"]]
@@ -292,4 +294,5 @@ def load_head(
         raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
     head.use_draft_vocab(ids, target.model.get_output_embeddings())
     pack_for_device(head)
+    use_row_linears(head)
     return head

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from .cpu_linear import cpu_linear_mode, pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
+from .gpu_linear import use_row_linears
 from .gqa_attention import use_gqa_attention
 from .hub import hub_reachable
 from .lm_head import screen_for
@@ -115,6 +116,7 @@ def load_model(
     screen = None
     if not stock:
         pack_for_device(model)
+        use_row_linears(model)
         if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
             use_gqa_attention(model)
         screen = screen_for(model) if cpu_linear_mode() != "plain" else None
