@@ -21,6 +21,7 @@ from talon.drafters.calibration import (
     Calibration,
     Observation,
     cell,
+    exclusive,
     expected_calibration_error,
     fit,
     fit_match_prior,
@@ -186,6 +187,43 @@ def test_expected_tokens_is_one_plus_the_path_acceptances():
     acc = cal.path_acceptance(tree)
     assert acc == pytest.approx([1.0, 0.5, 0.1, 0.5 * 0.5, 0.1 * 0.9])
     assert cal.expected_tokens(tree) == pytest.approx(1 + 0.5 + 0.1 + 0.25 + 0.09)
+
+
+def test_a_parents_children_never_sum_past_one():
+    """Siblings exclude each other: the cell's value stands until the parent's earlier children leave
+    less; a lone child or a chain keeps its cell's value."""
+    assert exclusive(0.6, 0.0) == 0.6 and exclusive(0.6, 0.7) == pytest.approx(0.3) and exclusive(0.6, 1.2) == 0.0
+    tree = DraftTree.with_root(0)
+    first = tree.add(0, 1, math.log(0.45))
+    second = tree.add(0, 2, math.log(0.42))
+    third = tree.add(0, 3, math.log(0.02))
+    child = tree.add(first, 4, math.log(0.45))
+    cal = Calibration(
+        {(SOURCE_MODEL, d, q_bin(0.45), 0): 0.55 for d in (1, 2)} | {(SOURCE_MODEL, 1, q_bin(0.02), 0): 0.03}
+    )
+    given = cal.given_parents(tree)
+    assert given[first] == pytest.approx(0.55) and given[second] == pytest.approx(0.45) and given[third] == 0.0
+    assert given[child] == pytest.approx(0.55)  # a lone child of its parent
+    assert cal.path_acceptance(tree)[child] == pytest.approx(0.55 * 0.55)
+    assert cal.expected_tokens(tree) == pytest.approx(1 + 0.55 + 0.45 + 0.0 + 0.55 * 0.55)
+
+
+@pytest.mark.parametrize(
+    "builder", [TalonBuilder(budget=40, topk=6, mu=0.01), Eagle2Builder(budget=30, topk=6, depth=4)]
+)
+@pytest.mark.parametrize("seed", range(4))
+def test_grown_trees_value_siblings_as_the_calibration_does(builder, seed):
+    """An optimistic table (every cell 0.7) on flat toy distributions: each parent's children, valued as
+    the builder grew them, sum to at most 1, and the tree's expected tokens are the calibration's."""
+    optimistic = {(SOURCE_MODEL, d, b, 0): 0.7 for d in (1, 2, 3, 4) for b in range(len(Q_EDGES) - 1)}
+    rule = CostRule(Calibration(optimistic), curve(slope=0.01, call=0.01), sizing=False)
+    result = grown(builder, random_fn(VOCAB, seed), rule)
+    tree = result.tree
+    given = rule.calibration.given_parents(tree)
+    for parent in range(len(tree)):
+        assert sum(given[c] for c in tree.children(parent)) <= 1 + 1e-9
+    assert any(len(tree.children(p)) > 1 for p in range(len(tree)))
+    assert result.expected == pytest.approx(rule.calibration.expected_tokens(tree))
 
 
 def test_prompt_lookup_starts_from_a_prior_by_match_length():

@@ -222,9 +222,10 @@ def calibrated_confidences(trace: RunTrace, prior: dict | None = None) -> dict[t
     out = {}
     for step in trace.steps:
         on_path = set(step.accepted_path)
+        given = calibration.given_parents(step.tree)
         for node in range(1, len(step.tree)):
             if step.tree.parent[node] in on_path:
-                out[(step.index, node)] = calibration.node(step.tree, node)
+                out[(step.index, node)] = given[node]
         calibration.observe(step.tree, step)
     return out
 

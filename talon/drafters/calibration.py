@@ -133,11 +133,23 @@ class Calibration:
         """The calibrated acceptance of ``tree``'s ``node`` given its parent's."""
         return self(_q(tree, node), tree.depth[node], tree.source[node], tree.match[node])
 
+    def given_parents(self, tree: DraftTree) -> list[float]:
+        """Per node, its calibrated acceptance given its parent's (1 at the root), each parent's
+        children taken in node order (best first, as builders add them) and held by ``exclusive``."""
+        out = [1.0] * len(tree)
+        siblings = [0.0] * len(tree)
+        for node in range(1, len(tree)):
+            parent = tree.parent[node]
+            out[node] = exclusive(self.node(tree, node), siblings[parent])
+            siblings[parent] += out[node]
+        return out
+
     def path_acceptance(self, tree: DraftTree) -> list[float]:
         """Per node, the calibrated probability that the whole path to it is accepted (1 at the root)."""
+        given = self.given_parents(tree)
         out = [1.0] * len(tree)
         for node in range(1, len(tree)):
-            out[node] = out[tree.parent[node]] * self.node(tree, node)
+            out[node] = out[tree.parent[node]] * given[node]
         return out
 
     def expected_tokens(self, tree: DraftTree) -> float:
@@ -166,6 +178,16 @@ class Calibration:
             seen.add(key[0])
         for source in seen:
             self._refit_scale(source)
+
+
+def exclusive(given_parent: float, siblings: float) -> float:
+    """A node's acceptance given its parent's, held to what its earlier siblings left: under
+    verification at most one child of a node is accepted (the target's token is one of them at most),
+    so a parent's children sum to at most 1.  A cell's value is an average over contexts in which a
+    node's siblings were more or less likely; two siblings of q = 0.45 each take the 0.4-0.5 bin's 0.51
+    for the shipped head, 1.02 together.  ``siblings``: the acceptances (given the parent) already
+    given to the parent's earlier children."""
+    return min(given_parent, max(0.0, 1.0 - siblings))
 
 
 def log_odds_shift(bins: Sequence[tuple[float, float]], want: float, tolerance: float = 1e-12) -> float:

@@ -129,6 +129,7 @@ class Growth:
         self.gate: list[GateLayer] | None = [] if record_gate else None
         self.rule = rule or CostRule()
         self.accept = [1.0]  # per node: calibrated P(path to it accepted)
+        self.siblings: dict[int, float] = {}  # per parent: its children's acceptances given it, summed
         self.stop = STOP_DEPTH
         self.max_depth = max_depth
         """The deepest draft layer the step can use (root at depth 0; None: no limit)."""
@@ -170,6 +171,7 @@ class Growth:
         logprobs = top.logprobs[rows, ranks]
         ok = np.isfinite(logprobs) if keep is None else keep & np.isfinite(logprobs)
         retrieval = top.retrieval[rows, ranks].tolist() if top.retrieval is not None else [False] * len(ok)
+        siblings = dict(self.siblings)  # a parent's candidates come best first; attach keeps a prefix
         out: list[Candidate | None] = []
         tokens = top.tokens[rows, ranks].tolist()
         for r, t, lp, k, flag in zip(rows.tolist(), tokens, logprobs.tolist(), ok.tolist(), retrieval):
@@ -179,7 +181,8 @@ class Growth:
             source = SOURCE_RETRIEVAL if flag else top.source
             match = top.match[r] if top.match is not None and source == SOURCE_RETRIEVAL else 0
             c = Candidate(frontier[r], t, lp, source, match)
-            c.accept = self.rule.accept(self.tree, c, self.accept)
+            self.rule.value(self.tree, c, self.accept, siblings.get(c.parent, 0.0))
+            siblings[c.parent] = siblings.get(c.parent, 0.0) + c.given_parent
             out.append(c)
         return out
 
@@ -192,6 +195,7 @@ class Growth:
                 continue
             ids.append(self.tree.add(c.parent, c.token, c.logprob, c.source, c.match))
             self.accept.append(c.accept)
+            self.siblings[c.parent] = self.siblings.get(c.parent, 0.0) + c.given_parent
         return ids
 
     def add(self, *args, **kwargs) -> list[int | None]:

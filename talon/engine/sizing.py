@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..drafters.calibration import Calibration
+from ..drafters.calibration import Calibration, exclusive
 from ..runtime.cost_curve import CostCurve
 from ..tree import DraftTree, Verdict
 
@@ -27,7 +27,7 @@ from ..tree import DraftTree, Verdict
 class Candidate:
     """A child the policy would add: under ``parent``, ``token`` with draft log-probability
     ``logprob``, its ``source`` and (retrieval) ``match`` length; ``accept`` is the calibrated probability
-    that the path to it is accepted."""
+    that the path to it is accepted, ``given_parent`` that it is accepted given its parent was."""
 
     parent: int
     token: int
@@ -35,6 +35,7 @@ class Candidate:
     source: str
     match: int
     accept: float = 0.0
+    given_parent: float = 0.0
 
 
 class CostRule:
@@ -57,11 +58,15 @@ class CostRule:
         self.sizing = sizing
 
     # ---- values and prices ---------------------------------------------------------------------------
-    def accept(self, tree: DraftTree, candidate: Candidate, path_accept: Sequence[float]) -> float:
-        """P(path to ``candidate`` accepted) given the parent's ``path_accept``."""
+    def value(self, tree: DraftTree, candidate: Candidate, path_accept: Sequence[float], siblings: float) -> None:
+        """Fill in ``candidate``'s ``given_parent`` and ``accept`` (P(path accepted)) from the parents'
+        ``path_accept`` and ``siblings``, the acceptance (given the parent) already given to the parent's
+        earlier children (``talon.drafters.calibration.exclusive``)."""
         depth = tree.depth[candidate.parent] + 1
         q = math.exp(candidate.logprob)
-        return path_accept[candidate.parent] * self.calibration(q, depth, candidate.source, candidate.match)
+        given = self.calibration(q, depth, candidate.source, candidate.match)
+        candidate.given_parent = exclusive(given, siblings)
+        candidate.accept = path_accept[candidate.parent] * candidate.given_parent
 
     def price(self, nodes: int, call_widths: Sequence[int]) -> float | None:
         """The step's price in plain steps (None without a curve)."""
