@@ -8,10 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.drafters.factory import hybrid_with_lookup
-from talon.drafters.head import HeadDrafter
-from talon.engine.decode import run_to_end
+from talon.config import ConfigError
 from talon.models import gpu_linear
 from talon.models.gpu_linear import (
     GPU_LINEAR_ENV,
@@ -24,10 +21,8 @@ from talon.models.gpu_linear import (
     use_row_linears,
 )
 from talon.runtime import graphs
-from tests.test_tiny_engine import METHODS, curve_of
-from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_target
-
-NEW_TOKENS = 24
+from tests.test_tiny_engine import assert_head_method_equals_plain
+from tests.tiny import random_head, tiny_target
 
 
 def test_a_row_count_takes_the_choice_of_the_next_measured_count_above_it():
@@ -98,21 +93,5 @@ def test_every_method_with_the_zero_bias_path_on_static_runners_equals_its_plain
         return forward(self, x)
 
     monkeypatch.setattr(gpu_linear.RowLinear, "forward", counted)
-    for seed in (1, 2):
-        plain = run_to_end(
-            target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(seed)
-        ).output_ids
-        assert plain == greedy_generate(tiny_target(), prompt_ids(seed), NEW_TOKENS)
-        drafter = HeadDrafter(head, target)
-        if method == "hybrid":
-            drafter = hybrid_with_lookup(drafter, target.vocab_size)
-        trace = run_to_end(
-            target,
-            drafter,
-            METHODS[method],
-            DecodeConfig(max_new_tokens=NEW_TOKENS),
-            prompt_ids=prompt_ids(seed),
-            cost_curve=curve_of(METHODS[method]),
-        )
-        assert trace.output_ids == plain, (method, seed)
+    assert_head_method_equals_plain(target, head, method)
     assert {1, 16} <= set(rows_seen)  # a plain step's row and a padded tree's

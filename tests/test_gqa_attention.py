@@ -9,8 +9,6 @@ import torch
 from transformers import LlamaForCausalLM
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
-from talon.drafters.factory import hybrid_with_lookup
-from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
 from talon.engine.decode import run_to_end
 from talon.engine.verify import Verifier
@@ -25,7 +23,7 @@ from talon.models.gqa_attention import (
     use_gqa_attention_in,
 )
 from talon.runtime import graphs
-from tests.test_tiny_engine import METHODS, curve_of, random_tree
+from tests.test_tiny_engine import assert_head_method_equals_plain, random_tree
 from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_config, tiny_target
 
 NEW_TOKENS = 24
@@ -156,23 +154,7 @@ def test_every_method_with_the_matmul_kernel_on_static_runners_equals_its_plain_
     head = random_head(target)
     assert use_gqa_attention(target.model) and use_gqa_attention_in(head, head.llama_config)
     assert head.llama_config._attn_implementation == GQA_ATTENTION
-    for seed in (1, 2):
-        plain = run_to_end(
-            target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=NEW_TOKENS), prompt_ids=prompt_ids(seed)
-        ).output_ids
-        assert plain == greedy_generate(tiny_target(), prompt_ids(seed), NEW_TOKENS)
-        drafter = HeadDrafter(head, target)
-        if method == "hybrid":
-            drafter = hybrid_with_lookup(drafter, target.vocab_size)
-        trace = run_to_end(
-            target,
-            drafter,
-            METHODS[method],
-            DecodeConfig(max_new_tokens=NEW_TOKENS),
-            prompt_ids=prompt_ids(seed),
-            cost_curve=curve_of(METHODS[method]),
-        )
-        assert trace.output_ids == plain, (method, seed)
+    assert_head_method_equals_plain(target, head, method)
     assert {1, 16} <= set(matmul_kernel)  # padded query rows: a plain step's and a tree's
 
 

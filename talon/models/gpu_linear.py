@@ -17,8 +17,8 @@ and greedy losslessness is checked in every mode.
 ``$TALON_GPU_LINEAR``: ``auto`` (default) times both at load, at each static bucket's row count (2 to
 128), on one layer of each shape, and takes cuBLASLt where it is clearly faster; ``lt`` takes it at
 every row count above one; ``cublas`` keeps PyTorch's own.  One row always keeps PyTorch's own
-(cuBLAS's matrix-vector kernel, plain decoding's path).  Only float32 layers on a CUDA device are
-changed by ``auto``.
+(cuBLAS's matrix-vector kernel, plain decoding's path).  Only float32 models on a CUDA device are
+changed (``choose_for`` does the same on any device: the CPU tests run it).
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ def graph_seconds(fn: Callable[[], object], calls: int = GRAPH_CALLS, replays: i
         fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # Thread-local, as the static runners capture: a model loading beside another user's run on the
+    # same GPU must not fail that run's CUDA calls, nor be failed by them.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for _ in range(calls):
             fn()
     graph.replay()
