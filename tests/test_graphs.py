@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from talon.config import DecodeConfig, TreeConfig
-from talon.drafters.factory import hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
 from talon.engine.cost_measure import measure_curve
@@ -17,7 +16,14 @@ from talon.engine.decode import run_to_end
 from talon.runtime import graphs
 from talon.runtime.graphs import BUCKETS, StaticRunner, capacity_for, spans_for, static_mode
 from talon.runtime.kv_cache import CachedLM
-from tests.test_tiny_engine import METHODS, NEW_TOKENS, PROMPT_SEEDS, curve_of, random_tree
+from tests.test_tiny_engine import (
+    METHODS,
+    NEW_TOKENS,
+    PROMPT_SEEDS,
+    assert_head_method_equals_plain,
+    curve_of,
+    random_tree,
+)
 from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
 
 
@@ -91,20 +97,9 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
 @pytest.mark.parametrize(
     ("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")]
 )
-def test_every_method_on_static_runners_equals_generate(target, head, reference, static, method, execution):
-    for seed in PROMPT_SEEDS[:2]:  # the eager path's tests (test_tiny_engine.py) take all three
-        drafter = HeadDrafter(head, target)
-        if method.startswith("hybrid"):
-            drafter = hybrid_with_lookup(drafter, target.vocab_size)
-        trace = run_to_end(
-            target,
-            drafter,
-            METHODS[method],
-            DecodeConfig(max_new_tokens=NEW_TOKENS, execution=execution),
-            prompt_ids=prompt_ids(seed),
-            cost_curve=curve_of(METHODS[method]),
-        )
-        assert trace.output_ids == reference[seed], f"{method}/{execution} diverged on prompt {seed}"
+def test_every_method_on_static_runners_equals_generate(target, head, static, method, execution):
+    # the eager path's tests (test_tiny_engine.py) take all three prompts
+    assert_head_method_equals_plain(target, head, method, PROMPT_SEEDS[:2], NEW_TOKENS, execution)
     assert static, "the static path was not taken"
 
 

@@ -49,26 +49,25 @@ def curve_of(cfg: TreeConfig) -> CostCurve | None:
     return CURVE if cfg.auto else None
 
 
-def assert_head_method_equals_plain(target, head, method: str, seeds=(1, 2), new_tokens: int = 24) -> None:
-    """``method`` (a key of ``METHODS``) with ``head`` drafting (merged with prompt lookup for the hybrid
-    ones) emits, greedily, what plain decoding of ``target`` does, which is stock ``generate()``'s."""
+def assert_head_method_equals_plain(
+    target, head, method: str, seeds=(1, 2), new_tokens: int = NEW_TOKENS, execution: str = "sync"
+) -> None:
+    """``method`` (a key of ``METHODS``) with ``head`` drafting (``drafter_of``) emits, greedily, what
+    plain decoding of ``target`` (``tiny_target()``) does, which is stock ``generate()``'s."""
     for seed in seeds:
         plain = run_to_end(
             target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=new_tokens), prompt_ids=prompt_ids(seed)
         ).output_ids
         assert plain == greedy_generate(tiny_target(), prompt_ids(seed), new_tokens)
-        drafter = HeadDrafter(head, target)
-        if method.startswith("hybrid"):
-            drafter = hybrid_with_lookup(drafter, target.vocab_size)
         trace = run_to_end(
             target,
-            drafter,
+            drafter_of("head", method.removesuffix("-auto"), target, None, head),
             METHODS[method],
-            DecodeConfig(max_new_tokens=new_tokens),
+            DecodeConfig(max_new_tokens=new_tokens, execution=execution),
             prompt_ids=prompt_ids(seed),
             cost_curve=curve_of(METHODS[method]),
         )
-        assert trace.output_ids == plain, (method, seed)
+        assert trace.output_ids == plain, f"{method}/{execution} diverged on prompt {seed}"
 
 
 @pytest.fixture(scope="module")
