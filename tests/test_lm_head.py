@@ -37,14 +37,33 @@ def hidden_rows(rows: int, hidden: int = 576, seed: int = 1, spread: float = 8.0
     return torch.randn(rows, hidden, generator=g) * spread
 
 
+def every_error(scores: ScreenedScores) -> torch.Tensor:
+    """``scores.error`` of every row and token ``[rows, vocab]``."""
+    rows, vocab = scores.approx.shape
+    return scores.error(torch.arange(rows)[:, None], torch.arange(vocab)[None, :], 1.0)
+
+
 @pytest.mark.parametrize("native", NATIVE)
 def test_bfloat16_scores_stay_within_the_bound(native: bool) -> None:
     w, h = near_tie_weights(), hidden_rows(64)
     scores = ScreenedHead(w, native=native).scores(h)
     exact = h @ w.T
-    allowed = scores.radius[:, None] * scores.head.row_norms[None, :]
-    assert ((scores.approx - exact).abs() <= allowed).all()
+    assert ((scores.approx - exact).abs() <= every_error(scores)).all()
     assert (scores.approx - exact).abs().max() > 1e-3  # the bound is not trivially met: bfloat16 is coarse
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_the_bound_holds_where_every_rounding_errs_one_way(native: bool) -> None:
+    """Every input rounds down by nearly u and the float32 sum 257 rounds on output to 256: an error of
+    2.9 where the inputs' part of the bound allows 2.05, the output's rounding adding the rest."""
+    v = 1 + 2**-8 - 2**-12  # rounds to 1 in bfloat16
+    w, h = torch.full((3, 257), v), torch.full((1, 257), v)
+    w[1], w[2] = 1.0, -0.5
+    scores = ScreenedHead(w, native=native).scores(h)
+    error = (scores.approx - h @ w.T).abs()
+    assert scores.approx[0, 0] == 256 and error[0, 0] > 2.8
+    assert (error > scores.radius[:, None] * scores.head.row_norms).any()  # the inputs' part alone fails
+    assert (error <= every_error(scores)).all()
 
 
 @pytest.mark.parametrize("native", NATIVE)

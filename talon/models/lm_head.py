@@ -7,15 +7,17 @@ about 4 ms of a 40 ms plain step on the 2-core AVX-512 machine.  ``ScreenedHead`
 with a bfloat16 copy of the matrix (native where the CPU has AVX512-BF16), then recomputes in float32
 only the tokens that could still be the answer, so the token picked is the float32 argmax:
 
-- bfloat16 rounds each of ``h`` and ``w`` to 8 significant bits (relative error at most ``u = 2^-8``)
-  and the products add up in float32, so ``|approx_j - exact_j| <= (2u + u^2 + 2K 2^-24) * sum_i
-  |h_i w_ji| <= bound * ||h|| * ||w_j||`` (Cauchy-Schwarz; ``K`` the hidden size, the float32 sums of
-  either computation).  With ``floor`` the approximate best token's score less its error, no token whose
-  score plus its error stays below ``floor`` can be the float32 argmax; the rest are recomputed in
-  float32.  They are looked for among the row's ``TOP`` best scores, and over the whole vocabulary only
-  when the ``TOP``-th is itself within reach of ``floor`` (a flat row).  On the embedded model a row
-  kept 1 token at the median and at most 25; the bfloat16 argmax alone differed from float32's at
-  1.3 % of 234 decoding steps.
+- bfloat16 rounds each of ``h`` and ``w`` to 8 significant bits (relative error at most ``u = 2^-8``),
+  the products add up in float32 to ``pre_j`` with ``|pre_j - exact_j| <= (2u + u^2 + 2K 2^-24) *
+  sum_i |h_i w_ji| <= bound * ||h|| * ||w_j||`` (Cauchy-Schwarz; ``K`` the hidden size, the float32
+  sums of either computation), and oneDNN rounds ``pre_j`` to bfloat16 again on output, so
+  ``|approx_j - pre_j| <= u / (1 - u) * |approx_j|``.  A token's error is the sum of the two
+  (``ScreenedScores.error``).  With ``floor`` the approximate best token's score less its error, no
+  token whose score plus its error stays below ``floor`` can be the float32 argmax; the rest are
+  recomputed in float32.  They are looked for among the row's ``TOP`` best scores, and over the whole
+  vocabulary only when a token below the ``TOP``-th could itself reach ``floor`` (a flat row).  On the
+  embedded model a row kept 1 token at the median and at most 25; the bfloat16 argmax alone differed
+  from float32's at 1.3 % of 234 decoding steps.
 - At temperature > 0 the same holds for ``logit / T + noise`` with the error divided by ``T``.
 - A node's probability is its float32 logit over a normaliser in which the row's ``TOP`` best tokens
   are float32 and the rest bfloat16 (within 1.2e-3 of float32's on the embedded model; with a
@@ -95,7 +97,11 @@ class ScreenedHead:
         self.row_norms = weight.detach().norm(dim=1)  # [vocab]
         self.max_norm = float(self.row_norms.max())
         self.bound = (2 * BF16_UNIT + BF16_UNIT**2 + 2 * hidden * FLOAT32_UNIT) * 1.01
-        """``|approx - exact| <= bound * ||h|| * ||w_j||`` for every token j (with 1 % to spare)."""
+        """The float32 sum of the bfloat16 products is within ``bound * ||h|| * ||w_j||`` of token j's
+        float32 logit (with 1 % to spare)."""
+        self.output_unit = BF16_UNIT / (1 - BF16_UNIT) * 1.01
+        """That sum, rounded to bfloat16 as the product's output, is within ``output_unit * |approx_j|`` of
+        it (with 1 % to spare)."""
 
     @property
     def name(self) -> str:
@@ -126,15 +132,16 @@ class ScreenedHead:
         """``hidden``: float32 ``[rows, H]`` last hidden states (after the final norm)."""
         hidden = hidden.float().contiguous()
         if self.native:
-            approx = torch.ops.mkldnn._linear_pointwise(hidden.bfloat16(), self.packed, None, "none", [], "").float()
-        else:
-            approx = hidden.bfloat16().float() @ self.packed.T
-        return ScreenedScores(self, hidden, approx, self.bound * hidden.norm(dim=1))
+            approx = torch.ops.mkldnn._linear_pointwise(hidden.bfloat16(), self.packed, None, "none", [], "")
+        else:  # the output rounded to bfloat16 as oneDNN's is
+            approx = (hidden.bfloat16().float() @ self.packed.T).bfloat16()
+        return ScreenedScores(self, hidden, approx.float(), self.bound * hidden.norm(dim=1))
 
 
 class ScreenedScores:
     """``RowScores`` from a ``ScreenedHead``: bfloat16 scores ``approx`` ``[rows, vocab]`` (as float32),
-    each within ``radius[r] * row_norms[j]`` of the float32 logit."""
+    each within ``radius[r] * row_norms[j] + output_unit * |approx[r, j]|`` of the float32 logit
+    (``error``)."""
 
     def __init__(self, head: ScreenedHead, hidden: torch.Tensor, approx: torch.Tensor, radius: torch.Tensor) -> None:
         self.head, self.hidden, self.approx, self.radius = head, hidden, approx, radius
@@ -155,23 +162,49 @@ class ScreenedScores:
             self._approx_top = (top.values, top.indices)
         return top.values, top.indices
 
+    def error(self, rows: torch.Tensor, tokens: torch.Tensor, scale: float) -> torch.Tensor:
+        """How far ``scale * approx[rows, tokens]`` can be from ``scale`` times those float32 logits
+        (``rows`` and ``tokens``: index tensors that broadcast together)."""
+        head = self.head
+        return scale * (self.radius[rows] * head.row_norms[tokens] + head.output_unit * self.approx[rows, tokens].abs())
+
     def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
         scores = self.approx if temperature == 0 else self.approx * scale + noise
-        slack = self.radius * scale  # [rows]
-        norms = self.head.row_norms
         values, ids = self._top(scores)
-        floor = values[:, 0] - slack * norms[ids[:, 0]]  # the best token's float32 score is at least this
+        error = self.error(torch.arange(self.rows)[:, None], ids, scale)  # [rows, TOP]
+        floor = values[:, 0] - error[:, 0]  # the best token's float32 score is at least this
+        # A token below the TOP best scores at most the TOP-th; its output error grows with |approx|:
+        # greedy, at most the TOP-th's (a score plus its error rises with the score); sampled, at most
+        # the row's largest (the noise reorders the tokens).
+        if temperature == 0:
+            largest = values[:, -1].abs()
+        else:
+            low, high = torch.aminmax(self.approx, dim=1)
+            largest = torch.maximum(low.abs(), high.abs())
+        below = scale * (self.radius * self.head.max_norm + self.head.output_unit * largest)
         # Where no token below the TOP best can reach the floor, the candidates are among those TOP.
-        inside = values[:, -1] + slack * self.head.max_norm < floor
-        keep = (values + slack[:, None] * norms[ids] >= floor[:, None]) & inside[:, None]
+        inside = values[:, -1] + below < floor
+        keep = (values + error >= floor[:, None]) & inside[:, None]
         rows, cols = torch.nonzero(keep, as_tuple=True)
         tokens = ids[rows, cols]
         outside = torch.nonzero(~inside).flatten()
-        if outside.numel():  # a flat row: every token's reach against its floor
-            reach = torch.addcmul(scores[outside], slack[outside, None], norms[None, :])
-            more_rows, more_tokens = torch.nonzero(reach >= floor[outside, None], as_tuple=True)
-            rows, tokens = torch.cat([rows, outside[more_rows]]), torch.cat([tokens, more_tokens])
+        if outside.numel():  # a flat row: every token that can reach its floor
+            flat_scores, flat_floor = scores[outside], floor[outside]
+            # First those whose score with the row's largest error reaches it (one comparison a token; for
+            # greedy the output error's own |approx|, the score plus it rising with the score), then
+            # each of those with its own error.
+            if temperature == 0:
+                y = flat_floor - self.radius[outside] * self.head.max_norm
+                unit = self.head.output_unit
+                cut = torch.where(y >= 0, y / (1 + unit), y / (1 - unit))
+            else:
+                cut = flat_floor - below[outside]
+            more_rows, more_tokens = torch.nonzero(flat_scores >= cut[:, None], as_tuple=True)
+            at = outside[more_rows]
+            reach = flat_scores[more_rows, more_tokens] + self.error(at, more_tokens, scale)
+            reached = reach >= flat_floor[more_rows]
+            rows, tokens = torch.cat([rows, at[reached]]), torch.cat([tokens, more_tokens[reached]])
         exact = self.exact(rows, tokens) * scale
         if temperature > 0:
             exact = exact + noise[rows, tokens]
