@@ -182,3 +182,17 @@ def test_flat_and_peaked_rows_in_one_call_pick_the_float32_argmax(native: bool) 
     values = scores.approx.topk(16, dim=1).values
     assert (values[6:, 0] - values[6:, -1] < scores.radius[6:] * scores.head.max_norm).all()  # the full check
     assert (values[:6, 0] - values[:6, -1] > 2 * scores.radius[:6] * scores.head.max_norm).sum() >= 3  # fast ones
+
+
+@pytest.mark.parametrize("native", [None, *NATIVE])
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_token_probabilities_of_some_rows_are_those_of_all_rows(native: bool | None, temperature: float) -> None:
+    """A normaliser is computed only for the rows asked about (a tree's parents, not its leaves): the
+    probabilities do not depend on which other rows are asked about, nor on repeats."""
+    w, h = near_tie_weights(), hidden_rows(6, spread=2.0)
+    scores = FullScores(h @ w.T) if native is None else ScreenedHead(w, native=native).scores(h)
+    everyone = torch.arange(6).repeat_interleave(2)
+    tokens = torch.arange(12) * 7
+    every = scores.token_probs(everyone, tokens, temperature)
+    some = torch.tensor([4, 1, 4])
+    assert torch.equal(scores.token_probs(some, tokens[[8, 2, 9]], temperature), every[[8, 2, 9]])

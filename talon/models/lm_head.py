@@ -78,8 +78,10 @@ class FullScores:
         return scores.argmax(dim=-1).tolist()
 
     def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-        scores = self.logits / temperature if temperature > 0 else self.logits
-        return (scores[rows, tokens] - torch.logsumexp(scores, dim=-1)[rows]).exp()
+        needed, at = torch.unique(rows, return_inverse=True)  # a normaliser per row asked about
+        scale = 1.0 / temperature if temperature > 0 else 1.0
+        log_norm = torch.logsumexp(_scaled(_rows_of(self.logits, needed), scale), dim=-1)
+        return (self.logits[rows, tokens] * scale - log_norm[at]).exp()
 
 
 class ScreenedHead:
@@ -215,19 +217,29 @@ class ScreenedScores:
 
     def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
-        scores = self.approx if temperature == 0 else self.approx * scale
-        values, top = self._top(scores)  # [rows, k], best first
-        everyone = torch.arange(self.rows)[:, None].expand_as(top)
-        exact_top = self.exact(everyone.flatten(), top.flatten()).view_as(top) * scale
+        needed, at = torch.unique(rows, return_inverse=True)  # a normaliser per row asked about
+        values, top = self._top(self.approx)  # [rows, k], best first: scaling keeps the order
+        values, top = values[needed] * scale, top[needed]
+        exact_top = self.exact(needed[:, None].expand_as(top).flatten(), top.flatten()).view_as(top) * scale
         # Mass relative to the best bfloat16 score: everything less the best k as bfloat16 has them (the
         # tail; the difference in float64, clamped at 0 where rounding leaves nothing), plus the best k in
         # float32.
         best = values[:, :1].double()
+        scores = _scaled(_rows_of(self.approx, needed), scale)
         everything = (torch.logsumexp(scores, dim=1, keepdim=True).double() - best).exp()
         tail = everything - (values.double() - best).exp().sum(dim=1, keepdim=True)
         mass = tail.clamp_min(0.0) + (exact_top.double() - best).exp().sum(dim=1, keepdim=True)
         log_norm = (best + mass.log()).flatten().float()
-        return (self.exact(rows, tokens) * scale - log_norm[rows]).exp()
+        return (self.exact(rows, tokens) * scale - log_norm[at]).exp()
+
+
+def _rows_of(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``matrix[rows]`` for sorted distinct ``rows``, without a copy when they are all of its rows."""
+    return matrix if rows.numel() == matrix.shape[0] else matrix[rows]
+
+
+def _scaled(scores: torch.Tensor, scale: float) -> torch.Tensor:
+    return scores if scale == 1.0 else scores * scale
 
 
 def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:
