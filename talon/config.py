@@ -199,7 +199,8 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     EPYCs, docs/benchmarks.md), so the default sizes trees by the cost rule with K=6 root children and
     mu=0.1.  The fixed N=24 is what the fixed-size methods and the Tree lab start from: a tree big
     enough for the gate to shape, not the fastest fixed size (on the AVX-512 EPYC the fastest fixed size
-    was N=4, which auto beat; an older sweep on the AVX2 one found N=8)."""
+    was N=4 or N=8 as the hour's curve had it, and auto beat it by 5-6 %; an older sweep on the AVX2 one
+    found N=8)."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
