@@ -100,8 +100,8 @@ def test_token_probabilities_are_close_to_float32(native: bool, temperature: flo
     w = near_tie_weights(4096, 576)
     h = hidden_rows(6, spread=12.0)  # peaked rows: one token holds most of the mass
     logits = h @ w.T
-    rows = torch.arange(6).repeat_interleave(5)
-    tokens = logits.topk(5, dim=1).indices.flatten()
+    rows = torch.arange(6).repeat_interleave(5).tolist()
+    tokens = logits.topk(5, dim=1).indices.flatten().tolist()
     got = ScreenedHead(w, native=native).scores(h).token_probs(rows, tokens, temperature)
     want = FullScores(logits).token_probs(rows, tokens, temperature)
     assert want.max() > 0.5
@@ -191,8 +191,8 @@ def test_token_probabilities_of_some_rows_are_those_of_all_rows(native: bool | N
     probabilities do not depend on which other rows are asked about, nor on repeats."""
     w, h = near_tie_weights(), hidden_rows(6, spread=2.0)
     scores = FullScores(h @ w.T) if native is None else ScreenedHead(w, native=native).scores(h)
-    everyone = torch.arange(6).repeat_interleave(2)
-    tokens = torch.arange(12) * 7
+    everyone = [row for row in range(6) for _ in range(2)]
+    tokens = [7 * k for k in range(12)]
     every = scores.token_probs(everyone, tokens, temperature)
-    some = torch.tensor([4, 1, 4])
-    assert torch.equal(scores.token_probs(some, tokens[[8, 2, 9]], temperature), every[[8, 2, 9]])
+    some = [4, 1, 4]
+    assert torch.equal(scores.token_probs(some, [tokens[8], tokens[2], tokens[9]], temperature), every[[8, 2, 9]])

@@ -77,9 +77,7 @@ def node_token_probs(tree: DraftTree, scores: RowScores, parent_rows: Sequence[i
     ``temperature`` when > 0 (untempered at 0)."""
     if len(tree) == 1:
         return [1.0]
-    rows = torch.tensor(parent_rows, device=scores.device)
-    tokens = torch.tensor(tree.token[1:], device=scores.device)
-    return [1.0] + scores.token_probs(rows, tokens, temperature).tolist()
+    return [1.0] + scores.token_probs(parent_rows, tree.token[1:], temperature).tolist()
 
 
 def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:

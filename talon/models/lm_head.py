@@ -36,6 +36,7 @@ bfloat16 linears and a one-row pick measures faster screened; every other model 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
@@ -61,9 +62,9 @@ class RowScores(Protocol):
         """Per row, the target's token: the argmax of the logits (``temperature == 0``) or of
         ``logits / temperature + noise`` (``noise``: float32 ``[rows, vocab]``); ties to the lowest id."""
 
-    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
         """Float32 ``[n]``: the probability of ``tokens[i]`` in row ``rows[i]`` (tempered when
-        ``temperature > 0``, untempered at 0)."""
+        ``temperature > 0``, untempered at 0); a normaliser is computed only for the rows asked about."""
 
 
 class FullScores:
@@ -77,11 +78,11 @@ class FullScores:
         scores = self.logits if temperature == 0 else self.logits / temperature + noise
         return scores.argmax(dim=-1).tolist()
 
-    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
-        needed, at = torch.unique(rows, return_inverse=True)  # a normaliser per row asked about
+    def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
+        needed, rows_at, tokens_at, at = _row_index(rows, tokens, self.device)
         scale = 1.0 / temperature if temperature > 0 else 1.0
         log_norm = torch.logsumexp(_scaled(_rows_of(self.logits, needed), scale), dim=-1)
-        return (self.logits[rows, tokens] * scale - log_norm[at]).exp()
+        return (self.logits[rows_at, tokens_at] * scale - log_norm[at]).exp()
 
 
 class ScreenedHead:
@@ -215,9 +216,9 @@ class ScreenedScores:
         first = torch.where(exact == top[rows], tokens, vocab)  # ties: the lowest id, as argmax
         return torch.full((self.rows,), vocab).scatter_reduce(0, rows, first, "amin").tolist()
 
-    def token_probs(self, rows: torch.Tensor, tokens: torch.Tensor, temperature: float) -> torch.Tensor:
+    def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
-        needed, at = torch.unique(rows, return_inverse=True)  # a normaliser per row asked about
+        needed, rows_at, tokens_at, at = _row_index(rows, tokens, self.device)
         values, top = self._top(self.approx)  # [rows, k], best first: scaling keeps the order
         values, top = values[needed] * scale, top[needed]
         exact_top = self.exact(needed[:, None].expand_as(top).flatten(), top.flatten()).view_as(top) * scale
@@ -230,7 +231,19 @@ class ScreenedScores:
         tail = everything - (values.double() - best).exp().sum(dim=1, keepdim=True)
         mass = tail.clamp_min(0.0) + (exact_top.double() - best).exp().sum(dim=1, keepdim=True)
         log_norm = (best + mass.log()).flatten().float()
-        return (self.exact(rows, tokens) * scale - log_norm[at]).exp()
+        return (self.exact(rows_at, tokens_at) * scale - log_norm[at]).exp()
+
+
+def _row_index(
+    rows: Sequence[int], tokens: Sequence[int], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(needed, rows, tokens, at)`` on ``device``: the distinct rows asked about (sorted), the rows and
+    tokens as tensors, and each entry's place among ``needed``; found on the host, so a GPU waits for no
+    ``unique``, in two copies."""
+    needed = sorted(set(rows))
+    place = {row: k for k, row in enumerate(needed)}
+    rows_tokens_at = torch.tensor([list(rows), list(tokens), [place[r] for r in rows]], device=device)
+    return torch.tensor(needed, device=device), *rows_tokens_at.unbind(0)
 
 
 def _rows_of(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
