@@ -24,7 +24,8 @@ only the tokens that could still be the answer, so the token picked is the float
   bfloat16 normaliser a peaked row's probabilities were up to 0.15 off).
 
 Head only, on the 2-core Zen 4 (median of 40 interleaved rounds, pick and probabilities): 3.1 ms
-against 4.8 for float32 at 1 row, 3.8 / 5.3 at 8, 6.7 / 8.6 at 20, 9.6 / 11.9 at 32.  Plain decoding
+against 4.8 for float32 at 1 row, 3.8 / 5.3 at 8, 6.7 / 8.6 at 20, 9.6 / 11.9 at 32 (before the output's
+rounding entered the bound, which costs a pick 0.05-0.15 ms more).  Plain decoding
 takes the same path as verification, so both pick their tokens the same way; the float32 logits of the
 recomputed tokens differ from a float32 matrix product's in the last bits, as any two float32 kernels'
 do (greedy decoding is checked against transformers' ``generate()``).  ``screen_for`` gives a model its
