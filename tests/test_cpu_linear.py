@@ -1,5 +1,5 @@
-"""Fast tier: the CPU linear kernels per row count (``talon.models.cpu_linear``) and the bench CLI's
-tree options (``--budget auto``)."""
+"""Fast tier: the CPU linear kernels per row count (``talon.models.cpu_linear``), a drafter's int8 copies
+for few-row calls, and the bench CLI's tree options (``--budget auto``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from torch import nn
 
 from talon.bench.cli import _budget, parse_args, tree_overrides
 from talon.models.cpu_linear import (
+    INT8_ROWS,
     PackedLinear,
     choose_small_row_kernel,
+    draft_int8_rows,
+    int8_weights,
     onednn_linear_works,
     pack_for_device,
+    quantize_small_rows,
 )
+from talon.models.loaded import ModelLoadError
 
 pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
 
@@ -54,6 +59,60 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     plain = nn.Sequential(nn.Linear(16, 16))
     monkeypatch.setenv("TALON_CPU_LINEAR", "plain")
     assert pack_for_device(plain) == 0 and type(plain[0]) is nn.Linear
+
+
+@pytest.fixture
+def int8_setting(monkeypatch):
+    """``draft_int8_rows`` re-read under the test's environment, and again after it."""
+    draft_int8_rows.cache_clear()
+    yield monkeypatch
+    draft_int8_rows.cache_clear()
+
+
+def test_a_drafter_takes_its_int8_copies_for_few_rows_only(int8_setting):
+    int8_setting.setenv("TALON_DRAFT_INT8", "auto")
+    if not draft_int8_rows():
+        pytest.skip("the int8 kernel is missing or not faster on this CPU")
+    torch.manual_seed(0)
+    head = nn.Sequential(nn.Linear(128, 96, bias=True), nn.Linear(40, 8)).to(torch.bfloat16)
+    assert pack_for_device(head) == 2
+    assert quantize_small_rows(head) == INT8_ROWS
+    wide, narrow = head
+    assert wide.int8_rows == INT8_ROWS and narrow.int8_rows == 0  # 40 inputs: the kernel would read past a row
+    q, scales = int8_weights(wide.weight)
+    assert q.dtype == torch.int8 and int(q.abs().max()) >= 125  # the range is used
+    dequantised = q.float() * scales.float()[:, None]
+    assert ((dequantised - wide.weight.float()).abs() <= scales.float()[:, None] / 2).all()
+    with torch.inference_mode():
+        for rows in (1, INT8_ROWS, INT8_ROWS + 1, 9):
+            x = torch.randn(1, rows, 128, dtype=torch.bfloat16)
+            out = wide(x)
+            packed = torch.ops.mkldnn._linear_pointwise(x, wide.packed, wide.bias, "none", [], "")
+            if rows <= INT8_ROWS:  # the int8 product (bias added), not the bfloat16 one
+                want = x.float() @ dequantised.T + wide.bias.float()
+                assert torch.allclose(out.float(), want, rtol=2e-2, atol=2e-2 * float(want.abs().max()))
+                assert not torch.equal(out, packed)
+            else:
+                assert torch.equal(out, packed)
+    with torch.enable_grad():  # training reads the bfloat16 weights through PyTorch's own linear
+        x = torch.randn(2, 128, dtype=torch.bfloat16, requires_grad=True)
+        assert torch.equal(wide(x), nn.functional.linear(x, wide.weight, wide.bias))
+
+
+def test_targets_and_the_off_switch_get_no_int8_copies(int8_setting):
+    target = nn.Sequential(nn.Linear(128, 64))  # float32: a target's products stay float32
+    pack_for_device(target)
+    quantize_small_rows(target)
+    assert target[0].int8_rows == 0 and target[0].int8_weight is None
+    int8_setting.setenv("TALON_DRAFT_INT8", "off")
+    draft_int8_rows.cache_clear()
+    head = nn.Sequential(nn.Linear(128, 64)).to(torch.bfloat16)
+    pack_for_device(head)
+    assert draft_int8_rows() == 0 and quantize_small_rows(head) == 0 and head[0].int8_rows == 0
+    int8_setting.setenv("TALON_DRAFT_INT8", "sometimes")
+    draft_int8_rows.cache_clear()
+    with pytest.raises(ModelLoadError, match="TALON_DRAFT_INT8"):
+        draft_int8_rows()
 
 
 def test_budget_auto_leaves_the_fixed_n_and_passes_the_cap():

@@ -56,7 +56,7 @@ from transformers import LlamaConfig
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from ..models.cpu_linear import drafter_dtype, pack_for_device
+from ..models.cpu_linear import drafter_dtype, pack_for_device, quantize_small_rows
 from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.loaded import LoadedModel, ModelLoadError
@@ -447,6 +447,7 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
         raise ModelLoadError(f"{directory}: its d2t maps draft tokens outside the vocabulary or twice.")
     head.to(target.device, dtype or drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
     pack_for_device(head)
+    quantize_small_rows(head)
     use_row_linears(head)
     use_gqa_attention_in(head, head.config.llama)
     return head

@@ -36,7 +36,7 @@ from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from ..config import ASSETS
-from ..models.cpu_linear import drafter_dtype, pack_for_device
+from ..models.cpu_linear import drafter_dtype, pack_for_device, quantize_small_rows
 from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
@@ -249,7 +249,8 @@ def load_head(
     """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
     ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
     from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``.  It runs in
-    ``drafter_dtype`` (bfloat16 on the CPU: a drafter's rounding shapes the tree, never the output)."""
+    ``drafter_dtype`` (bfloat16 on the CPU: a drafter's rounding shapes the tree, never the output), its
+    calls of a few rows through int8 copies where that is faster (``quantize_small_rows``)."""
     directory = resolve_head_dir(str(spec))
     try:
         meta = json.loads((directory / HEAD_CONFIG).read_text())
@@ -284,6 +285,7 @@ def load_head(
     use_gqa_attention_in(head, head.llama_config)
     if full_vocab or not (directory / DRAFT_VOCAB).is_file():
         pack_for_device(head)
+        quantize_small_rows(head)
         use_row_linears(head)
         return head
     try:
@@ -294,5 +296,6 @@ def load_head(
         raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
     head.use_draft_vocab(ids, target.model.get_output_embeddings())
     pack_for_device(head)
+    quantize_small_rows(head)
     use_row_linears(head)
     return head

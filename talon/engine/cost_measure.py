@@ -26,7 +26,7 @@ import torch
 from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
-from ..models.cpu_linear import cpu_linear_mode, mkl_rows
+from ..models.cpu_linear import cpu_linear_mode, draft_int8_rows, mkl_rows
 from ..models.device import cpu_identity, device_label, synchronize
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
@@ -288,7 +288,13 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs}, "
         f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
-        f"lm_head={head_name(target)}" + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else ""),
+        f"lm_head={head_name(target)}"
+        + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
+        + (
+            f", draft_int8_rows={draft_int8_rows()}"
+            if target.device.type == "cpu" and not isinstance(drafter, NoDrafter)
+            else ""
+        ),
         torch=torch.__version__,
         method=MEASUREMENT,
         cpu=cpu_identity(),

@@ -10,7 +10,11 @@ product took 345 us with ``F.linear`` and 92 us with the prepacked oneDNN kernel
 whether MKL wins at 1 and 2 rows on this CPU and uses it there (``PackedLinear.plain_rows``).
 
 The arithmetic stays float32; only the order of the additions inside a dot product differs, as it does
-between any two BLAS kernels, and greedy losslessness is checked in every mode.
+between any two BLAS kernels, and greedy losslessness is checked in every mode.  A drafter (never a
+target) may also hold a weight-only int8 copy of each packed layer for calls of a few rows
+(``quantize_small_rows``): a head call at one frontier node reads ~27 MB of bfloat16 weights, mostly
+from memory after a verification has passed through the cache, and half the bytes make it ~25 %
+cheaper; a drafter's rounding shapes the tree, never what verification emits.
 
 ``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the kernel
 for 1-2 rows by measurement; ``onednn`` uses the packed kernel at every row count; ``plain`` keeps
@@ -38,6 +42,15 @@ MARGIN = 0.9
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 PACK_BATCH_HINT = 64
 """Rows the packed layout is tuned for (it serves any number; 64 was as fast as 17 or 512 here)."""
+DRAFT_INT8_ENV = "TALON_DRAFT_INT8"
+DRAFT_INT8_MODES = ("auto", "off")
+INT8_ROWS = 4
+"""A drafter's calls of at most this many rows take its int8 copies: up to 4 rows the int8 kernel read
+back from memory is faster than the bfloat16 one on the AVX-512 machine (the draft LM head at 1 / 4 rows:
+0.33 / 0.38 ms against 0.45 / 0.45 ms after a 40 MB read), from 8 rows the bfloat16 kernel wins."""
+INT8_IN_MULTIPLE = 64
+"""Only layers whose input width is a multiple of this take an int8 copy: PyTorch 2.13's CPU int8 kernel
+reads past the end of rows whose width is not a multiple of its vector (it crashed at 8, 24 and 40)."""
 
 
 class PackedLinear(nn.Module):
@@ -56,14 +69,24 @@ class PackedLinear(nn.Module):
         self.pair_lone_row = False
         """A lone row is multiplied beside a row of zeros (``talon.models.row_invariant``: for long
         products the packed bfloat16 kernel computes one row another way than two or more)."""
+        self.int8_rows = 0
+        """Inputs of at most this many rows take ``int8_weight`` (``quantize_small_rows``; drafters only)."""
+        self.int8_weight: torch.Tensor | None = None  # [out, in] int8, row k is weight row k / int8_scales[k]
+        self.int8_scales: torch.Tensor | None = None  # [out] in the weight's dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` float32 on the CPU -> ``[..., out_features]``.  When a gradient
+        """``x`` ``[..., in_features]`` (float32 or bfloat16, on the CPU) -> ``[..., out_features]``.  When a gradient
         is wanted (training a draft head through the target's LM head) it takes PyTorch's own linear,
         because the packed op has no backward."""
-        if (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)) or (
-            x.numel() <= self.plain_rows * self.in_features
-        ):
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            return nn.functional.linear(x, self.weight, self.bias)
+        if x.numel() <= self.int8_rows * self.in_features:  # a drafter's few rows: half the bytes to read
+            rows = x.reshape(-1, self.in_features)
+            out = torch._weight_int8pack_mm(rows, self.int8_weight, self.int8_scales)
+            if self.bias is not None:
+                out = out + self.bias
+            return out.reshape(*x.shape[:-1], self.out_features)
+        if x.numel() <= self.plain_rows * self.in_features:
             return nn.functional.linear(x, self.weight, self.bias)
         if self.pair_lone_row and x.numel() == self.in_features:
             pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
@@ -164,6 +187,75 @@ def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
     for m in layers:
         m.plain_rows = plain_rows
     return plain_rows
+
+
+def draft_int8_mode() -> str:
+    """``$TALON_DRAFT_INT8`` (``auto`` unless set to ``off``); an unknown value raises ``ModelLoadError``."""
+    mode = os.environ.get(DRAFT_INT8_ENV, "auto").strip().lower() or "auto"
+    if mode not in DRAFT_INT8_MODES:
+        raise ModelLoadError(f"${DRAFT_INT8_ENV}={mode!r}: choose one of {', '.join(DRAFT_INT8_MODES)}.")
+    return mode
+
+
+def int8_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-row int8 copy of ``weight`` ``[out, in]``: ``(q [out, in] int8, scales [out])``, scales
+    in ``weight``'s dtype, with ``|weight - q * scales[:, None]| <= scales / 2`` (the scales are rounded
+    first, a hair up, so no entry needs more than 127 steps)."""
+    w = weight.detach().float()
+    amax = w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny)
+    scales = (amax / 127.0 * (1.0 + 2.0**-7)).to(weight.dtype)
+    q = torch.round(w / scales.float()[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+    return q, scales
+
+
+@functools.cache
+def draft_int8_rows() -> int:
+    """The row count up to which a drafter's packed bfloat16 layers take their int8 copies on this CPU:
+    ``INT8_ROWS`` where ``$TALON_DRAFT_INT8`` is ``auto``, PyTorch has the int8 kernel, it computes the
+    product of the copy, and at one row it takes at most ``MARGIN`` of the packed bfloat16 kernel's time
+    on the shipped head's draft LM head shape, each call timed after a pass over 48 MB (as a head call
+    follows a verification that pushed the head's weights out of the cache; warm, the two are about even
+    on the AVX-512 machine); least of 7 timings each, interleaved.  About 0.1 s, once a process."""
+    if draft_int8_mode() == "off" or not onednn_linear_works(torch.bfloat16):
+        return 0
+    try:
+        lin = nn.Linear(576, 16384, bias=False).to(torch.bfloat16)
+        packed = PackedLinear(lin)
+        q, scales = int8_weights(lin.weight)
+        flush = torch.ones(12 * 1024 * 1024)
+        best = {"int8": float("inf"), "bfloat16": float("inf")}
+        with torch.inference_mode():
+            x = torch.randn(1, lin.in_features, dtype=torch.bfloat16)
+            got = torch._weight_int8pack_mm(x, q, scales).float()
+            want = x.float() @ (q.float() * scales.float()[:, None]).T
+            if not torch.allclose(got, want, rtol=2e-2, atol=2e-2 * float(want.abs().max())):
+                return 0
+            calls = {"int8": lambda: torch._weight_int8pack_mm(x, q, scales), "bfloat16": lambda: packed(x)}
+            for k in range(8):  # round 0 warms up
+                for name, call in calls.items():
+                    flush.sum()
+                    t0 = time.perf_counter()
+                    call()
+                    if k:
+                        best[name] = min(best[name], time.perf_counter() - t0)
+    except (AttributeError, RuntimeError):
+        return 0
+    return INT8_ROWS if best["int8"] <= MARGIN * best["bfloat16"] else 0
+
+
+def quantize_small_rows(module: nn.Module) -> int:
+    """Give every packed bfloat16 layer of a drafter ``module`` whose input width is a multiple of
+    ``INT8_IN_MULTIPLE`` a weight-only int8 copy for inputs of at most ``draft_int8_rows()`` rows (in
+    place; the bfloat16 weights stay for wider calls and for readers of ``.weight``).  Never for a
+    target: its products must be the float32 ones.  Returns that row count (0: nothing changed)."""
+    rows = draft_int8_rows()
+    if not rows:
+        return 0
+    for m in module.modules():
+        if isinstance(m, PackedLinear) and m.weight.dtype == torch.bfloat16 and m.in_features % INT8_IN_MULTIPLE == 0:
+            m.int8_weight, m.int8_scales = int8_weights(m.weight)
+            m.int8_rows = rows
+    return rows
 
 
 def mkl_rows(module: nn.Module) -> int | None:
