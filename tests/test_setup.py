@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
     [
         ("TALON_DTYPE", "fp8", "choose one of float32"),
         ("TALON_CPU_LINEAR", "mkl", "choose one of auto, onednn, plain"),
+        ("TALON_DRAFT_INT8", "yes", "choose one of auto, off"),
         ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
         ("TALON_GPU_ATTENTION", "flash", "choose one of grouped, sdpa"),
         ("TALON_GPU_LINEAR", "cutlass", "choose one of auto, lt, cublas"),
@@ -33,7 +34,8 @@ def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, wo
 
 
 def test_good_settings_give_no_problem(monkeypatch):
-    for name in ("TALON_DTYPE", "TALON_CPU_LINEAR", "TALON_CUDA_GRAPHS", "TALON_GPU_ATTENTION", "TALON_GPU_LINEAR"):
+    names = ("TALON_DTYPE", "TALON_CPU_LINEAR", "TALON_DRAFT_INT8", "TALON_CUDA_GRAPHS", "TALON_GPU_ATTENTION")
+    for name in (*names, "TALON_GPU_LINEAR"):
         monkeypatch.delenv(name, raising=False)
     assert setup_problem() == ""
     monkeypatch.setenv("TALON_CUDA_GRAPHS", "eager")

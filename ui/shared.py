@@ -19,7 +19,7 @@ from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
 from talon.drafters.head_model import SHIPPED_HEAD
-from talon.models.cpu_linear import cpu_linear_mode
+from talon.models.cpu_linear import cpu_linear_mode, draft_int8_mode
 from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
 from talon.models.gpu_linear import gpu_linear_mode
@@ -39,6 +39,7 @@ def setup_problem() -> str:
     try:
         pick_device()
         cpu_linear_mode()
+        draft_int8_mode()
         graphs_setting()
         gpu_attention_mode()
         gpu_linear_mode()
