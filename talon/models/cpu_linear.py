@@ -75,9 +75,9 @@ class PackedLinear(nn.Module):
         self.int8_scales: torch.Tensor | None = None  # [out] in the weight's dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` (float32 or bfloat16, on the CPU) -> ``[..., out_features]``.  When a gradient
-        is wanted (training a draft head through the target's LM head) it takes PyTorch's own linear,
-        because the packed op has no backward."""
+        """``x`` ``[..., in_features]`` (float32 or bfloat16, on the CPU) -> ``[..., out_features]``.  When
+        a gradient is wanted (training a draft head through the target's LM head) it takes PyTorch's own
+        linear, because the packed op has no backward."""
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             return nn.functional.linear(x, self.weight, self.bias)
         if x.numel() <= self.int8_rows * self.in_features:  # a drafter's few rows: half the bytes to read
@@ -215,7 +215,7 @@ def draft_int8_rows() -> int:
     product of the copy, and at one row it takes at most ``MARGIN`` of the packed bfloat16 kernel's time
     on the shipped head's draft LM head shape, each call timed after a pass over 48 MB (as a head call
     follows a verification that pushed the head's weights out of the cache; warm, the two are about even
-    on the AVX-512 machine); least of 7 timings each, interleaved.  About 0.1 s, once a process."""
+    on the AVX-512 machine); least of 7 timings each, interleaved.  About 0.2 s, once a process."""
     if draft_int8_mode() == "off" or not onednn_linear_works(torch.bfloat16):
         return 0
     try:
