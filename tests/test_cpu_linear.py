@@ -15,6 +15,7 @@ from talon.models.cpu_linear import (
     PackedLinear,
     choose_small_row_kernel,
     draft_int8_rows,
+    int8_kernel_works,
     int8_weights,
     onednn_linear_works,
     pack_for_device,
@@ -69,10 +70,13 @@ def int8_setting(monkeypatch):
     draft_int8_rows.cache_clear()
 
 
+def test_the_int8_setting_is_off_or_a_few_rows():
+    assert draft_int8_rows() in (0, INT8_ROWS)  # measured: the two cores' timing decides which
+
+
+@pytest.mark.skipif(not int8_kernel_works(), reason="no working int8 weight-only kernel in this torch build")
 def test_a_drafter_takes_its_int8_copies_for_few_rows_only(int8_setting):
-    int8_setting.setenv("TALON_DRAFT_INT8", "auto")
-    if not draft_int8_rows():
-        pytest.skip("the int8 kernel is missing or not faster on this CPU")
+    int8_setting.setattr("talon.models.cpu_linear.draft_int8_rows", lambda: INT8_ROWS)  # not the timing's call
     torch.manual_seed(0)
     head = nn.Sequential(nn.Linear(128, 96, bias=True), nn.Linear(40, 8)).to(torch.bfloat16)
     assert pack_for_device(head) == 2

@@ -209,37 +209,46 @@ def int8_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @functools.cache
+def int8_kernel_works() -> bool:
+    """Whether this PyTorch build has the CPU int8 weight-only kernel and it computes the product of a
+    copy made by ``int8_weights`` (to the kernel's bfloat16 output)."""
+    try:
+        lin = nn.Linear(INT8_IN_MULTIPLE * 2, 48, bias=False).to(torch.bfloat16)
+        q, scales = int8_weights(lin.weight)
+        with torch.inference_mode():
+            x = torch.randn(3, lin.in_features, dtype=torch.bfloat16)
+            got = torch._weight_int8pack_mm(x, q, scales).float()
+        want = x.float() @ (q.float() * scales.float()[:, None]).T
+        return torch.allclose(got, want, rtol=2e-2, atol=2e-2 * float(want.abs().max()))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.cache
 def draft_int8_rows() -> int:
     """The row count up to which a drafter's packed bfloat16 layers take their int8 copies on this CPU:
-    ``INT8_ROWS`` where ``$TALON_DRAFT_INT8`` is ``auto``, PyTorch has the int8 kernel, it computes the
-    product of the copy, and at one row it takes at most ``MARGIN`` of the packed bfloat16 kernel's time
-    on the shipped head's draft LM head shape, each call timed after a pass over 48 MB (as a head call
-    follows a verification that pushed the head's weights out of the cache; warm, the two are about even
-    on the AVX-512 machine); least of 7 timings each, interleaved.  About 0.2 s, once a process."""
-    if draft_int8_mode() == "off" or not onednn_linear_works(torch.bfloat16):
+    ``INT8_ROWS`` where ``$TALON_DRAFT_INT8`` is ``auto``, the int8 kernel works (``int8_kernel_works``)
+    and at one row it takes at most ``MARGIN`` of the packed bfloat16 kernel's time on the shipped head's
+    draft LM head shape, each call timed after a pass over 48 MB (as a head call follows a verification
+    that pushed the head's weights out of the cache; warm, the two are about even on the AVX-512
+    machine); least of 7 timings each, interleaved.  Else 0.  About 0.2 s, once a process."""
+    if draft_int8_mode() == "off" or not onednn_linear_works(torch.bfloat16) or not int8_kernel_works():
         return 0
-    try:
-        lin = nn.Linear(576, 16384, bias=False).to(torch.bfloat16)
-        packed = PackedLinear(lin)
-        q, scales = int8_weights(lin.weight)
-        flush = torch.ones(12 * 1024 * 1024)
-        best = {"int8": float("inf"), "bfloat16": float("inf")}
-        with torch.inference_mode():
-            x = torch.randn(1, lin.in_features, dtype=torch.bfloat16)
-            got = torch._weight_int8pack_mm(x, q, scales).float()
-            want = x.float() @ (q.float() * scales.float()[:, None]).T
-            if not torch.allclose(got, want, rtol=2e-2, atol=2e-2 * float(want.abs().max())):
-                return 0
-            calls = {"int8": lambda: torch._weight_int8pack_mm(x, q, scales), "bfloat16": lambda: packed(x)}
-            for k in range(8):  # round 0 warms up
-                for name, call in calls.items():
-                    flush.sum()
-                    t0 = time.perf_counter()
-                    call()
-                    if k:
-                        best[name] = min(best[name], time.perf_counter() - t0)
-    except (AttributeError, RuntimeError):
-        return 0
+    lin = nn.Linear(576, 16384, bias=False).to(torch.bfloat16)
+    packed = PackedLinear(lin)
+    q, scales = int8_weights(lin.weight)
+    flush = torch.ones(12 * 1024 * 1024)
+    best = {"int8": float("inf"), "bfloat16": float("inf")}
+    with torch.inference_mode():
+        x = torch.randn(1, lin.in_features, dtype=torch.bfloat16)
+        calls = {"int8": lambda: torch._weight_int8pack_mm(x, q, scales), "bfloat16": lambda: packed(x)}
+        for k in range(8):  # round 0 warms up
+            for name, call in calls.items():
+                flush.sum()
+                t0 = time.perf_counter()
+                call()
+                if k:
+                    best[name] = min(best[name], time.perf_counter() - t0)
     return INT8_ROWS if best["int8"] <= MARGIN * best["bfloat16"] else 0
 
 
