@@ -56,11 +56,17 @@ from transformers import LlamaConfig
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from ..models.cpu_linear import drafter_dtype, pack_for_device, quantize_small_rows
-from ..models.gpu_linear import use_row_linears
+from ..models.cpu_linear import drafter_dtype
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.loaded import LoadedModel, ModelLoadError
-from .head_model import HEAD_CONFIG, HEAD_WEIGHTS, resolve_head_dir, scatter_draft_logits, target_checksum
+from .head_model import (
+    HEAD_CONFIG,
+    HEAD_WEIGHTS,
+    resolve_head_dir,
+    scatter_draft_logits,
+    target_checksum,
+    use_device_linears,
+)
 from .speculators_format import VARIANT_FLAGS, from_speculators, is_speculators, to_speculators
 
 EAGLE3_CONFIG = "config.json"
@@ -446,9 +452,7 @@ def load_eagle3(spec: str | Path, target: LoadedModel, dtype: torch.dtype | None
     if ids.min() < 0 or ids.max() >= config.vocab_size or ids.unique().numel() != ids.numel():
         raise ModelLoadError(f"{directory}: its d2t maps draft tokens outside the vocabulary or twice.")
     head.to(target.device, dtype or drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
-    pack_for_device(head)
-    quantize_small_rows(head)
-    use_row_linears(head)
+    use_device_linears(head)
     use_gqa_attention_in(head, head.config.llama)
     return head
 

@@ -283,19 +283,22 @@ def load_head(
         )
     head.to(target.device, drafter_dtype(target.device, target.dtype)).eval().requires_grad_(False)
     use_gqa_attention_in(head, head.llama_config)
-    if full_vocab or not (directory / DRAFT_VOCAB).is_file():
-        pack_for_device(head)
-        quantize_small_rows(head)
-        use_row_linears(head)
-        return head
-    try:
-        ids = [int(t) for t in json.loads((directory / DRAFT_VOCAB).read_text())["ids"]]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ModelLoadError(f"{directory / DRAFT_VOCAB} is not a draft vocabulary ({err}).") from err
-    if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
-        raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
-    head.use_draft_vocab(ids, target.model.get_output_embeddings())
+    if not full_vocab and (directory / DRAFT_VOCAB).is_file():
+        try:
+            ids = [int(t) for t in json.loads((directory / DRAFT_VOCAB).read_text())["ids"]]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ModelLoadError(f"{directory / DRAFT_VOCAB} is not a draft vocabulary ({err}).") from err
+        if not ids or min(ids) < 0 or max(ids) >= config.vocab_size:
+            raise ModelLoadError(f"{directory / DRAFT_VOCAB} holds token ids outside 0..{config.vocab_size - 1}.")
+        head.use_draft_vocab(ids, target.model.get_output_embeddings())
+    use_device_linears(head)
+    return head
+
+
+def use_device_linears(head: nn.Module) -> None:
+    """Give a loaded head's linears (its draft LM head among them) this device's kernels: on a CPU packed
+    (``pack_for_device``) with int8 copies for calls of a few rows (``quantize_small_rows``), on a GPU
+    cuBLASLt where it is faster (``use_row_linears``)."""
     pack_for_device(head)
     quantize_small_rows(head)
     use_row_linears(head)
-    return head

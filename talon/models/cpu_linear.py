@@ -109,13 +109,19 @@ def onednn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
         return False
 
 
+def _env_choice(name: str, modes: tuple[str, ...]) -> str:
+    """``$name``, lower-cased, one of ``modes`` (the first when unset or empty); another value raises
+    ``ModelLoadError`` naming the choices."""
+    mode = os.environ.get(name, modes[0]).strip().lower() or modes[0]
+    if mode not in modes:
+        raise ModelLoadError(f"${name}={mode!r}: choose one of {', '.join(modes)}.")
+    return mode
+
+
 def cpu_linear_mode() -> str:
     """``$TALON_CPU_LINEAR`` (``auto`` unless set to ``onednn`` or ``plain``); an unknown value raises
     ``ModelLoadError``."""
-    mode = os.environ.get(CPU_LINEAR_ENV, "auto").strip().lower() or "auto"
-    if mode not in CPU_LINEAR_MODES:
-        raise ModelLoadError(f"${CPU_LINEAR_ENV}={mode!r}: choose one of {', '.join(CPU_LINEAR_MODES)}.")
-    return mode
+    return _env_choice(CPU_LINEAR_ENV, CPU_LINEAR_MODES)
 
 
 def pack_linears(module: nn.Module) -> int:
@@ -191,10 +197,7 @@ def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
 
 def draft_int8_mode() -> str:
     """``$TALON_DRAFT_INT8`` (``auto`` unless set to ``off``); an unknown value raises ``ModelLoadError``."""
-    mode = os.environ.get(DRAFT_INT8_ENV, "auto").strip().lower() or "auto"
-    if mode not in DRAFT_INT8_MODES:
-        raise ModelLoadError(f"${DRAFT_INT8_ENV}={mode!r}: choose one of {', '.join(DRAFT_INT8_MODES)}.")
-    return mode
+    return _env_choice(DRAFT_INT8_ENV, DRAFT_INT8_MODES)
 
 
 def int8_weights(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,8 @@
-import torch, time, statistics
+import statistics
+import sys
+import time
+
+import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(2)
@@ -16,7 +20,9 @@ def bench(fn, n=200):
     return statistics.median(ts) * 1e6
 
 
-for rows, ctx in [(1, 128), (16, 128), (32, 128), (32, 300), (64, 128)]:
+# Shapes as ROWS:CONTEXT pairs, comma-separated (default: those of results.txt, section 3).
+SHAPES = sys.argv[1] if len(sys.argv) > 1 else "1:128,16:128,32:128,32:300,64:128"
+for rows, ctx in [tuple(map(int, pair.split(":"))) for pair in SHAPES.split(",")]:
     k_len = ctx + rows
     q = torch.randn(1, 9, rows, 64)
     k = torch.randn(1, 3, k_len, 64)
