@@ -124,7 +124,10 @@ PAGE_JS = """
     const counts = Number.isInteger(step) && step > 0 && isFinite(lo);  // a slider of whole numbers
     const near = counts ? lo + Math.round((typed - lo) / step) * step : typed;
     const kept = Math.min(Math.max(near, lo), hi);
-    if (kept === typed) return;
+    if (kept === typed) {  // a value the control takes: a note about an earlier one no longer applies
+      box.closest('.block')?.querySelector('.talon-clamped')?.remove();
+      return;
+    }
     const info = box.closest('.block')?.querySelector('[data-testid=block-info], label span');
     const label = (info?.textContent || 'This field').trim();
     note(box, typed < lo || typed > hi

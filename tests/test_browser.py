@@ -435,6 +435,9 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     page.locator("#budget .talon-clamped").wait_for(timeout=10_000)
     assert "500 is outside 0–128, so it was set to 128" in page.locator("#budget .talon-clamped").inner_text()
     assert box.input_value() == "128"
+    box.fill("24")  # a value it takes: the note about the last one goes
+    box.press("Enter")
+    page.locator("#budget .talon-clamped").wait_for(state="detached", timeout=5_000)
     # Before any run the colours offered are those a run without retrieval can show (no "source" yet).
     assert [t.strip() for t in page.locator("#color-mode label").all_text_contents()] == [
         "verdict",

@@ -487,6 +487,30 @@ def test_stop_ends_sync_vs_async_keeping_the_runs_that_ended(target, tiny_app):
     assert note.startswith(async_tab.stopped_note(1, 1)) and "async" in note.split("\n\n")[1]
 
 
+def test_sync_vs_async_says_when_its_runs_waited_behind_other_work(target, tiny_app, monkeypatch):
+    """Sync vs async while another tab's job shared the queue: the timeline (wall clock since each run's
+    start) showed gaps the table's times leave out; the note says how long the runs waited, and nothing
+    when they did not."""
+    from ui import async_tab
+    from ui.session import Session
+    from ui.settings import Prepared
+
+    assert async_tab.shared_note([0.0, 0.1]) == ""
+    note = async_tab.shared_note([2.0, 0.0, 0.5])
+    assert note.startswith("**Shared machine:** 2 runs waited 2.5 s") and "timeline" in note
+    real = Prepared.run_to_end
+
+    def behind_other_work(self, stop=None):
+        trace = real(self, stop)
+        self.waited = 1.5
+        return trace
+
+    monkeypatch.setattr(Prepared, "run_to_end", behind_other_work)
+    quiet = lambda *a, **k: None  # noqa: E731
+    *_, (plot, table, verdict) = list(async_tab.run_sync_async(Session(), 1, quiet, *_panel(tiny_app, max_new=6)))
+    assert "**Shared machine:** 2 runs waited 3.0 s" in verdict
+
+
 def test_a_stop_pressed_before_a_batch_starts_stops_it_and_a_new_run_stops_the_last():
     """A tab's Run press makes its batch's stop signal: Stop while the models load (or the batch waits in
     the queue) stops the batch before its first step; a second press stops the batch on its way; a batch
@@ -534,6 +558,31 @@ def test_explores_stop_counts_from_the_run_press(target, tiny_app):
     for _ in run:
         pass
     assert session.trace is not None and session.trace.stop_reason == "max_new_tokens"
+
+
+def test_a_press_queued_behind_the_run_it_stops_leaves_no_stopped_note_meanwhile(target, tiny_app, monkeypatch):
+    """Run pressed twice quickly in the page: the second press stops the first while it is prepared (its
+    cost curve measured) and its handler starts only when the first's has ended, so the first, seeing no
+    newer run started, said "Stopped before the run's first step" (a toast, and the note under Stop while
+    the second decoded); a press that is queued is a newer run too."""
+    import ui.explore as explore
+    from ui.session import RunStopped, Session
+
+    told = []
+    tiny_app.gr.Info = told.append
+    session = Session()
+    session.run_pressed()
+
+    def pressed_again(settings, progress, stop):
+        session.run_pressed()  # the second press, while the first is prepared
+        assert stop()
+        raise RunStopped()
+
+    monkeypatch.setattr(explore, "prepare", pressed_again)
+    out = list(explore.run_explore(session, "verdict", None, *_panel(tiny_app, max_new=6)))
+    assert out == [(gr.skip(),) * len(out[0])]
+    assert not told and explore.note_after_run(session) == ""
+    assert session.starting is not None and not session.starting.is_set()  # the second run's signal, unused
 
 
 def test_a_batch_stopped_by_a_new_run_leaves_the_page_to_it_quietly(target, tiny_app):

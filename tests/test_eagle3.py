@@ -286,8 +286,8 @@ def test_mismatched_pairs_are_refused(target, tmp_path):
     refused({"norm_before_residual": True}, "variant")  # another layer: not guessed
     (tmp_path / "h" / "config.json").write_text(json.dumps(meta))
     assert load_eagle3(tmp_path / "h", target).config.feature_layers == (2, 4, 5)
-    with pytest.raises(ModelLoadError, match="not a local directory"):
-        load_eagle3(tmp_path / "missing", target)
+    with pytest.raises(ModelLoadError, match="There is no directory .*missing.* for the EAGLE-3"):
+        load_eagle3(tmp_path / "missing", target)  # a path: not "nor in the Hugging Face cache"
     (tmp_path / "ours").mkdir()
     (tmp_path / "ours" / "head_config.json").write_text("{}")
     with pytest.raises(ModelLoadError, match="load it with 'head:DIR'"):

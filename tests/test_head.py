@@ -166,6 +166,10 @@ def test_head_files_round_trip_and_refuse_other_targets(target, random_head, tmp
     (tmp_path / HEAD_CONFIG).write_text(json.dumps(meta))
     with pytest.raises(ModelLoadError, match="trained for"):
         load_head(tmp_path, target)
+    # a path that is not there is named as a missing directory (it read "not in this machine's Hugging
+    # Face cache, and the Hub cannot be reached", as if it were a Hub id)
+    with pytest.raises(ModelLoadError, match=r"There is no directory '/tmp/.*/nope' on this machine for the draft"):
+        load_head(str(tmp_path / "nope"), target)
 
 
 @pytest.mark.engine

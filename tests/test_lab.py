@@ -317,6 +317,7 @@ def test_the_price_note_says_why_the_rule_can_stop_short_of_the_best_n_drawn():
     short = tree_lab.price_note(rows, {"nodes": 5, "expected": 1.9, "price": 1.0}, 8, "this machine", False)
     assert "N=8 has the most expected tokens per unit of price (2.18 a plain step; the rule's tree 1.90)" in short
     assert "one layer at a time" in short
+    assert "the stars" in short and "not a point of the lines" in short  # where the chart draws it, and why
     best = tree_lab.price_note(rows, {"nodes": 8, "expected": 2.4, "price": 1.1}, 8, "this machine", False)
     assert "(2.18 a plain step; the rule's tree 2.18)" in best and "one layer at a time" not in best
 

@@ -496,14 +496,28 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
     # plotly shrank a 13 % bar's label to about 5 px inside it)
     positions = dict(zip([r["rate"] or 0 for r in rows], fig.data[0].textposition))
     assert all(p == ("inside" if rate >= 0.25 else "outside") for rate, p in positions.items())
-    # every bar says how many trees its share is of, and a depth few trees reached is hatched
-    assert list(fig.data[0].text) == [f"{r['rate']:.0%}<br>{r['accepted']}/{r['reached']}" for r in rows]
+    # every bar says how many trees its share is of: on the bar, or above the line's marker where that
+    # marker would sit in a low bar's label (a 12 % bar's label ran through a 33 % marker)
+    labels = [f"{r['rate']:.0%}<br>{r['accepted']}/{r['reached']}" for r in rows]
+    moved = {a.text: (a.x, a.y) for a in fig.layout.annotations}
+    for r, label, text, x in zip(rows, labels, fig.data[0].text, fig.data[1].x):
+        assert text == label or (text == "" and moved.pop(label) == (x, r["conditional"]))
+    assert all(text == label for text, label in zip(fig.data[0].text, labels) if text)
     hatched = [shape == "/" for shape in fig.data[0].marker.pattern.shape]
     assert hatched == [r["reached"] < 10 for r in rows] and any(hatched) and not all(hatched)
     # a run of plain steps draws no bars and takes no place: the other's line stays over its bars
     plain = dataclasses.replace(recorded, steps=[])
     alone = acceptance_per_depth_chart({"A": plain, "B": recorded}, max_depth=9)
     assert len(alone.data) == 2 and list(alone.data[1].x) == depths
+
+
+def test_a_low_bars_label_goes_above_the_marker_it_would_cover():
+    from viz.charts import _label_above_marker
+
+    assert _label_above_marker(0.12, 0.33) and _label_above_marker(0.0, 0.0)  # the two the page showed
+    assert not _label_above_marker(0.12, 1.0) and not _label_above_marker(0.2, 0.05)  # clear of the label
+    assert not _label_above_marker(0.5, 0.6) and not _label_above_marker(None, 0.1)  # inside the bar; no bar
+    assert not _label_above_marker(0.1, None)  # no line at this depth
 
 
 def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):
@@ -568,12 +582,12 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     names = [t.name for t in fig.data]
     assert names[:2] == ["expected tokens (calibrated confidence)", "committed by the verifier (accepted + bonus)"]
     assert any("price" in n for n in names) and fig.data[3].yaxis == "y2"
-    lines = {shape.x0 for shape in fig.layout.shapes}
-    assert lines == {16, 8}
-    texts = [a.text for a in fig.layout.annotations]
-    assert "your N = 16" in texts and "cost rule picks N = 8" in texts
-    heights = {a.text: a.y for a in fig.layout.annotations}
-    assert heights["your N = 16"] != heights["cost rule picks N = 8"]  # near lines' labels never overlap
+    assert {shape.x0 for shape in fig.layout.shapes} == {16}  # your N; the pick is not a point of the lines
+    assert "your N = 16" in [a.text for a in fig.layout.annotations]
+    stars = [t for t in fig.data if "cost rule's own tree" in (t.name or "")]
+    assert len(stars) == 1 and list(stars[0].x) == [8, 8] and list(stars[0].y) == [1.8, 1.8 / 1.4]
+    price_star = next(t for t in fig.data if t.name == "its price (right axis)")
+    assert list(price_star.y) == [1.4] and price_star.yaxis == "y2"
     assert "step 3" in fig.layout.title.text
     projected = price_figure(rows, 16, {"nodes": 0}, "the H100's cost table", projection=True)
     assert projected.layout.title.text.startswith("Projection")

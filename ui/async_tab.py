@@ -9,7 +9,7 @@ import gradio as gr
 from talon.trace import RunTrace
 from viz import charts, summary
 
-from .compute import model_work
+from .compute import QUEUE_NOTE_SECONDS, model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
@@ -43,25 +43,44 @@ def run_sync_async(session: Session, repeats, progress=gr.Progress(), *panel):
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
     stop = session.claim_work("async")
     runs: dict[str, list[RunTrace]] = {"sync": [], "async": []}
+    waited: list[float] = []  # per run, seconds its steps waited in the shared queue
     try:
         for rep in range(repeats):
             for k, execution in enumerate(("sync", "async")):
                 progress((2 * rep + k) / (2 * repeats), desc=f"Repetition {rep + 1} of {repeats}: {execution}...")
-                trace = prepare(settings.but(execution=execution), progress).run_to_end(stop=stop.is_set)
+                prepared = prepare(settings.but(execution=execution), progress)
+                trace = prepared.run_to_end(stop=stop.is_set)
                 if stop.is_set():
                     yield _stopped_view(session, stop, runs)
                     return
                 runs[execution].append(trace)
+                waited.append(prepared.waited)
                 first = {k: v[0] for k, v in runs.items() if v}
                 verdict = summary.async_verdict(first, runs)
                 busy = busy_note([], runs["sync"] + runs["async"]) if len(runs["async"]) == repeats else ""
+                notes = [n for n in (verdict, shared_note(waited), busy) if n]
                 yield (
                     charts.timeline_chart(first, charts.FIRST_TIMELINE_TITLE if repeats > 1 else charts.TIMELINE_TITLE),
                     summary.async_table(first, runs),
-                    verdict + (f"\n\n{busy}" if busy else ""),
+                    "\n\n".join(notes),
                 )
     finally:
         session.finish_work("async", stop)
+
+
+def shared_note(waited: list[float]) -> str:
+    """A sentence when the runs' steps waited in the shared queue behind other work (``waited``: seconds
+    per run), else ``""``: the timeline's clock runs on through those waits, the table's times leave them
+    out."""
+    total = sum(waited)
+    if total < QUEUE_NOTE_SECONDS:
+        return ""
+    runs = sum(1 for w in waited if w >= QUEUE_NOTE_SECONDS)
+    return (
+        f"**Shared machine:** {summary.plural(runs, 'run')} waited {total:.1f} s in all between steps while other "
+        "work (another tab's or another user's) took its turn. The timeline's clock runs on through those "
+        "waits (its gaps); the table's times leave them out."
+    )
 
 
 def _stopped_view(session: Session, stop, runs: dict[str, list[RunTrace]]) -> tuple:

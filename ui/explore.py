@@ -282,7 +282,8 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
         with session.preparing() as stop:
             prepared = prepare(settings, progress, stop=stop.is_set)
     except RunStopped:
-        if session.runs_started == mine:  # Stop pressed; a newer run (Run pressed again) has its own note
+        newer = session.starting_pressed and session.starting is not stop  # Run pressed again: it comes next
+        if session.runs_started == mine and not newer:  # Stop pressed; a newer run has its own note
             session.stop_note = STOPPED_NOTE
             gr.Info(STOPPED_BEFORE_START + (SHOWN_BEFORE if session.trace is not None else ""))
         yield (gr.skip(),) * (7 + CHART_COUNT)  # the page keeps the run it shows

@@ -632,7 +632,12 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
             if pick.get("price") and pick.get("expected")
             else ""
         )
-        + "."
+        + (
+            ": the stars. Its tree has its own shape, deeper where the drafter is sure, so it is not a point "
+            "of the lines, which are trees filled to each N the lab's way (root width K first)."
+            if pick["nodes"] and pick.get("price")
+            else "."
+        )
     )
     if yours is not None:
         text += (

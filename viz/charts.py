@@ -138,6 +138,16 @@ FEW_TREES = 10
 LABEL_INSIDE = 0.25
 """The least rate whose bar holds its two-line label at full size (plotly shrinks a label to fit its bar:
 a 13 % bar's came out about 5 px tall); a lower bar carries its label above it."""
+LABEL_BAND = 0.3
+"""How far above a low bar its label reaches (a share of the y axis: two 11 px lines of a 260 px plot)."""
+
+
+def _label_above_marker(rate: float | None, conditional: float | None) -> bool:
+    """Whether a low bar's label, set above the bar, would cover the line's marker at that depth (it
+    falls between the bar's top and the label's), so the label goes above the marker instead."""
+    if rate is None or rate >= LABEL_INSIDE or conditional is None:
+        return False
+    return rate - 0.05 <= conditional <= rate + LABEL_BAND
 
 
 def _rate_label(row: dict) -> str:
@@ -160,7 +170,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         any_steps = any(t.steps for t in traces.values())
         return _figure([], title, "depth", y_title, note="no draft trees in this run" if any_steps else None)
     deepest = max_depth or max(len(rows) for rows in per_run.values())
-    figs = []
+    figs, labels = [], []
     single = len(per_run) == 1
     drawn = [label for label, rows in per_run.items() if rows]  # a run of plain steps has no bars
     for k, (label, rows) in enumerate(per_run.items()):
@@ -184,6 +194,21 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         # A run's line stands over its own bar of each depth's group (plotly's grouped bars split the
         # group's 0.8 into equal widths), not on the seam between two runs' bars.
         shift = (drawn.index(label) - (len(drawn) - 1) / 2) * 0.8 / len(drawn)
+        show_labels = deepest <= 15
+        moved = [show_labels and _label_above_marker(r["rate"], r["conditional"]) for r in rows]
+        labels += [
+            {
+                "x": r["depth"] + shift,
+                "y": r["conditional"],
+                "yanchor": "bottom",
+                "yshift": 7,  # clear of the marker
+                "text": _rate_label(r),
+                "showarrow": False,
+                "font": {"color": "#263238", "size": 11},
+            }
+            for r, move in zip(rows, moved)
+            if move
+        ]
         figs.append(
             go.Bar(
                 x=depths,
@@ -196,9 +221,10 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                     "pattern": {"shape": ["/" if r["reached"] < FEW_TREES else "" for r in rows], "solidity": 0.3},
                 },
                 customdata=custom,
-                text=[_rate_label(r) for r in rows] if deepest <= 15 else None,
+                text=[("" if move else _rate_label(r)) for r, move in zip(rows, moved)] if show_labels else None,
                 # at the bar's foot, inside it: above the bar the line's markers, at the rates given d−1, ran
-                # through the labels; a bar too low to hold its label (0 % too) carries it above
+                # through the labels; a bar too low to hold its label (0 % too) carries it above, or above
+                # the line's marker where the marker would sit in it
                 textposition=["inside" if (r["rate"] or 0) >= LABEL_INSIDE else "outside" for r in rows],
                 insidetextanchor="start",
                 textangle=0,
@@ -229,6 +255,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         y_title,
         hovermode="closest",
         barmode="group",
+        annotations=labels,
         yaxis={"range": [0, 1.15], "tickformat": ".0%"},
         xaxis={
             "tickmode": "linear",

@@ -165,9 +165,10 @@ def price_figure(
     """The price of a tree at the frozen step against N (``FrozenStep.sweep`` rows over ``budget``, each
     with ``expected``, ``committed`` and ``price``): the expected committed tokens by the calibrated
     confidence, what the verifier actually committed (accepted + bonus), the price in plain decoding
-    steps (right axis) and expected tokens per unit of price (what the cost rule maximises).  Vertical
-    lines mark ``your_n`` (the Budget N slider) and ``pick`` (the tree the cost rule grows: a dict with
-    ``nodes``, ``expected``, ``price``).  ``projection``: the prices come from another device's
+    steps (right axis) and expected tokens per unit of price (what the cost rule maximises).  A vertical
+    line marks ``your_n`` (the Budget N slider); stars mark ``pick``, the tree the cost rule grows (a dict
+    with ``nodes``, ``expected``, ``price``): a tree of its own shape, not a point of the fixed-N curves,
+    so it is drawn where its own tokens and price are.  ``projection``: the prices come from another device's
     measured costs (the trees are this machine's), and the title says so."""
     where = f"step {step_number}" if step_number else "this step"
     title = f"The price of a tree at {where}: tokens and price against N ({curve_label})"
@@ -226,16 +227,7 @@ def price_figure(
             annotation_position="bottom right",  # the pick's label sits at the top: near lines never overlap
         )
     if pick is not None:
-        fig.add_vline(
-            x=max(pick["nodes"], 0.2),
-            line={"dash": "dash", "color": "#D62728", "width": 2},
-            annotation={
-                "text": f"cost rule picks N = {pick['nodes']}" if pick["nodes"] else "cost rule: a plain step",
-                "font": {"size": 11, "color": "#D62728"},
-                "bgcolor": LABEL_BACKGROUND,  # readable where it crosses the markers near N = 0
-            },
-            annotation_position="top right",
-        )
+        _mark_pick(fig, pick)
     _layout(
         fig,
         title,
@@ -253,6 +245,59 @@ def price_figure(
     if not priced:
         _centre_note(fig, "no cost curve for this device yet: the first auto run (or this chart's button) measures it")
     return fig
+
+
+PICK_COLOUR = "#D62728"
+
+
+def _mark_pick(fig: go.Figure, pick: dict) -> None:
+    """Stars at the cost rule's own tree (``pick``: ``nodes``, ``expected``, ``price``): its expected
+    tokens and tokens per unit of price on the left axis, its price on the right one; a plain step (0
+    nodes) is a line at N = 0 with a label."""
+    nodes = pick["nodes"]
+    if not nodes or not pick.get("price"):
+        fig.add_vline(
+            x=0.2,
+            line={"dash": "dash", "color": PICK_COLOUR, "width": 2},
+            annotation={
+                "text": "cost rule: a plain step",
+                "font": {"size": 11, "color": PICK_COLOUR},
+                "bgcolor": LABEL_BACKGROUND,  # readable where it crosses the markers near N = 0
+            },
+            annotation_position="top right",
+        )
+        return
+    expected, price = pick["expected"], pick["price"]
+    hover = (
+        f"the cost rule's tree: {nodes} draft nodes of its own shape (deeper where the drafter is sure), "
+        f"expected {expected:.2f} tokens for {price:.2f} plain steps = {expected / price:.2f} per step"
+        "<extra></extra>"
+    )
+    star = {"color": PICK_COLOUR, "size": 15, "symbol": "star", "line": {"width": 1, "color": "white"}}
+    fig.add_trace(
+        go.Scatter(
+            x=[nodes, nodes],
+            y=[expected, expected / price],
+            mode="markers+text",
+            text=[f"cost rule's tree: {nodes} nodes", ""],
+            textposition="top center",
+            textfont={"size": 11, "color": PICK_COLOUR},
+            name=f"the cost rule's own tree ({nodes} nodes): expected tokens, ÷ price",
+            marker=star,
+            hovertemplate=hover,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[nodes],
+            y=[price],
+            mode="markers",
+            name="its price (right axis)",
+            marker={**star, "symbol": "star-open", "line": {"width": 2, "color": PICK_COLOUR}},
+            yaxis="y2",
+            hovertemplate=hover,
+        )
+    )
 
 
 SWEEP_AXIS_NAMES = {"budget": "budget N (draft nodes)", "mu": "confidence gate μ", "topk": "root width K"}

@@ -41,6 +41,7 @@ from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
+from ..models.loading import looks_like_path
 
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
@@ -222,6 +223,12 @@ def resolve_head_dir(spec: str, files: Sequence[str] = tuple(HEAD_FILES), what: 
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
+    if looks_like_path(spec):  # not a Hub id: say the directory is missing, not that the Hub is away
+        raise ModelLoadError(
+            f"There is no directory {spec!r} on this machine for the {what}: give the path of a head "
+            "directory (as the head trainer or an EAGLE-3 checkpoint writes it) or a Hugging Face id such as "
+            "'owner/name'."
+        )
     try:
         try:
             return Path(snapshot_download(spec, allow_patterns=list(files), local_files_only=True))
