@@ -106,12 +106,13 @@ PAGE_JS = """
     const lo = parseFloat(src.getAttribute('min')), hi = parseFloat(src.getAttribute('max'));
     return [isNaN(lo) ? -Infinity : lo, isNaN(hi) ? Infinity : hi];
   };
-  const note = (box, text) => {
+  const note = (box, text, kept) => {
     const block = box.closest('.block');
     if (!block) return;
     let el = block.querySelector('.talon-clamped');
     if (!el) { el = document.createElement('div'); el.className = 'talon-clamped'; block.appendChild(el); }
     el.textContent = text;
+    el._kept = kept;
     clearTimeout(el._timer);
     el._timer = setTimeout(() => el.remove(), 9000);
   };
@@ -125,14 +126,15 @@ PAGE_JS = """
     const near = counts ? lo + Math.round((typed - lo) / step) * step : typed;
     const kept = Math.min(Math.max(near, lo), hi);
     if (kept === typed) {  // a value the control takes: a note about an earlier one no longer applies
-      box.closest('.block')?.querySelector('.talon-clamped')?.remove();
+      const old = box.closest('.block')?.querySelector('.talon-clamped');
+      if (old && old._kept !== typed) old.remove();  // (the value it set is checked again on blur)
       return;
     }
     const info = box.closest('.block')?.querySelector('[data-testid=block-info], label span');
     const label = (info?.textContent || 'This field').trim();
     note(box, typed < lo || typed > hi
       ? `${label}: ${typed} is outside ${lo}–${hi}, so it was set to ${kept}.`
-      : `${label}: ${typed} is not a whole number, so it was set to ${kept}.`);
+      : `${label}: ${typed} is not a whole number, so it was set to ${kept}.`, kept);
     box.value = String(kept);
     box.dispatchEvent(new Event('input', { bubbles: true }));
   };
