@@ -655,7 +655,8 @@ def test_the_price_of_a_tree_against_n_marks_the_pick_and_projects(client):
     fig = _figure(plot)
     assert fig["layout"]["title"]["text"].startswith("Projection: the trees of step 2 priced with GPU (NVIDIA H100")
     texts = [a["text"] for a in fig["layout"]["annotations"]]
-    assert "your N = 16" in texts and any(t.startswith("cost rule") for t in texts)
+    picks = [t for t in fig["data"] if "cost rule" in (t.get("name") or "")]  # its stars; a plain step: a line
+    assert "your N = 16" in texts and (picks or "cost rule: a plain step" in texts)
     committed = next(t for t in fig["data"] if t["name"].startswith("committed by the verifier"))
     assert all(isinstance(v, int) and v >= 1 for v in committed["y"])
     assert "**Projection:**" in note and "The cost rule would grow" in note
