@@ -28,6 +28,7 @@ from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
 from ..models.cpu_linear import cpu_linear_mode, draft_int8_rows, mkl_rows
 from ..models.device import cpu_identity, device_label, synchronize
+from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
@@ -287,6 +288,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         device=device_label(target),
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs}, "
+        f"fused_layers={fused_layers(target.model)}, "
         f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
         f"lm_head={head_name(target)}"
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")

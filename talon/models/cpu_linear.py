@@ -63,7 +63,10 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_BATCH_HINT)
+        weight = linear.weight.detach()
+        self.packed: torch.Tensor | None = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
+        """The weight in oneDNN's blocked layout; None where a fused product of several layers holds it
+        (``talon.models.fused_linear``)."""
         self.plain_rows = 0
         """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
         self.pair_lone_row = False
@@ -78,8 +81,8 @@ class PackedLinear(nn.Module):
         """``x`` ``[..., in_features]`` (float32 or bfloat16, on the CPU) -> ``[..., out_features]``.  When
         a gradient is wanted (training a draft head through the target's LM head) it takes PyTorch's own
         linear, because the packed op has no backward."""
-        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
-            return nn.functional.linear(x, self.weight, self.bias)
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad) or self.packed is None:
+            return nn.functional.linear(x, self.weight, self.bias)  # (no packed copy: a fused product has it)
         if x.numel() <= self.int8_rows * self.in_features:  # a drafter's few rows: half the bytes to read
             rows = x.reshape(-1, self.in_features)
             out = torch._weight_int8pack_mm(rows, self.int8_weight, self.int8_scales)

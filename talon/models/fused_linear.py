@@ -1,0 +1,164 @@
+"""One packed product where a decoder layer multiplies one input by several weights: a Llama attention's
+query, key and value projections, its MLP's gate and up projections (float32 CPU models whose linears
+``cpu_linear`` packed).
+
+A layer of the embedded SmolLM2-135M makes seven products a token; the key and value projections are
+only 192 wide and the packed kernel is least efficient on narrow outputs, while one product of the
+three reads the same weights in one pass.  On the 2-core Zen 4 the two fusions made a one-row forward
+4-5 % faster and a 16-row one 5 % faster (docs/benchmarks.md, run 30), for plain decoding and
+verification alike.  The fused weight is the parts' weights stacked by rows, and an output element is
+the same dot product whichever other rows share the product, so oneDNN gives every output the bits
+the separate products gave: checked at load on random rows for each fused product, where a build
+computes them otherwise the layer keeps its separate products.  The parts' own packed copies are
+dropped (the memory stays the same); they keep their ``weight`` and ``bias`` (``state_dict``,
+checksums and training read those) and still answer a direct call, through PyTorch's own linear.
+
+Only classes whose forward is transformers' Llama forward take it (``LlamaAttention``, ``LlamaMLP``
+and their subclasses that keep it): the fused forward is that forward with one product in place of
+the parts'.  Read-only after loading, like the rest of a loaded model.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from transformers.models.llama.modeling_llama import (
+    ALL_ATTENTION_FUNCTIONS,
+    LlamaAttention,
+    LlamaMLP,
+    apply_rotary_pos_emb,
+    eager_attention_forward,
+)
+
+from .cpu_linear import PACK_BATCH_HINT, PackedLinear
+
+PROBE_ROWS = (1, 5)
+"""Row counts at which a fused product is checked against its parts at load (bit for bit)."""
+
+
+class FusedRows:
+    """Several ``PackedLinear`` parts that read the same input, as one packed product of their stacked
+    weights (``[sum of out_features, in_features]``).  Not an ``nn.Module``: its packed weight is no
+    parameter, so ``state_dict`` and the target's checksum do not change."""
+
+    def __init__(self, parts: Sequence[PackedLinear]) -> None:
+        self.parts = tuple(parts)
+        self.sizes = [p.out_features for p in parts]
+        self.in_features = parts[0].in_features
+        weight = torch.cat([p.weight.detach() for p in parts])
+        biases = [p.bias for p in parts]
+        self.bias = torch.cat([b.detach() for b in biases]) if biases[0] is not None else None
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
+        self.plain_rows = parts[0].plain_rows
+
+    def separate(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Each part's product of ``x``, one call each."""
+        return [part(x) for part in self.parts]
+
+    def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """``x`` ``[..., in_features]`` -> one ``[..., out_features]`` view per part, in order.  Where a
+        part would take another kernel (a gradient wanted, or MKL at this few rows) the parts run apart."""
+        grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
+        if grad or x.numel() <= self.plain_rows * self.in_features:
+            return self.separate(x)
+        out = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return list(out.split(self.sizes, dim=-1))
+
+    def same_bits(self) -> bool:
+        """Whether the fused product gives the parts' bits at ``PROBE_ROWS`` rows of random input (while
+        the parts still hold their packed copies)."""
+        with torch.inference_mode():
+            for rows in PROBE_ROWS:
+                x = torch.randn(rows, self.in_features, dtype=self.packed.dtype)
+                fused = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+                if not torch.equal(fused, torch.cat(self.separate(x), dim=-1)):
+                    return False
+        return True
+
+
+def _fused_attention_forward(
+    self: LlamaAttention,
+    hidden_states: torch.Tensor,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+    attention_mask: torch.Tensor | None = None,
+    past_key_values=None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``LlamaAttention.forward`` with the query, key and value from one product (``fused_qkv``)."""
+    input_shape = hidden_states.shape[:-1]
+    hidden_shape = (*input_shape, -1, self.head_dim)
+    query, key, value = (t.view(hidden_shape).transpose(1, 2) for t in self.fused_qkv(hidden_states))
+    cos, sin = position_embeddings
+    query, key = apply_rotary_pos_emb(query, key, cos, sin)
+    if past_key_values is not None:
+        key, value = past_key_values.update(key, value, self.layer_idx)
+    attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+    out, weights = attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask,
+        dropout=0.0 if not self.training else self.attention_dropout,
+        scaling=self.scaling,
+        **kwargs,
+    )
+    return self.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+
+
+def _fused_mlp_forward(self: LlamaMLP, x: torch.Tensor) -> torch.Tensor:
+    """``LlamaMLP.forward`` with the gate and up projections from one product (``fused_gate_up``)."""
+    gate, up = self.fused_gate_up(x)
+    return self.down_proj(self.act_fn(gate) * up)
+
+
+FUSIONS = (
+    (LlamaAttention, ("q_proj", "k_proj", "v_proj"), "fused_qkv", _fused_attention_forward),
+    (LlamaMLP, ("gate_proj", "up_proj"), "fused_gate_up", _fused_mlp_forward),
+)
+"""(class whose forward is fused, its parts, the attribute the fused product goes in, the fused forward)."""
+
+
+def _fusible(module: nn.Module, cls: type, names: Sequence[str]) -> list[PackedLinear] | None:
+    """The parts of ``module`` when it runs ``cls``'s own forward and they are float32 packed linears of
+    one input width, with biases all or none; else None."""
+    if not isinstance(module, cls) or type(module).forward is not cls.forward or "forward" in vars(module):
+        return None
+    parts = [getattr(module, name, None) for name in names]
+    if not all(
+        isinstance(p, PackedLinear) and p.packed is not None and p.weight.dtype == torch.float32 and not p.int8_rows
+        for p in parts
+    ):
+        return None
+    if len({p.in_features for p in parts}) != 1 or len({p.bias is None for p in parts}) != 1:
+        return None
+    return parts
+
+
+def fuse_projections(model: nn.Module) -> int:
+    """Give every Llama attention and MLP of ``model`` whose parts allow it (``_fusible``) and whose fused
+    product gives the parts' bits (``FusedRows.same_bits``) its fused forward; returns how many layers
+    (attentions and MLPs) were fused."""
+    count = 0
+    for module in model.modules():
+        for cls, names, attribute, forward in FUSIONS:
+            parts = _fusible(module, cls, names)
+            if parts is None:
+                continue
+            fused = FusedRows(parts)
+            if not fused.same_bits():
+                continue
+            setattr(module, attribute, fused)
+            module.forward = types.MethodType(forward, module)
+            for part in parts:
+                part.packed = None  # the fused copy serves them; a direct call takes PyTorch's linear
+            count += 1
+    return count
+
+
+def fused_layers(model: nn.Module) -> int:
+    """How many attentions and MLPs of ``model`` run one fused product (for cost-curve keys and meta)."""
+    return sum(1 for m in model.modules() if any(isinstance(vars(m).get(a), FusedRows) for _, _, a, _ in FUSIONS))

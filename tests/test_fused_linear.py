@@ -1,0 +1,115 @@
+"""Fast tier: one packed product for a Llama layer's query/key/value and gate/up projections
+(``talon.models.fused_linear``) on tiny random Llamas: the same bits as the separate products, nothing
+changed in ``state_dict``, and only layers running transformers' own Llama forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny import prompt_ids, tiny_config, tiny_target
+from torch import nn
+from transformers import LlamaForCausalLM
+from transformers.models.llama.modeling_llama import LlamaMLP
+
+from talon.config import DecodeConfig, TreeConfig
+from talon.drafters.factory import drafter_for
+from talon.engine.decode import run_to_end
+from talon.models.cpu_linear import PackedLinear, onednn_linear_works, pack_linears
+from talon.models.fused_linear import FusedRows, fuse_projections, fused_layers
+
+pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
+
+
+def _packed(model: nn.Module) -> nn.Module:
+    pack_linears(model)
+    return model
+
+
+def _twins(config) -> tuple[nn.Module, nn.Module]:
+    """Two packed copies of one random Llama (packed after the weights are in: a packed copy is made once)."""
+    separate = LlamaForCausalLM(config).eval().requires_grad_(False)
+    fused = LlamaForCausalLM(config).eval().requires_grad_(False)
+    fused.load_state_dict(separate.state_dict())
+    return _packed(separate), _packed(fused)
+
+
+def _logits(model: nn.Module, rows: int) -> torch.Tensor:
+    with torch.inference_mode():
+        return model(torch.tensor([prompt_ids(3, rows)])).logits
+
+
+def test_fused_layers_give_the_separate_products_bits_and_keep_the_state_dict():
+    torch.manual_seed(0)
+    separate, fused = _twins(tiny_config(3))
+    keys = list(fused.state_dict())
+    assert fuse_projections(fused) == 6 == fused_layers(fused)  # three attentions, three MLPs
+    assert fused_layers(separate) == 0 and fuse_projections(fused) == 0  # a fused layer is left alone
+    assert list(fused.state_dict()) == keys  # the fused weights are no parameters: checksums unchanged
+    for rows in (1, 2, 7, 16):
+        assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+    layer = fused.model.layers[0]
+    assert layer.self_attn.q_proj.packed is None and layer.mlp.up_proj.packed is None  # the memory stays the same
+    x = torch.randn(4, 64)
+    with torch.inference_mode():  # a part called directly still answers, through PyTorch's linear
+        assert torch.allclose(layer.self_attn.k_proj(x), nn.functional.linear(x, layer.self_attn.k_proj.weight))
+
+
+def test_biases_are_fused_too_and_a_few_rows_for_mkl_take_the_parts(monkeypatch):
+    torch.manual_seed(1)
+    config = tiny_config(1)
+    config.attention_bias = config.mlp_bias = True
+    separate, fused = _twins(config)
+    assert fuse_projections(fused) == 2
+    assert torch.equal(_logits(fused, 5), _logits(separate, 5))
+    qkv = fused.model.layers[0].self_attn.fused_qkv
+    qkv.plain_rows = 2  # MKL at up to two rows on this CPU: the parts (their own kernel) answer
+    calls = []
+    monkeypatch.setattr(FusedRows, "separate", lambda self, x: calls.append(x.shape) or [p(x) for p in self.parts])
+    with torch.inference_mode():
+        qkv(torch.randn(1, 2, 64))
+        qkv(torch.randn(1, 3, 64))
+    assert calls == [torch.Size([1, 2, 64])]
+
+
+def test_only_transformers_own_forward_with_packed_float32_parts_is_fused(monkeypatch):
+    class OwnMLP(LlamaMLP):
+        def forward(self, x):  # another forward: what it does with the parts is not known
+            return super().forward(x)
+
+    torch.manual_seed(2)
+    model = LlamaForCausalLM(tiny_config(2)).eval().requires_grad_(False)
+    model.model.layers[0].mlp.__class__ = OwnMLP
+    assert fuse_projections(model) == 0  # nothing packed
+    pack_linears(model)
+    model.model.layers[1].self_attn.v_proj = nn.Linear(64, 32, bias=False)  # one part not packed
+    assert fuse_projections(model) == 2  # layer 0's attention and layer 1's MLP
+    assert "forward" not in vars(model.model.layers[0].mlp) and "forward" not in vars(model.model.layers[1].self_attn)
+    bf16 = _packed(LlamaForCausalLM(tiny_config(1)).to(torch.bfloat16).eval().requires_grad_(False))
+    assert fuse_projections(bf16) == 0  # bfloat16 keeps its layout (the row-invariant forward's)
+    monkeypatch.setattr(FusedRows, "same_bits", lambda self: False)
+    other = _packed(LlamaForCausalLM(tiny_config(1)).eval().requires_grad_(False))
+    assert fuse_projections(other) == 0  # a build whose fused product rounds otherwise keeps the parts
+    mlp = other.model.layers[0].mlp
+    assert all(isinstance(p, PackedLinear) and p.packed is not None for p in (mlp.gate_proj, mlp.up_proj))
+
+
+def test_a_gradient_takes_the_parts():
+    torch.manual_seed(3)
+    model = _packed(LlamaForCausalLM(tiny_config(1)).eval())
+    assert fuse_projections(model) == 2
+    x = torch.randn(1, 3, 64, requires_grad=True)
+    out = model.model.layers[0].mlp(x)
+    out.sum().backward()  # the packed op has no backward: the parts' PyTorch linears carry it
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_greedy_tree_decoding_on_a_fused_target_equals_its_plain_decoding():
+    target = tiny_target(seed=4)
+    pack_linears(target.model)
+    assert fuse_projections(target.model) == 4
+    ids, dec = prompt_ids(5), DecodeConfig(max_new_tokens=24)
+    plain = run_to_end(target, None, TreeConfig(method="ar"), dec, prompt_ids=ids)
+    drafter = drafter_for("talon", "layers:1", target)  # the self-drafter shares the fused layers
+    tree = run_to_end(target, drafter, TreeConfig(method="talon", budget=8), dec, prompt_ids=ids)
+    assert tree.output_ids == plain.output_ids and len(plain.output_ids) == 24
+    assert len(tree.steps) < len(plain.steps)  # drafts were accepted
