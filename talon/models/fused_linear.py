@@ -2,16 +2,17 @@
 query, key and value projections, its MLP's gate and up projections (float32 CPU models whose linears
 ``cpu_linear`` packed).
 
-A layer of the embedded SmolLM2-135M makes seven products a token; the key and value projections are
-only 192 wide and the packed kernel is least efficient on narrow outputs, while one product of the
-three reads the same weights in one pass.  On the 2-core Zen 4 the two fusions made a one-row forward
-4-5 % faster and a 16-row one 5 % faster (docs/benchmarks.md, run 30), for plain decoding and
-verification alike.  The fused weight is the parts' weights stacked by rows, and an output element is
-the same dot product whichever other rows share the product, so oneDNN gives every output the bits
-the separate products gave: checked at load on random rows for each fused product, where a build
-computes them otherwise the layer keeps its separate products.  The parts' own packed copies are
-dropped (the memory stays the same); they keep their ``weight`` and ``bias`` (``state_dict``,
-checksums and training read those) and still answer a direct call, through PyTorch's own linear.
+A layer of the embedded SmolLM2-135M makes seven products a token, four with these fusions; the key and
+value projections are only 192 wide, where the packed kernel is least efficient, and every product pays
+its call.  On the 2-core Zen 4, side by side over the headline's prompts (docs/benchmarks.md, run 30),
+plain decoding ran 1.107x as fast with them and TALON auto 1.078x, every run equal.
+
+The fused weight is the parts' weights stacked by rows, and an output element is the same dot product
+whichever weight rows are stacked beside its own, so oneDNN gives every output the bits the separate
+products gave: checked at load on random rows for each fused product, and where a build computes them
+otherwise the layer keeps its separate products.  The parts' own packed copies are dropped (the memory
+stays the same); they keep their ``weight`` and ``bias`` (``state_dict``, checksums and training read
+those) and still answer a direct call, through PyTorch's own linear.
 
 Only classes whose forward is transformers' Llama forward take it (``LlamaAttention``, ``LlamaMLP``
 and their subclasses that keep it): the fused forward is that forward with one product in place of
