@@ -9,13 +9,13 @@ import torch
 from tiny import prompt_ids, tiny_config, tiny_target
 from torch import nn
 from transformers import LlamaForCausalLM
-from transformers.models.llama.modeling_llama import LlamaMLP
+from transformers.models.llama.modeling_llama import LlamaMLP, apply_rotary_pos_emb
 
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
 from talon.models.cpu_linear import PackedLinear, onednn_linear_works, pack_linears
-from talon.models.fused_linear import FusedRows, fuse_projections, fused_layers
+from talon.models.fused_linear import FusedRows, fuse_projections, fused_layers, rotate_queries_and_keys
 
 pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
 
@@ -113,3 +113,16 @@ def test_greedy_tree_decoding_on_a_fused_target_equals_its_plain_decoding():
     tree = run_to_end(target, drafter, TreeConfig(method="talon", budget=8), dec, prompt_ids=ids)
     assert tree.output_ids == plain.output_ids and len(plain.output_ids) == 24
     assert len(tree.steps) < len(plain.steps)  # drafts were accepted
+
+
+def test_the_rotary_over_query_and_key_heads_at_once_gives_transformers_bits():
+    torch.manual_seed(5)
+    out = torch.randn(2, 7, (9 + 3 + 3) * 64)  # one product's rows: 9 query heads, 3 key, 3 value
+    heads_rows = out[..., : 12 * 64].view(2, 7, -1, 64)
+    angles = torch.randn(2, 7, 64)
+    cos, sin = angles.cos(), angles.sin()
+    query, key = rotate_queries_and_keys(heads_rows, 9, cos, sin)
+    q, k = out[..., : 9 * 64].view(2, 7, -1, 64), out[..., 9 * 64 : 12 * 64].view(2, 7, -1, 64)
+    want_q, want_k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    assert query.shape == (2, 9, 7, 64) and key.shape == (2, 3, 7, 64)
+    assert torch.equal(query, want_q) and torch.equal(key, want_k)
