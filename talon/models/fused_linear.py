@@ -68,6 +68,10 @@ class FusedRows:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
         if grad or x.numel() <= self.plain_rows * self.in_features:
             return torch.cat(self.separate(x), dim=-1)
+        return self.fused(x)
+
+    def fused(self, x: torch.Tensor) -> torch.Tensor:
+        """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
     def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -80,8 +84,7 @@ class FusedRows:
         with torch.inference_mode():
             for rows in PROBE_ROWS:
                 x = torch.randn(rows, self.in_features, dtype=self.packed.dtype)
-                fused = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-                if not torch.equal(fused, torch.cat(self.separate(x), dim=-1)):
+                if not torch.equal(self.fused(x), torch.cat(self.separate(x), dim=-1)):
                     return False
         return True
 

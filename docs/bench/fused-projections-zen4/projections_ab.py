@@ -1,16 +1,13 @@
 # An experiment before the change (docs/bench/fused-projections-zen4/results.txt).
 """A/B: (A) as loaded, (C) gate/up fused, (D) C + q/k/v fused (stash trick, experiment only)."""
-import random, statistics, sys, types
+import sys, types
 import torch
 from torch import nn
-from talon.models.registry import ModelRegistry
-from talon.drafters.base import NoDrafter
-from talon.engine.cost_measure import _Pieces, context_ids
+from interleaved import logit_diffs, target_before_fusion, verify_ab
 from talon.models.cpu_linear import PackedLinear
 
 torch.set_num_threads(2)
-target = ModelRegistry().get("embedded"); model = target.model
-ids = context_ids(target)
+target = target_before_fusion(); model = target.model
 sizes = [int(s) for s in sys.argv[1].split(",")]
 rounds = int(sys.argv[2])
 mlps = [m for m in model.modules() if type(m).__name__.endswith("MLP")]
@@ -58,20 +55,5 @@ def setv(v):
         q, k, vv = a._parts if v == "D" else origs[id(a)]
         a.q_proj, a.k_proj, a.v_proj = q, k, vv
 
-x = torch.tensor([ids])
-outs = {}
-with torch.inference_mode():
-    for v in "ACD":
-        setv(v); outs[v] = model(x).logits[0]
-for v in "CD":
-    print(v, "max |diff|", (outs[v] - outs["A"]).abs().max().item())
-p = _Pieces(target, NoDrafter(), ids, sizes, ())
-times = {(v, s): [] for v in "ACD" for s in sizes}
-for r in range(rounds):
-    order = [(v, s) for v in "ACD" for s in sizes]; random.shuffle(order)
-    for v, s in order:
-        setv(v); p.verify(s); times[(v, s)].append(p.verify(s))
-setv("A")
-for s in sizes:
-    a = statistics.median(times[("A", s)])
-    print(f"verify({s}): " + "  ".join(f"{v} {statistics.median(times[(v, s)])*1e3:.2f} ms ({statistics.median(times[(v, s)])/a:.3f})" for v in "ACD"))
+logit_diffs(target, setv, "ACD")
+verify_ab(target, setv, "ACD", sizes, rounds, restore="A")

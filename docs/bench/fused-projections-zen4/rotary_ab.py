@@ -2,15 +2,13 @@
 """A/B on the fused target: (R) as loaded (the rotary over the query and key heads at once, run 30's
 follow-up), (F) the fused forward before it (the projections split, transformers' apply_rotary_pos_emb on
 each)."""
-import random, statistics, sys, types
+import sys, types
 import torch
 from transformers.models.llama.modeling_llama import ALL_ATTENTION_FUNCTIONS, apply_rotary_pos_emb, eager_attention_forward
+from interleaved import logit_diffs, verify_ab
 from talon.models.registry import ModelRegistry
-from talon.drafters.base import NoDrafter
-from talon.engine.cost_measure import _Pieces, context_ids
 torch.set_num_threads(2)
 target = ModelRegistry().get("embedded"); model = target.model
-ids = context_ids(target)
 attns = [m for m in model.modules() if "fused_qkv" in vars(m)]
 orig = {id(a): a.forward for a in attns}
 
@@ -29,19 +27,5 @@ def fwd(self, hidden_states, position_embeddings=None, attention_mask=None, past
 def setv(v):
     for a in attns:
         a.forward = types.MethodType(fwd, a) if v == "F" else orig[id(a)]
-x = torch.tensor([ids]); outs = {}
-with torch.inference_mode():
-    for v in "FR":
-        setv(v); outs[v] = model(x).logits[0]
-print("max |diff|", (outs["R"] - outs["F"]).abs().max().item())
-sizes = [1, 4, 16]
-p = _Pieces(target, NoDrafter(), ids, sizes, ())
-times = {(v, s): [] for v in "FR" for s in sizes}
-for r in range(int(sys.argv[1])):
-    order = [(v, s) for v in "FR" for s in sizes]; random.shuffle(order)
-    for v, s in order:
-        setv(v); p.verify(s); times[(v, s)].append(p.verify(s))
-setv("R")
-for s in sizes:
-    a = statistics.median(times[("F", s)])
-    print(f"verify({s}): F {a*1e3:.2f} ms  R {statistics.median(times[('R', s)])*1e3:.2f} ({statistics.median(times[('R', s)])/a:.3f})")
+logit_diffs(target, setv, "FR")
+verify_ab(target, setv, "FR", [1, 4, 16], int(sys.argv[1]), restore="R")
