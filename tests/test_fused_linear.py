@@ -71,6 +71,20 @@ def test_biases_are_fused_too_and_a_few_rows_for_mkl_take_the_parts(monkeypatch)
     assert calls == [torch.Size([1, 2, 64])]
 
 
+def test_layers_whose_few_rows_take_mkl_are_fused_too():
+    """Where MKL wins the one- and two-row products (an Intel Xeon with AMX measured so at load), the
+    load-time check compares the fused product with the parts' packed products, not with MKL's."""
+    torch.manual_seed(4)
+    separate, fused = _twins(tiny_config(2))
+    for model in (separate, fused):
+        for linear in model.modules():
+            if isinstance(linear, PackedLinear):
+                linear.plain_rows = 2
+    assert fuse_projections(fused) == 4
+    for rows in (1, 2, 3, 9):
+        assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+
+
 def test_only_transformers_own_forward_with_packed_float32_parts_is_fused(monkeypatch):
     class OwnMLP(LlamaMLP):
         def forward(self, x):  # another forward: what it does with the parts is not known

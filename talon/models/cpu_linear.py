@@ -95,6 +95,11 @@ class PackedLinear(nn.Module):
             pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
             out = torch.ops.mkldnn._linear_pointwise(pair, self.packed, self.bias, "none", [], "")
             return out[:1].reshape(*x.shape[:-1], self.out_features)
+        return self.packed_product(x)
+
+    def packed_product(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
+        row count (``forward`` may take MKL or the int8 copy instead)."""
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
