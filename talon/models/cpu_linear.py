@@ -69,9 +69,15 @@ class PackedLinear(nn.Module):
         (``talon.models.fused_linear``)."""
         self.plain_rows = 0
         """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
-        self.pair_lone_row = False
-        """A lone row is multiplied beside a row of zeros (``talon.models.row_invariant``: for long
-        products the packed bfloat16 kernel computes one row another way than two or more)."""
+        self.min_rows = 0
+        """Inputs of fewer rows are multiplied with rows of zeros appended up to this many
+        (``talon.models.row_invariant``: on the Zen 4 the packed bfloat16 kernel computes a lone row of a
+        long product another way than two or more)."""
+        self.block_rows = 0
+        """When > 0, every product runs over blocks of exactly this many rows, the last padded with rows of
+        zeros (``talon.models.row_invariant``: with AMX the packed bfloat16 kernel changes its algorithm
+        with the row count at every scale, but gives a row of a fixed-size block the same bits wherever
+        it sits and whatever rows sit beside it)."""
         self.int8_rows = 0
         """Inputs of at most this many rows take ``int8_weight`` (``quantize_small_rows``; drafters only)."""
         self.int8_weight: torch.Tensor | None = None  # [out, in] int8, row k is weight row k / int8_scales[k]
@@ -83,7 +89,9 @@ class PackedLinear(nn.Module):
         linear, because the packed op has no backward."""
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad) or self.packed is None:
             return nn.functional.linear(x, self.weight, self.bias)  # (no packed copy: a fused product has it)
-        if x.numel() <= self.int8_rows * self.in_features:  # a drafter's few rows: half the bytes to read
+        if (
+            self.int8_rows and x.numel() <= self.int8_rows * self.in_features
+        ):  # a drafter's few rows: half the bytes to read
             rows = x.reshape(-1, self.in_features)
             out = torch._weight_int8pack_mm(rows, self.int8_weight, self.int8_scales)
             if self.bias is not None:
@@ -91,11 +99,22 @@ class PackedLinear(nn.Module):
             return out.reshape(*x.shape[:-1], self.out_features)
         if x.numel() <= self.plain_rows * self.in_features:
             return nn.functional.linear(x, self.weight, self.bias)
-        if self.pair_lone_row and x.numel() == self.in_features:
-            pair = torch.cat([x.reshape(1, -1), x.new_zeros(1, self.in_features)])
-            out = torch.ops.mkldnn._linear_pointwise(pair, self.packed, self.bias, "none", [], "")
-            return out[:1].reshape(*x.shape[:-1], self.out_features)
+        if self.block_rows or x.numel() < self.min_rows * self.in_features:
+            return self._padded_product(x)
         return self.packed_product(x)
+
+    def _padded_product(self, x: torch.Tensor) -> torch.Tensor:
+        """The packed product of ``x`` ``[..., in_features]`` with its rows padded by rows of zeros to
+        ``min_rows``, or to whole blocks of ``block_rows`` multiplied one block a call."""
+        rows = x.reshape(-1, self.in_features)
+        n = rows.shape[0]
+        if n == 0:
+            return self.packed_product(x)
+        block = self.block_rows or max(self.min_rows, n)
+        padded = rows.new_zeros(-(-n // block) * block, self.in_features)
+        padded[:n] = rows
+        out = torch.cat([self.packed_product(part) for part in padded.split(block)])
+        return out[:n].reshape(*x.shape[:-1], self.out_features)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the

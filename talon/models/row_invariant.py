@@ -11,7 +11,11 @@ module replaces each by a computation whose every row follows one fixed order of
 
 - **linears**: oneDNN's packed bfloat16 kernel at every row count (``auto`` mode would take MKL's at
   one or two rows, another kernel), and a linear with more than ``LONE_ROW_INPUTS`` inputs (the MLP's
-  down projection, 1536) never given a lone row, which the kernel computes another way;
+  down projection, 1536) never given a lone row, which the kernel computes another way.  On an Intel
+  Xeon with AMX the kernel's algorithm changes with the row count at every scale (a row's bits differed
+  between 6 and 160 rows in the gate projection, between 1 and 33 in the LM head), so there every
+  product runs over blocks of exactly ``BLOCK_ROWS`` rows, one AMX tile high, which give a row the same
+  bits wherever it sits in the block; which of the two holds is checked at load (``rows_invariant``);
 - **attention** (``invariant_attention``): scores from one float32 batched matmul with the query rows
   padded to a multiple of ``ROW_PAD`` (fewer rows take another kernel), masked exponentials, and the
   weighted sum of values with a column of ones appended (so the softmax's normaliser comes out of the
@@ -58,6 +62,12 @@ LONE_ROW_INPUTS = 1024
 row beside a row of zeros, at about the one-row price since the weights are read once either way):
 products up to 1024 long gave a row the same bits at every row count, 1536 long at every count but
 one."""
+
+BLOCK_ROWS = 16
+"""Rows of every product where a lone row beside zeros is not enough (``PackedLinear.block_rows``): one
+AMX tile high; on the AMX Xeon the model's linears took 17.0 ms at 16 rows against 16.9 at one."""
+PROBE_ROWS = (1, 2, 3, 5, 8, 16, 17, 32, 33, 48, 64, 96, 129)
+"""Row counts at which ``rows_invariant`` checks a linear's rows against the same rows among 130."""
 
 
 _DELEGATED = (*DELEGATED_TO_SDPA, "sliding_window")
@@ -211,10 +221,11 @@ def invariant_attention(
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
     row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
-    never given a lone row, and ``invariant_attention``.  Returns whether it did; a model in another
+    never given a lone row (or, where ``rows_invariant`` finds that is not enough, every product in
+    blocks of ``BLOCK_ROWS``), and ``invariant_attention``.  Returns whether it did; a model in another
     dtype or place, one whose linears are not packed (no bfloat16 kernel on this CPU, or
-    ``$TALON_CPU_LINEAR=plain``), or one whose attention is not transformers' ``sdpa`` is left as it
-    is."""
+    ``$TALON_CPU_LINEAR=plain``), one whose attention is not transformers' ``sdpa``, or one whose
+    linears give a row other bits at some row count either way is left as it is."""
     weight = next((p for p in model.parameters()), None)
     config = getattr(model, "config", None)
     if (
@@ -225,12 +236,55 @@ def make_row_invariant(model: nn.Module) -> bool:
         or getattr(config, "_attn_implementation", None) != "sdpa"
     ):
         return False
-    packed = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    packed = [m for m in model.modules() if isinstance(m, PackedLinear) and m.packed is not None]
     if not packed or not onednn_linear_works(torch.bfloat16):
         return False
-    for linear in packed:
-        linear.plain_rows = 0
-        linear.pair_lone_row = linear.in_features > LONE_ROW_INPUTS
+    if not invariant_rows(packed):  # no known way to one rounding per row here: bfloat16 stays stock
+        return False
     register_attention(INVARIANT_ATTENTION, invariant_attention)
     model.set_attn_implementation(INVARIANT_ATTENTION)
+    return True
+
+
+def invariant_rows(linears: list[PackedLinear]) -> bool:
+    """Set ``linears`` (packed bfloat16) to give every row one rounding whatever the row count: the packed
+    kernel at every count, a long product's lone row beside a row of zeros, or where that is not enough
+    (``rows_invariant``) every product in blocks of ``BLOCK_ROWS``.  Returns whether one of the two
+    holds; if neither does, the linears are left on their own kernels (``plain_rows`` untouched)."""
+    plain_rows = [linear.plain_rows for linear in linears]
+    for linear in linears:
+        linear.plain_rows = 0
+        linear.min_rows = 2 if linear.in_features > LONE_ROW_INPUTS else 0
+    if rows_invariant(linears):
+        return True
+    for linear in linears:
+        linear.block_rows = BLOCK_ROWS
+    if rows_invariant(linears):
+        return True
+    for linear, rows in zip(linears, plain_rows, strict=True):
+        linear.plain_rows, linear.min_rows, linear.block_rows = rows, 0, 0
+    return False
+
+
+def rows_invariant(linears: list[PackedLinear]) -> bool:
+    """Whether each linear, as set now (``min_rows``, ``block_rows``), gives every row the bits it gets
+    among 130 random rows at each of ``PROBE_ROWS`` row counts, and a row the same bits beside other
+    rows (checked once per shape, on random bfloat16 rows)."""
+    gen = torch.Generator().manual_seed(0)
+    seen = set()
+    with torch.inference_mode():
+        for linear in linears:
+            shape = (linear.in_features, linear.out_features, linear.min_rows, linear.block_rows)
+            if shape in seen:
+                continue
+            seen.add(shape)
+            x = torch.randn(max(PROBE_ROWS) + 1, linear.in_features, generator=gen).to(linear.weight.dtype)
+            full = linear(x)
+            for n in PROBE_ROWS:
+                if not torch.equal(linear(x[:n]), full[:n]):
+                    return False
+                other = torch.randn(n, linear.in_features, generator=gen).to(linear.weight.dtype)
+                other[-1] = x[0]
+                if not torch.equal(linear(other)[-1], full[0]):
+                    return False
     return True
