@@ -15,7 +15,7 @@ from torch import nn
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.decode import run_to_end
-from talon.models.cpu_linear import PackedLinear, onednn_linear_works, pack_linears
+from talon.models.cpu_linear import PackedLinear, block_rows, onednn_linear_works, pack_linears
 from talon.models.gqa_attention import use_gqa_attention
 from talon.models.loaded import LoadedModel
 from talon.models.row_invariant import (
@@ -203,7 +203,9 @@ def test_blocks_of_rows_are_the_linear_padded_and_multiplied_a_block_a_call(monk
     parent = nn.Sequential(nn.Linear(64, 24))
     pack_linears(parent)
     packed = parent[0]
+    assert block_rows(parent) == 0
     packed.block_rows = BLOCK_ROWS
+    assert block_rows(parent) == BLOCK_ROWS  # in the cost curve's key and the bench meta
     calls = []
     product = PackedLinear.packed_product
     monkeypatch.setattr(PackedLinear, "packed_product", lambda self, x: calls.append(x.shape[0]) or product(self, x))

@@ -304,6 +304,12 @@ def mkl_rows(module: nn.Module) -> int | None:
     return None if packed is None else packed.plain_rows
 
 
+def block_rows(module: nn.Module) -> int:
+    """Rows of every product of ``module``'s packed linears where they run in fixed blocks
+    (``PackedLinear.block_rows``, set by the row-invariant forward); 0 where they do not."""
+    return max((m.block_rows for m in module.modules() if isinstance(m, PackedLinear)), default=0)
+
+
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
     """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed and that has
     the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.
