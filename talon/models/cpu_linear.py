@@ -111,10 +111,12 @@ class PackedLinear(nn.Module):
         if n == 0:
             return self.packed_product(x)
         block = self.block_rows or max(self.min_rows, n)
-        padded = rows.new_zeros(-(-n // block) * block, self.in_features)
-        padded[:n] = rows
-        out = torch.cat([self.packed_product(part) for part in padded.split(block)])
-        return out[:n].reshape(*x.shape[:-1], self.out_features)
+        padded = nn.functional.pad(rows, (0, 0, 0, -n % block))  # one op: a plain step pays it 211 times
+        if len(padded) == block:
+            out = self.packed_product(padded)
+        else:
+            out = torch.cat([self.packed_product(part) for part in padded.split(block)])
+        return out[:n].view(*x.shape[:-1], self.out_features)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
