@@ -16,6 +16,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.decode import run_to_end
 from talon.models.cpu_linear import PackedLinear, block_rows, onednn_linear_works, pack_linears
+from talon.models.fused_linear import fuse_projections, fused_products
 from talon.models.gqa_attention import use_gqa_attention
 from talon.models.loaded import LoadedModel
 from talon.models.row_invariant import (
@@ -109,13 +110,15 @@ def test_a_tree_row_gets_the_bits_of_its_path_computed_alone(prefix, size):
 
 
 def bf16_tiny(seed: int = 0, invariant: bool = True) -> LoadedModel:
-    """A tiny random Llama in bfloat16 with packed linears and, if ``invariant``, the row-invariant
-    forward (else the stock-attention negative control)."""
+    """A tiny random Llama in bfloat16 with packed linears and, if ``invariant``, its projections fused
+    and the row-invariant forward, as the loader builds it (else the stock-attention negative control)."""
     target = replace(tiny_target(seed), dtype=torch.bfloat16)
     target.model.to(torch.bfloat16)
     pack_linears(target.model)
     if invariant:
+        assert fuse_projections(target.model) == 2 * target.model.config.num_hidden_layers
         assert make_row_invariant(target.model)
+        assert all(p.plain_rows == 0 for p in fused_products(target.model))
         assert target.model.config._attn_implementation == INVARIANT_ATTENTION
     else:
         use_gqa_attention(target.model)

@@ -99,29 +99,31 @@ class PackedLinear(nn.Module):
             return out.reshape(*x.shape[:-1], self.out_features)
         if x.numel() <= self.plain_rows * self.in_features:
             return nn.functional.linear(x, self.weight, self.bias)
-        if self.block_rows or x.numel() < self.min_rows * self.in_features:
-            return self._padded_product(x)
-        return self.packed_product(x)
-
-    def _padded_product(self, x: torch.Tensor) -> torch.Tensor:
-        """The packed product of ``x`` ``[..., in_features]`` with its rows padded by rows of zeros to
-        ``min_rows``, or to whole blocks of ``block_rows`` multiplied one block a call."""
-        rows = x.reshape(-1, self.in_features)
-        n = rows.shape[0]
-        if n == 0:
-            return self.packed_product(x)
-        block = self.block_rows or max(self.min_rows, n)
-        padded = nn.functional.pad(rows, (0, 0, 0, -n % block))  # one op: a plain step pays it 211 times
-        if len(padded) == block:
-            out = self.packed_product(padded)
-        else:
-            out = torch.cat([self.packed_product(part) for part in padded.split(block)])
-        return out[:n].view(*x.shape[:-1], self.out_features)
+        return product_in_rows(self.packed_product, x, self.out_features, self.min_rows, self.block_rows)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
         row count (``forward`` may take MKL or the int8 copy instead)."""
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+
+def product_in_rows(product, x: torch.Tensor, out_features: int, min_rows: int, block_rows: int) -> torch.Tensor:
+    """``product`` (a packed product, ``[rows, in] -> [rows, out_features]``) of ``x`` ``[..., in]``, its
+    rows padded by rows of zeros to ``min_rows``, or to whole blocks of ``block_rows`` multiplied one
+    block a call (the row-invariant forward's rules, ``talon.models.row_invariant``); neither set: as is."""
+    if not block_rows and x.numel() >= min_rows * x.shape[-1]:
+        return product(x)
+    rows = x.reshape(-1, x.shape[-1])
+    n = rows.shape[0]
+    if n == 0:
+        return product(x)
+    block = block_rows or max(min_rows, n)
+    padded = nn.functional.pad(rows, (0, 0, 0, -n % block))  # one op: a plain step pays it 121-211 times
+    if len(padded) == block:
+        out = product(padded)
+    else:
+        out = torch.cat([product(part) for part in padded.split(block)])
+    return out[:n].view(*x.shape[:-1], out_features)
 
 
 @functools.cache

@@ -1,6 +1,7 @@
 """One packed product where a decoder layer multiplies one input by several weights: a Llama attention's
-query, key and value projections, its MLP's gate and up projections (float32 CPU models whose linears
-``cpu_linear`` packed).
+query, key and value projections, its MLP's gate and up projections (float32 and bfloat16 CPU models
+whose linears ``cpu_linear`` packed; in bfloat16 the row-invariant forward then sets the fused products'
+row rules as it sets the linears', ``talon.models.row_invariant``).
 
 A layer of the embedded SmolLM2-135M makes seven products a token, four with these fusions; the key and
 value projections are only 192 wide, where the packed kernel is least efficient, and every product pays
@@ -36,7 +37,7 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from .cpu_linear import PACK_BATCH_HINT, PackedLinear
+from .cpu_linear import PACK_BATCH_HINT, PackedLinear, product_in_rows
 
 PROBE_ROWS = (1, 5)
 """Row counts at which a fused product is checked against its parts at load (bit for bit)."""
@@ -55,7 +56,11 @@ class FusedRows:
         biases = [p.bias for p in parts]
         self.bias = torch.cat([b.detach() for b in biases]) if biases[0] is not None else None
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
+        self.out_features = sum(self.sizes)
         self.plain_rows = parts[0].plain_rows
+        self.min_rows = 0
+        """Row rules of the row-invariant bfloat16 forward (``PackedLinear.min_rows``, ``block_rows``)."""
+        self.block_rows = 0
 
     def separate(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Each part's product of ``x``, one call each."""
@@ -68,7 +73,7 @@ class FusedRows:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
         if grad or x.numel() <= self.plain_rows * self.in_features:
             return torch.cat(self.separate(x), dim=-1)
-        return self.fused(x)
+        return product_in_rows(self.fused, x, self.out_features, self.min_rows, self.block_rows)
 
     def fused(self, x: torch.Tensor) -> torch.Tensor:
         """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""
@@ -150,17 +155,22 @@ FUSIONS = (
 
 
 def _fusible(module: nn.Module, cls: type, names: Sequence[str]) -> list[PackedLinear] | None:
-    """The parts of ``module`` when it runs ``cls``'s own forward and they are float32 packed linears of
-    one input width, with biases all or none; else None."""
+    """The parts of ``module`` when it runs ``cls``'s own forward and they are packed float32 or bfloat16
+    linears of one input width and dtype, with biases all or none and no row rule set; else None."""
     if not isinstance(module, cls) or type(module).forward is not cls.forward or "forward" in vars(module):
         return None
     parts = [getattr(module, name, None) for name in names]
     if not all(
-        isinstance(p, PackedLinear) and p.packed is not None and p.weight.dtype == torch.float32 and not p.int8_rows
+        isinstance(p, PackedLinear)
+        and p.packed is not None
+        and p.weight.dtype in (torch.float32, torch.bfloat16)
+        and not p.int8_rows
+        and not p.min_rows
+        and not p.block_rows
         for p in parts
     ):
         return None
-    if len({p.in_features for p in parts}) != 1 or len({p.bias is None for p in parts}) != 1:
+    if any(len(set(values)) != 1 for values in zip(*((p.in_features, p.weight.dtype, p.bias is None) for p in parts))):
         return None
     return parts
 
@@ -184,6 +194,11 @@ def fuse_projections(model: nn.Module) -> int:
                 part.packed = None  # the fused copy serves them; a direct call takes PyTorch's linear
             count += 1
     return count
+
+
+def fused_products(model: nn.Module) -> list[FusedRows]:
+    """Every fused product of ``model``'s attentions and MLPs."""
+    return [p for m in model.modules() for _, _, a, _ in FUSIONS if isinstance(p := vars(m).get(a), FusedRows)]
 
 
 def fused_layers(model: nn.Module) -> int:

@@ -42,6 +42,7 @@ from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from .cpu_linear import PackedLinear, onednn_linear_works
+from .fused_linear import FusedRows, fused_products
 from .gqa_attention import DELEGATED_TO_SDPA, register_attention
 
 INVARIANT_ATTENTION = "talon_cpu_row_invariant"
@@ -220,7 +221,8 @@ def invariant_attention(
 
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
-    row-invariant forward: every packed linear on the packed kernel at every row count, the long ones
+    row-invariant forward: every packed linear and fused product (``talon.models.fused_linear``) on the
+    packed kernel at every row count, the long ones
     never given a lone row (or, where ``rows_invariant`` finds that is not enough, every product in
     blocks of ``BLOCK_ROWS``), and ``invariant_attention``.  Returns whether it did; a model in another
     dtype or place, one whose linears are not packed (no bfloat16 kernel on this CPU, or
@@ -239,14 +241,16 @@ def make_row_invariant(model: nn.Module) -> bool:
     packed = [m for m in model.modules() if isinstance(m, PackedLinear) and m.packed is not None]
     if not packed or not onednn_linear_works(torch.bfloat16):
         return False
-    if not invariant_rows(packed):  # no known way to one rounding per row here: bfloat16 stays stock
+    if not invariant_rows(
+        packed + fused_products(model)
+    ):  # no known way to one rounding per row here: bfloat16 stays stock
         return False
     register_attention(INVARIANT_ATTENTION, invariant_attention)
     model.set_attn_implementation(INVARIANT_ATTENTION)
     return True
 
 
-def invariant_rows(linears: list[PackedLinear]) -> bool:
+def invariant_rows(linears: list[PackedLinear | FusedRows]) -> bool:
     """Set ``linears`` (packed bfloat16) to give every row one rounding whatever the row count: the packed
     kernel at every count, a long product's lone row beside a row of zeros, or where that is not enough
     (``rows_invariant``) every product in blocks of ``BLOCK_ROWS``.  Returns whether one of the two
@@ -266,10 +270,10 @@ def invariant_rows(linears: list[PackedLinear]) -> bool:
     return False
 
 
-def rows_invariant(linears: list[PackedLinear]) -> bool:
-    """Whether each linear, as set now (``min_rows``, ``block_rows``), gives every row the bits it gets
-    among 130 random rows at each of ``PROBE_ROWS`` row counts, and a row the same bits beside other
-    rows (checked once per shape, on random bfloat16 rows)."""
+def rows_invariant(linears: list[PackedLinear | FusedRows]) -> bool:
+    """Whether each linear or fused product, as set now (``min_rows``, ``block_rows``), gives every row
+    the bits it gets among 130 random rows at each of ``PROBE_ROWS`` row counts, and a row the same bits
+    beside other rows (checked once per shape, on random bfloat16 rows)."""
     gen = torch.Generator().manual_seed(0)
     seen = set()
     with torch.inference_mode():
@@ -278,13 +282,15 @@ def rows_invariant(linears: list[PackedLinear]) -> bool:
             if shape in seen:
                 continue
             seen.add(shape)
-            x = torch.randn(max(PROBE_ROWS) + 1, linear.in_features, generator=gen).to(linear.weight.dtype)
-            full = linear(x)
+            product = linear.product if isinstance(linear, FusedRows) else linear
+            dtype = linear.packed.dtype
+            x = torch.randn(max(PROBE_ROWS) + 1, linear.in_features, generator=gen).to(dtype)
+            full = product(x)
             for n in PROBE_ROWS:
-                if not torch.equal(linear(x[:n]), full[:n]):
+                if not torch.equal(product(x[:n]), full[:n]):
                     return False
-                other = torch.randn(n, linear.in_features, generator=gen).to(linear.weight.dtype)
+                other = torch.randn(n, linear.in_features, generator=gen).to(dtype)
                 other[-1] = x[0]
-                if not torch.equal(linear(other)[-1], full[0]):
+                if not torch.equal(product(other)[-1], full[0]):
                     return False
     return True
