@@ -89,9 +89,8 @@ class PackedLinear(nn.Module):
         linear, because the packed op has no backward."""
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad) or self.packed is None:
             return nn.functional.linear(x, self.weight, self.bias)  # (no packed copy: a fused product has it)
-        if (
-            self.int8_rows and x.numel() <= self.int8_rows * self.in_features
-        ):  # a drafter's few rows: half the bytes to read
+        # a drafter's few rows: half the bytes to read
+        if self.int8_rows and x.numel() <= self.int8_rows * self.in_features:
             rows = x.reshape(-1, self.in_features)
             out = torch._weight_int8pack_mm(rows, self.int8_weight, self.int8_scales)
             if self.bias is not None:

@@ -222,9 +222,9 @@ def invariant_attention(
 def make_row_invariant(model: nn.Module) -> bool:
     """Give ``model`` (bfloat16, on the CPU, its linears packed by ``cpu_linear.pack_for_device``) the
     row-invariant forward: every packed linear and fused product (``talon.models.fused_linear``) on the
-    packed kernel at every row count, the long ones
-    never given a lone row (or, where ``rows_invariant`` finds that is not enough, every product in
-    blocks of ``BLOCK_ROWS``), and ``invariant_attention``.  Returns whether it did; a model in another
+    packed kernel at every row count, the long ones never given a lone row (or, where
+    ``rows_invariant`` finds that is not enough, every product in blocks of ``BLOCK_ROWS``), and
+    ``invariant_attention``.  Returns whether it did; a model in another
     dtype or place, one whose linears are not packed (no bfloat16 kernel on this CPU, or
     ``$TALON_CPU_LINEAR=plain``), one whose attention is not transformers' ``sdpa``, or one whose
     linears give a row other bits at some row count either way is left as it is."""
@@ -241,9 +241,7 @@ def make_row_invariant(model: nn.Module) -> bool:
     packed = [m for m in model.modules() if isinstance(m, PackedLinear) and m.packed is not None]
     if not packed or not onednn_linear_works(torch.bfloat16):
         return False
-    if not invariant_rows(
-        packed + fused_products(model)
-    ):  # no known way to one rounding per row here: bfloat16 stays stock
+    if not invariant_rows(packed + fused_products(model)):  # no rule gives one rounding a row: stays stock
         return False
     register_attention(INVARIANT_ATTENTION, invariant_attention)
     model.set_attn_implementation(INVARIANT_ATTENTION)
