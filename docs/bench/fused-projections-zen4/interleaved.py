@@ -5,23 +5,43 @@ the first variant.  ``set_variant(name)`` switches the model."""
 
 import random
 import statistics
+import types
 
 import torch
 
 from talon.drafters.base import NoDrafter
 from talon.engine.cost_measure import _Pieces, context_ids
 from talon.models import loading
+from talon.models.cpu_linear import PackedLinear
 
 
-def target_before_fusion():
-    """The embedded target loaded as before ``talon.models.fused_linear`` (every projection its own
-    packed product): what the experiments before the change ran on."""
+def target_before_fusion(dtype=None):
+    """The embedded target (in ``dtype``, the default's where None) loaded as before
+    ``talon.models.fused_linear`` (every projection its own packed product): what the experiments before
+    the change ran on."""
     fuse = loading.fuse_projections
     loading.fuse_projections = lambda model: 0
     try:
-        return loading.load_model("embedded")
+        return loading.load_model("embedded", dtype=dtype)
     finally:
         loading.fuse_projections = fuse
+
+
+def zero_linears(model):
+    """A switch for ``model``'s packed linears: ``switch(True)`` makes each return a constant tensor of its
+    output shape instead of its product (what a forward spends outside the linears), ``switch(False)``
+    restores them."""
+    lins = [m for m in model.modules() if isinstance(m, PackedLinear)]
+    own = {id(m): m.forward for m in lins}
+
+    def zero_forward(self, x):
+        return torch.zeros(*x.shape[:-1], self.out_features, dtype=x.dtype) + 0.01
+
+    def switch(on: bool) -> None:
+        for m in lins:
+            m.forward = types.MethodType(zero_forward, m) if on else own[id(m)]
+
+    return switch
 
 
 def logit_diffs(target, set_variant, variants: str) -> None:
