@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("TALON_DRAFT_INT8", "yes", "choose one of auto, off"),
         ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
         ("TALON_GPU_ATTENTION", "flash", "choose one of grouped, sdpa"),
-        ("TALON_GPU_LINEAR", "cutlass", "choose one of auto, blas, lt, cublas"),
+        ("TALON_GPU_LINEAR", "cutlass", "choose one of auto, lt, cublas"),
     ],
 )
 def test_each_bad_setting_is_named_with_its_choices(monkeypatch, name, value, words):

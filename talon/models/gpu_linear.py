@@ -1,5 +1,5 @@
-"""Few-row float32 linears on a GPU: cuBLAS, cuBLASLt or a few-row Triton kernel, whichever this GPU
-runs fastest, per layer shape and row count.
+"""Few-row float32 linears on a GPU: cuBLAS or cuBLASLt, whichever this GPU runs faster, per layer
+shape and row count.
 
 PyTorch multiplies a bias-less ``nn.Linear`` with cuBLAS's ``gemm``, whose kernel choice for a few rows
 can be poor: on an H200 in float32 the key/value projection of the embedded target (576 -> 192) took
@@ -8,57 +8,45 @@ can be poor: on an H200 in float32 the key/value projection of the embedded targ
 rows cuBLAS was the faster of the two.  PyTorch takes cuBLASLt for a linear *with* a one-dimensional
 bias (its ``addmm`` fuses the bias into cuBLASLt's epilogue), so a layer here passes a bias of zeros at
 the row counts where that measured faster: adding 0.0 changes no value, and which library runs is
-decided per call, not by a process-wide switch another user's thread would share.  Up to 16 rows a
-third candidate is ``talon.models.gpu_rows_kernel`` (where Triton is installed), which reads the
-weight once for all rows with float32 multiply-adds.
+decided per call, not by a process-wide switch another user's thread would share.
 
 The arithmetic stays float32; only the order of the additions inside a dot product differs, as it does
 between any two BLAS kernels (a tree's rows already took other kernels than plain decoding's one row),
 and greedy losslessness is checked in every mode.
 
-``$TALON_GPU_LINEAR``: ``auto`` (default) times every candidate at load, at each static bucket's row
-count (2 to 128), on one layer of each shape, and takes the fastest where it is clearly faster than
-cuBLAS; ``blas`` does the same without the Triton kernel; ``lt`` takes cuBLASLt at every row count
-above one; ``cublas`` keeps PyTorch's own.  One row always keeps PyTorch's own (cuBLAS's
-matrix-vector kernel, plain decoding's path).  Only float32 models on a CUDA device are changed
-(``choose_for`` does the same on any device: the CPU tests run it).
+``$TALON_GPU_LINEAR``: ``auto`` (default) times both at load, at each static bucket's row count (2 to
+128), on one layer of each shape, and takes cuBLASLt where it is clearly faster; ``lt`` takes it at
+every row count above one; ``cublas`` keeps PyTorch's own.  One row always keeps PyTorch's own
+(cuBLAS's matrix-vector kernel, plain decoding's path).  Only float32 models on a CUDA device are
+changed (``choose_for`` does the same on any device: the CPU tests run it).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 
 from ..config import ConfigError
-from . import gpu_rows_kernel
 
 GPU_LINEAR_ENV = "TALON_GPU_LINEAR"
-GPU_LINEAR_MODES = ("auto", "blas", "lt", "cublas")
+GPU_LINEAR_MODES = ("auto", "lt", "cublas")
 MEASURED_ROWS = (2, 4, 8, 16, 32, 64, 128)
 """Row counts timed in ``auto`` mode: the static runner's buckets above one row
 (``talon.runtime.graphs.BUCKETS``).  A call of another count takes the choice of the next measured
 count above it (cuBLAS past the last)."""
 MARGIN = 0.9
-"""Another way is taken at a row count only when it takes at most this fraction of cuBLAS's time."""
+"""cuBLASLt is taken at a row count only when it takes at most this fraction of cuBLAS's time."""
 GRAPH_CALLS = 20
 """Calls captured in the CUDA graph whose replays time one choice (a replay's launch is then shared)."""
 REPLAYS = 5
-LT = "lt"
-"""The way that passes a zero bias (cuBLASLt); ``"k<i>"`` names ``gpu_rows_kernel.CONFIGS[i]``."""
-
-
-def kernel_way(config: int) -> str:
-    """The name of the Triton kernel's way with ``gpu_rows_kernel.CONFIGS[config]``."""
-    return f"k{config}"
 
 
 def gpu_linear_mode() -> str:
-    """``$TALON_GPU_LINEAR`` (``auto`` unless set to ``blas``, ``lt`` or ``cublas``); an unknown value
-    raises ``ConfigError`` naming the choices."""
+    """``$TALON_GPU_LINEAR`` (``auto`` unless set to ``lt`` or ``cublas``); an unknown value raises
+    ``ConfigError`` naming the choices."""
     mode = os.environ.get(GPU_LINEAR_ENV, "auto").strip().lower() or "auto"
     if mode not in GPU_LINEAR_MODES:
         raise ConfigError(f"${GPU_LINEAR_ENV}={mode!r}: choose one of {', '.join(GPU_LINEAR_MODES)}.")
@@ -66,47 +54,41 @@ def gpu_linear_mode() -> str:
 
 
 class RowLinear(nn.Module):
-    """A bias-less ``nn.Linear`` that multiplies with cuBLASLt (a zero bias makes PyTorch's ``addmm``
-    take it) or the few-row Triton kernel at chosen row counts, and as PyTorch does at the others.
-    ``weight`` is the original parameter (shared: tied embeddings and readers of ``.weight`` see no
-    change).
+    """A bias-less ``nn.Linear`` that multiplies with cuBLASLt at chosen row counts (a zero bias makes
+    PyTorch's ``addmm`` take it) and as PyTorch does at the others.  ``weight`` is the original
+    parameter (shared: tied embeddings and readers of ``.weight`` see no change).
 
-    ``ways``: row count (rows of the flattened input ``[rows, in_features]``) -> ``LT`` or a
-    ``kernel_way``; ``up_to``: a count between two measured ones takes the way of the next measured
-    one above it, up to ``up_to`` rows (beyond it, PyTorch's own)."""
+    ``lt_rows``: the row counts (rows of the flattened input ``[rows, in_features]``) that take
+    cuBLASLt; ``up_to``: a count between two of them takes the choice of the next one above it, up to
+    ``up_to`` rows (beyond it, PyTorch's own)."""
 
-    def __init__(self, linear: nn.Linear, ways: Mapping[int, str] | None = None, up_to: int = 0) -> None:
+    def __init__(self, linear: nn.Linear, lt_rows: Iterable[int] = (), up_to: int = 0) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = None
         zeros = torch.zeros(linear.out_features, device=linear.weight.device, dtype=linear.weight.dtype)
         self.register_buffer("zero_bias", zeros, persistent=False)
-        self.set_choice(ways or {}, up_to)
+        self.set_choice(lt_rows, up_to)
 
-    def set_choice(self, ways: Mapping[int, str], up_to: int) -> None:
-        """Take ``ways`` at their row counts (a count between two measured ones follows the next above
-        it, up to ``up_to``); PyTorch's own elsewhere."""
-        self.ways = dict(sorted(ways.items()))
-        measured = sorted(set(self.ways) | {r for r in MEASURED_ROWS if r <= up_to})
-        self._way: list[str | None] = [None] * (up_to + 1)
+    def set_choice(self, lt_rows: Iterable[int], up_to: int) -> None:
+        """Take cuBLASLt at ``lt_rows`` (a count between two measured ones follows the next above it,
+        up to ``up_to``); PyTorch's own elsewhere."""
+        self.lt_rows = tuple(sorted(set(lt_rows)))
+        measured = sorted(set(self.lt_rows) | {r for r in MEASURED_ROWS if r <= up_to})
+        self._lt = [False] * (up_to + 1)
         for rows in range(2, up_to + 1):
             above = next((r for r in measured if r >= rows), None)
-            self._way[rows] = self.ways.get(above)
+            self._lt[rows] = above in self.lt_rows
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]``."""
         rows = x.numel() // self.in_features
-        way = self._way[rows] if rows < len(self._way) else None
-        if way is None:
-            return nn.functional.linear(x, self.weight)
-        # Two-dimensional, so that PyTorch's addmm (and with it cuBLASLt) takes it whatever x's strides.
-        flat = x.reshape(rows, self.in_features)
-        if way == LT:
-            out = nn.functional.linear(flat, self.weight, self.zero_bias)
-        else:
-            out = gpu_rows_kernel.rows_product(flat, self.weight, int(way[1:]))
-        return out.view(*x.shape[:-1], self.out_features)
+        if rows < len(self._lt) and self._lt[rows]:
+            # Two-dimensional, so that PyTorch's addmm (and with it cuBLASLt) takes it whatever x's strides.
+            out = nn.functional.linear(x.reshape(rows, self.in_features), self.weight, self.zero_bias)
+            return out.view(*x.shape[:-1], self.out_features)
+        return nn.functional.linear(x, self.weight)
 
 
 def row_linears(module: nn.Module) -> list[RowLinear]:
@@ -150,48 +132,26 @@ def graph_seconds(fn: Callable[[], object], calls: int = GRAPH_CALLS, replays: i
 
 
 def choose_rows(
-    layer: RowLinear, timer: Callable[[Callable[[], object]], float] = graph_seconds, kernel: bool = False
-) -> tuple[dict[int, str], dict[int, dict[str, float]]]:
-    """The way to take at each measured row count on ``layer``'s weight: the fastest of cuBLASLt (a
-    zero bias) and, with ``kernel`` and up to ``gpu_rows_kernel.MAX_ROWS`` rows, the Triton kernel's
-    configurations, where it takes at most ``MARGIN`` of cuBLAS's time (counts left out keep cuBLAS);
-    and every count's seconds per way (``"cublas"``, ``LT``, ``kernel_way(i)``), timed in that order."""
-    times: dict[int, dict[str, float]] = {}
+    layer: RowLinear, timer: Callable[[Callable[[], object]], float] = graph_seconds
+) -> tuple[tuple[int, ...], dict[int, tuple[float, float]]]:
+    """The measured row counts at which cuBLASLt (a zero bias) takes at most ``MARGIN`` of cuBLAS's
+    time on ``layer``'s weight, and every count's ``(cublas, lt)`` seconds."""
+    times: dict[int, tuple[float, float]] = {}
     weight, zero = layer.weight, layer.zero_bias
     with torch.inference_mode():
         for rows in MEASURED_ROWS:
             x = torch.randn(rows, layer.in_features, device=weight.device, dtype=weight.dtype)
-            ways = {
-                "cublas": lambda x=x: nn.functional.linear(x, weight),
-                LT: lambda x=x: nn.functional.linear(x, weight, zero),
-            }
-            if kernel and rows <= gpu_rows_kernel.MAX_ROWS:
-                for i in range(len(gpu_rows_kernel.CONFIGS)):
-                    ways[kernel_way(i)] = lambda x=x, i=i: gpu_rows_kernel.rows_product(x, weight, i)
-            times[rows] = {}
-            for name, fn in ways.items():
-                try:
-                    times[rows][name] = timer(fn)
-                except Exception as err:  # noqa: BLE001 - a Triton that cannot build the kernel: leave it out
-                    if name in ("cublas", LT):
-                        raise
-                    warnings.warn(f"the few-row kernel ({name}) failed to run, left out: {err}", stacklevel=2)
-                    kernel = False
-                    break
-    chosen = {}
-    for rows, seconds in times.items():
-        way = min((name for name in seconds if name != "cublas"), key=seconds.__getitem__)
-        if seconds[way] <= MARGIN * seconds["cublas"]:
-            chosen[rows] = way
-    return chosen, times
+            plain = timer(lambda x=x: nn.functional.linear(x, weight))
+            lt = timer(lambda x=x: nn.functional.linear(x, weight, zero))
+            times[rows] = (plain, lt)
+    return tuple(r for r, (plain, lt) in times.items() if lt <= MARGIN * plain), times
 
 
-def use_row_linears(module: nn.Module) -> dict[tuple[int, int], dict[int, str]]:
+def use_row_linears(module: nn.Module) -> dict[tuple[int, int], tuple[int, ...]]:
     """On a CUDA device in float32, per ``$TALON_GPU_LINEAR``: wrap ``module``'s bias-less linears in
-    ``RowLinear`` and choose, per layer shape ``(in, out)``, the way at each row count (``auto`` /
-    ``blas``: timed on one layer of the shape, about 0.1 s a shape, more the first time the Triton
-    kernel compiles; ``lt``: cuBLASLt at every count above one).  Returns the choice per shape; empty
-    (and ``module`` unchanged) elsewhere or with ``cublas``."""
+    ``RowLinear`` and choose, per layer shape ``(in, out)``, the row counts that take cuBLASLt (``auto``:
+    timed on one layer of the shape, about 0.1 s a shape; ``lt``: every count above one).  Returns the
+    choice per shape; empty (and ``module`` unchanged) elsewhere or with ``cublas``."""
     weight = next((p for p in module.parameters()), None)
     mode = gpu_linear_mode()
     if weight is None or weight.device.type != "cuda" or weight.dtype != torch.float32 or mode == "cublas":
@@ -201,35 +161,26 @@ def use_row_linears(module: nn.Module) -> dict[tuple[int, int], dict[int, str]]:
 
 def choose_for(
     module: nn.Module, mode: str, timer: Callable[[Callable[[], object]], float] = graph_seconds
-) -> dict[tuple[int, int], dict[int, str]]:
-    """``use_row_linears``' work on any device: ``mode`` ``"lt"``, ``"blas"`` or ``"auto"`` (timed with
-    ``timer``; ``auto`` times the Triton kernel too where ``gpu_rows_kernel.available``)."""
+) -> dict[tuple[int, int], tuple[int, ...]]:
+    """``use_row_linears``' work on any device: ``mode`` ``"lt"`` or ``"auto"`` (timed with ``timer``)."""
     top = MEASURED_ROWS[-1]
     by_shape: dict[tuple[int, int], list[RowLinear]] = {}
     for layer in wrap_linears(module):
         by_shape.setdefault((layer.in_features, layer.out_features), []).append(layer)
-    chosen: dict[tuple[int, int], dict[int, str]] = {}
+    chosen: dict[tuple[int, int], tuple[int, ...]] = {}
     for shape, layers in by_shape.items():
-        if mode == "lt":
-            ways = dict.fromkeys(MEASURED_ROWS, LT)
-        else:
-            kernel = mode == "auto" and gpu_rows_kernel.available(layers[0].weight.device)
-            ways = choose_rows(layers[0], timer, kernel)[0]
+        lt_rows = MEASURED_ROWS if mode == "lt" else choose_rows(layers[0], timer)[0]
         for layer in layers:
-            layer.set_choice(ways, top)
-        chosen[shape] = ways
+            layer.set_choice(lt_rows, top)
+        chosen[shape] = tuple(lt_rows)
     return chosen
 
 
 def lt_signature(module: nn.Module) -> str | None:
-    """Which row counts take another way than cuBLAS, per layer shape, for cost-curve keys and benchmark
-    meta (``"576x192:2,4,8@k1,16@k1; ..."``: a bare count takes cuBLASLt); None when ``module`` has no
-    ``RowLinear``."""
+    """Which row counts take cuBLASLt, per layer shape, for cost-curve keys and benchmark meta
+    (``"576x192:2,4,8,16; ..."``); None when ``module`` has no ``RowLinear``."""
     layers = row_linears(module)
     if not layers:
         return None
-    shapes = {(m.in_features, m.out_features): m.ways for m in layers}
-    return "; ".join(
-        f"{i}x{o}:" + (",".join(f"{r}" if w == LT else f"{r}@{w}" for r, w in ways.items()) or "-")
-        for (i, o), ways in sorted(shapes.items())
-    )
+    shapes = {(m.in_features, m.out_features): m.lt_rows for m in layers}
+    return "; ".join(f"{i}x{o}:{','.join(map(str, rows)) or '-'}" for (i, o), rows in sorted(shapes.items()))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The lent GPU's run, from the repository root there (docs/benchmarks.md, "A few-row kernel for a
-# tree's rows"): setup (the embedded GGUF from two xz parts, the first copied to /tmp by an earlier
+# The lent GPU's run at commit f626169, where talon.models.gpu_linear timed the few-row Triton kernel
+# as a third way ($TALON_GPU_LINEAR=auto; blas: the libraries only); the kernel was not kept, and the
+# probe now holds it (docs/benchmarks.md, "A few-row Triton kernel for a tree's rows, tried"). From the
+# repository root there: setup (the embedded GGUF from two xz parts, the first copied to /tmp by an earlier
 # call, the second in .gpu with the HumanEval / MT-Bench question files; transformers and gguf from
 # wheels in .whl); cuBLAS, cuBLASLt and the Triton kernel per layer shape and row count; the replay
 # time of every (bucket, span) with and without the kernel; then the head suite's 30 prompts (ar,
