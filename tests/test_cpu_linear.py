@@ -12,6 +12,7 @@ from torch import nn
 from talon.bench.cli import _budget, parse_args, tree_overrides
 from talon.models.cpu_linear import (
     INT8_ROWS,
+    SMALL_ROWS,
     PackedLinear,
     choose_small_row_kernel,
     draft_int8_rows,
@@ -50,7 +51,7 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     monkeypatch.setenv("TALON_CPU_LINEAR", "auto")
     assert pack_for_device(model) == 4
     rows = {m.plain_rows for m in model if isinstance(m, PackedLinear)}
-    assert len(rows) == 1 and rows <= {0, 1, 2}
+    assert len(rows) == 1 and rows <= set(range(SMALL_ROWS[-1] + 1))
     monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0)  # a tie
     assert choose_small_row_kernel(model) == 0  # MKL must win by the margin
     onednn = nn.Sequential(nn.Linear(16, 16))
@@ -60,6 +61,26 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     plain = nn.Sequential(nn.Linear(16, 16))
     monkeypatch.setenv("TALON_CPU_LINEAR", "plain")
     assert pack_for_device(plain) == 0 and type(plain[0]) is nn.Linear
+
+
+@pytest.mark.parametrize(("mkl_wins_at", "chosen"), [((), 0), ((1, 2, 3), 3), ((1, 3, 4), 1), ((1, 2, 3, 4), 4)])
+def test_mkl_takes_the_row_counts_from_one_up_to_the_first_where_it_loses(monkeypatch, mkl_wins_at, chosen):
+    """Scripted timings: MKL twice as fast at the counts in ``mkl_wins_at``, a tie elsewhere (a tie is a
+    loss: MKL must win by MARGIN).  The probe stops at the first loss and measures nothing past it."""
+    model = nn.Sequential(*[nn.Linear(32, 32) for _ in range(3)])
+    monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")
+    pack_for_device(model)
+    measured = []
+
+    def timed(fn, reps=7):
+        rows = fn.__defaults__[0][0].shape[0]  # the probe's inputs, one [rows, in] per layer
+        measured.append(rows)
+        return 0.5 if fn.__name__ == "mkl" and rows in mkl_wins_at else 1.0
+
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    assert choose_small_row_kernel(model) == chosen
+    assert {m.plain_rows for m in model} == {chosen}
+    assert max(measured) == min(chosen + 1, SMALL_ROWS[-1])
 
 
 @pytest.fixture

@@ -7,7 +7,9 @@ product took 345 us with ``F.linear`` and 92 us with the prepacked oneDNN kernel
 "CPU arithmetic").  At one row, though, machines differ: there MKL's matrix-vector path took
 10.5-11.5 ms for the model's linears against the packed kernel's 14-15 ms, while on the 2-core AMD EPYC
 (AVX2) the packed kernel is faster at every row count.  So each packed model measures, once at load,
-whether MKL wins at 1 and 2 rows on this CPU and uses it there (``PackedLinear.plain_rows``).
+up to how many rows (at most ``SMALL_ROWS[-1]``) MKL wins on this CPU and uses it there
+(``PackedLinear.plain_rows``): on the 2-core Xeon with AMX it wins 1 to 3 rows (a 3-node tree verified for
+1.06 plain steps against 1.23-1.25 with the packed kernel), on the 2-core Zen 4 none.
 
 The arithmetic stays float32; only the order of the additions inside a dot product differs, as it does
 between any two BLAS kernels, and greedy losslessness is checked in every mode.  A drafter (never a
@@ -17,7 +19,7 @@ from memory after a verification has passed through the cache, and half the byte
 cheaper; a drafter's rounding shapes the tree, never what verification emits.
 
 ``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the kernel
-for 1-2 rows by measurement; ``onednn`` uses the packed kernel at every row count; ``plain`` keeps
+for 1-4 rows by measurement; ``onednn`` uses the packed kernel at every row count; ``plain`` keeps
 PyTorch's own (what an unmodified transformers model runs).  Where the oneDNN op is missing (another
 PyTorch build) the model is left as it is.
 """
@@ -35,8 +37,9 @@ from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
 CPU_LINEAR_MODES = ("auto", "onednn", "plain")
-SMALL_ROWS = (1, 2)
-"""Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode)."""
+SMALL_ROWS = (1, 2, 3, 4)
+"""Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode, from
+1 up to the first count where it does not)."""
 MARGIN = 0.9
 """MKL is used at a row count only when it takes at most this fraction of the packed kernel's time."""
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
@@ -199,9 +202,10 @@ def fastest_seconds(fn, reps: int = 15) -> float:
 
 def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
     """Measure, on up to ``sample`` of ``module``'s packed layers (two decoder layers of a Llama), whether
-    MKL beats the packed kernel at 1 and 2 rows (by ``MARGIN``, least of 15 timings each, so that a busy
-    neighbour does not decide it), and set every packed layer's ``plain_rows`` to the largest row count
-    from 1 up where it does (0 when it never does).  About 0.2 s.  Returns that count."""
+    MKL beats the packed kernel at each of ``SMALL_ROWS`` from 1 up (by ``MARGIN``, least of 15 timings
+    each, so that a busy neighbour does not decide it), and set every packed layer's ``plain_rows`` to the
+    largest row count before the first where it does not (0 when it never does).  About 0.1 s a count
+    measured.  Returns that count."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
     probe = layers[:sample]
     plain_rows = 0
