@@ -193,8 +193,9 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     the fastest tree setting (auto 0.98-0.99x of it).  With a tree's few rows multiplied by cuBLASLt
     where it is faster ("cuBLASLt for a tree's few rows", ``talon.models.gpu_linear``) verifying 2 to 16
     nodes costs 1.3-1.6 plain steps, and auto-sized trees ran 1.03-1.04x N=24 (the fastest fixed N) in
-    both processes measured (0.97-1.00x before), so a GPU's default run sizes its trees by the cost rule
-    too, with the paper's K=10, mu=0.03 (plain decoding was still 1.01-1.06x as fast there).  On the
+    both processes measured (0.97-1.00x before; 1.01-1.03x in four more on an H200 and 1.02-1.06x in two
+    on an H100 a session later), so a GPU's default run sizes its trees by the cost rule too, with the
+    paper's K=10, mu=0.03 (plain decoding was still 0.99-1.07x as fast there).  On the
     2-core CPUs we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512
     EPYCs, docs/benchmarks.md), so the default sizes trees by the cost rule with K=6 root children and
     mu=0.1.  The fixed N=24 is what the fixed-size methods and the Tree lab start from: a tree big
@@ -205,10 +206,10 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
             "GPU: N = auto (each tree grows while it pays on this GPU's measured cost curve) with the paper's "
-            "K=10, μ=0.03: on an H200 it ran 1.03-1.04x the fastest fixed N (N=24) side by side; verifying a "
-            "tree costs 1.3-1.7 plain decoding steps there, so with the shipped head plain decoding is about "
-            "as fast (see the Benchmark tab's cost chart). Set N to 24 for the fixed-size tree the gate shapes "
-            "on its own.",
+            "K=10, μ=0.03: on an H200 and an H100 it ran 1.01-1.06x the fastest fixed N (N=24) side by side; "
+            "verifying a tree costs 1.15-1.7 plain decoding steps there, so with the shipped head plain decoding "
+            "is about as fast (see the Benchmark tab's cost chart). Set N to 24 for the fixed-size tree the gate "
+            "shapes on its own.",
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
