@@ -2,7 +2,8 @@
 default: the shipped head, K=10, mu=0.03, depth 8, cap 128) on five of the head suite's prompts, 64
 tokens, greedy, after one warm-up run; prints the steps and drafter calls, then the functions by own
 time and by cumulative time.  cProfile slows Python code, so the shares, not the seconds, are the
-finding.  From the repository root (docs/benchmarks.md, "Where a step's host time goes on the H100"):
+finding.  From the repository root (docs/benchmarks.md, "A few-row Triton kernel
+for a tree's rows, tried; auto against fixed N again on an H200 and an H100"):
 
     PYTHONPATH=. python docs/bench/gpu-host-python-h100/py_profile.py"""
 

