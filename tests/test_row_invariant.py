@@ -15,12 +15,14 @@ from torch import nn
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.model import ModelDrafter
 from talon.engine.decode import run_to_end
-from talon.models.cpu_linear import PackedLinear, block_rows, onednn_linear_works, pack_linears
+from talon.models import row_invariant
+from talon.models.cpu_linear import PackedLinear, block_rows, call_rows, onednn_linear_works, pack_linears
 from talon.models.fused_linear import fuse_projections, fused_products
 from talon.models.gqa_attention import use_gqa_attention
 from talon.models.loaded import LoadedModel
 from talon.models.row_invariant import (
     BLOCK_ROWS,
+    CALL_ROWS,
     CHUNK,
     INVARIANT_ATTENTION,
     LONE_ROW_INPUTS,
@@ -223,6 +225,42 @@ def test_blocks_of_rows_are_the_linear_padded_and_multiplied_a_block_a_call(monk
         packed.block_rows, packed.min_rows = 0, 2
         calls.clear()
         assert torch.allclose(packed(x[0, :1]), out[0, :1], atol=1e-5) and calls == [2]
+
+
+def test_two_blocks_a_call_are_taken_where_each_keeps_its_own_bits(monkeypatch):
+    """``call_rows``: 40 rows in blocks of 16 are a call of 32 and one of 16, 20 rows one call; and
+    ``invariant_rows`` takes two blocks a call only where the probe finds every block's bits unchanged
+    (a kernel that rounds a 32-row call another way is left at one block a call)."""
+    torch.manual_seed(2)
+    parent = nn.Sequential(nn.Linear(64, 24))
+    pack_linears(parent)
+    packed = parent[0]
+    packed.block_rows, packed.call_rows = BLOCK_ROWS, CALL_ROWS
+    assert call_rows(parent) == CALL_ROWS  # in the cost curve's key and the bench meta
+    calls = []
+    product = PackedLinear.packed_product
+    monkeypatch.setattr(PackedLinear, "packed_product", lambda self, x: calls.append(x.shape[0]) or product(self, x))
+    x = torch.randn(40, 64)
+    with torch.inference_mode():
+        out = packed(x)
+        assert calls == [32, 16] and torch.allclose(out, nn.functional.linear(x, packed.weight, packed.bias), atol=1e-5)
+        calls.clear()
+        assert torch.equal(packed(x[:20]), out[:20]) and calls == [32]
+
+        def row_by_row(self, x):  # a kernel that computes each row alone: the same bits in any call
+            return torch.stack([nn.functional.linear(row, self.weight, self.bias) for row in x])
+
+        def rounds_wide_calls_apart(self, x):  # ... but rounds a call of more than one block otherwise
+            return row_by_row(self, x) + (1e-3 if x.shape[0] > BLOCK_ROWS else 0.0)
+
+        real = row_invariant.rows_invariant  # made to refuse the unblocked rule, to reach the blocks
+        monkeypatch.setattr(
+            row_invariant, "rows_invariant", lambda linears: linears[0].block_rows > 0 and real(linears)
+        )
+        for kernel, call in ((rounds_wide_calls_apart, 0), (row_by_row, CALL_ROWS)):
+            monkeypatch.setattr(PackedLinear, "packed_product", kernel)
+            packed.block_rows = packed.call_rows = packed.min_rows = 0
+            assert invariant_rows([packed]) and (packed.block_rows, packed.call_rows) == (BLOCK_ROWS, call)
 
 
 def test_models_it_does_not_apply_to_are_left_alone():

@@ -81,6 +81,10 @@ class PackedLinear(nn.Module):
         zeros (``talon.models.row_invariant``: with AMX the packed bfloat16 kernel changes its algorithm
         with the row count at every scale, but gives a row of a fixed-size block the same bits wherever
         it sits and whatever rows sit beside it)."""
+        self.call_rows = 0
+        """With ``block_rows``: the most rows (whole blocks) one call of the kernel takes, where a call of
+        several blocks gives each the bits a call of it alone does (two blocks of 16 on the AMX Xeon, read
+        the weights once); 0: one block a call."""
         self.int8_rows = 0
         """Inputs of at most this many rows take ``int8_weight`` (``quantize_small_rows``; drafters only)."""
         self.int8_weight: torch.Tensor | None = None  # [out, in] int8, row k is weight row k / int8_scales[k]
@@ -101,7 +105,9 @@ class PackedLinear(nn.Module):
             return out.reshape(*x.shape[:-1], self.out_features)
         if x.numel() <= self.plain_rows * self.in_features:
             return nn.functional.linear(x, self.weight, self.bias)
-        return product_in_rows(self.packed_product, x, self.out_features, self.min_rows, self.block_rows)
+        return product_in_rows(
+            self.packed_product, x, self.out_features, self.min_rows, self.block_rows, self.call_rows
+        )
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
@@ -109,10 +115,13 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
-def product_in_rows(product, x: torch.Tensor, out_features: int, min_rows: int, block_rows: int) -> torch.Tensor:
+def product_in_rows(
+    product, x: torch.Tensor, out_features: int, min_rows: int, block_rows: int, call_rows: int = 0
+) -> torch.Tensor:
     """``product`` (a packed product, ``[rows, in] -> [rows, out_features]``) of ``x`` ``[..., in]``, its
-    rows padded by rows of zeros to ``min_rows``, or to whole blocks of ``block_rows`` multiplied one
-    block a call (the row-invariant forward's rules, ``talon.models.row_invariant``); neither set: as is."""
+    rows padded by rows of zeros to ``min_rows``, or to whole blocks of ``block_rows`` multiplied
+    ``call_rows`` rows a call (one block where 0; the row-invariant forward's rules,
+    ``talon.models.row_invariant``); neither set: as is."""
     if not block_rows and x.numel() >= min_rows * x.shape[-1]:
         return product(x)
     rows = x.reshape(-1, x.shape[-1])
@@ -121,10 +130,11 @@ def product_in_rows(product, x: torch.Tensor, out_features: int, min_rows: int, 
         return product(x)
     block = block_rows or max(min_rows, n)
     padded = nn.functional.pad(rows, (0, 0, 0, -n % block))  # one op: a plain step pays it 121-211 times
-    if len(padded) == block:
+    call = max(call_rows, block) if block_rows else block
+    if len(padded) <= call:
         out = product(padded)
     else:
-        out = torch.cat([product(part) for part in padded.split(block)])
+        out = torch.cat([product(part) for part in padded.split(call)])
     return out[:n].view(*x.shape[:-1], out_features)
 
 
@@ -315,6 +325,12 @@ def block_rows(module: nn.Module) -> int:
     """Rows of every product of ``module``'s packed linears where they run in fixed blocks
     (``PackedLinear.block_rows``, set by the row-invariant forward); 0 where they do not."""
     return max((m.block_rows for m in module.modules() if isinstance(m, PackedLinear)), default=0)
+
+
+def call_rows(module: nn.Module) -> int:
+    """The most rows one kernel call of ``module``'s blocked linears takes (``PackedLinear.call_rows``);
+    0 where a call takes one block (or nothing runs in blocks)."""
+    return max((m.call_rows for m in module.modules() if isinstance(m, PackedLinear)), default=0)
 
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:

@@ -59,8 +59,10 @@ class FusedRows:
         self.out_features = sum(self.sizes)
         self.plain_rows = parts[0].plain_rows
         self.min_rows = 0
-        """Row rules of the row-invariant bfloat16 forward (``PackedLinear.min_rows``, ``block_rows``)."""
+        """Row rules of the row-invariant bfloat16 forward (``PackedLinear.min_rows``, ``block_rows``,
+        ``call_rows``)."""
         self.block_rows = 0
+        self.call_rows = 0
 
     def separate(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Each part's product of ``x``, one call each."""
@@ -73,7 +75,7 @@ class FusedRows:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
         if grad or x.numel() <= self.plain_rows * self.in_features:
             return torch.cat(self.separate(x), dim=-1)
-        return product_in_rows(self.fused, x, self.out_features, self.min_rows, self.block_rows)
+        return product_in_rows(self.fused, x, self.out_features, self.min_rows, self.block_rows, self.call_rows)
 
     def fused(self, x: torch.Tensor) -> torch.Tensor:
         """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""

@@ -15,7 +15,8 @@ module replaces each by a computation whose every row follows one fixed order of
   Xeon with AMX the kernel's algorithm changes with the row count at every scale (a row's bits differed
   between 6 and 160 rows in the gate projection, between 1 and 33 in the LM head), so there every
   product runs over blocks of exactly ``BLOCK_ROWS`` rows, one AMX tile high, which give a row the same
-  bits wherever it sits in the block; which of the two holds is checked at load (``rows_invariant``);
+  bits wherever it sits in the block (and two blocks in one call give each the bits it gets alone, at
+  about half the price: ``CALL_ROWS``); which rule holds is checked at load (``rows_invariant``);
 - **attention** (``invariant_attention``): scores from one float32 batched matmul with the query rows
   padded to a multiple of ``ROW_PAD`` (fewer rows take another kernel), masked exponentials, and the
   weighted sum of values with a column of ones appended (so the softmax's normaliser comes out of the
@@ -67,6 +68,10 @@ one."""
 BLOCK_ROWS = 16
 """Rows of every product where a lone row beside zeros is not enough (``PackedLinear.block_rows``): one
 AMX tile high; on the AMX Xeon the model's linears took 17.0 ms at 16 rows against 16.9 at one."""
+CALL_ROWS = 32
+"""Rows one call may take in blocks of ``BLOCK_ROWS`` where ``rows_invariant`` finds each block gets the
+bits it gets alone (``PackedLinear.call_rows``): on the AMX Xeon a 32-row call gave two 16-row calls'
+bits in every linear of the model, at 0.55-0.75 of their time (weights read once); 48 and 64 rows did not."""
 PROBE_ROWS = (1, 2, 3, 5, 8, 16, 17, 32, 33, 48, 64, 96, 129)
 """Row counts at which ``rows_invariant`` checks a linear's rows against the same rows among 130."""
 
@@ -251,20 +256,22 @@ def make_row_invariant(model: nn.Module) -> bool:
 def invariant_rows(linears: list[PackedLinear | FusedRows]) -> bool:
     """Set ``linears`` (packed bfloat16) to give every row one rounding whatever the row count: the packed
     kernel at every count, a long product's lone row beside a row of zeros, or where that is not enough
-    (``rows_invariant``) every product in blocks of ``BLOCK_ROWS``.  Returns whether one of the two
-    holds; if neither does, the linears are left on their own kernels (``plain_rows`` untouched)."""
+    (``rows_invariant``) every product in blocks of ``BLOCK_ROWS``, ``CALL_ROWS`` rows a call where
+    that holds too.  Returns whether one of the rules holds; if none does, the linears are left on their
+    own kernels (``plain_rows`` untouched)."""
     plain_rows = [linear.plain_rows for linear in linears]
     for linear in linears:
         linear.plain_rows = 0
         linear.min_rows = 2 if linear.in_features > LONE_ROW_INPUTS else 0
     if rows_invariant(linears):
         return True
-    for linear in linears:
-        linear.block_rows = BLOCK_ROWS
-    if rows_invariant(linears):
-        return True
+    for call in (CALL_ROWS, 0):  # two blocks a call where that gives each block its own bits, else one
+        for linear in linears:
+            linear.block_rows, linear.call_rows = BLOCK_ROWS, call
+        if rows_invariant(linears):
+            return True
     for linear, rows in zip(linears, plain_rows, strict=True):
-        linear.plain_rows, linear.min_rows, linear.block_rows = rows, 0, 0
+        linear.plain_rows, linear.min_rows, linear.block_rows, linear.call_rows = rows, 0, 0, 0
     return False
 
 
@@ -276,7 +283,7 @@ def rows_invariant(linears: list[PackedLinear | FusedRows]) -> bool:
     seen = set()
     with torch.inference_mode():
         for linear in linears:
-            shape = (linear.in_features, linear.out_features, linear.min_rows, linear.block_rows)
+            shape = (linear.in_features, linear.out_features, linear.min_rows, linear.block_rows, linear.call_rows)
             if shape in seen:
                 continue
             seen.add(shape)
