@@ -1,12 +1,13 @@
-"""MKL for up to two rows (before) against up to three (the load's choice since SMALL_ROWS reached 4),
-side by side in one process: TALON auto (the CPU default: the shipped head, K=6, mu=0.1, depth 5, cap 128) with
-each setting's own cost curve, and plain decoding, on the head suite's 30 prompts (64 tokens, greedy),
-the order of the two settings alternating per prompt.  From the repository root:
+"""Two values of one kernel setting of the target's packed linears and fused products, side by side in
+one process: TALON auto (the CPU default: the shipped head, K=6, mu=0.1, depth 5, cap 128) with each
+setting's own cost curve, and plain decoding (at the load's setting), on the head suite's 30 prompts
+(64 tokens, greedy), the order of the two settings alternating per prompt.  From the repository root:
 
-    PYTHONPATH=. python docs/bench/xeon-amx-r32/mkl_rows_ab.py [PROMPTS]
+    PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py plain_rows 2 3 [PROMPTS]   # MKL for 2 / 3 rows
+    TALON_DTYPE=bfloat16 PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py call_rows 0 32
 
-Prints the curves' verify(n) for n = 2..5, tokens/s per configuration (pooled), the per-prompt geometric
-mean of the speed ratio with its spread, and how many runs equal plain decoding."""
+Prints the curves' verify(n), tokens/s per configuration (pooled), the per-prompt geometric mean of the
+second setting's speed over the first's with its spread, and how many runs equal plain decoding."""
 
 import math
 import statistics
@@ -17,33 +18,34 @@ from talon.bench.suites import SUITES, load_prompts
 from talon.config import DecodeConfig
 from talon.engine.cost_measure import curve_for_run
 from talon.engine.decode import encode_prompt
-from talon.models.cpu_linear import PackedLinear, mkl_rows
+from talon.models.cpu_linear import PackedLinear
 from talon.models.fused_linear import fused_products
 from talon.models.registry import ModelRegistry
 
+attribute, settings = sys.argv[1], (int(sys.argv[2]), int(sys.argv[3]))
 target = ModelRegistry().get("embedded")
-chosen = mkl_rows(target.model)
-print(f"the load chose MKL up to {chosen} rows")
 linears = [m for m in target.model.modules() if isinstance(m, PackedLinear)] + fused_products(target.model)
+chosen = max(getattr(m, attribute) for m in linears)
+print(f"{target.dtype}: the load set {attribute}={chosen}")
 
 
-def set_rows(rows: int) -> None:
+def set_rows(value: int) -> None:
     for m in linears:
-        m.plain_rows = rows
+        setattr(m, attribute, value)
 
 
 runner = MethodRunner(target, ModelRegistry(), "head")
 items, _ = load_prompts(next(e for e in SUITES["head"].experiments if e.name == "auto_vs_fixed"))
-items = items[: int(sys.argv[1])] if len(sys.argv) > 1 else items
+items = items[: int(sys.argv[4])] if len(sys.argv) > 4 else items
 method = "talon+auto"
 cfg = tree_config(method, {"topk": 6, "mu": 0.1, "depth": 5, "cap": 128})
-settings = (2, 3)
 curves = {}
 for rows in settings:
     set_rows(rows)
     curves[rows] = curve_for_run(target, runner.drafter(method), cfg)
     print(
-        f"MKL up to {rows} rows: verify(2..5) " + " ".join(f"{curves[rows].verify_ratio(n):.3f}" for n in range(2, 6))
+        f"{attribute}={rows}: verify(2, 3, 4, 5, 16, 32) "
+        + " ".join(f"{curves[rows].verify_ratio(n):.3f}" for n in (2, 3, 4, 5, 16, 32))
     )
 decode = DecodeConfig(max_new_tokens=64)
 rows_out = []
@@ -73,11 +75,11 @@ for name in ("ar", *settings):
         f"{name!s:>3}: {tps:6.2f} tokens/s, draft nodes a step {statistics.mean(r[5] for r in mine):.2f}, "
         f"equal to ar {sum(r[4] for r in mine)}/{len(mine)}"
     )
-a = {r[1]: r[3] for r in rows_out if r[0] == 2}
-b = {r[1]: r[3] for r in rows_out if r[0] == 3}
+a = {r[1]: r[3] for r in rows_out if r[0] == settings[0]}
+b = {r[1]: r[3] for r in rows_out if r[0] == settings[1]}
 logs = [math.log(a[p] / b[p]) for p in a]
 se = statistics.stdev(logs) / math.sqrt(len(logs))
 print(
-    f"MKL to 3 rows over MKL to 2: per-prompt geometric mean {math.exp(statistics.mean(logs)):.3f} "
+    f"{attribute}={settings[1]} over {settings[0]}: per-prompt geometric mean {math.exp(statistics.mean(logs)):.3f} "
     f"(one s.e. {se:.3f}), faster on {sum(x > 0 for x in logs)} of {len(logs)}"
 )
