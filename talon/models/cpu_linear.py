@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -105,9 +106,7 @@ class PackedLinear(nn.Module):
             return out.reshape(*x.shape[:-1], self.out_features)
         if x.numel() <= self.plain_rows * self.in_features:
             return nn.functional.linear(x, self.weight, self.bias)
-        return product_in_rows(
-            self.packed_product, x, self.out_features, self.min_rows, self.block_rows, self.call_rows
-        )
+        return product_in_rows(self.packed_product, x, self)
 
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
@@ -115,13 +114,21 @@ class PackedLinear(nn.Module):
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
 
-def product_in_rows(
-    product, x: torch.Tensor, out_features: int, min_rows: int, block_rows: int, call_rows: int = 0
-) -> torch.Tensor:
-    """``product`` (a packed product, ``[rows, in] -> [rows, out_features]``) of ``x`` ``[..., in]``, its
-    rows padded by rows of zeros to ``min_rows``, or to whole blocks of ``block_rows`` multiplied
-    ``call_rows`` rows a call (one block where 0; the row-invariant forward's rules,
+class RowRules(Protocol):
+    """A packed product's row rules (``PackedLinear``'s attributes of these names, and a fused product's)."""
+
+    out_features: int
+    min_rows: int
+    block_rows: int
+    call_rows: int
+
+
+def product_in_rows(product, x: torch.Tensor, rules: RowRules) -> torch.Tensor:
+    """``product`` (a packed product, ``[rows, in] -> [rows, rules.out_features]``) of ``x`` ``[..., in]``,
+    its rows padded by rows of zeros to ``rules.min_rows``, or to whole blocks of ``rules.block_rows``
+    multiplied ``rules.call_rows`` rows a call (one block where 0; the row-invariant forward's rules,
     ``talon.models.row_invariant``); neither set: as is."""
+    block_rows, min_rows = rules.block_rows, rules.min_rows
     if not block_rows and x.numel() >= min_rows * x.shape[-1]:
         return product(x)
     rows = x.reshape(-1, x.shape[-1])
@@ -130,12 +137,12 @@ def product_in_rows(
         return product(x)
     block = block_rows or max(min_rows, n)
     padded = nn.functional.pad(rows, (0, 0, 0, -n % block))  # one op: a plain step pays it 121-211 times
-    call = max(call_rows, block) if block_rows else block
+    call = max(rules.call_rows, block) if block_rows else block
     if len(padded) <= call:
         out = product(padded)
     else:
         out = torch.cat([product(part) for part in padded.split(call)])
-    return out[:n].view(*x.shape[:-1], out_features)
+    return out[:n].view(*x.shape[:-1], rules.out_features)
 
 
 @functools.cache

@@ -75,7 +75,7 @@ class FusedRows:
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
         if grad or x.numel() <= self.plain_rows * self.in_features:
             return torch.cat(self.separate(x), dim=-1)
-        return product_in_rows(self.fused, x, self.out_features, self.min_rows, self.block_rows, self.call_rows)
+        return product_in_rows(self.fused, x, self)
 
     def fused(self, x: torch.Tensor) -> torch.Tensor:
         """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""

@@ -276,9 +276,9 @@ def invariant_rows(linears: list[PackedLinear | FusedRows]) -> bool:
 
 
 def rows_invariant(linears: list[PackedLinear | FusedRows]) -> bool:
-    """Whether each linear or fused product, as set now (``min_rows``, ``block_rows``), gives every row
-    the bits it gets among 130 random rows at each of ``PROBE_ROWS`` row counts, and a row the same bits
-    beside other rows (checked once per shape, on random bfloat16 rows)."""
+    """Whether each linear or fused product, as set now (``min_rows``, ``block_rows``, ``call_rows``),
+    gives every row the bits it gets among 130 random rows at each of ``PROBE_ROWS`` row counts, and a
+    row the same bits beside other rows (checked once per shape, on random bfloat16 rows)."""
     gen = torch.Generator().manual_seed(0)
     seen = set()
     with torch.inference_mode():
