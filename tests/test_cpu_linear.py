@@ -12,15 +12,21 @@ from torch import nn
 from talon.bench.cli import _budget, parse_args, tree_overrides
 from talon.models.cpu_linear import (
     INT8_ROWS,
+    MKL_PROBE_ROWS,
     SMALL_ROWS,
     PackedLinear,
+    PackedWeight,
+    choose_packed_kernel,
     choose_small_row_kernel,
     draft_int8_rows,
     int8_kernel_works,
     int8_weights,
+    mkl_packs_any_rows,
     onednn_linear_works,
     pack_for_device,
+    packed_kernel,
     quantize_small_rows,
+    use_packed_kernel,
 )
 from talon.models.loaded import ModelLoadError
 
@@ -53,7 +59,15 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     rows = {m.plain_rows for m in model if isinstance(m, PackedLinear)}
     assert len(rows) == 1 and rows <= set(range(SMALL_ROWS[-1] + 1))
     monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0)  # a tie
-    assert choose_small_row_kernel(model) == 0  # MKL must win by the margin
+    use_packed_kernel(model, "onednn")
+    monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)
+    assert choose_small_row_kernel(model) == 0  # where the bits differ MKL must win by the margin
+    monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: True)
+    assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # where they are the same a tie will do
+    if mkl_packs_any_rows(128, 128):
+        use_packed_kernel(model, "mkl")
+        monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0 + (fn.__name__ == "mkl"))
+        assert choose_small_row_kernel(model) == 1  # one row takes PyTorch's linear, unmeasured
     onednn = nn.Sequential(nn.Linear(16, 16))
     monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")
     pack_for_device(onednn)
@@ -78,9 +92,88 @@ def test_mkl_takes_the_row_counts_from_one_up_to_the_first_where_it_loses(monkey
         return 0.5 if fn.__name__ == "mkl" and rows in mkl_wins_at else 1.0
 
     monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)
     assert choose_small_row_kernel(model) == chosen
     assert {m.plain_rows for m in model} == {chosen}
     assert max(measured) == min(chosen + 1, SMALL_ROWS[-1])
+
+
+needs_mkl_packs = pytest.mark.skipif(
+    not mkl_packs_any_rows(48, 64), reason="MKL's packed sgemm missing or tied to its row count in this build"
+)
+
+
+@needs_mkl_packs
+def test_one_mkl_packed_copy_serves_every_row_count_as_copies_packed_for_each_would():
+    """The load's check, done here by hand on another shape: the copy packed once gives, from two rows,
+    the bits of a copy packed for that row count (what MKL documents) and, here, of ``F.linear`` (MKL's
+    own sgemm); at one row float32's accuracy."""
+    torch.manual_seed(0)
+    lin = nn.Linear(96, 80)
+    once = PackedWeight(lin.weight, "mkl")
+    with torch.inference_mode():
+        for rows in (1, 2, 3, 9, 40, 130):
+            x = torch.randn(2, rows, 96)  # leading dimensions count as rows
+            got = once(x, lin.bias)
+            assert got.shape == (2, rows, 80)
+            assert torch.allclose(got, lin(x), atol=1e-5)
+            if rows > 1:
+                for_rows = torch.ops.mkl._mkl_reorder_linear_weight(lin.weight.detach(), 2 * rows)
+                assert torch.equal(got, torch.ops.mkl._mkl_linear(x, for_rows, lin.weight, lin.bias, 2 * rows))
+
+
+def test_a_packed_copy_that_computes_otherwise_fails_the_check(monkeypatch):
+    """The negative control: a copy whose products are off by more than float32's bound is refused (the
+    check is cached per shape, so a shape of its own)."""
+    real = PackedWeight.__call__
+    monkeypatch.setattr(PackedWeight, "__call__", lambda self, x, bias=None: real(self, x, bias) * (1 + 2**-12))
+    assert not mkl_packs_any_rows(40, 136)
+    assert 1 in MKL_PROBE_ROWS and max(MKL_PROBE_ROWS) > 128  # one row and a 129-row tree are checked
+
+
+@needs_mkl_packs
+@pytest.mark.parametrize("mkl_faster", [True, False])
+def test_the_faster_packed_kernel_is_chosen_for_every_float32_layer(monkeypatch, mkl_faster):
+    """Scripted timings: whichever kernel is timed faster lays out every float32 layer; a bfloat16 layer
+    keeps oneDNN's (MKL's packed op is float32 only)."""
+    monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")
+    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64))
+    pack_for_device(model)
+    assert packed_kernel(model) == "onednn"
+
+    def timed(fn, reps=15):
+        return 1.0 if (fn.__defaults__[0][0].kernel == "mkl") == mkl_faster else 2.0
+
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    chosen = "mkl" if mkl_faster else "onednn"
+    assert choose_packed_kernel(model) == chosen == packed_kernel(model)
+    assert {m.packed.kernel for m in model} == {chosen}
+    x = torch.randn(5, 64)
+    with torch.inference_mode():
+        assert torch.allclose(
+            model(x),
+            nn.functional.linear(
+                nn.functional.linear(x, model[0].weight, model[0].bias), model[1].weight, model[1].bias
+            ),
+            atol=1e-5,
+        )
+    bf16 = nn.Sequential(nn.Linear(64, 48)).to(torch.bfloat16)
+    pack_for_device(bf16)
+    assert choose_packed_kernel(bf16) == "onednn" == packed_kernel(bf16)
+
+
+@needs_mkl_packs
+def test_the_mkl_setting_takes_mkls_packed_kernel_at_every_row_count(monkeypatch):
+    monkeypatch.setenv("TALON_CPU_LINEAR", "mkl")
+    model = nn.Sequential(nn.Linear(64, 48))
+    assert pack_for_device(model) == 1 and packed_kernel(model) == "mkl" and model[0].plain_rows == 0
+    calls = []
+    real = torch.ops.mkl._mkl_linear
+    monkeypatch.setattr(torch.ops.mkl, "_mkl_linear", lambda *a: calls.append(a[-1]) or real(*a), raising=False)
+    with torch.inference_mode():
+        for rows in (1, 4, 33):
+            model(torch.randn(rows, 64))
+    assert calls == [1, 4, 33]
 
 
 @pytest.fixture
@@ -114,7 +207,7 @@ def test_a_drafter_takes_its_int8_copies_for_few_rows_only(int8_setting):
         for rows in (1, INT8_ROWS, INT8_ROWS + 1, 9):
             x = torch.randn(1, rows, 128, dtype=torch.bfloat16)
             out = wide(x)
-            packed = torch.ops.mkldnn._linear_pointwise(x, wide.packed, wide.bias, "none", [], "")
+            packed = wide.packed_product(x)
             if rows <= INT8_ROWS:  # the int8 product (bias added), not the bfloat16 one
                 want = x.float() @ dequantised.T + wide.bias.float()
                 assert torch.allclose(out.float(), want, rtol=2e-2, atol=2e-2 * float(want.abs().max()))

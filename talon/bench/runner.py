@@ -29,7 +29,7 @@ from ..config import (
 from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
-from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows
+from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows, packed_kernel
 from ..models.device import cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
@@ -521,6 +521,7 @@ def environment(target: LoadedModel) -> dict:
         "dtype": str(target.dtype).removeprefix("torch."),
         "cpu_linear": cpu_linear_mode() if target.device.type == "cpu" else None,
         "mkl_rows": mkl_rows(target.model),
+        "packed_kernel": packed_kernel(target.model),
         "block_rows": block_rows(target.model),
         "call_rows": call_rows(target.model),
         "fused_layers": fused_layers(target.model),

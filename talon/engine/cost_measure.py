@@ -26,7 +26,7 @@ import torch
 from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
-from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, draft_int8_rows, mkl_rows
+from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, draft_int8_rows, mkl_rows, packed_kernel
 from ..models.device import cpu_identity, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
@@ -293,6 +293,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")
         + (f", call_rows={rows}" if (rows := call_rows(target.model)) else "")
+        + (", packed=mkl" if packed_kernel(target.model) == "mkl" else "")  # oneDNN's curves keep their keys
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

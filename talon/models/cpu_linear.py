@@ -1,5 +1,5 @@
 """Faster float32 matrix products on the CPU: linear layers whose weights are laid out once, at load
-time, in oneDNN's blocked format, with the fastest kernel per row count.
+time, in a packed kernel's layout (oneDNN's or MKL's), with the fastest kernel per row count.
 
 ``torch.nn.Linear`` on a CPU calls MKL's sgemm, which is slow for the few-row products of tree
 verification (one row per tree node): on the 2-core AVX-512 machine a ``[17, 576] x [576, 1536]``
@@ -18,10 +18,20 @@ target) may also hold a weight-only int8 copy of each packed layer for calls of 
 from memory after a verification has passed through the cache, and half the bytes make it ~25 %
 cheaper; a drafter's rounding shapes the tree, never what verification emits.
 
-``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the kernel
-for 1-4 rows by measurement; ``onednn`` uses the packed kernel at every row count; ``plain`` keeps
-PyTorch's own (what an unmodified transformers model runs).  Where the oneDNN op is missing (another
-PyTorch build) the model is left as it is.
+Two packed kernels exist for float32 (``PackedWeight``): oneDNN's and MKL's own packed sgemm
+(``cblas_sgemm_pack`` / ``cblas_sgemm_compute``).  On the 2-core Xeon with AMX MKL's was faster at every
+row count from 4 (the model's linears at 16 rows: 27.5 against 30.3 ms; at 64: 46.9 against 61.6) and,
+from two rows, gives the bits of ``F.linear`` itself; so a float32 model measures the two at load
+(``choose_packed_kernel``).  MKL documents a packed matrix for the m, n, k it was packed for; the
+packed size does not depend on m, and a copy packed once serves every row count here with the bits of
+a copy packed for that count, which the load checks on each shape before it uses it
+(``mkl_packs_any_rows``).  bfloat16 has only oneDNN's.
+
+``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the packed
+kernel and the kernel for 1-4 rows by measurement; ``onednn`` and ``mkl`` use that packed kernel at
+every row count (``mkl`` for float32 layers that pass its check; others stay on oneDNN's); ``plain``
+keeps PyTorch's own (what an unmodified transformers model runs).  Where the oneDNN op is missing
+(another PyTorch build) the model is left as it is.
 """
 
 from __future__ import annotations
@@ -37,12 +47,13 @@ from torch import nn
 from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
-CPU_LINEAR_MODES = ("auto", "onednn", "plain")
+CPU_LINEAR_MODES = ("auto", "onednn", "mkl", "plain")
+PACKED_KERNELS = ("onednn", "mkl")
 SMALL_ROWS = (1, 2, 3, 4)
 """Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode, from
 1 up to the first count where it does not)."""
 MARGIN = 0.9
-"""MKL is used at a row count only when it takes at most this fraction of the packed kernel's time."""
+"""MKL is used at a row count only when it takes at most this fraction of oneDNN's packed kernel's time."""
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 PACK_BATCH_HINT = 64
 """Rows the packed layout is tuned for (it serves any number; 64 was as fast as 17 or 512 here)."""
@@ -57,6 +68,32 @@ INT8_IN_MULTIPLE = 64
 reads past the end of rows whose width is not a multiple of its vector (it crashed at 8, 24 and 40)."""
 
 
+class PackedWeight:
+    """A weight ``[out_features, in_features]`` laid out once for a packed kernel (``PACKED_KERNELS``):
+    oneDNN's blocked layout, or MKL's packed sgemm (float32 only).  Not a tensor: call it."""
+
+    def __init__(self, weight: torch.Tensor, kernel: str = "onednn") -> None:
+        self.kernel = kernel
+        self.dtype = weight.dtype
+        self.out_features, self.in_features = weight.shape
+        weight = weight.detach().contiguous()
+        if kernel == "mkl":
+            self.data = torch.ops.mkl._mkl_reorder_linear_weight(weight, PACK_BATCH_HINT)
+            # MKL's op reads only the weight's sizes and dtype (its own fallback, at another row count
+            # than the one passed, never runs): a stride-0 view holds them without a copy
+            self.sizes = torch.zeros((), dtype=weight.dtype).expand(weight.shape)
+        elif kernel == "onednn":
+            self.data = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
+        else:
+            raise ValueError(f"packed kernel {kernel!r}: choose one of {', '.join(PACKED_KERNELS)}")
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``[..., in_features]`` (the weight's dtype) -> ``x @ weight.T + bias``, ``[..., out_features]``."""
+        if self.kernel == "mkl":
+            return torch.ops.mkl._mkl_linear(x, self.data, self.sizes, bias, x.numel() // self.in_features)
+        return torch.ops.mkldnn._linear_pointwise(x, self.data, bias, "none", [], "")
+
+
 class PackedLinear(nn.Module):
     """``nn.Linear`` with its weight also held in oneDNN's blocked layout.  ``weight`` and ``bias`` stay
     the original parameters (shared, so ``state_dict``, tied embeddings and readers of ``.weight`` see
@@ -67,10 +104,9 @@ class PackedLinear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
-        weight = linear.weight.detach()
-        self.packed: torch.Tensor | None = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
-        """The weight in oneDNN's blocked layout; None where a fused product of several layers holds it
-        (``talon.models.fused_linear``)."""
+        self.packed: PackedWeight | None = PackedWeight(linear.weight)
+        """The weight laid out for a packed kernel (oneDNN's until ``choose_packed_kernel`` says otherwise);
+        None where a fused product of several layers holds it (``talon.models.fused_linear``)."""
         self.plain_rows = 0
         """Inputs of at most this many rows take PyTorch's own linear (MKL) instead of the packed kernel."""
         self.min_rows = 0
@@ -111,7 +147,7 @@ class PackedLinear(nn.Module):
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
         row count (``forward`` may take MKL or the int8 copy instead)."""
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return self.packed(x, self.bias)
 
 
 class RowRules(Protocol):
@@ -201,8 +237,86 @@ def pack_for_device(module: nn.Module) -> int:
         return 0
     count = pack_linears(module)
     if count and mode == "auto":
+        choose_packed_kernel(module)
         choose_small_row_kernel(module)
+    elif count and mode == "mkl":
+        use_packed_kernel(module, "mkl")
     return count
+
+
+MKL_PROBE_ROWS = (1, 2, 3, 4, 5, 8, 16, 17, 33, 64, 65, 129)
+"""Row counts at which a copy packed once for MKL is checked against copies packed for each count."""
+
+
+@functools.cache
+def mkl_packs_any_rows(out_features: int, in_features: int) -> bool:
+    """Whether this build has MKL's packed float32 sgemm and a ``[out_features, in_features]`` weight packed
+    once (``PackedWeight(weight, "mkl")``) serves every count of ``MKL_PROBE_ROWS``: from two rows with
+    the bits of a copy packed for that count (the use MKL documents), at every count within float32's
+    bound for a dot product of ``in_features`` terms of the float64 product (random rows; a few ms)."""
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(out_features, in_features, generator=gen)
+    try:
+        once = PackedWeight(weight, "mkl")
+        with torch.inference_mode():
+            for rows in MKL_PROBE_ROWS:
+                x = torch.randn(rows, in_features, generator=gen)
+                got = once(x)
+                exact = x.double() @ weight.double().T
+                bound = in_features * 2.0**-23 * (x.double().abs() @ weight.double().abs().T)
+                if not bool(((got.double() - exact).abs() <= bound).all()):
+                    return False
+                packed_for_rows = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
+                if rows > 1 and not torch.equal(got, torch.ops.mkl._mkl_linear(x, packed_for_rows, weight, None, rows)):
+                    return False
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def use_packed_kernel(module: nn.Module, kernel: str) -> int:
+    """Lay out every float32 ``PackedLinear`` of ``module`` that holds a packed copy for ``kernel`` (for
+    ``"mkl"`` only those whose shape passes ``mkl_packs_any_rows``); returns how many now use it."""
+    count = 0
+    for m in module.modules():
+        if not isinstance(m, PackedLinear) or m.packed is None or m.weight.dtype != torch.float32:
+            continue
+        if kernel == "mkl" and not mkl_packs_any_rows(m.out_features, m.in_features):
+            continue
+        if m.packed.kernel != kernel:
+            m.packed = PackedWeight(m.weight, kernel)
+        count += 1
+    return count
+
+
+KERNEL_PROBE_ROWS = (4, 16, 32)
+"""Row counts a tree's verification often takes, at which the two packed kernels are timed at load."""
+
+
+def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
+    """Time oneDNN's and MKL's packed kernels on up to ``sample`` of ``module``'s float32 packed layers
+    (two decoder layers of a Llama) at ``KERNEL_PROBE_ROWS`` (least of 15 timings each, summed) and lay
+    every float32 layer out for the faster one (MKL only where ``mkl_packs_any_rows`` holds for every
+    probed shape).  About 0.1 s.  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
+    probe = [m for m in module.modules() if isinstance(m, PackedLinear) and m.weight.dtype == torch.float32]
+    probe = [m for m in probe if m.packed is not None][:sample]
+    if not probe or not all(mkl_packs_any_rows(m.out_features, m.in_features) for m in probe):
+        return "onednn"
+    kernels = {k: [PackedWeight(m.weight, k) for m in probe] for k in PACKED_KERNELS}
+    seconds = dict.fromkeys(PACKED_KERNELS, 0.0)
+    with torch.inference_mode():
+        for rows in KERNEL_PROBE_ROWS:
+            inputs = [torch.randn(rows, m.in_features) for m in probe]
+            for kernel, packed in kernels.items():
+
+                def run(packed=packed, inputs=inputs) -> None:
+                    for weight, x in zip(packed, inputs):
+                        weight(x)
+
+                seconds[kernel] += fastest_seconds(run)
+    kernel = min(PACKED_KERNELS, key=seconds.__getitem__)
+    use_packed_kernel(module, kernel)
+    return kernel
 
 
 def fastest_seconds(fn, reps: int = 15) -> float:
@@ -219,31 +333,42 @@ def fastest_seconds(fn, reps: int = 15) -> float:
 
 def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
     """Measure, on up to ``sample`` of ``module``'s packed layers (two decoder layers of a Llama), whether
-    MKL beats the packed kernel at each of ``SMALL_ROWS`` from 1 up (by ``MARGIN``, least of 15 timings
-    each, so that a busy neighbour does not decide it), and set every packed layer's ``plain_rows`` to the
-    largest row count before the first where it does not (0 when it never does).  About 0.1 s a count
-    measured.  Returns that count."""
+    MKL (PyTorch's own linear) beats the packed kernel at each of ``SMALL_ROWS`` from 1 up, least of 15
+    timings each, and set every packed layer's ``plain_rows`` to the largest row count before the first
+    where it does not (0 when it never does).  Where the two give the probed layers other bits, MKL must
+    win by ``MARGIN``, so that a busy neighbour does not decide which bits a load gets; where they give
+    the same bits (MKL's packed kernel from two rows) a tie will do.  Against MKL's packed kernel one
+    row always takes PyTorch's own linear, unmeasured: an unmodified model's bits, as fast here.  About
+    0.1 s a count measured.  Returns that count."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
-    probe = layers[:sample]
+    probe = [m for m in layers if m.packed is not None][:sample]
+    mkl_packed = bool(probe) and all(m.packed.kernel == "mkl" for m in probe)
     plain_rows = 0
     with torch.inference_mode():
         for rows in SMALL_ROWS:
+            if rows == 1 and mkl_packed:
+                plain_rows = 1
+                continue
             inputs = [torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in probe]
 
-            def mkl(inputs=inputs) -> None:
-                for m, x in zip(probe, inputs):
-                    nn.functional.linear(x, m.weight, m.bias)
+            def mkl(inputs=inputs) -> list[torch.Tensor]:
+                return [nn.functional.linear(x, m.weight, m.bias) for m, x in zip(probe, inputs)]
 
-            def packed(inputs=inputs) -> None:
-                for m, x in zip(probe, inputs):
-                    torch.ops.mkldnn._linear_pointwise(x, m.packed, m.bias, "none", [], "")
+            def packed(inputs=inputs) -> list[torch.Tensor]:
+                return [m.packed(x, m.bias) for m, x in zip(probe, inputs)]
 
-            if fastest_seconds(mkl) > MARGIN * fastest_seconds(packed):
+            margin = 1.0 if same_outputs(mkl(), packed()) else MARGIN
+            if fastest_seconds(mkl) > margin * fastest_seconds(packed):
                 break
             plain_rows = rows
     for m in layers:
         m.plain_rows = plain_rows
     return plain_rows
+
+
+def same_outputs(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Whether two kernels' outputs for the same inputs are equal bit for bit, pair by pair."""
+    return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def draft_int8_mode() -> str:
@@ -319,6 +444,13 @@ def quantize_small_rows(module: nn.Module) -> int:
             m.int8_weight, m.int8_scales = int8_weights(m.weight)
             m.int8_rows = rows
     return rows
+
+
+def packed_kernel(module: nn.Module) -> str | None:
+    """The packed kernel (``PACKED_KERNELS``) of ``module``'s first packed linear that holds its own copy;
+    None when none does."""
+    packed = next((m.packed for m in module.modules() if isinstance(m, PackedLinear) and m.packed is not None), None)
+    return None if packed is None else packed.kernel
 
 
 def mkl_rows(module: nn.Module) -> int | None:

@@ -37,7 +37,7 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from .cpu_linear import PACK_BATCH_HINT, PackedLinear, product_in_rows
+from .cpu_linear import PackedLinear, PackedWeight, mkl_packs_any_rows, product_in_rows
 
 PROBE_ROWS = (1, 5)
 """Row counts at which a fused product is checked against its parts at load (bit for bit)."""
@@ -55,7 +55,11 @@ class FusedRows:
         weight = torch.cat([p.weight.detach() for p in parts])
         biases = [p.bias for p in parts]
         self.bias = torch.cat([b.detach() for b in biases]) if biases[0] is not None else None
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
+        kernel = parts[0].packed.kernel
+        if kernel == "mkl" and not mkl_packs_any_rows(*weight.shape):
+            kernel = "onednn"  # then the parts' bits differ and ``same_bits`` keeps them apart
+        self.packed = PackedWeight(weight, kernel)
+        """The stacked weight laid out for the parts' packed kernel."""
         self.out_features = sum(self.sizes)
         self.plain_rows = parts[0].plain_rows
         self.min_rows = 0
@@ -79,7 +83,7 @@ class FusedRows:
 
     def fused(self, x: torch.Tensor) -> torch.Tensor:
         """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return self.packed(x, self.bias)
 
     def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
         """``product(x)`` as one ``[..., out_features]`` view per part, in order."""

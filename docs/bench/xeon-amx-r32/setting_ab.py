@@ -5,6 +5,7 @@ setting's own cost curve, and plain decoding (at the load's setting), on the hea
 
     PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py plain_rows 2 3 [PROMPTS]   # MKL for 2 / 3 rows
     TALON_DTYPE=bfloat16 PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py call_rows 0 32
+    PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py packed onednn mkl   # float32's packed kernel (run 33)
 
 Prints the curves' verify(n), tokens/s per configuration (pooled), the per-prompt geometric mean of the
 second setting's speed over the first's with its spread, and how many runs equal plain decoding."""
@@ -13,25 +14,37 @@ import math
 import statistics
 import sys
 
+import torch
+
 from talon.bench.runner import MethodRunner, timed_generation, tree_config
 from talon.bench.suites import SUITES, load_prompts
 from talon.config import DecodeConfig
 from talon.engine.cost_measure import curve_for_run
 from talon.engine.decode import encode_prompt
-from talon.models.cpu_linear import PackedLinear
+from talon.models.cpu_linear import PackedLinear, PackedWeight, packed_kernel
 from talon.models.fused_linear import fused_products
 from talon.models.registry import ModelRegistry
 
-attribute, settings = sys.argv[1], (int(sys.argv[2]), int(sys.argv[3]))
+attribute = sys.argv[1]
+settings = tuple(sys.argv[2:4]) if attribute == "packed" else (int(sys.argv[2]), int(sys.argv[3]))
 target = ModelRegistry().get("embedded")
 linears = [m for m in target.model.modules() if isinstance(m, PackedLinear)] + fused_products(target.model)
-chosen = max(getattr(m, attribute) for m in linears)
+linears = [m for m in linears if m.packed is not None]
+if attribute == "packed":  # a copy for each kernel, switched between as the setting
+    weights = [torch.cat([p.weight for p in m.parts]) if hasattr(m, "parts") else m.weight for m in linears]
+    copies = {k: [PackedWeight(w, k) for w in weights] for k in settings}
+    chosen = packed_kernel(target.model)
+else:
+    chosen = max(getattr(m, attribute) for m in linears)
 print(f"{target.dtype}: the load set {attribute}={chosen}")
 
 
-def set_rows(value: int) -> None:
-    for m in linears:
-        setattr(m, attribute, value)
+def set_rows(value) -> None:
+    for i, m in enumerate(linears):
+        if attribute == "packed":
+            m.packed = copies[value][i]
+        else:
+            setattr(m, attribute, value)
 
 
 runner = MethodRunner(target, ModelRegistry(), "head")
