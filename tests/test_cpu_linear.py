@@ -63,7 +63,11 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)
     assert choose_small_row_kernel(model) == 0  # where the bits differ MKL must win by the margin
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: True)
-    assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # where they are the same a tie will do
+    assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # where they are the same a tie keeps MKL
+    monkeypatch.setattr(
+        "talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0 + 0.05 * (fn.__name__ == "mkl")
+    )
+    assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # and 5 % slower still does
     if mkl_packs_any_rows(128, 128):
         use_packed_kernel(model, "mkl")
         monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0 + (fn.__name__ == "mkl"))

@@ -18,6 +18,7 @@ from talon.models.cpu_linear import (
     PackedLinear,
     mkl_packs_any_rows,
     onednn_linear_works,
+    pack_for_device,
     pack_linears,
     packed_kernel,
     use_packed_kernel,
@@ -80,6 +81,31 @@ def test_parts_on_mkls_packed_kernel_are_fused_on_it_with_the_same_bits():
     assert {p.packed.kernel for p in fused_products(fused)} == {"mkl"} and packed_kernel(fused) == "mkl"
     for rows in (1, 2, 7, 16):
         assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+
+
+def test_the_small_row_probe_times_the_products_the_forward_runs(monkeypatch):
+    """At load (``pack_for_device`` with the fusion as its ``fuse``) the MKL-or-packed probe runs after the
+    fusion, on fused products and on the layers left with their own packed copy, half each; the count it
+    finds is every product's ``plain_rows``.  Scripted: MKL faster up to two rows."""
+    monkeypatch.setenv("TALON_CPU_LINEAR", "auto")
+    monkeypatch.setattr("talon.models.cpu_linear.choose_packed_kernel", lambda module, sample=16: "onednn")
+    probed = []
+
+    def timed(fn, reps=15):
+        if not probed or probed[-1] is not fn.__defaults__[0]:
+            probed.append(fn.__defaults__[0])  # the inputs, one per probed product
+        return 0.5 if fn.__name__ == "mkl" and len(fn.__defaults__[0][0]) <= 2 else 1.0
+
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    model = LlamaForCausalLM(tiny_config(3)).eval().requires_grad_(False)
+    pack_for_device(model, fuse=lambda m: fused_products(m) if fuse_projections(m) else [])
+    fused = fused_products(model)
+    assert len(fused) == 6 and {f.plain_rows for f in fused} == {2}
+    assert {m.plain_rows for m in model.modules() if isinstance(m, PackedLinear)} == {2}
+    widths = sorted(x.shape[1] for x in probed[0])
+    # six fused, then the seven left single (three output and three down projections, which read 128, and
+    # the LM head): within the sample of 16, eight each
+    assert len(probed[0]) == 13 and widths.count(128) == 3
 
 
 def test_biases_are_fused_too_and_a_few_rows_for_mkl_take_the_parts(monkeypatch):

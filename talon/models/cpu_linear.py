@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
@@ -144,6 +145,10 @@ class PackedLinear(nn.Module):
             return nn.functional.linear(x, self.weight, self.bias)
         return product_in_rows(self.packed_product, x, self)
 
+    def plain_product(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through PyTorch's own linear (MKL)."""
+        return nn.functional.linear(x, self.weight, self.bias)
+
     def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through the packed kernel, whatever the
         row count (``forward`` may take MKL or the int8 copy instead)."""
@@ -227,20 +232,26 @@ def pack_linears(module: nn.Module) -> int:
     return count
 
 
-def pack_for_device(module: nn.Module) -> int:
+def pack_for_device(module: nn.Module, fuse: Callable[[nn.Module], Sequence[Product]] | None = None) -> int:
     """``pack_linears(module)`` when its weights are float32 or bfloat16 on the CPU and
-    ``$TALON_CPU_LINEAR`` is not ``plain`` (in ``auto`` mode then ``choose_small_row_kernel``);
-    otherwise nothing.  Returns how many layers were packed."""
+    ``$TALON_CPU_LINEAR`` is not ``plain``, then (in ``auto`` mode) ``choose_packed_kernel``, ``fuse`` if
+    given (it fuses products of ``module`` and returns them: ``talon.models.fused_linear``), and in
+    ``auto`` mode ``choose_small_row_kernel`` on the products the forward then runs; otherwise nothing.
+    Returns how many layers were packed."""
     weight = next((p for p in module.parameters()), None)
     mode = cpu_linear_mode()
     if weight is None or weight.device.type != "cpu" or weight.dtype not in PACKED_DTYPES or mode == "plain":
         return 0
     count = pack_linears(module)
-    if count and mode == "auto":
+    if not count:
+        return 0
+    if mode == "auto":
         choose_packed_kernel(module)
-        choose_small_row_kernel(module)
-    elif count and mode == "mkl":
+    elif mode == "mkl":
         use_packed_kernel(module, "mkl")
+    fused = list(fuse(module)) if fuse is not None else []
+    if mode == "auto":
+        choose_small_row_kernel(module, fused)
     return count
 
 
@@ -331,17 +342,34 @@ def fastest_seconds(fn, reps: int = 15) -> float:
     return best
 
 
-def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
-    """Measure, on up to ``sample`` of ``module``'s packed layers (two decoder layers of a Llama), whether
-    MKL (PyTorch's own linear) beats the packed kernel at each of ``SMALL_ROWS`` from 1 up, least of 15
-    timings each, and set every packed layer's ``plain_rows`` to the largest row count before the first
-    where it does not (0 when it never does).  Where the two give the probed layers other bits, MKL must
-    win by ``MARGIN``, so that a busy neighbour does not decide which bits a load gets; where they give
-    the same bits (MKL's packed kernel from two rows) a tie will do.  Against MKL's packed kernel one
-    row always takes PyTorch's own linear, unmeasured: an unmodified model's bits, as fast here.  About
-    0.1 s a count measured.  Returns that count."""
+class Product(Protocol):
+    """A product the forward runs (a ``PackedLinear``, or a fused product of several): PyTorch's linear up
+    to ``plain_rows`` rows, the packed kernel above."""
+
+    plain_rows: int
+    in_features: int
+    packed: PackedWeight
+
+    def plain_product(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def packed_product(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+def choose_small_row_kernel(module: nn.Module, fused: Sequence[Product] = (), sample: int = 16) -> int:
+    """Measure, on up to ``sample`` of the products ``module``'s forward runs (its ``fused`` products and
+    packed layers, half each where both exist: two to four decoder layers of a Llama), whether MKL
+    (PyTorch's own linear) beats the packed kernel at each of ``SMALL_ROWS`` from 1 up, least of 15
+    timings each, and set every packed layer's and fused product's ``plain_rows`` to the largest row
+    count before the first where it does not (0 when it never does).  MKL must win by ``MARGIN`` where
+    the two give other bits, so that a busy neighbour does not decide which bits a load gets; where they
+    give the same bits the packed kernel must win by it to take the count (a busy neighbour should not
+    decide the speed either).  Against MKL's packed kernel one row always takes PyTorch's own linear,
+    unmeasured: an unmodified model's bits, as fast here.  About 0.1 s a count measured.  Returns that
+    count."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
-    probe = [m for m in layers if m.packed is not None][:sample]
+    own = [m for m in layers if m.packed is not None]
+    half = sample // 2 if fused and own else sample
+    probe: list[Product] = [*fused[:half], *own[:half]]
     mkl_packed = bool(probe) and all(m.packed.kernel == "mkl" for m in probe)
     plain_rows = 0
     with torch.inference_mode():
@@ -349,19 +377,19 @@ def choose_small_row_kernel(module: nn.Module, sample: int = 16) -> int:
             if rows == 1 and mkl_packed:
                 plain_rows = 1
                 continue
-            inputs = [torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in probe]
+            inputs = [torch.randn(rows, m.in_features, dtype=m.packed.dtype) for m in probe]
 
             def mkl(inputs=inputs) -> list[torch.Tensor]:
-                return [nn.functional.linear(x, m.weight, m.bias) for m, x in zip(probe, inputs)]
+                return [m.plain_product(x) for m, x in zip(probe, inputs)]
 
             def packed(inputs=inputs) -> list[torch.Tensor]:
-                return [m.packed(x, m.bias) for m, x in zip(probe, inputs)]
+                return [m.packed_product(x) for m, x in zip(probe, inputs)]
 
-            margin = 1.0 if same_outputs(mkl(), packed()) else MARGIN
+            margin = 1.0 / MARGIN if same_outputs(mkl(), packed()) else MARGIN
             if fastest_seconds(mkl) > margin * fastest_seconds(packed):
                 break
             plain_rows = rows
-    for m in layers:
+    for m in [*layers, *fused]:
         m.plain_rows = plain_rows
     return plain_rows
 

@@ -72,16 +72,21 @@ class FusedRows:
         """Each part's product of ``x``, one call each."""
         return [part(x) for part in self.parts]
 
+    def plain_product(self, x: torch.Tensor) -> torch.Tensor:
+        """What the forward runs at ``plain_rows`` rows or fewer: the parts' own products (PyTorch's linear,
+        their packed copies dropped), side by side."""
+        return torch.cat(self.separate(x), dim=-1)
+
     def product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> the parts' products side by side, ``[..., sum of out_features]``: one
         fused product, or where a part would take another kernel (a gradient wanted, or MKL at this few
         rows) the parts' own, concatenated."""
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
         if grad or x.numel() <= self.plain_rows * self.in_features:
-            return torch.cat(self.separate(x), dim=-1)
-        return product_in_rows(self.fused, x, self)
+            return self.plain_product(x)
+        return product_in_rows(self.packed_product, x, self)
 
-    def fused(self, x: torch.Tensor) -> torch.Tensor:
+    def packed_product(self, x: torch.Tensor) -> torch.Tensor:
         """The one packed product of ``x`` with the stacked weights, ``[..., sum of out_features]``."""
         return self.packed(x, self.bias)
 
@@ -96,7 +101,9 @@ class FusedRows:
         with torch.inference_mode():
             for rows in PROBE_ROWS:
                 x = torch.randn(rows, self.in_features, dtype=self.packed.dtype)
-                if not torch.equal(self.fused(x), torch.cat([p.packed_product(x) for p in self.parts], dim=-1)):
+                if not torch.equal(
+                    self.packed_product(x), torch.cat([p.packed_product(x) for p in self.parts], dim=-1)
+                ):
                     return False
         return True
 

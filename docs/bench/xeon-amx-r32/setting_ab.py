@@ -5,7 +5,7 @@ setting's own cost curve, and plain decoding (at the load's setting), on the hea
 
     PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py plain_rows 2 3 [PROMPTS]   # MKL for 2 / 3 rows
     TALON_DTYPE=bfloat16 PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py call_rows 0 32
-    PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py packed onednn mkl   # float32's packed kernel (run 33)
+    PYTHONPATH=. python docs/bench/xeon-amx-r32/setting_ab.py packed onednn:3 mkl:1   # packed kernel:MKL rows (run 33)
 
 Prints the curves' verify(n), tokens/s per configuration (pooled), the per-prompt geometric mean of the
 second setting's speed over the first's with its spread, and how many runs equal plain decoding."""
@@ -32,17 +32,21 @@ linears = [m for m in target.model.modules() if isinstance(m, PackedLinear)] + f
 linears = [m for m in linears if m.packed is not None]
 if attribute == "packed":  # a copy for each kernel, switched between as the setting
     weights = [torch.cat([p.weight for p in m.parts]) if hasattr(m, "parts") else m.weight for m in linears]
-    copies = {k: [PackedWeight(w, k) for w in weights] for k in settings}
-    chosen = packed_kernel(target.model)
+    copies = {k: [PackedWeight(w, k.split(":")[0]) for w in weights] for k in settings}
+    chosen = f"{packed_kernel(target.model)}:{linears[0].plain_rows}"
 else:
     chosen = max(getattr(m, attribute) for m in linears)
 print(f"{target.dtype}: the load set {attribute}={chosen}")
 
 
 def set_rows(value) -> None:
+    if attribute == "packed":  # the fused products' parts too: the curve's key reads the first linear's rows
+        for m in target.model.modules():
+            if isinstance(m, PackedLinear):
+                m.plain_rows = int(value.split(":")[1])
     for i, m in enumerate(linears):
         if attribute == "packed":
-            m.packed = copies[value][i]
+            m.packed, m.plain_rows = copies[value][i], int(value.split(":")[1])
         else:
             setattr(m, attribute, value)
 
