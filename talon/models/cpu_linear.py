@@ -8,8 +8,8 @@ product took 345 us with ``F.linear`` and 92 us with the prepacked oneDNN kernel
 10.5-11.5 ms for the model's linears against the packed kernel's 14-15 ms, while on the 2-core AMD EPYC
 (AVX2) the packed kernel is faster at every row count.  So each packed model measures, once at load,
 up to how many rows (at most ``SMALL_ROWS[-1]``) MKL wins on this CPU and uses it there
-(``PackedLinear.plain_rows``): on the 2-core Xeon with AMX it wins 1 to 3 rows (a 3-node tree verified for
-1.06 plain steps against 1.23-1.25 with the packed kernel), on the 2-core Zen 4 none.
+(``PackedLinear.plain_rows``): on the 2-core Xeon with AMX it won 1 to 3 rows against oneDNN's packed
+kernel (a 3-node tree verified for 1.06 plain steps against 1.23-1.25), on the 2-core Zen 4 none.
 
 The arithmetic stays float32; only the order of the additions inside a dot product differs, as it does
 between any two BLAS kernels, and greedy losslessness is checked in every mode.  A drafter (never a
@@ -20,12 +20,12 @@ cheaper; a drafter's rounding shapes the tree, never what verification emits.
 
 Two packed kernels exist for float32 (``PackedWeight``): oneDNN's and MKL's own packed sgemm
 (``cblas_sgemm_pack`` / ``cblas_sgemm_compute``).  On the 2-core Xeon with AMX MKL's was faster at every
-row count from 4 (the model's linears at 16 rows: 27.5 against 30.3 ms; at 64: 46.9 against 61.6) and,
-from two rows, gives the bits of ``F.linear`` itself; so a float32 model measures the two at load
-(``choose_packed_kernel``).  MKL documents a packed matrix for the m, n, k it was packed for; the
-packed size does not depend on m, and a copy packed once serves every row count here with the bits of
-a copy packed for that count, which the load checks on each shape before it uses it
-(``mkl_packs_any_rows``).  bfloat16 has only oneDNN's.
+row count from 4 (the model's linears at 16 rows: 28.1 against 30.6 ms; at 64: 59.2 against 72.2; a
+16-node tree verified for 1.58-1.61 plain steps against 1.71-1.74), so a float32 model times the two at load
+(``choose_packed_kernel``) before it chooses the few-row kernel against the winner.  MKL documents a
+packed matrix for the m, n, k it was packed for; the packed size does not depend on m, and a copy packed
+once serves every row count here with the bits of a copy packed for that count, which the load checks
+on each shape before it uses it (``mkl_packs_any_rows``).  bfloat16 has only oneDNN's.
 
 ``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the packed
 kernel and the kernel for 1-4 rows by measurement; ``onednn`` and ``mkl`` use that packed kernel at
