@@ -54,7 +54,9 @@ SMALL_ROWS = (1, 2, 3, 4)
 """Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode, from
 1 up to the first count where it does not)."""
 MARGIN = 0.9
-"""MKL is used at a row count only when it takes at most this fraction of oneDNN's packed kernel's time."""
+"""At a few rows, where PyTorch's linear (MKL) and the packed kernel give other bits, MKL takes a row count
+only when it takes at most this fraction of the packed kernel's time; where they give the same bits, the
+packed kernel takes it only when it takes at most this fraction of MKL's."""
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 PACK_BATCH_HINT = 64
 """Rows the packed layout is tuned for (it serves any number; 64 was as fast as 17 or 512 here)."""
@@ -96,7 +98,7 @@ class PackedWeight:
 
 
 class PackedLinear(nn.Module):
-    """``nn.Linear`` with its weight also held in oneDNN's blocked layout.  ``weight`` and ``bias`` stay
+    """``nn.Linear`` with its weight also held in a packed kernel's layout.  ``weight`` and ``bias`` stay
     the original parameters (shared, so ``state_dict``, tied embeddings and readers of ``.weight`` see
     no change); the packed copy is a plain attribute, not saved."""
 
