@@ -20,7 +20,7 @@ cheaper; a drafter's rounding shapes the tree, never what verification emits.
 
 Two packed kernels exist for float32 (``PackedWeight``): oneDNN's and MKL's own packed sgemm
 (``cblas_sgemm_pack`` / ``cblas_sgemm_compute``).  On the 2-core Xeon with AMX MKL's was faster at every
-row count from 4 (the model's linears at 16 rows: 28.1 against 30.6 ms; at 64: 59.2 against 72.2; a
+row count from 4 (the model's linears at 16 rows: 28.7 against 31.7 ms; at 64: 61.1 against 74.7; a
 16-node tree verified for 1.58-1.61 plain steps against 1.71-1.74), so a float32 model times the two at load
 (``choose_packed_kernel``) before it chooses the few-row kernel against the winner.  MKL documents a
 packed matrix for the m, n, k it was packed for; the packed size does not depend on m, and a copy packed

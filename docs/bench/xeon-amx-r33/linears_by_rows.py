@@ -2,14 +2,14 @@
 576 -> 960, output 576 -> 576, gate/up 576 -> 3072, down 1536 -> 576; random weights of those shapes),
 one pass over all 120 at each row count, three ways: PyTorch's own linear (MKL's sgemm), oneDNN's packed
 kernel, and MKL's packed sgemm from one copy packed for 64 rows (``talon.models.cpu_linear.PackedWeight``).
-Least of 7 passes, milliseconds.  From the repository root:
+Least of 15 passes (``fastest_seconds``), milliseconds.  From the repository root:
 
-    python docs/bench/xeon-amx-r33/linears_by_rows.py"""
-
-import time
+    PYTHONPATH=. python docs/bench/xeon-amx-r33/linears_by_rows.py"""
 
 import torch
 import torch.nn.functional as F
+
+from talon.models.cpu_linear import fastest_seconds
 
 torch.manual_seed(0)
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
@@ -18,24 +18,14 @@ onednn = [torch.ops.mkldnn._reorder_linear_weight(w, 64) for w in weights]
 mkl = [torch.ops.mkl._mkl_reorder_linear_weight(w, 64) for w in weights]
 
 
-def least(fn, reps: int = 7) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 for rows in (1, 2, 3, 4, 5, 6, 8, 12, 16, 20, 24, 32, 48, 64, 128):
     xs = [torch.randn(rows, w.shape[1]) for w in weights]
     times = {
-        "F.linear": least(lambda xs=xs: [F.linear(x, w) for x, w in zip(xs, weights)]),
-        "oneDNN packed": least(
+        "F.linear": fastest_seconds(lambda xs=xs: [F.linear(x, w) for x, w in zip(xs, weights)]),
+        "oneDNN packed": fastest_seconds(
             lambda xs=xs: [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "") for x, p in zip(xs, onednn)]
         ),
-        "MKL packed": least(
+        "MKL packed": fastest_seconds(
             lambda xs=xs, n=rows: [torch.ops.mkl._mkl_linear(x, p, w, None, n) for x, p, w in zip(xs, mkl, weights)]
         ),
     }
