@@ -135,7 +135,7 @@ class PackedLinear(nn.Module):
         a gradient is wanted (training a draft head through the target's LM head) it takes PyTorch's own
         linear, because the packed op has no backward."""
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad) or self.packed is None:
-            return nn.functional.linear(x, self.weight, self.bias)  # (no packed copy: a fused product has it)
+            return self.plain_product(x)  # (no packed copy: a fused product has it)
         # a drafter's few rows: half the bytes to read
         if self.int8_rows and x.numel() <= self.int8_rows * self.in_features:
             rows = x.reshape(-1, self.in_features)
@@ -144,7 +144,7 @@ class PackedLinear(nn.Module):
                 out = out + self.bias
             return out.reshape(*x.shape[:-1], self.out_features)
         if x.numel() <= self.plain_rows * self.in_features:
-            return nn.functional.linear(x, self.weight, self.bias)
+            return self.plain_product(x)
         return product_in_rows(self.packed_product, x, self)
 
     def plain_product(self, x: torch.Tensor) -> torch.Tensor:
@@ -320,7 +320,9 @@ def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
     probe = [m for m in probe if m.packed is not None][:sample]
     if not probe or not all(mkl_packs_any_rows(m.out_features, m.in_features) for m in probe):
         return "onednn"
-    kernels = {k: [PackedWeight(m.weight, k) for m in probe] for k in PACKED_KERNELS}
+    kernels = {
+        k: [m.packed if m.packed.kernel == k else PackedWeight(m.weight, k) for m in probe] for k in PACKED_KERNELS
+    }
     seconds = dict.fromkeys(PACKED_KERNELS, 0.0)
     with torch.inference_mode():
         for rows in KERNEL_PROBE_ROWS:
