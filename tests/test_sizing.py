@@ -101,7 +101,7 @@ def test_only_reached_nodes_are_counted_and_pull_the_estimate():
     for _ in range(10):
         cal.observe(tree, verdict)
     # Reached: a (q .8, accepted), b (q .1), c (q .5): 10 accepted where the priors summed to 14.
-    r = (10 + SCALE_STRENGTH) / (14 + SCALE_STRENGTH)
+    r = (10 + SCALE_STRENGTH[SOURCE_MODEL]) / (14 + SCALE_STRENGTH[SOURCE_MODEL])
     assert cal.ratio(SOURCE_MODEL) == pytest.approx(r) and cal.scale(SOURCE_RETRIEVAL) == 1.0
     s = cal.scale(SOURCE_MODEL)  # the odds multiplier that lowers the reached priors' sum by r
     assert s < 1 and sum(10 * scale_odds(q, s) for q in (0.8, 0.1, 0.5)) == pytest.approx(14 * r)
@@ -145,7 +145,7 @@ def test_a_run_accepted_less_than_the_fitted_table_lowers_every_cell():
     for step in range(40):
         ok = step % 10 < 3
         cal.observe(tree, Verdict(["root", ACCEPTED if ok else REJECTED], [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
-    r = (12 + SCALE_STRENGTH) / (24 + SCALE_STRENGTH)
+    r = (12 + SCALE_STRENGTH[SOURCE_MODEL]) / (24 + SCALE_STRENGTH[SOURCE_MODEL])
     assert cal.ratio(SOURCE_MODEL) == pytest.approx(r)
     assert scale_odds(0.6, cal.scale(SOURCE_MODEL)) == pytest.approx(0.6 * r)
     assert cal(0.6, 2, SOURCE_MODEL) < 0.4 and abs(cal(0.6, 1, SOURCE_MODEL) - 0.3) < 0.05
@@ -163,7 +163,8 @@ def test_a_run_accepted_more_than_the_table_raises_sure_cells_without_making_the
     for step in range(50):
         ok = step % 10 < 6
         cal.observe(tree, Verdict(["root", ACCEPTED if ok else REJECTED], [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
-    assert cal.ratio(SOURCE_RETRIEVAL) == pytest.approx(40 / 25)  # 30 accepted of 50 where the table said 15
+    k = SCALE_STRENGTH[SOURCE_RETRIEVAL]
+    assert cal.ratio(SOURCE_RETRIEVAL) == pytest.approx((30 + k) / (15 + k))  # 30 accepted of 50; the table said 15
     assert 0.9 < cal(0.85, 6, SOURCE_RETRIEVAL, 3) < 0.97  # raised, but not to 1
     assert cal(0.85, 6, SOURCE_MODEL) == pytest.approx(0.85)  # another source keeps its own scale
     chain = DraftTree.with_root(0)
@@ -171,6 +172,24 @@ def test_a_run_accepted_more_than_the_table_raises_sure_cells_without_making_the
     for k in range(30):
         node = chain.add(node, k + 1, math.log(0.85), SOURCE_RETRIEVAL, 3)
     assert cal.path_acceptance(chain)[-1] < 0.5
+
+
+def test_a_models_drafts_move_the_run_level_scale_faster_than_prompt_lookups():
+    # The same verdicts (a 0.5 prior accepted 20 % of the time, 10 steps) pull the model's scale further
+    # from the table than prompt lookup's: lookup's acceptance swings between copies and guesses.
+    ratios = {}
+    for source, match in ((SOURCE_MODEL, 0), (SOURCE_RETRIEVAL, 3)):
+        cal = Calibration({(source, 1, q_bin(0.5), match): 0.5})
+        tree = DraftTree.with_root(0)
+        tree.add(0, 1, math.log(0.5), source, match)
+        for step in range(10):
+            ok = step % 5 == 0
+            status = ["root", ACCEPTED if ok else REJECTED]
+            cal.observe(tree, Verdict(status, [0, 1] if ok else [0], 9, [1, -1], [1.0] * 2))
+        k = SCALE_STRENGTH[source]
+        assert cal.ratio(source) == pytest.approx((2 + k) / (5 + k))
+        ratios[source] = cal.ratio(source)
+    assert ratios[SOURCE_MODEL] < ratios[SOURCE_RETRIEVAL] < 1.0
 
 
 def test_scaling_odds_keeps_probabilities_in_bounds_and_one_is_the_identity():

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tree import ACCEPTED, SOURCE_RETRIEVAL, DraftTree, Verdict
+from ..tree import ACCEPTED, SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
 
 Q_EDGES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 """Bin edges of the draft probability q (14 bins; the last holds q in [0.99, 1])."""
@@ -36,8 +36,13 @@ MAX_MATCH_BUCKET = 3
 """Prompt lookup's match lengths 1, 2 and 3+ have cells of their own."""
 PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
-SCALE_STRENGTH = 10.0
-"""How many expected acceptances the run-level scale starts from at 1 (the prior as fitted)."""
+SCALE_STRENGTH = {SOURCE_MODEL: 4.0, SOURCE_RETRIEVAL: 10.0}
+"""Per source, how many expected acceptances the run-level scale starts from at 1 (the prior as fitted).
+A model's drafts move faster: on three prompt sets no suite's timing depends on (the pool's held-out
+prompts, MT-Bench 9-32 with HumanEval 8-23, the headline's), 4 in place of 10 brought TALON auto's
+per-category E / committed closer on all three, on this machine and on the Zen 4 one before it; for
+prompt lookup's, whose acceptance swings more between copies and guesses, faster learning helped on one
+set and hurt on another (docs/benchmarks.md, "How fast the calibration learns")."""
 PRIOR_BINS = 50
 """The reached nodes' priors are kept in this many equal bins of [0, 1] (count and sum) to fit the scale."""
 ODDS_LOG_RANGE = 7.0
@@ -106,9 +111,12 @@ class Calibration:
 
     def ratio(self, source: str) -> float:
         """The run's acceptance of ``source``'s drafts relative to the prior so far (1 before any):
-        accepted over the sum of the reached nodes' priors, each with ``SCALE_STRENGTH`` added."""
+        accepted over the sum of the reached nodes' priors, each with the source's ``SCALE_STRENGTH`` added."""
         t = self.totals.get(source)
-        return 1.0 if t is None else (t.accepted + SCALE_STRENGTH) / (t.reached + SCALE_STRENGTH)
+        if t is None:
+            return 1.0
+        strength = SCALE_STRENGTH.get(source, SCALE_STRENGTH[SOURCE_MODEL])
+        return (t.accepted + strength) / (t.reached + strength)
 
     def scale(self, source: str) -> float:
         """The odds multiplier applied to ``source``'s priors (``scale_odds``): the one that, applied to

@@ -45,7 +45,7 @@ def main(configs: list[tuple[float, float]]) -> None:
         ids = encode_prompt(target, item["prompt"])
         for method in METHODS:
             for scale, prior in configs:
-                C.SCALE_STRENGTH = scale
+                C.SCALE_STRENGTH = {"model": scale, "retrieval": scale}
                 C.Calibration.__init__.__defaults__ = (None, prior)
                 for step in runner.run_one(method, kwargs, ids, 0.0, 64)["steps"]:
                     for cat in (category(item), "all"):

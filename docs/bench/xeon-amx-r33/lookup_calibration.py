@@ -2,7 +2,7 @@
 of the given categories, every reached node's calibrated acceptance (as the calibration answered just
 before it counted the node) against its verdict, grouped by source, match length (retrieval) and how
 many retrieval nodes lead down to it (the copy's run so far); then the steps' expected against realised
-tokens.  ``SCALE=4`` sets the calibration's run-level scale strength for the run (10 shipped).  From the
+tokens.  ``SCALE=4`` sets the calibration's run-level scale strength for the run (10 shipped then).  From the
 repository root:
 
     PYTHONPATH=. python docs/bench/xeon-amx-r33/lookup_calibration.py summarisation,extraction
@@ -22,7 +22,7 @@ from talon.models.registry import ModelRegistry
 from talon.tree import SOURCE_RETRIEVAL
 
 if os.environ.get("SCALE"):
-    cal.SCALE_STRENGTH = float(os.environ["SCALE"])
+    cal.SCALE_STRENGTH = dict.fromkeys(("model", "retrieval"), float(os.environ["SCALE"]))
 records = []
 orig = cal.Calibration.observe
 
