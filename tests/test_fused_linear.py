@@ -25,6 +25,7 @@ from talon.models.cpu_linear import (
 )
 from talon.models.fused_linear import (
     FusedRows,
+    fuse,
     fuse_projections,
     fused_layers,
     fused_products,
@@ -99,7 +100,7 @@ def test_the_small_row_probe_times_the_products_the_forward_runs(monkeypatch):
     monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)  # a tie is a loss
     model = LlamaForCausalLM(tiny_config(3)).eval().requires_grad_(False)
-    pack_for_device(model, fuse=lambda m: fused_products(m) if fuse_projections(m) else [])
+    pack_for_device(model, fuse=fuse)
     fused = fused_products(model)
     assert len(fused) == 6 and {f.plain_rows for f in fused} == {2}
     assert {m.plain_rows for m in model.modules() if isinstance(m, PackedLinear)} == {2}

@@ -115,7 +115,7 @@ class Calibration:
         t = self.totals.get(source)
         if t is None:
             return 1.0
-        strength = SCALE_STRENGTH.get(source, SCALE_STRENGTH[SOURCE_MODEL])
+        strength = SCALE_STRENGTH[source]
         return (t.accepted + strength) / (t.reached + strength)
 
     def scale(self, source: str) -> float:

@@ -237,7 +237,7 @@ def pack_linears(module: nn.Module) -> int:
 def pack_for_device(module: nn.Module, fuse: Callable[[nn.Module], Sequence[Product]] | None = None) -> int:
     """``pack_linears(module)`` when its weights are float32 or bfloat16 on the CPU and
     ``$TALON_CPU_LINEAR`` is not ``plain``, then (in ``auto`` mode) ``choose_packed_kernel``, ``fuse`` if
-    given (it fuses products of ``module`` and returns them: ``talon.models.fused_linear``), and in
+    given (it fuses products of ``module`` and returns them: ``talon.models.fused_linear.fuse``), and in
     ``auto`` mode ``choose_small_row_kernel`` on the products the forward then runs; otherwise nothing.
     Returns how many layers were packed."""
     weight = next((p for p in module.parameters()), None)

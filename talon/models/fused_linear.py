@@ -209,6 +209,13 @@ def fuse_projections(model: nn.Module) -> int:
     return count
 
 
+def fuse(model: nn.Module) -> list[FusedRows]:
+    """``fuse_projections(model)``, then every fused product the forward runs (``pack_for_device``'s
+    ``fuse``: the load's few-row probe times them)."""
+    fuse_projections(model)
+    return fused_products(model)
+
+
 def fused_products(model: nn.Module) -> list[FusedRows]:
     """Every fused product of ``model``'s attentions and MLPs."""
     return [p for m in model.modules() for _, _, a, _ in FUSIONS if isinstance(p := vars(m).get(a), FusedRows)]

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from .cpu_linear import cpu_linear_mode, pack_for_device
 from .device import pick_device
 from .embedded import EMBEDDED, EMBEDDED_NAME, embedded_model_dir
-from .fused_linear import fuse_projections, fused_products
+from .fused_linear import fuse
 from .gpu_linear import use_row_linears
 from .gqa_attention import use_gqa_attention
 from .hub import hub_reachable
@@ -116,7 +116,7 @@ def load_model(
     model.requires_grad_(False)
     screen = None
     if not stock:
-        pack_for_device(model, fuse=lambda m: fused_products(m) if fuse_projections(m) else [])
+        pack_for_device(model, fuse=fuse)
         use_row_linears(model)
         if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
             use_gqa_attention(model)
