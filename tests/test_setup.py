@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
     "name, value, words",
     [
         ("TALON_DTYPE", "fp8", "choose one of float32"),
-        ("TALON_CPU_LINEAR", "blas", "choose one of auto, onednn, mkl, plain"),
+        ("TALON_CPU_LINEAR", "blas", "choose one of auto, onednn, mkl, stream, plain"),
         ("TALON_DRAFT_INT8", "yes", "choose one of auto, off"),
         ("TALON_CUDA_GRAPHS", "maybe", "use 1"),
         ("TALON_GPU_ATTENTION", "flash", "choose one of grouped, sdpa"),

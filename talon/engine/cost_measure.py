@@ -293,7 +293,8 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")
         + (f", call_rows={rows}" if (rows := call_rows(target.model)) else "")
-        + (", packed=mkl" if packed_kernel(target.model) == "mkl" else "")  # oneDNN's curves keep their keys
+        # oneDNN's curves keep their keys
+        + (f", packed={kernel}" if (kernel := packed_kernel(target.model)) not in (None, "onednn") else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

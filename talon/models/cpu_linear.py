@@ -25,13 +25,18 @@ row count from 4 (the model's linears at 16 rows: 28.7 against 31.7 ms; at 64: 6
 (``choose_packed_kernel``) before it chooses the few-row kernel against the winner.  MKL documents a
 packed matrix for the m, n, k it was packed for; the packed size does not depend on m, and a copy packed
 once serves every row count here with the bits of a copy packed for that count, which the load checks
-on each shape before it uses it (``mkl_packs_any_rows``).  bfloat16 has only oneDNN's.
+on each shape before it uses it (``mkl_packs_any_rows``).  A third, on AVX-512 CPUs with a C++
+compiler, is TALON's own (``talon.models.stream_gemm``): it overlaps reading the weights with the
+arithmetic, and on the AMX Xeon it beat both at every row count from 1 to 32 (the model's linears at
+4 / 16 rows: 16.8 / 21.9 ms against MKL's packed 20.9 / 28.7; at one row 14.8 against PyTorch's 16.3),
+losing from 64 rows (run 35).  The load times all it has over every decoder layer's linears, as the
+forward reads them from memory.  bfloat16 has only oneDNN's.
 
 ``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the packed
-kernel and the kernel for 1-4 rows by measurement; ``onednn`` and ``mkl`` use that packed kernel at
-every row count (``mkl`` for float32 layers that pass its check; others stay on oneDNN's); ``plain``
-keeps PyTorch's own (what an unmodified transformers model runs).  Where the oneDNN op is missing
-(another PyTorch build) the model is left as it is.
+kernel and the kernel for 1-4 rows by measurement; ``onednn``, ``mkl`` and ``stream`` use that packed
+kernel at every row count (``mkl`` for float32 layers that pass its check, ``stream`` where it runs;
+others stay on oneDNN's); ``plain`` keeps PyTorch's own (what an unmodified transformers model runs).
+Where the oneDNN op is missing (another PyTorch build) the model is left as it is.
 """
 
 from __future__ import annotations
@@ -45,11 +50,12 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from . import stream_gemm
 from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
-CPU_LINEAR_MODES = ("auto", "onednn", "mkl", "plain")
-PACKED_KERNELS = ("onednn", "mkl")
+CPU_LINEAR_MODES = ("auto", "onednn", "mkl", "stream", "plain")
+PACKED_KERNELS = ("onednn", "mkl", "stream")
 SMALL_ROWS = (1, 2, 3, 4)
 """Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode, from
 1 up to the first count where it does not)."""
@@ -73,7 +79,8 @@ reads past the end of rows whose width is not a multiple of its vector (it crash
 
 class PackedWeight:
     """A weight ``[out_features, in_features]`` laid out once for a packed kernel (``PACKED_KERNELS``):
-    oneDNN's blocked layout, or MKL's packed sgemm (float32 only).  Not a tensor: call it."""
+    oneDNN's blocked layout, MKL's packed sgemm (float32 only), or TALON's own streaming kernel's column
+    blocks (float32 on AVX-512, ``talon.models.stream_gemm``).  Not a tensor: call it."""
 
     def __init__(self, weight: torch.Tensor, kernel: str = "onednn") -> None:
         self.kernel = kernel
@@ -85,6 +92,8 @@ class PackedWeight:
             # MKL's op reads only the weight's sizes and dtype (its own fallback, at another row count
             # than the one passed, never runs): a stride-0 view holds them without a copy
             self.sizes = torch.zeros((), dtype=weight.dtype).expand(weight.shape)
+        elif kernel == "stream":
+            self.data = stream_gemm.pack(weight)
         elif kernel == "onednn":
             self.data = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
         else:
@@ -94,6 +103,8 @@ class PackedWeight:
         """``x`` ``[..., in_features]`` (the weight's dtype) -> ``x @ weight.T + bias``, ``[..., out_features]``."""
         if self.kernel == "mkl":
             return torch.ops.mkl._mkl_linear(x, self.data, self.sizes, bias, x.numel() // self.in_features)
+        if self.kernel == "stream":
+            return stream_gemm.linear(x, self.data, self.out_features, bias)
         return torch.ops.mkldnn._linear_pointwise(x, self.data, bias, "none", [], "")
 
 
@@ -212,8 +223,8 @@ def _env_choice(name: str, modes: tuple[str, ...]) -> str:
 
 
 def cpu_linear_mode() -> str:
-    """``$TALON_CPU_LINEAR`` (``auto`` unless set to ``onednn`` or ``plain``); an unknown value raises
-    ``ModelLoadError``."""
+    """``$TALON_CPU_LINEAR`` (``auto`` unless set to ``onednn``, ``mkl``, ``stream`` or ``plain``); an
+    unknown value raises ``ModelLoadError``."""
     return _env_choice(CPU_LINEAR_ENV, CPU_LINEAR_MODES)
 
 
@@ -249,8 +260,8 @@ def pack_for_device(module: nn.Module, fuse: Callable[[nn.Module], Sequence[Prod
         return 0
     if mode == "auto":
         choose_packed_kernel(module)
-    elif mode == "mkl":
-        use_packed_kernel(module, "mkl")
+    elif mode in ("mkl", "stream"):
+        use_packed_kernel(module, mode)
     fused = list(fuse(module)) if fuse is not None else []
     if mode == "auto":
         choose_small_row_kernel(module, fused)
@@ -294,7 +305,10 @@ def mkl_packs_any_rows(out_features: int, in_features: int) -> bool:
 
 def use_packed_kernel(module: nn.Module, kernel: str) -> int:
     """Lay out every float32 ``PackedLinear`` of ``module`` that holds a packed copy for ``kernel`` (for
-    ``"mkl"`` only those whose shape passes ``mkl_packs_any_rows``); returns how many now use it."""
+    ``"mkl"`` only those whose shape passes ``mkl_packs_any_rows``, for ``"stream"`` only where
+    ``stream_gemm.available()``); returns how many now use it."""
+    if kernel == "stream" and not stream_gemm.available():
+        return 0
     count = 0
     for m in module.modules():
         if not isinstance(m, PackedLinear) or m.packed is None or m.weight.dtype != torch.float32:
@@ -308,33 +322,46 @@ def use_packed_kernel(module: nn.Module, kernel: str) -> int:
 
 
 KERNEL_PROBE_ROWS = (4, 16, 32)
-"""Row counts a tree's verification often takes, at which the two packed kernels are timed at load."""
+"""Row counts a tree's verification often takes, at which the packed kernels are timed at load."""
+KERNEL_PROBE_REPS = 5
+"""Timings per kernel and row count (the least is kept)."""
 
 
 def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
-    """Time oneDNN's and MKL's packed kernels on up to ``sample`` of ``module``'s float32 packed layers
-    (two decoder layers of a Llama) at ``KERNEL_PROBE_ROWS`` (least of 15 timings each, summed) and lay
-    every float32 layer out for the faster one (MKL only where ``mkl_packs_any_rows`` holds for every
-    probed shape).  About 0.1 s.  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
-    probe = [m for m in module.modules() if isinstance(m, PackedLinear) and m.weight.dtype == torch.float32]
-    probe = [m for m in probe if m.packed is not None][:sample]
-    if not probe or not all(mkl_packs_any_rows(m.out_features, m.in_features) for m in probe):
+    """Time the packed kernels this machine has (oneDNN's; MKL's where ``mkl_packs_any_rows`` holds for
+    the first ``sample`` float32 packed layers' shapes; TALON's streaming kernel where
+    ``stream_gemm.available()``) at ``KERNEL_PROBE_ROWS`` (least of ``KERNEL_PROBE_REPS`` timings each,
+    summed) and lay every float32 layer out for the fastest.  Timed over every layer that shares a shape
+    with those first ones (all decoder layers of a Llama, not its LM head): the weights as a forward reads
+    them, from memory, where a cache that holds two layers had made the kernel that multiplies fastest
+    from cache look faster than the one that reads memory best.  One kernel's copies at a time; about
+    0.6 s a kernel on the embedded model (the streaming kernel's first build, once a machine, about
+    25 s).  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
+    layers = [m for m in module.modules() if isinstance(m, PackedLinear) and m.weight.dtype == torch.float32]
+    layers = [m for m in layers if m.packed is not None]
+    shapes = {(m.out_features, m.in_features) for m in layers[:sample]}
+    probe = [m for m in layers if (m.out_features, m.in_features) in shapes]
+    candidates = ["onednn"]
+    if probe and all(mkl_packs_any_rows(*shape) for shape in shapes):
+        candidates.append("mkl")
+    if probe and stream_gemm.available():
+        candidates.append("stream")
+    if len(candidates) == 1:
         return "onednn"
-    kernels = {
-        k: [m.packed if m.packed.kernel == k else PackedWeight(m.weight, k) for m in probe] for k in PACKED_KERNELS
-    }
-    seconds = dict.fromkeys(PACKED_KERNELS, 0.0)
+    seconds = dict.fromkeys(candidates, 0.0)
     with torch.inference_mode():
-        for rows in KERNEL_PROBE_ROWS:
-            inputs = [torch.randn(rows, m.in_features) for m in probe]
-            for kernel, packed in kernels.items():
+        inputs = {rows: [torch.randn(rows, m.in_features) for m in probe] for rows in KERNEL_PROBE_ROWS}
+        for kernel in candidates:
+            packed = [m.packed if m.packed.kernel == kernel else PackedWeight(m.weight, kernel) for m in probe]
+            for rows in KERNEL_PROBE_ROWS:
 
-                def run(packed=packed, inputs=inputs) -> None:
+                def run(packed=packed, inputs=inputs[rows]) -> None:
                     for weight, x in zip(packed, inputs):
                         weight(x)
 
-                seconds[kernel] += fastest_seconds(run)
-    kernel = min(PACKED_KERNELS, key=seconds.__getitem__)
+                seconds[kernel] += fastest_seconds(run, KERNEL_PROBE_REPS)
+            del packed
+    kernel = min(candidates, key=seconds.__getitem__)
     use_packed_kernel(module, kernel)
     return kernel
 

@@ -1,0 +1,138 @@
+// A float32 product y = x @ W.T (+ bias) for the few rows of plain decoding and tree verification on
+// AVX-512 CPUs (talon/models/stream_gemm.py).  W is laid out once as column blocks of 16 outputs, each
+// [in_features][16] contiguous, so a block is one sequential stream.  Each thread walks a contiguous
+// range of groups of three blocks; a pass multiplies up to 8 rows by a group as its weights go by.
+// Memory and arithmetic overlap through prefetching: a one-pass product (up to 8 rows) prefetches its
+// own stream 64 steps ahead; with several passes every pass also prefetches a share of the next
+// group's stream, so memory stays busy while the later passes run from cache.
+//
+// Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
+// whatever the number of rows, the row's place among them, the blocking or the thread split: a row's
+// result has the same bits in a product of 1 row or of 64.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace {
+
+constexpr int64_t kLanes = 16;     // outputs in a column block (one vector)
+constexpr int64_t kGroup = 3;      // column blocks a pass multiplies
+constexpr int64_t kPassRows = 8;   // rows a pass takes: kGroup * kPassRows accumulators in 32 registers
+constexpr int64_t kAhead = 64;     // how many k-steps ahead a pass prefetches its own stream
+
+// Rows [0, MR) of x (transposed: xt[k * ld + row]) times NC adjacent column blocks starting at w.
+template <int MR, int NC>
+void block(const float* __restrict xt, int64_t ld, const float* __restrict w, int64_t K, float* __restrict y,
+           int64_t ldy, const float* __restrict bias, bool own, const float* next, int64_t next_blocks, int64_t every,
+           int64_t first_line) {
+  // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
+  // next_blocks blocks, one of whose lines (k-steps) is prefetched every ``every`` steps from first_line
+  __m512 acc[MR][NC];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t count = 0, line = first_line;
+  for (int64_t k = 0; k < K; ++k) {
+    if (own)
+      for (int j = 0; j < NC; ++j) _mm_prefetch((const char*)(w + j * K * kLanes + (k + kAhead) * kLanes), _MM_HINT_T0);
+    if (next && ++count == every) {
+      count = 0;
+      if (line < K)
+        for (int64_t j = 0; j < next_blocks; ++j)
+          _mm_prefetch((const char*)(next + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+      ++line;
+    }
+    __m512 wv[NC];
+    for (int j = 0; j < NC; ++j) wv[j] = _mm512_loadu_ps(w + j * K * kLanes + k * kLanes);
+    const float* xk = xt + k * ld;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xb = _mm512_set1_ps(xk[i]);
+      for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
+    }
+  }
+  for (int j = 0; j < NC; ++j) {
+    const __m512 b = bias ? _mm512_loadu_ps(bias + j * kLanes) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i)
+      _mm512_storeu_ps(y + i * ldy + j * kLanes, bias ? _mm512_add_ps(acc[i][j], b) : acc[i][j]);
+  }
+}
+
+using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, const float*, bool, const float*,
+                         int64_t, int64_t, int64_t);
+
+template <int NC, int... R>
+constexpr std::array<BlockFn, sizeof...(R)> rows_table(std::integer_sequence<int, R...>) {
+  return {block<R + 1, NC>...};
+}
+
+const auto kWhole = rows_table<int(kGroup)>(std::make_integer_sequence<int, int(kPassRows)>{});
+const auto kSingle = rows_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
+
+}  // namespace
+
+// W [N, K] float32 -> [ceil(N / 16), K, 16], outputs past N zero.
+torch::Tensor pack(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "a 2-d float32 weight");
+  const int64_t n = weight.size(0), k = weight.size(1), blocks = (n + kLanes - 1) / kLanes;
+  auto padded = torch::zeros({blocks * kLanes, k}, weight.options());
+  padded.narrow(0, 0, n).copy_(weight);
+  return padded.view({blocks, kLanes, k}).transpose(1, 2).contiguous();
+}
+
+// x [M, K] float32, packed from ``pack``, bias [N] or None -> [M, N].
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_t out_features,
+                     const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
+  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == x.size(1) && packed.size(2) == kLanes,
+              "a packed weight of x's width");
+  const int64_t m = x.size(0), k = x.size(1), blocks = packed.size(0), width = blocks * kLanes;
+  TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
+  auto y = torch::empty({m, width}, x.options());
+  if (m == 0) return y.narrow(1, 0, out_features);
+  torch::Tensor b;
+  if (bias.has_value() && bias->defined()) {
+    b = torch::zeros({width}, x.options());
+    b.narrow(0, 0, out_features).copy_(*bias);
+  }
+  const auto xt = x.t().contiguous();  // [K, M]: a k-step's rows side by side
+  const float* xp = xt.data_ptr<float>();
+  const float* wp = packed.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
+  const int64_t lines_a_pass = (k + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const float* w = wp + first * k * kLanes;
+      const int64_t next_first = first + kGroup;
+      const bool spread = passes > 1 && g + 1 < g1;
+      for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+        const int64_t rows = std::min(pass_rows, m - r);
+        const bool own = p == 0 && (passes == 1 || g == g0);
+        const float* next = spread ? wp + next_first * k * kLanes : nullptr;
+        const int64_t next_blocks = spread ? std::min(kGroup, blocks - next_first) : 0;
+        if (count == kGroup) {
+          kWhole[rows - 1](xp + r, m, w, k, yp + r * width + first * kLanes, width,
+                           bp ? bp + first * kLanes : nullptr, own, next, next_blocks, passes, p * lines_a_pass);
+        } else {  // the last group, short of blocks: one block at a time
+          for (int64_t j = 0; j < count; ++j)
+            kSingle[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * width + (first + j) * kLanes, width,
+                              bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
+        }
+      }
+    }
+  });
+  return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("pack", &pack, "lay a float32 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
+  m.def("linear", &linear, "x @ W.T + bias from a packed W", py::call_guard<py::gil_scoped_release>());
+}

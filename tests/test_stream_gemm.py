@@ -1,0 +1,157 @@
+"""Fast tier: TALON's own float32 few-row CPU kernel (``talon.models.stream_gemm``): float32's error bound
+against a float64 product, every row's bits whatever the row count, the layouts it pads, and how the
+load takes it (or does without it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from talon.models import stream_gemm
+from talon.models.cpu_linear import (
+    PackedLinear,
+    PackedWeight,
+    choose_packed_kernel,
+    pack_for_device,
+    pack_linears,
+    packed_kernel,
+    use_packed_kernel,
+)
+from talon.models.fused_linear import fuse_projections, fused_products
+
+needs_kernel = pytest.mark.skipif(not stream_gemm.available(), reason="no AVX-512 or no C++ compiler here")
+
+# (out_features, in_features): the embedded model's fused shapes, outputs that are no multiple of 16 or of
+# the three blocks a pass takes, and a short dot product
+SHAPES = [(960, 576), (576, 1536), (80, 40), (50, 64), (17, 33), (7, 5)]
+ROWS = (1, 2, 3, 5, 8, 9, 12, 16, 17, 25, 33, 64)
+
+
+def _within_float32(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """``got`` within float32's bound for a dot product of ``in_features`` terms (plus the bias's rounding)
+    of the float64 product."""
+    exact = x.double() @ weight.double().T
+    bound = weight.shape[1] * 2.0**-23 * (x.double().abs() @ weight.double().abs().T)
+    if bias is not None:
+        exact = exact + bias.double()
+        bound = bound + 2.0**-23 * (exact.abs() + bias.double().abs())
+    return bool(((got.double() - exact).abs() <= bound).all())
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", SHAPES)
+def test_products_stay_within_float32s_bound_at_every_row_count(shape):
+    gen = torch.Generator().manual_seed(sum(shape))
+    weight = torch.randn(*shape, generator=gen)
+    bias = torch.randn(shape[0], generator=gen)
+    packed = stream_gemm.pack(weight)
+    assert packed.shape == ((shape[0] + 15) // 16, shape[1], 16)
+    for rows in ROWS:
+        x = torch.randn(rows, shape[1], generator=gen)
+        for b in (None, bias):
+            got = stream_gemm.linear(x, packed, shape[0], b)
+            assert got.shape == (rows, shape[0]) and got.is_contiguous()
+            assert _within_float32(got, x, weight, b), (shape, rows, b is None)
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_row_gets_the_same_bits_alone_or_among_others(shape):
+    """Every output is one chain of multiply-adds in column order, whatever the row count, the passes or
+    the threads: a tree's rows get plain decoding's bits."""
+    gen = torch.Generator().manual_seed(7 + shape[0])
+    weight = torch.randn(*shape, generator=gen)
+    bias = torch.randn(shape[0], generator=gen)
+    packed = stream_gemm.pack(weight)
+    x = torch.randn(70, shape[1], generator=gen)
+    whole = stream_gemm.linear(x, packed, shape[0], bias)
+    for rows in ROWS:
+        for start in (0, 3, 70 - rows):
+            part = stream_gemm.linear(x[start : start + rows], packed, shape[0], bias)
+            assert torch.equal(part, whole[start : start + rows]), (rows, start)
+    nudged = stream_gemm.linear(x[:1] * (1 + 2**-10), packed, shape[0], bias)
+    assert not torch.equal(nudged, whole[:1])  # the control: other inputs, other bits
+
+
+@needs_kernel
+def test_any_leading_shape_and_no_rows():
+    weight = torch.randn(48, 32)
+    packed = stream_gemm.pack(weight)
+    x = torch.randn(2, 3, 32)
+    flat = stream_gemm.linear(x.reshape(6, 32), packed, 48)
+    assert torch.equal(stream_gemm.linear(x, packed, 48), flat.reshape(2, 3, 48))
+    assert stream_gemm.linear(torch.randn(0, 32), packed, 48).shape == (0, 48)
+    assert stream_gemm.linear(x.transpose(0, 1), packed, 48).shape == (3, 2, 48)  # not contiguous: copied
+
+
+@needs_kernel
+def test_a_packed_linear_on_it_answers_like_pytorchs():
+    linear = nn.Linear(40, 24)
+    layer = PackedLinear(linear)
+    layer.packed = PackedWeight(linear.weight, "stream")
+    x = torch.randn(5, 40)
+    with torch.inference_mode():
+        assert torch.allclose(layer(x), linear(x), atol=1e-5)
+    with torch.enable_grad():  # a gradient wanted: PyTorch's own linear (the kernel has no backward)
+        x.requires_grad_(True)
+        layer(x).sum().backward()
+        assert x.grad is not None
+
+
+@needs_kernel
+def test_the_stream_setting_and_the_fused_products_take_it(monkeypatch):
+    """``TALON_CPU_LINEAR=stream`` lays every float32 layer out for it (one row included: the same
+    kernel at every count), and a fused product of its parts gives the parts' bits (``same_bits``)."""
+    from tiny import tiny_config
+
+    from tests.test_fused_linear import _logits, _twins
+
+    monkeypatch.setenv("TALON_CPU_LINEAR", "stream")
+    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64))
+    assert pack_for_device(model) == 2 and packed_kernel(model) == "stream" and model[0].plain_rows == 0
+    torch.manual_seed(3)
+    separate, fused = _twins(tiny_config(2))
+    for m in (separate, fused):
+        assert use_packed_kernel(m, "stream") == 15  # seven linears a layer and the LM head
+    assert fuse_projections(fused) == 4  # every attention and every MLP: the bits do not depend on the stack
+    assert {p.packed.kernel for p in fused_products(fused)} == {"stream"}
+    for rows in (1, 2, 7, 16):
+        assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+
+
+def test_without_the_kernel_the_load_times_the_others_and_the_setting_does_nothing(monkeypatch):
+    """No AVX-512 or no compiler: ``available()`` is False, ``choose_packed_kernel`` never offers it and
+    ``use_packed_kernel(..., "stream")`` lays nothing out."""
+    monkeypatch.setattr(stream_gemm, "available", lambda: False)
+    timed = []
+
+    def fake(fn, reps=15):
+        timed.append(fn.__defaults__[0][0].kernel)
+        return 1.0
+
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", fake)
+    model = nn.Sequential(nn.Linear(64, 48))
+    assert pack_linears(model) == 1
+    choose_packed_kernel(model)
+    assert "stream" not in timed and packed_kernel(model) in ("onednn", "mkl")
+    assert use_packed_kernel(model, "stream") == 0 and packed_kernel(model) != "stream"
+
+
+@needs_kernel
+def test_the_load_takes_it_where_it_is_timed_fastest(monkeypatch):
+    """Scripted timings: the streaming kernel timed fastest lays out every float32 layer, over every layer
+    that shares a shape with the first ones (the LM head's unique shape is not timed)."""
+    timed_layers = []
+
+    def fake(fn, reps=15):
+        packed = fn.__defaults__[0]
+        timed_layers.append(len(packed))
+        return 0.5 if packed[0].kernel == "stream" else 1.0
+
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", fake)
+    model = nn.Sequential(*[nn.Linear(32, 32) for _ in range(20)], nn.Linear(32, 96))
+    pack_linears(model)
+    assert choose_packed_kernel(model, sample=4) == "stream"
+    assert {m.packed.kernel for m in model} == {"stream"}
+    assert set(timed_layers) == {20}  # every 32 x 32 layer, not only the first four; not the 96-wide one
