@@ -27,8 +27,8 @@ packed matrix for the m, n, k it was packed for; the packed size does not depend
 once serves every row count here with the bits of a copy packed for that count, which the load checks
 on each shape before it uses it (``mkl_packs_any_rows``).  A third, on AVX-512 CPUs with a C++
 compiler, is TALON's own (``talon.models.stream_gemm``): it overlaps reading the weights with the
-arithmetic, and on the AMX Xeon it beat both at every row count from 1 to 32 (the model's linears at
-4 / 16 rows: 16.8 / 21.9 ms against MKL's packed 20.9 / 28.7; at one row 14.8 against PyTorch's 16.3),
+arithmetic, and on the AMX Xeon it beat both at every row count from 1 to 48 (the model's linears at
+4 / 16 rows: 17.0 / 23.8 ms against MKL's packed 20.6 / 28.7; at one row 15.0 against PyTorch's 16.4),
 losing from 64 rows (run 35).  The load times all it has over every decoder layer's linears, as the
 forward reads them from memory.  bfloat16 has only oneDNN's.
 

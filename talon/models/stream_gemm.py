@@ -3,11 +3,12 @@ use with PyTorch's C++ extension loader and cached in its extensions folder.
 
 MKL's and oneDNN's packed kernels read a layer's weights from memory and then multiply, one after the
 other: on the 2-core AMX Xeon the model's 120 float32 products at 16 rows took 28.7 ms with MKL's
-packed sgemm, about their one-row read (14.5-16 ms) plus their arithmetic from cache (13 ms).  This
+packed sgemm, about their one-row read (15-16 ms) plus their arithmetic from cache (13 ms).  This
 kernel lays each weight out as column blocks of 16 outputs, streams a block once per product while
 prefetching what follows, and multiplies every row of the input against it as it passes: the same
-products took 14.6 / 16.2 / 17.0 / 24.3 ms at 2 / 4 / 8 / 16 rows against MKL's packed 17.7 / 20.2 /
-24.7 / 28.7, and at one row 14.5 ms against PyTorch's linear's 16.1 (docs/benchmarks.md, run 35).
+products took 15.4 / 17.0 / 18.2 / 23.8 / 32.3 ms at 2 / 4 / 8 / 16 / 32 rows against MKL's packed
+18.0 / 20.6 / 24.5 / 28.7 / 36.2, and at one row 15.0 ms against PyTorch's linear's 16.4; from 64 rows
+MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).
 
 Each output element is one chain of fused multiply-adds in the order of the input's columns, whatever
 the row count: a row gets the same bits alone or among 64 others (``same bits`` is checked at build).
