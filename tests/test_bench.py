@@ -730,6 +730,13 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
         {**meta, "lm_head": "bfloat16 screen, float32 pick"}, "r"
     )
     assert "HF assistant" in text and "Speedups" in text
+    assert "linears:" not in text  # nor which kernel ran the linears
+    assert "linears: TALON's own few-row kernel)" in bench_charts.meta_markdown(
+        {**meta, "packed_kernel": "stream", "mkl_rows": 0}, "r"
+    )
+    assert "linears: MKL's packed sgemm, PyTorch's linear up to 1 row)" in bench_charts.meta_markdown(
+        {**meta, "packed_kernel": "mkl", "mkl_rows": 1}, "r"
+    )
     cost = bench_charts.meta_markdown({**meta, "suite": "cost"}, "r")  # timings of a step's pieces only
     assert "HF assistant" not in cost and "Speedups" not in cost
     part = bench_charts.meta_markdown({**meta, "experiments": [{"name": "auto_vs_fixed", "description": "d."}]})

@@ -135,6 +135,25 @@ def _moved(meta: dict, directory: str) -> str:
     return f" (it wrote to `{written}`; the files were moved here after)"
 
 
+LINEAR_KERNELS = {
+    "onednn": "oneDNN's packed kernel",
+    "mkl": "MKL's packed sgemm",
+    "stream": "TALON's own few-row kernel",
+}
+"""What a results directory's ``packed_kernel`` names: the kernel its CPU target's linears ran on."""
+
+
+def linears_part(meta: dict) -> str:
+    """``", linears: ..."`` for a CPU run that recorded its packed kernel (and up to how many rows PyTorch's
+    own linear took instead); empty otherwise (a GPU, or results from before it was recorded)."""
+    kernel = meta.get("packed_kernel")
+    if kernel not in LINEAR_KERNELS:
+        return ""
+    rows = meta.get("mkl_rows") or 0
+    plain = f", PyTorch's linear up to {rows} row{'s' if rows > 1 else ''}" if rows else ""
+    return f", linears: {LINEAR_KERNELS[kernel]}{plain}"
+
+
 def meta_markdown(meta: dict, directory: str = "") -> str:
     """Where and how a results directory was measured, as Markdown: suite, date, machine, model,
     drafter, the exact command, notes (fallback prompt sets, skipped methods, PNG export)."""
@@ -163,6 +182,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + f"; torch {meta.get('torch', '?')}, transformers {meta.get('transformers', '?')}",
         f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}"
         + (f", LM head: {meta['lm_head']}" if meta.get("lm_head") else "")
+        + linears_part(meta)
         + f"); drafter `{meta.get('drafter_spec', '?')}`"
         + ("" if timings else f"; HF assistant `{meta.get('assistant_spec', '?')}`"),
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
