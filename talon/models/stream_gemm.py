@@ -11,7 +11,7 @@ products took 15.4 / 17.0 / 18.2 / 23.8 / 32.3 ms at 2 / 4 / 8 / 16 / 32 rows ag
 MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).
 
 Each output element is one chain of fused multiply-adds in the order of the input's columns, whatever
-the row count: a row gets the same bits alone or among 64 others (``same bits`` is checked at build).
+the row count: a row gets the same bits alone or among 64 others (tests/test_stream_gemm.py).
 The arithmetic is float32 with a float32 error bound for a dot product, as any BLAS kernel's.
 
 Needs a C++ compiler and ninja where it is first built, and an AVX-512 CPU (``torch.backends.cpu``
@@ -29,9 +29,8 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("csrc") / "stream_gemm.cpp"
-EXTENSION_NAME = "talon_stream_gemm_v3"
-"""The built module's name (change it with the source, so that a cached build of an older source is not
-loaded)."""
+EXTENSION_NAME = "talon_stream_gemm"
+"""The built module's name in PyTorch's extensions cache (its loader rebuilds it when the source changes)."""
 FLAGS = ["-O3", "-mavx512f", "-mfma", "-fopenmp"]
 """AVX-512F and FMA only (no ``-march=native``: a cached build must run on another AVX-512 machine
 that shares the cache); OpenMP for ATen's ``parallel_for``, which then runs on PyTorch's own threads."""
