@@ -155,3 +155,35 @@ def test_the_load_takes_it_where_it_is_timed_fastest(monkeypatch):
     assert choose_packed_kernel(model, sample=4) == "stream"
     assert {m.packed.kernel for m in model} == {"stream"}
     assert set(timed_layers) == {20}  # every 32 x 32 layer, not only the first four; not the 96-wide one
+
+
+def test_two_loads_at_once_build_one_after_the_other(monkeypatch):
+    """Two models loading at once (two users) never run the extension loader side by side, and a build
+    that fails (no compiler) leaves the kernel unavailable with the reason logged, not an error."""
+    import threading
+    import time
+
+    from torch.utils import cpp_extension
+
+    inside, overlapped = [], []
+
+    def slow_load(*args, **kwargs):
+        overlapped.append(bool(inside))
+        inside.append(1)
+        time.sleep(0.05)
+        inside.pop()
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(stream_gemm, "cpu_supports", lambda: True)
+    monkeypatch.setattr(cpp_extension, "load", slow_load)
+    try:
+        stream_gemm.extension.cache_clear()
+        answers = []
+        threads = [threading.Thread(target=lambda: answers.append(stream_gemm.extension())) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers == [None, None] and overlapped and not any(overlapped)
+    finally:
+        stream_gemm.extension.cache_clear()  # the next caller loads the real one again

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from pathlib import Path
 
 import torch
@@ -41,11 +42,21 @@ def cpu_supports() -> bool:
     return "AVX512" in torch.backends.cpu.get_cpu_capability()
 
 
+_BUILD_LOCK = threading.Lock()
+"""Two models loading at once (two users of the app) build and import the kernel once, one after the
+other."""
+
+
 @functools.cache
 def extension():
     """The built kernel module (``pack``, ``linear``), or None where it cannot run here: no AVX-512, or
     no compiler (the reason is logged).  Builds on first use (about 25 s on 2 cores, once per machine;
     later processes load the cached build in well under a second)."""
+    with _BUILD_LOCK:
+        return _build()
+
+
+def _build():
     if not cpu_supports():
         return None
     from torch.utils import cpp_extension
