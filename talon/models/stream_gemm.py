@@ -86,6 +86,6 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 def linear(x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]``, from
     ``pack(weight)``."""
-    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies the rows transposed
     out = extension().linear(rows, packed, out_features, bias)
     return out.reshape(*x.shape[:-1], out_features)

@@ -94,9 +94,12 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   auto y = torch::empty({m, width}, x.options());
   if (m == 0) return y.narrow(1, 0, out_features);
   torch::Tensor b;
-  if (bias.has_value() && bias->defined()) {
-    b = torch::zeros({width}, x.options());
-    b.narrow(0, 0, out_features).copy_(*bias);
+  if (bias.has_value() && bias->defined()) {  // padded to whole blocks only where the outputs are not
+    b = bias->contiguous();
+    if (width != out_features) {
+      b = torch::zeros({width}, x.options());
+      b.narrow(0, 0, out_features).copy_(*bias);
+    }
   }
   const auto xt = x.t().contiguous();  // [K, M]: a k-step's rows side by side
   const float* xp = xt.data_ptr<float>();
@@ -111,13 +114,13 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
       const float* w = wp + first * k * kLanes;
-      const int64_t next_first = first + kGroup;
+      // with several passes, the thread's next group is prefetched a share a pass
       const bool spread = passes > 1 && g + 1 < g1;
+      const float* next = spread ? w + kGroup * k * kLanes : nullptr;
+      const int64_t next_blocks = spread ? std::min(kGroup, blocks - first - kGroup) : 0;
       for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
         const int64_t rows = std::min(pass_rows, m - r);
         const bool own = p == 0 && (passes == 1 || g == g0);
-        const float* next = spread ? wp + next_first * k * kLanes : nullptr;
-        const int64_t next_blocks = spread ? std::min(kGroup, blocks - next_first) : 0;
         if (count == kGroup) {
           kWhole[rows - 1](xp + r, m, w, k, yp + r * width + first * kLanes, width,
                            bp ? bp + first * kLanes : nullptr, own, next, next_blocks, passes, p * lines_a_pass);
