@@ -20,7 +20,7 @@ from talon.models.cpu_linear import (
 )
 from talon.models.fused_linear import fuse_projections, fused_products
 
-needs_kernel = pytest.mark.skipif(not stream_gemm.available(), reason="no AVX-512 or no C++ compiler here")
+needs_kernel = pytest.mark.skipif(not stream_gemm.available(), reason="neither AVX-512 nor AVX2, or no C++ compiler here")
 
 # (out_features, in_features): the embedded model's fused shapes, outputs that are no multiple of 16 or of
 # the three blocks a pass takes, and a short dot product
@@ -121,7 +121,7 @@ def test_the_stream_setting_and_the_fused_products_take_it(monkeypatch):
 
 
 def test_without_the_kernel_the_load_times_the_others_and_the_setting_does_nothing(monkeypatch):
-    """No AVX-512 or no compiler: ``available()`` is False, ``choose_packed_kernel`` never offers it and
+    """Neither AVX-512 nor AVX2, or no compiler: ``available()`` is False, ``choose_packed_kernel`` never offers it and
     ``use_packed_kernel(..., "stream")`` lays nothing out."""
     monkeypatch.setattr(stream_gemm, "available", lambda: False)
     timed = []
@@ -157,6 +157,35 @@ def test_the_load_takes_it_where_it_is_timed_fastest(monkeypatch):
     assert set(timed_layers) == {20}  # every 32 x 32 layer, not only the first four; not the 96-wide one
 
 
+@pytest.mark.parametrize(
+    "capability, isa", [("AVX512", "AVX512"), ("AVX512_BF16", "AVX512"), ("AVX2", "AVX2"), ("DEFAULT", None)]
+)
+def test_the_widest_build_this_cpu_runs_is_taken(monkeypatch, capability, isa):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert stream_gemm.instruction_set() == isa
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(stream_gemm.instruction_set() != "AVX512", reason="only an AVX-512 CPU runs both builds")
+def test_the_avx2_build_gives_the_avx512_builds_bits(tmp_path):
+    """Both builds run every output as one FMA chain in column order, so an AVX2 machine and an AVX-512
+    one decode with the same bits (builds the AVX2 one in a folder of its own, ~25 s)."""
+    from torch.utils import cpp_extension
+
+    name, flags = stream_gemm.BUILDS["AVX2"]
+    avx2 = cpp_extension.load(
+        name, [str(stream_gemm.SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=str(tmp_path)
+    )
+    gen = torch.Generator().manual_seed(3)
+    for out_features, in_features in SHAPES:
+        weight, bias = torch.randn(out_features, in_features, generator=gen), torch.randn(out_features, generator=gen)
+        packed = stream_gemm.pack(weight)
+        assert torch.equal(avx2.pack(weight), packed)
+        for rows in ROWS:
+            x = torch.randn(rows, in_features, generator=gen)
+            assert torch.equal(avx2.linear(x, packed, out_features, bias), stream_gemm.linear(x, packed, out_features, bias))
+
+
 def test_two_loads_at_once_build_one_after_the_other(monkeypatch):
     """Two models loading at once (two users) never run the extension loader side by side, and a build
     that fails (no compiler) leaves the kernel unavailable with the reason logged, not an error."""
@@ -174,7 +203,7 @@ def test_two_loads_at_once_build_one_after_the_other(monkeypatch):
         inside.pop()
         raise RuntimeError("Ninja is required to load C++ extensions")
 
-    monkeypatch.setattr(stream_gemm, "cpu_supports", lambda: True)
+    monkeypatch.setattr(stream_gemm, "instruction_set", lambda: "AVX2")
     monkeypatch.setattr(cpp_extension, "load", slow_load)
     try:
         stream_gemm.extension.cache_clear()

@@ -1,5 +1,6 @@
-"""TALON's own float32 product for few rows on AVX-512 CPUs (``csrc/stream_gemm.cpp``), built on first
-use with PyTorch's C++ extension loader and cached in its extensions folder.
+"""TALON's own float32 product for few rows on AVX-512 and AVX2 CPUs (``csrc/stream_gemm.cpp``), built
+on first use with PyTorch's C++ extension loader (one build for each instruction set) and cached in its
+extensions folder.
 
 MKL's and oneDNN's packed kernels read a layer's weights from memory and then multiply, one after the
 other: on the 2-core AMX Xeon the model's 120 float32 products at 16 rows took 28.7 ms with MKL's
@@ -14,8 +15,10 @@ Each output element is one chain of fused multiply-adds in the order of the inpu
 the row count: a row gets the same bits alone or among 64 others (tests/test_stream_gemm.py).
 The arithmetic is float32 with a float32 error bound for a dot product, as any BLAS kernel's.
 
-Needs a C++ compiler and ninja where it is first built, and an AVX-512 CPU (``torch.backends.cpu``
-reports it); elsewhere ``available()`` is False and the other packed kernels serve.
+Needs a C++ compiler and ninja where it is first built, and an AVX-512 or AVX2 CPU (as
+``torch.backends.cpu`` reports it; AVX2 with FMA builds 8-lane vectors, six rows a pass); elsewhere
+``available()`` is False and the other packed kernels serve.  Whether it serves a model is measured at
+load against MKL's and oneDNN's kernels (``cpu_linear.choose_packed_kernel``).
 """
 
 from __future__ import annotations
@@ -30,16 +33,21 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("csrc") / "stream_gemm.cpp"
-EXTENSION_NAME = "talon_stream_gemm"
-"""The built module's name in PyTorch's extensions cache (its loader rebuilds it when the source changes)."""
-FLAGS = ["-O3", "-mavx512f", "-mfma", "-fopenmp"]
-"""AVX-512F and FMA only (no ``-march=native``: a cached build must run on another AVX-512 machine
-that shares the cache); OpenMP for ATen's ``parallel_for``, which then runs on PyTorch's own threads."""
+BUILDS = {
+    "AVX512": ("talon_stream_gemm", ["-O3", "-mavx512f", "-mfma", "-fopenmp"]),
+    "AVX2": ("talon_stream_gemm_avx2", ["-O3", "-mavx2", "-mfma", "-fopenmp"]),
+}
+"""Instruction set (as ``torch.backends.cpu.get_cpu_capability()`` names it) -> the built module's
+name in PyTorch's extensions cache (its loader rebuilds one when the source changes) and its compiler
+flags: the instruction set and FMA only (no ``-march=native``: a cached build must run on another
+machine of the kind that shares the cache); OpenMP for ATen's ``parallel_for``, which then runs on
+PyTorch's own threads.  PyTorch reports AVX2 only where the CPU has FMA as well."""
 
 
-def cpu_supports() -> bool:
-    """Whether this CPU has AVX-512 as PyTorch reports it (the kernel's instructions)."""
-    return "AVX512" in torch.backends.cpu.get_cpu_capability()
+def instruction_set() -> str | None:
+    """The widest of ``BUILDS`` this CPU runs (``"AVX512"``, ``"AVX2"``), or None."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    return next((name for name in BUILDS if name in capability), None)
 
 
 _BUILD_LOCK = threading.Lock()
@@ -49,23 +57,23 @@ other."""
 
 @functools.cache
 def extension():
-    """The built kernel module (``pack``, ``linear``), or None where it cannot run here: no AVX-512, or
-    no compiler (the reason is logged).  Builds on first use (about 25 s on 2 cores, once per machine;
+    """The built kernel module (``pack``, ``linear``), or None where it cannot run here: neither AVX-512
+    nor AVX2, or no compiler (the reason is logged).  Builds on first use (about 25 s on 2 cores, once per machine;
     later processes load the cached build in well under a second)."""
     with _BUILD_LOCK:
         return _build()
 
 
 def _build():
-    if not cpu_supports():
+    isa = instruction_set()
+    if isa is None:
         return None
     from torch.utils import cpp_extension
 
+    name, flags = BUILDS[isa]
     log.info("Loading TALON's float32 few-row kernel (built once a machine, about half a minute)...")
     try:
-        return cpp_extension.load(
-            EXTENSION_NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"], verbose=False
-        )
+        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], verbose=False)
     except Exception as exc:  # no compiler, no ninja, a build error: the other kernels serve
         reason = str(exc).strip().splitlines()[0][:200]
         log.warning("TALON's float32 few-row kernel is unavailable (%s); MKL's and oneDNN's serve.", reason)

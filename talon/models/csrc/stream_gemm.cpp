@@ -1,14 +1,15 @@
 // A float32 product y = x @ W.T (+ bias) for the few rows of plain decoding and tree verification on
-// AVX-512 CPUs (talon/models/stream_gemm.py).  W is laid out once as column blocks of 16 outputs, each
-// [in_features][16] contiguous, so a block is one sequential stream.  Each thread walks a contiguous
-// range of groups of three blocks; a pass multiplies up to 8 rows by a group as its weights go by.
-// Memory and arithmetic overlap through prefetching: a one-pass product (up to 8 rows) prefetches its
-// own stream 64 steps ahead; with several passes every pass also prefetches a share of the next
-// group's stream, so memory stays busy while the later passes run from cache.
+// AVX-512 or AVX2 CPUs (talon/models/stream_gemm.py builds this file once for each, with -mavx512f or
+// -mavx2).  W is laid out once as column blocks of 16 outputs, each [in_features][16] contiguous, so a
+// block is one sequential stream and a k-step of a block one 64-byte cache line.  Each thread walks a
+// contiguous range of groups of blocks; a pass multiplies a few rows by a group as its weights go by.
+// Memory and arithmetic overlap through prefetching: a one-pass product prefetches its own stream 64
+// steps ahead; with several passes every pass also prefetches a share of the next group's stream, so
+// memory stays busy while the later passes run from cache.
 //
 // Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
-// whatever the number of rows, the row's place among them, the blocking or the thread split: a row's
-// result has the same bits in a product of 1 row or of 64.
+// whatever the number of rows, the row's place among them, the blocking, the thread split or the
+// vector width: a row's result has the same bits in a product of 1 row or of 64, on either build.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -19,10 +20,37 @@
 
 namespace {
 
-constexpr int64_t kLanes = 16;     // outputs in a column block (one vector)
-constexpr int64_t kGroup = 3;      // column blocks a pass multiplies
-constexpr int64_t kPassRows = 8;   // rows a pass takes: kGroup * kPassRows accumulators in 32 registers
-constexpr int64_t kAhead = 64;     // how many k-steps ahead a pass prefetches its own stream
+constexpr int64_t kLanes = 16;  // outputs in a column block
+constexpr int64_t kAhead = 64;  // how many k-steps ahead a pass prefetches its own stream
+
+#if defined(__AVX512F__)
+// 32 registers: 3 blocks x 8 rows = 24 accumulators, 3 weight vectors, a broadcast
+using Vec = __m512;
+constexpr int64_t kWidth = 16;  // floats a vector holds
+constexpr int64_t kGroup = 3;   // column blocks a pass multiplies
+constexpr int64_t kPassRows = 8;
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+#elif defined(__AVX2__) && defined(__FMA__)
+// 16 registers: 1 block (2 vectors) x 6 rows = 12 accumulators, 2 weight vectors, a broadcast
+using Vec = __m256;
+constexpr int64_t kWidth = 8;
+constexpr int64_t kGroup = 1;
+constexpr int64_t kPassRows = 6;
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vbroadcast(float v) { return _mm256_set1_ps(v); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+#else
+#error "build with -mavx512f -mfma or -mavx2 -mfma"
+#endif
+constexpr int kPerBlock = int(kLanes / kWidth);  // vectors in a block's k-step
 
 // Rows [0, MR) of x (transposed: xt[k * ld + row]) times NC adjacent column blocks starting at w.
 template <int MR, int NC>
@@ -31,9 +59,10 @@ void block(const float* __restrict xt, int64_t ld, const float* __restrict w, in
            int64_t first_line) {
   // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
   // next_blocks blocks, one of whose lines (k-steps) is prefetched every ``every`` steps from first_line
-  __m512 acc[MR][NC];
+  constexpr int V = NC * kPerBlock;  // vectors across the group's blocks
+  Vec acc[MR][V];
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[i][v] = vzero();
   int64_t count = 0, line = first_line;
   for (int64_t k = 0; k < K; ++k) {
     if (own)
@@ -45,19 +74,20 @@ void block(const float* __restrict xt, int64_t ld, const float* __restrict w, in
           _mm_prefetch((const char*)(next + j * K * kLanes + line * kLanes), _MM_HINT_T0);
       ++line;
     }
-    __m512 wv[NC];
-    for (int j = 0; j < NC; ++j) wv[j] = _mm512_loadu_ps(w + j * K * kLanes + k * kLanes);
+    Vec wv[V];
+    for (int j = 0; j < NC; ++j)
+      for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
     const float* xk = xt + k * ld;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512 xb = _mm512_set1_ps(xk[i]);
-      for (int j = 0; j < NC; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
+      const Vec xb = vbroadcast(xk[i]);
+      for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
     }
   }
-  for (int j = 0; j < NC; ++j) {
-    const __m512 b = bias ? _mm512_loadu_ps(bias + j * kLanes) : _mm512_setzero_ps();
-    for (int i = 0; i < MR; ++i)
-      _mm512_storeu_ps(y + i * ldy + j * kLanes, bias ? _mm512_add_ps(acc[i][j], b) : acc[i][j]);
+  for (int v = 0; v < V; ++v) {
+    const int64_t col = (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth;
+    const Vec b = bias ? vload(bias + col) : vzero();
+    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + col, bias ? vadd(acc[i][v], b) : acc[i][v]);
   }
 }
 
