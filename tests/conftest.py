@@ -13,8 +13,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach for the networ
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (the fast tier runs ``-n 2``) each worker computes on one thread: two workers
-    of two threads each on a 2-core machine spend their time contending (49 s against 35 s here)."""
+    """Under pytest-xdist (both stages of the test command run ``-n 2``) each worker computes on one
+    thread: two workers of two threads each on a 2-core machine spend their time contending (the fast
+    tier: 49 s against 35 s on the Zen 4).  The second stage gains more: its app and browser tests spend
+    much of their time waiting on a server or a page (24 min against 38 on the AVX2 EPYC)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         import torch
 

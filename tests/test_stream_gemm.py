@@ -20,7 +20,9 @@ from talon.models.cpu_linear import (
 )
 from talon.models.fused_linear import fuse_projections, fused_products
 
-needs_kernel = pytest.mark.skipif(not stream_gemm.available(), reason="neither AVX-512 nor AVX2, or no C++ compiler here")
+needs_kernel = pytest.mark.skipif(
+    not stream_gemm.available(), reason="neither AVX-512 nor AVX2, or no C++ compiler here"
+)
 
 # (out_features, in_features): the embedded model's fused shapes, outputs that are no multiple of 16 or of
 # the three blocks a pass takes, and a short dot product
@@ -183,7 +185,8 @@ def test_the_avx2_build_gives_the_avx512_builds_bits(tmp_path):
         assert torch.equal(avx2.pack(weight), packed)
         for rows in ROWS:
             x = torch.randn(rows, in_features, generator=gen)
-            assert torch.equal(avx2.linear(x, packed, out_features, bias), stream_gemm.linear(x, packed, out_features, bias))
+            want = stream_gemm.linear(x, packed, out_features, bias)
+            assert torch.equal(avx2.linear(x, packed, out_features, bias), want)
 
 
 def test_two_loads_at_once_build_one_after_the_other(monkeypatch):

@@ -25,12 +25,13 @@ row count from 4 (the model's linears at 16 rows: 28.7 against 31.7 ms; at 64: 6
 (``choose_packed_kernel``) before it chooses the few-row kernel against the winner.  MKL documents a
 packed matrix for the m, n, k it was packed for; the packed size does not depend on m, and a copy packed
 once serves every row count here with the bits of a copy packed for that count, which the load checks
-on each shape before it uses it (``mkl_packs_any_rows``).  A third, on AVX-512 CPUs with a C++
-compiler, is TALON's own (``talon.models.stream_gemm``): it overlaps reading the weights with the
+on each shape before it uses it (``mkl_packs_any_rows``).  A third, on AVX-512 and AVX2 CPUs with a
+C++ compiler, is TALON's own (``talon.models.stream_gemm``): it overlaps reading the weights with the
 arithmetic, and on the AMX Xeon it beat both at every row count from 1 to 48 (the model's linears at
 4 / 16 rows: 17.0 / 23.8 ms against MKL's packed 20.6 / 28.7; at one row 15.0 against PyTorch's 16.4),
-losing from 64 rows (run 35).  The load times all it has over every decoder layer's linears, as the
-forward reads them from memory.  bfloat16 has only oneDNN's.
+losing from 64 rows (run 35); on the AVX2 EPYC it beat oneDNN's from 1 to 64 rows (1 / 4 / 16 rows:
+22.1 / 26.7 / 60.6 ms against 31.3 / 38.4 / 78.6; PyTorch's own 37.5 at one row; run 36).  The load
+times all it has over every decoder layer's linears, as the forward reads them from memory.  bfloat16 has only oneDNN's.
 
 ``$TALON_CPU_LINEAR``: ``auto`` (default) packs every ``nn.Linear`` of a CPU model and picks the packed
 kernel and the kernel for 1-4 rows by measurement; ``onednn``, ``mkl`` and ``stream`` use that packed
@@ -80,7 +81,7 @@ reads past the end of rows whose width is not a multiple of its vector (it crash
 class PackedWeight:
     """A weight ``[out_features, in_features]`` laid out once for a packed kernel (``PACKED_KERNELS``):
     oneDNN's blocked layout, MKL's packed sgemm (float32 only), or TALON's own streaming kernel's column
-    blocks (float32 on AVX-512, ``talon.models.stream_gemm``).  Not a tensor: call it."""
+    blocks (float32 on AVX-512 or AVX2, ``talon.models.stream_gemm``).  Not a tensor: call it."""
 
     def __init__(self, weight: torch.Tensor, kernel: str = "onednn") -> None:
         self.kernel = kernel
