@@ -172,12 +172,7 @@ def test_the_widest_build_this_cpu_runs_is_taken(monkeypatch, capability, isa):
 def test_the_avx2_build_gives_the_avx512_builds_bits(tmp_path):
     """Both builds run every output as one FMA chain in column order, so an AVX2 machine and an AVX-512
     one decode with the same bits (builds the AVX2 one in a folder of its own, ~25 s)."""
-    from torch.utils import cpp_extension
-
-    name, flags = stream_gemm.BUILDS["AVX2"]
-    avx2 = cpp_extension.load(
-        name, [str(stream_gemm.SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=str(tmp_path)
-    )
+    avx2 = stream_gemm.load_build("AVX2", build_directory=str(tmp_path))
     gen = torch.Generator().manual_seed(3)
     for out_features, in_features in SHAPES:
         weight, bias = torch.randn(out_features, in_features, generator=gen), torch.randn(out_features, generator=gen)

@@ -64,16 +64,24 @@ def extension():
         return _build()
 
 
+def load_build(isa: str, build_directory: str | None = None):
+    """Builds (or loads the cached build of) ``BUILDS[isa]`` and imports it; ``build_directory`` None is
+    PyTorch's extensions cache.  Raises where it cannot build (no compiler, no ninja)."""
+    from torch.utils import cpp_extension
+
+    name, flags = BUILDS[isa]
+    return cpp_extension.load(
+        name, [str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=build_directory
+    )
+
+
 def _build():
     isa = instruction_set()
     if isa is None:
         return None
-    from torch.utils import cpp_extension
-
-    name, flags = BUILDS[isa]
     log.info("Loading TALON's float32 few-row kernel (built once a machine, about half a minute)...")
     try:
-        return cpp_extension.load(name, [str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], verbose=False)
+        return load_build(isa)
     except Exception as exc:  # no compiler, no ninja, a build error: the other kernels serve
         reason = str(exc).strip().splitlines()[0][:200]
         log.warning("TALON's float32 few-row kernel is unavailable (%s); MKL's and oneDNN's serve.", reason)
