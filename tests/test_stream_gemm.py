@@ -77,6 +77,22 @@ def test_a_row_gets_the_same_bits_alone_or_among_others(shape):
 
 
 @needs_kernel
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_prefill_of_many_rows_goes_in_tiles_with_the_same_bits(shape):
+    """More rows than a tree verifies (a prompt's prefill) are multiplied a tile at a time, within the
+    bound and with each row's bits of a few-row product."""
+    gen = torch.Generator().manual_seed(11 + shape[1])
+    weight = torch.randn(*shape, generator=gen)
+    bias = torch.randn(shape[0], generator=gen)
+    packed = stream_gemm.pack(weight)
+    x = torch.randn(301, shape[1], generator=gen)
+    whole = stream_gemm.linear(x, packed, shape[0], bias)
+    assert _within_float32(whole, x, weight, bias)
+    parts = torch.cat([stream_gemm.linear(part, packed, shape[0], bias) for part in x.split(43)])
+    assert torch.equal(whole, parts)
+
+
+@needs_kernel
 def test_any_leading_shape_and_no_rows():
     weight = torch.randn(48, 32)
     packed = stream_gemm.pack(weight)

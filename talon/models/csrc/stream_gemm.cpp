@@ -22,6 +22,10 @@ namespace {
 
 constexpr int64_t kLanes = 16;  // outputs in a column block
 constexpr int64_t kAhead = 64;  // how many k-steps ahead a pass prefetches its own stream
+// Products of more rows than the largest tree verified (a prompt's prefill) go a tile of rows at a time,
+// a tile's rows of x at most kTileBytes (the same bits: a row's chains do not depend on its tile).
+constexpr int64_t kTileAbove = 128;
+constexpr int64_t kTileBytes = 128 * 1024;
 
 #if defined(__AVX512F__)
 // 32 registers: 3 blocks x 8 rows = 24 accumulators, 3 weight vectors, a broadcast
@@ -102,6 +106,37 @@ constexpr std::array<BlockFn, sizeof...(R)> rows_table(std::integer_sequence<int
 const auto kWhole = rows_table<int(kGroup)>(std::make_integer_sequence<int, int(kPassRows)>{});
 const auto kSingle = rows_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
 
+// Rows [0, m) of x (transposed: xt[k * m + row]) times every block of packed into y (row stride ldy).
+void multiply(const float* xp, int64_t m, const float* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+              const float* bp) {
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
+  const int64_t lines_a_pass = (k + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const float* w = wp + first * k * kLanes;
+      // with several passes, the thread's next group is prefetched a share a pass
+      const bool spread = passes > 1 && g + 1 < g1;
+      const float* next = spread ? w + kGroup * k * kLanes : nullptr;
+      const int64_t next_blocks = spread ? std::min(kGroup, blocks - first - kGroup) : 0;
+      for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+        const int64_t rows = std::min(pass_rows, m - r);
+        const bool own = p == 0 && (passes == 1 || g == g0);
+        if (count == kGroup) {
+          kWhole[rows - 1](xp + r, m, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
+                           own, next, next_blocks, passes, p * lines_a_pass);
+        } else {  // the last group, short of blocks: one block at a time
+          for (int64_t j = 0; j < count; ++j)
+            kSingle[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
+                              bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 // W [N, K] float32 -> [ceil(N / 16), K, 16], outputs past N zero.
@@ -131,37 +166,18 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
       b.narrow(0, 0, out_features).copy_(*bias);
     }
   }
-  const auto xt = x.t().contiguous();  // [K, M]: a k-step's rows side by side
-  const float* xp = xt.data_ptr<float>();
   const float* wp = packed.data_ptr<float>();
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
-  const int64_t passes = (m + kPassRows - 1) / kPassRows;
-  const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
-  const int64_t lines_a_pass = (k + passes - 1) / passes;
-  const int64_t groups = (blocks + kGroup - 1) / kGroup;
-  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
-      const float* w = wp + first * k * kLanes;
-      // with several passes, the thread's next group is prefetched a share a pass
-      const bool spread = passes > 1 && g + 1 < g1;
-      const float* next = spread ? w + kGroup * k * kLanes : nullptr;
-      const int64_t next_blocks = spread ? std::min(kGroup, blocks - first - kGroup) : 0;
-      for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
-        const int64_t rows = std::min(pass_rows, m - r);
-        const bool own = p == 0 && (passes == 1 || g == g0);
-        if (count == kGroup) {
-          kWhole[rows - 1](xp + r, m, w, k, yp + r * width + first * kLanes, width,
-                           bp ? bp + first * kLanes : nullptr, own, next, next_blocks, passes, p * lines_a_pass);
-        } else {  // the last group, short of blocks: one block at a time
-          for (int64_t j = 0; j < count; ++j)
-            kSingle[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * width + (first + j) * kLanes, width,
-                              bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
-        }
-      }
-    }
-  });
+  // A tile's rows, transposed, stay in the core's own cache while every block of weights passes them;
+  // all of x at once would be read again for every block, and a k-step's rows, a whole row of x apart,
+  // map to few cache sets (2,048 rows: 2.1x the time of tiles on the AVX2 EPYC).
+  const int64_t tile = m > kTileAbove ? std::max<int64_t>(kPassRows, kTileBytes / (k * 4) / kPassRows * kPassRows) : m;
+  for (int64_t t = 0; t < m; t += tile) {
+    const int64_t rows = std::min(tile, m - t);
+    const auto xt = x.narrow(0, t, rows).t().contiguous();  // [K, rows]: a k-step's rows side by side
+    multiply(xt.data_ptr<float>(), rows, wp, k, blocks, yp + t * width, width, bp);
+  }
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
