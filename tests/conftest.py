@@ -52,6 +52,19 @@ def private_cost_curves(tmp_path_factory):
     patch.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quick_cost_curves():
+    """Curves measured in tests (on first use, or when the browser test measures again) take 2 rounds
+    after the warm-up, not ``ROUNDS``: tests check that a curve is measured, cached, shown and used, the
+    benchmarks how well it prices (8 rounds on one thread took about a minute on the AVX2 EPYC)."""
+    from talon.engine import cost_measure
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(cost_measure, "ROUNDS", 2)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def target():
     """The embedded SmolLM2-135M-Instruct, float32 on CPU (converted once into the cache)."""

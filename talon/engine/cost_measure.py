@@ -63,6 +63,8 @@ BUILDER_STEPS = 3
 """The fewest drafted steps of the device's default tree, sized by the curve's other pieces, whose
 builder work is timed (as many as rounds when there are more; each after a plain step, its ratio to
 that step; the median counts)."""
+ROUNDS = 8
+"""Rounds (after the one that warms up) a curve measured on first use or on request takes."""
 Progress = Callable[[str], None]
 
 
@@ -310,22 +312,23 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
 def measure_curve(
     target: LoadedModel,
     drafter: Drafter | None,
-    reps: int = 8,
+    reps: int | None = None,
     progress: Progress | None = None,
     note: str = "measured on first use",
     sizes: Sequence[int] = VERIFY_SIZES,
     widths: Sequence[int] = CALL_WIDTHS,
 ) -> CostCurve:
     """Measure the cost curve of ``target`` with ``drafter`` (None: plain decoding) on this device.
-    ``reps`` rounds (after one that warms up), each timing every piece once (verify(1), which every
-    price is a difference from, three times) in a shuffled order, each right after a plain step; a
-    piece's price is the median over the rounds of its time over that plain step's, and the curve holds
-    those ratios times the median plain step.  Verification keeps each size's median as measured: a
-    bigger tree can cost less (a kernel's blocking for a few rows beats its one-row path), and a tree
-    builder that reads the curve should see it.  Call times are made non-decreasing in width (a wider
-    frontier never costs less: there a dip is noise).  Then, with the curve those pieces make, the tree
-    builder's own work per call (``_builder_seconds``)."""
+    ``reps`` rounds (``ROUNDS`` where None; after one that warms up), each timing every piece once
+    (verify(1), which every price is a difference from, three times) in a shuffled order, each right
+    after a plain step; a piece's price is the median over the rounds of its time over that plain
+    step's, and the curve holds those ratios times the median plain step.  Verification keeps each
+    size's median as measured: a bigger tree can cost less (a kernel's blocking for a few rows beats its
+    one-row path), and a tree builder that reads the curve should see it.  Call times are made
+    non-decreasing in width (a wider frontier never costs less: there a dip is noise).  Then, with the
+    curve those pieces make, the tree builder's own work per call (``_builder_seconds``)."""
     report = progress or (lambda line: None)
+    reps = ROUNDS if reps is None else reps
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
     pieces = _Pieces(target, drafter, ids, sizes, widths)
