@@ -41,6 +41,16 @@ def _within_float32(got: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bi
     return bool(((got.double() - exact).abs() <= bound).all())
 
 
+def _layer_and_rows(
+    shape: tuple[int, int], seed: int, rows: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A random layer of ``shape`` (``weight``, ``bias``, ``pack(weight)``) and ``x`` ``[rows, in_features]``."""
+    gen = torch.Generator().manual_seed(seed)
+    weight = torch.randn(*shape, generator=gen)
+    bias = torch.randn(shape[0], generator=gen)
+    return weight, bias, stream_gemm.pack(weight), torch.randn(rows, shape[1], generator=gen)
+
+
 @needs_kernel
 @pytest.mark.parametrize("shape", SHAPES)
 def test_products_stay_within_float32s_bound_at_every_row_count(shape):
@@ -62,11 +72,7 @@ def test_products_stay_within_float32s_bound_at_every_row_count(shape):
 def test_a_row_gets_the_same_bits_alone_or_among_others(shape):
     """Every output is one chain of multiply-adds in column order, whatever the row count, the passes or
     the threads: a tree's rows get plain decoding's bits."""
-    gen = torch.Generator().manual_seed(7 + shape[0])
-    weight = torch.randn(*shape, generator=gen)
-    bias = torch.randn(shape[0], generator=gen)
-    packed = stream_gemm.pack(weight)
-    x = torch.randn(70, shape[1], generator=gen)
+    _, bias, packed, x = _layer_and_rows(shape, 7 + shape[0], 70)
     whole = stream_gemm.linear(x, packed, shape[0], bias)
     for rows in ROWS:
         for start in (0, 3, 70 - rows):
@@ -81,11 +87,7 @@ def test_a_row_gets_the_same_bits_alone_or_among_others(shape):
 def test_a_prefill_of_many_rows_goes_in_tiles_with_the_same_bits(shape):
     """More rows than a tree verifies (a prompt's prefill) are multiplied a tile at a time, within the
     bound and with each row's bits of a few-row product."""
-    gen = torch.Generator().manual_seed(11 + shape[1])
-    weight = torch.randn(*shape, generator=gen)
-    bias = torch.randn(shape[0], generator=gen)
-    packed = stream_gemm.pack(weight)
-    x = torch.randn(301, shape[1], generator=gen)
+    weight, bias, packed, x = _layer_and_rows(shape, 11 + shape[1], 301)
     whole = stream_gemm.linear(x, packed, shape[0], bias)
     assert _within_float32(whole, x, weight, bias)
     parts = torch.cat([stream_gemm.linear(part, packed, shape[0], bias) for part in x.split(43)])
