@@ -64,14 +64,16 @@ def extension():
         return _build()
 
 
-def load_build(isa: str, build_directory: str | None = None):
+def load_build(isa: str, build_directory: str | None = None, source: Path = SOURCE, suffix: str = ""):
     """Builds (or loads the cached build of) ``BUILDS[isa]`` and imports it; ``build_directory`` None is
-    PyTorch's extensions cache.  Raises where it cannot build (no compiler, no ninja)."""
+    PyTorch's extensions cache.  ``source`` and ``suffix`` (appended to the module's name) build another
+    revision of the kernel beside this one (a benchmark's "before").  Raises where it cannot build (no
+    compiler, no ninja)."""
     from torch.utils import cpp_extension
 
     name, flags = BUILDS[isa]
     return cpp_extension.load(
-        name, [str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=build_directory
+        name + suffix, [str(source)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=build_directory
     )
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils import cpp_extension
 
 from talon.models import stream_gemm
 from talon.models.cpu_linear import fastest_seconds
@@ -31,9 +30,8 @@ if args.before:
     source.write_text(
         subprocess.run(["git", "show", f"{args.before}:{relative}"], capture_output=True, text=True, check=True).stdout
     )
-    name, flags = stream_gemm.BUILDS[stream_gemm.instruction_set()]
-    kernels[f"stream at {args.before}"] = cpp_extension.load(
-        name + "_before", [str(source)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=str(folder)
+    kernels[f"stream at {args.before}"] = stream_gemm.load_build(
+        stream_gemm.instruction_set(), str(folder), source, suffix="_before"
     )
 
 torch.manual_seed(0)
