@@ -13,7 +13,8 @@ import torch
 
 from talon.engine.builders import ChainBuilder, Eagle2Builder, StaticBuilder, TalonBuilder, TreeBuilder
 from talon.engine.sampling import PositionNoise, gumbel
-from talon.engine.verify import greedy_accept, sampling_accept
+from talon.engine.verify import greedy_accept, sampling_accept, walk
+from talon.models.lm_head import FullScores
 from talon.tree import ACCEPTED, NO_TOKEN, NOT_REACHED, REJECTED, ROOT, DraftTree, Verdict
 from tests.toy import Context, LogprobFn, MarkovTarget, TableDrafter, one_hot_fn, random_fn, table_fn, toy_target_table
 
@@ -196,10 +197,15 @@ CHI2_P_MIN = 1e-4
 Accept = Callable[[DraftTree, torch.Tensor, torch.Generator], Verdict]
 
 
-def position_keyed_accept(tree: DraftTree, probs: torch.Tensor, noise: PositionNoise, root_position: int) -> Verdict:
-    """The production rule: ``sampling_accept`` with the run's position-keyed noise."""
-    rows = noise.rows([root_position + d for d in range(tree.max_depth + 1)])
-    return sampling_accept(tree, torch.log(probs), 1.0, rows)
+def position_keyed_accept(tree: DraftTree, logits: torch.Tensor, noise: PositionNoise, root_position: int) -> Verdict:
+    """The verifier's rule (``Verifier.verify`` over every node's row): the target's token at each node
+    picked from its scores with the run's noise of the node's output position, then the walk.  The
+    target's probabilities of the drafted tokens, which the walk does not read, are left out (``[]``):
+    ``sampling_accept`` computes them, and the checks above test them."""
+    noise_rows = noise.rows([root_position + d for d in tree.depth])
+    choices = FullScores(logits).pick(1.0, noise_rows)
+    status, path, bonus, target_token = walk(tree, choices.__getitem__)
+    return Verdict(status, path, bonus, target_token, [])
 
 
 def tv_bound(exact: torch.Tensor, n: int, alpha: float = ALPHA) -> float:
@@ -238,7 +244,7 @@ def sample_joint(
     The tree and the target rows are a deterministic function of the context, so they are built once per
     context and reused (exactly what rebuilding would give, far cheaper)."""
     g = torch.Generator().manual_seed(seed)
-    cache: dict[Context, tuple[DraftTree, torch.Tensor]] = {}
+    cache: dict[Context, tuple[DraftTree, torch.Tensor, torch.Tensor]] = {}  # tree, probs, logits
     seen: Counter[tuple[int, ...]] = Counter()
     for k in range(n):
         noise = PositionNoise(seed * 1_000_003 + k, VOCAB, torch.device("cpu"))
@@ -248,10 +254,11 @@ def sample_joint(
             if ctx not in cache:
                 drafter = TableDrafter(VOCAB, drafter_fn)
                 tree = builder.build(drafter, ctx).tree
-                cache[ctx] = (tree, TARGET.tree_probs(tree, ctx[:-1]).float())
-            tree, probs = cache[ctx]
+                probs = TARGET.tree_probs(tree, ctx[:-1]).float()
+                cache[ctx] = (tree, probs, torch.log(probs))
+            tree, probs, logits = cache[ctx]
             if accept is None:
-                v = position_keyed_accept(tree, probs, noise, len(ctx) - 1)
+                v = position_keyed_accept(tree, logits, noise, len(ctx) - 1)
             else:
                 v = accept(tree, probs, g)
             new = tuple(tree.token[i] for i in v.accepted_path[1:]) + (v.bonus_token,)
