@@ -10,10 +10,12 @@ import torch
 from torch import nn
 
 from talon.bench.cli import _budget, parse_args, tree_overrides
+from talon.models import stream_gemm
 from talon.models.cpu_linear import (
     INT8_ROWS,
     MKL_PROBE_ROWS,
     SMALL_ROWS,
+    KernelChoices,
     PackedLinear,
     PackedWeight,
     choose_packed_kernel,
@@ -26,6 +28,7 @@ from talon.models.cpu_linear import (
     pack_for_device,
     packed_kernel,
     quantize_small_rows,
+    set_plain_rows,
     use_packed_kernel,
 )
 from talon.models.loaded import ModelLoadError
@@ -167,6 +170,43 @@ def test_the_faster_packed_kernel_is_chosen_for_every_float32_layer(monkeypatch,
     # without AVX-512 / AVX-NE-CONVERT the bfloat16 layer stays PyTorch's own: nothing is packed
     assert choose_packed_kernel(bf16) == "onednn"
     assert packed_kernel(bf16) == ("onednn" if onednn_linear_works(torch.bfloat16) else None)
+
+
+def test_a_models_shapes_are_timed_once_a_process(monkeypatch):
+    """A second model of the same shapes takes the packed kernel and the small-row count the first was
+    timed to, laid out without timing; other shapes, or another thread count, are timed again.  Scripted
+    timing: a kernel other than oneDNN's (the one packing leaves) where this machine has one, 3 rows."""
+    other = "stream" if stream_gemm.available() else "mkl" if mkl_packs_any_rows(48, 64) else "onednn"
+    timed = []
+
+    def choose(module, sample=16):
+        timed.append(module)
+        use_packed_kernel(module, other)
+        return other
+
+    def small_rows(module, fused=(), sample=16):
+        set_plain_rows(module, fused, 3)
+        return 3
+
+    monkeypatch.setattr("talon.models.cpu_linear.choose_packed_kernel", choose)
+    monkeypatch.setattr("talon.models.cpu_linear.choose_small_row_kernel", small_rows)
+    monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")  # packed, on oneDNN's kernel, no small rows
+
+    def packed(*widths: int) -> nn.Sequential:
+        model = nn.Sequential(*[nn.Linear(a, b) for a, b in zip(widths, widths[1:])])
+        pack_for_device(model)
+        return model
+
+    choices = KernelChoices()
+    first, second, wider = packed(64, 48, 64), packed(64, 48, 64), packed(64, 80, 64)
+    assert packed_kernel(second) == "onednn" and {m.plain_rows for m in second} == {0}
+    choices.lay_out(first)
+    choices.lay_out(second)
+    assert timed == [first] and packed_kernel(second) == other and {m.plain_rows for m in second} == {3}
+    choices.lay_out(wider)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 7)
+    choices.lay_out(packed(64, 48, 64))
+    assert len(timed) == 3
 
 
 @needs_mkl_packs

@@ -15,6 +15,7 @@ from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
 from talon.models.cpu_linear import (
+    KernelChoices,
     PackedLinear,
     mkl_packs_any_rows,
     onednn_linear_works,
@@ -90,6 +91,7 @@ def test_the_small_row_probe_times_the_products_the_forward_runs(monkeypatch):
     finds is every product's ``plain_rows``.  Scripted: MKL faster up to two rows."""
     monkeypatch.setenv("TALON_CPU_LINEAR", "auto")
     monkeypatch.setattr("talon.models.cpu_linear.choose_packed_kernel", lambda module, sample=16: "onednn")
+    monkeypatch.setattr("talon.models.cpu_linear.KERNEL_CHOICES", KernelChoices())  # no earlier model's choice
     probed = []
 
     def timed(fn, reps=15):

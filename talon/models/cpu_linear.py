@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -250,8 +251,9 @@ def pack_for_device(module: nn.Module, fuse: Callable[[nn.Module], Sequence[Prod
     """``pack_linears(module)`` when its weights are float32 or bfloat16 on the CPU and
     ``$TALON_CPU_LINEAR`` is not ``plain``, then (in ``auto`` mode) ``choose_packed_kernel``, ``fuse`` if
     given (it fuses products of ``module`` and returns them: ``talon.models.fused_linear.fuse``), and in
-    ``auto`` mode ``choose_small_row_kernel`` on the products the forward then runs; otherwise nothing.
-    Returns how many layers were packed."""
+    ``auto`` mode ``choose_small_row_kernel`` on the products the forward then runs (both timed once a
+    process for a model's shapes: ``KernelChoices``); otherwise nothing.  Returns how many layers were
+    packed."""
     weight = next((p for p in module.parameters()), None)
     mode = cpu_linear_mode()
     if weight is None or weight.device.type != "cpu" or weight.dtype not in PACKED_DTYPES or mode == "plain":
@@ -260,12 +262,12 @@ def pack_for_device(module: nn.Module, fuse: Callable[[nn.Module], Sequence[Prod
     if not count:
         return 0
     if mode == "auto":
-        choose_packed_kernel(module)
-    elif mode in ("mkl", "stream"):
+        KERNEL_CHOICES.lay_out(module, fuse)
+        return count
+    if mode in ("mkl", "stream"):
         use_packed_kernel(module, mode)
-    fused = list(fuse(module)) if fuse is not None else []
-    if mode == "auto":
-        choose_small_row_kernel(module, fused)
+    if fuse is not None:
+        fuse(module)
     return count
 
 
@@ -336,8 +338,8 @@ def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
     with those first ones (all decoder layers of a Llama, not its LM head): the weights as a forward reads
     them, from memory, where a cache that holds two layers had made the kernel that multiplies fastest
     from cache look faster than the one that reads memory best.  One kernel's copies at a time; about
-    0.6 s a kernel on the embedded model (the streaming kernel's first build, once a machine, about
-    25 s).  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
+    2 s a kernel on the embedded model on the 2-core AVX2 EPYC (the streaming kernel's first build, once a
+    machine, about 25 s).  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear) and m.weight.dtype == torch.float32]
     layers = [m for m in layers if m.packed is not None]
     shapes = {(m.out_features, m.in_features) for m in layers[:sample]}
@@ -365,6 +367,52 @@ def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
     kernel = min(candidates, key=seconds.__getitem__)
     use_packed_kernel(module, kernel)
     return kernel
+
+
+class KernelChoices:
+    """What a load times, kept per model shape for this process: the packed kernel
+    (``choose_packed_kernel``) and the row count up to which PyTorch's own linear serves
+    (``choose_small_row_kernel``).  A later load of a model of the same shapes (the tests', the
+    benchmark's and a Space's reloads, a second model of one family) takes them without timing (~7 s of
+    the embedded model's load on the 2-core AVX2 EPYC), and so two loads of one model in a process run
+    the same kernels and give the same bits.  A measurement of the machine, the same for every user."""
+
+    def __init__(self) -> None:
+        self._chosen: dict[tuple, tuple[str, int]] = {}  # key -> (packed kernel, plain rows)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(module: nn.Module, fused: bool) -> tuple:
+        """What the timings depend on: the packed layers' shapes and dtypes in order, whether products
+        are fused, the kernels this machine has, and PyTorch's thread count."""
+        layers = tuple(
+            (m.out_features, m.in_features, str(m.weight.dtype))
+            for m in module.modules()
+            if isinstance(m, PackedLinear) and m.packed is not None
+        )
+        return layers, fused, stream_gemm.available(), torch.get_num_threads()
+
+    def lay_out(self, module: nn.Module, fuse: Callable[[nn.Module], Sequence[Product]] | None = None) -> list[Product]:
+        """Lay ``module``'s float32 layers out for the packed kernel chosen for its shapes, ``fuse`` it
+        (if given) and set every product's ``plain_rows`` to the count chosen; both are timed now where
+        this process has not timed these shapes.  Returns the fused products."""
+        key = self.key(module, fuse is not None)
+        with self._lock:  # two users loading at once time once, and not against each other
+            known = self._chosen.get(key)
+            if known is None:
+                kernel = choose_packed_kernel(module)
+                fused = list(fuse(module)) if fuse is not None else []
+                self._chosen[key] = (kernel, choose_small_row_kernel(module, fused))
+                return fused
+        kernel, plain_rows = known
+        if kernel != "onednn":
+            use_packed_kernel(module, kernel)
+        fused = list(fuse(module)) if fuse is not None else []
+        set_plain_rows(module, fused, plain_rows)
+        return fused
+
+
+KERNEL_CHOICES = KernelChoices()
 
 
 def fastest_seconds(fn, reps: int = 15) -> float:
@@ -426,9 +474,15 @@ def choose_small_row_kernel(module: nn.Module, fused: Sequence[Product] = (), sa
             if fastest_seconds(mkl) > margin * fastest_seconds(packed):
                 break
             plain_rows = rows
-    for m in [*layers, *fused]:
-        m.plain_rows = plain_rows
+    set_plain_rows(module, fused, plain_rows)
     return plain_rows
+
+
+def set_plain_rows(module: nn.Module, fused: Sequence[Product], rows: int) -> None:
+    """Every packed layer of ``module`` and every product of ``fused`` takes PyTorch's own linear up to
+    ``rows`` rows."""
+    for m in [*(m for m in module.modules() if isinstance(m, PackedLinear)), *fused]:
+        m.plain_rows = rows
 
 
 def same_outputs(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:

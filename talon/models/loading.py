@@ -117,7 +117,10 @@ def load_model(
     screen = None
     if not stock:
         if device.type == "cpu" and dtype == torch.float32 and cpu_linear_mode() != "plain":
-            progress("Timing this CPU's float32 kernels (a machine's first load also builds TALON's own, ~30 s)...")
+            progress(
+                "Choosing this CPU's fastest float32 kernels (timed once a process for a model's shapes; "
+                "a machine's first load also builds TALON's own, ~30 s)..."
+            )
         pack_for_device(model, fuse=fuse)
         use_row_linears(model)
         if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
