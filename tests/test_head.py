@@ -302,7 +302,7 @@ def test_sampled_training_answers_are_seeded_and_resumable(target, tmp_path):
     samples the same answers, and a second call (a resumed run) adds nothing."""
 
     def rows(out):
-        args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=8, answers=(1.0, 0.0))
+        args = TrainArgs(out=out, prompts=12, heldout=0.3, max_new_tokens=5, gen_batch=4, answers=(1.0, 0.0))
         out.mkdir()
         generate_sequences(target, args, log=lambda *_: None)
         generate_sequences(target, args, log=lambda *_: None)
@@ -364,6 +364,8 @@ def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(ta
                 "1",
                 "--batch-size",
                 "4",
+                "--gen-batch",
+                "4",  # batches of like lengths: the pool's longest prompt pads 4 rows, not 12
                 "--draft-vocab",
                 "2000",
                 "--arch",
