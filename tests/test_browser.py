@@ -220,8 +220,7 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         ("Compare methods", "#compare-run", "#compare-verdict, #compare-a, #compare-b"),
         ("Sync vs async", "#async-run", "#async-verdict"),
     ):
-        # the last tab's messages go first (after about 10 s)
-        page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)
+        _close_messages(page)  # the last tab's
         page.get_by_role("tab", name=tab).click()
         page.locator(button).click()
         refusal.wait_for(timeout=60_000)
@@ -229,6 +228,13 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
         marks = ", ".join(f"{selector} .error" for selector in outputs.split(", "))
         assert page.locator(marks).count() == 0, tab
     page.close()
+
+
+def _close_messages(page) -> None:
+    """Close the messages on show with their close buttons (one left alone stays 10 s) and wait until
+    they are gone."""
+    page.evaluate("() => document.querySelectorAll('[data-testid=toast-close]').forEach((b) => b.click())")
+    page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)
 
 
 FITS_JS = """(id) => {
@@ -306,7 +312,7 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
         ("Export / load", "#export-json", "Nothing to export yet", "#export-file"),
         ("Compare methods", "#step-a", "Run the comparison first", "#compare-a, #compare-b, #compare-caption"),
     ):
-        page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=30_000)
+        _close_messages(page)
         page.get_by_role("tab", name=tab).click()
         if act == "#step-a":  # a step typed into the box, then Enter
             page.locator(f"{act} input").fill("3")
