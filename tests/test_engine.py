@@ -43,20 +43,29 @@ METHOD_CONFIGS = {
 DRAFTERS = ["ngram", "layers:4", "head"]
 
 
-@pytest.fixture(scope="module")
-def greedy_reference(target):
-    """Token ids of plain HF greedy generation per prompt (stopping at EOS like ``run``)."""
-    out = {}
-    for prompt in GREEDY_PROMPTS:
-        ids = encode_prompt(target, prompt)
-        gen = target.model.generate(
+class GreedyReference(dict):
+    """Token ids of plain HF greedy generation per prompt (stopping at EOS like ``run``), generated on
+    first use: a test worker generates only the prompts of the tests it runs."""
+
+    def __init__(self, target) -> None:
+        super().__init__()
+        self.target = target
+
+    def __missing__(self, prompt: str) -> list[int]:
+        ids = encode_prompt(self.target, prompt)
+        gen = self.target.model.generate(
             torch.tensor([ids]),
             attention_mask=torch.ones(1, len(ids), dtype=torch.long),
             do_sample=False,
             max_new_tokens=NEW_TOKENS,
         )
-        out[prompt] = gen[0, len(ids) :].tolist()
-    return out
+        self[prompt] = gen[0, len(ids) :].tolist()
+        return self[prompt]
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(target) -> GreedyReference:
+    return GreedyReference(target)
 
 
 def test_prompt_set_is_varied():
