@@ -445,6 +445,23 @@ def test_stop_ends_a_comparison_after_the_run_in_flight_keeping_whole_repetition
     assert list(runs) == [(gr.update(),) * compare.VIEW_SIZE]
     assert told[-1] == compare.stopped_note(0) and session.compare["repeats"]["A"]
 
+    # stopped during method B of the second repetition: its autoregressive and A runs are not counted,
+    # not even while that repetition ran (the page reads the session's comparison at every slider move)
+    seen = []
+
+    def stop_at_second_b(done, desc=""):
+        seen.append({k: len(v) for k, v in session.compare.get("repeats", {}).items()})
+        if desc.startswith("Repetition 2 of 3: method B"):
+            compare.stop_compare(session)
+
+    runs = compare.run_compare(
+        session, "talon", "eagle2", None, None, "verdict", 3, stop_at_second_b, *_panel(tiny_app, max_new=6)
+    )
+    *_, (*_, verdict, _) = list(runs)
+    assert verdict.startswith(f"**{compare.stopped_note(1)}**")
+    assert {k: len(v) for k, v in session.compare["repeats"].items()} == {"ar": 1, "A": 1, "B": 1}
+    assert {"ar": 1, "A": 1, "B": 1} in seen and all(len(set(counts.values())) == 1 for counts in seen)
+
 
 def test_stop_ends_a_pair_of_prompts_with_nothing_half_shown(target, tiny_app):
     """Compare prompts' Stop (pressed while prompt B is prepared): B ends before its first step, and the tab

@@ -170,7 +170,7 @@ def run_compare(
     check_compare(method_a, method_b, budget_a, budget_b, *panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
-    state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}  # the session's once a repetition ends
+    state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
     stop = session.claim_work("compare")
     sides = {
         "ar": settings.but(method="ar"),
@@ -180,18 +180,22 @@ def run_compare(
     position = 1  # the output token on show, from 1
     try:
         for rep in range(repeats):
+            runs = {}  # this repetition's, compared once all three have run to their end
             for k, (label, side) in enumerate(sides.items()):
                 name = "autoregressive decoding" if label == "ar" else f"method {label}"
                 done = (rep * len(sides) + k) / (repeats * len(sides))  # runs finished, of every run to make
                 progress(done, desc=f"Repetition {rep + 1} of {repeats}: {name}...")
                 prepared = prepare(side, progress)
-                trace = prepared.run_to_end(stop=stop.is_set)
+                runs[label] = prepared.run_to_end(stop=stop.is_set)
                 if stop.is_set():  # only whole repetitions are compared
                     yield _stopped_view(session, stop, rep, repeats, position, color_mode)
                     return
-                state["repeats"][label].append(trace)
-                if rep == 0:
-                    state[label] = trace
+            # a new state each repetition: the page (and the step slider) never sees a repetition in part
+            state = {
+                **state,
+                "repeats": {label: [*done_runs, runs[label]] for label, done_runs in state["repeats"].items()},
+                **(runs if rep == 0 else {}),
+            }
             session.compare = state
             a = state["A"]
             position = first_position(a, len(a.steps) // 2) if a.steps else 1
