@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from talon.drafters.factory import shipped_or_given_head
+from talon.drafters.factory import draft_model, parse_drafter_spec, shipped_or_given_head
 from talon.drafters.head_model import DraftHead, HeadConfig
 from talon.models import registry as registry_module
 from talon.models.loaded import ModelLoadError
@@ -72,6 +72,24 @@ def test_heads_are_cached_by_the_targets_weights_not_its_name(tmp_path):
     assert shipped_or_given_head(str(tmp_path / "head"), first, registry)[0] is head  # loaded once
     with pytest.raises(ModelLoadError, match="trained for"):
         shipped_or_given_head(str(tmp_path / "head"), second, registry)
+
+
+def test_a_self_drafters_copy_is_made_once_a_target_so_its_runners_are_shared(tmp_path):
+    """``layers:K`` drafters of one target share one truncated copy (its pool of static runners: a run's
+    drafter takes the runner the run before gave back); the target's stock twin, with the same weights'
+    identity, gets its own copy of its own layers."""
+    tiny = tiny_target(2, layers=3)
+    tiny.model.save_pretrained(tmp_path / "m")
+    tiny.tokenizer.save_pretrained(tmp_path / "m")
+    registry = ModelRegistry(torch.device("cpu"), torch.float32)
+    target, stock = registry.get(str(tmp_path / "m")), registry.get_stock(str(tmp_path / "m"))
+    spec = parse_drafter_spec("layers:1")
+    first = draft_model(spec, target, registry)
+    assert draft_model(spec, target, registry) is first and first.runners is draft_model(spec, target, registry).runners
+    assert draft_model(parse_drafter_spec("layers:2"), target, registry) is not first
+    twin = draft_model(spec, stock, registry)
+    assert twin is not first and twin.model.model.layers[0] is stock.model.model.layers[0]
+    assert first.model.model.layers[0] is target.model.model.layers[0]
 
 
 def test_a_local_directory_loads_with_its_resolved_path_as_identity(tmp_path):

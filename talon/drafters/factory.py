@@ -118,12 +118,16 @@ def parse_drafter_spec(text: str) -> DrafterSpec:
 
 def draft_model(spec: DrafterSpec, target: LoadedModel, registry: ModelRegistry | None = None) -> LoadedModel:
     """The causal LM a ``layers`` or ``model`` spec names (``truncated_copy`` of the target, or a model
-    loaded through ``registry`` that must share the target's tokenizer)."""
+    loaded through ``registry`` that must share the target's tokenizer).  A truncated copy is made once
+    per target object (the packed target and its stock twin share weights' identity but not layers), so
+    its static runners and CUDA graphs are captured once, not on every run's clock."""
+    registry = registry or ModelRegistry()
     if spec.kind == "layers":
-        return truncated_copy(target, spec.layers)
+        key = ("layers", spec.layers, target.model, *target.cache_key)  # the module itself: no id reuse
+        return registry.get_derived(key, lambda: truncated_copy(target, spec.layers))
     if spec.kind != "model":
         raise ConfigError(f"Drafter kind {spec.kind!r} is not a draft model.")
-    lm = (registry or ModelRegistry()).get(spec.location)
+    lm = registry.get(spec.location)
     check_same_tokenizer(target, lm)
     return lm
 
