@@ -504,3 +504,16 @@ def test_the_lab_commits_what_the_run_would_cut_at_an_end_of_sequence_token(targ
         assert row["committed"] == 2 and row["accepted"] >= 2
     finally:
         config.eos_token_id = saved
+
+
+def test_a_hybrid_run_frozen_without_replay_makes_its_drafter_with_the_step(target, registry, monkeypatch):
+    """``FrozenStep.of_run`` (the lab's queued job) makes and prefills a hybrid run's drafter, so the lab's
+    status line, which reads its name outside the queue, runs no model forward."""
+    from talon.engine import frozen_step
+
+    cfg = TreeConfig(method="hybrid", budget=12, topk=3, mu=0.05)
+    drafter = drafter_for("hybrid", "layers:1", target, registry)
+    hybrid = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=12), prompt_ids=prompt_ids(4))
+    lab = FrozenStep.of_run(target, registry, "layers:1", hybrid, 1)  # prefilled, not replayed
+    monkeypatch.setattr(frozen_step, "drafter_for", lambda *a, **k: pytest.fail("a drafter made outside the job"))
+    assert lab.drafter_name("hybrid") == hybrid.drafter

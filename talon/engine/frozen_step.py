@@ -240,9 +240,10 @@ class FrozenStep:
         settings are the run's), else from its context prefilled in one piece (the same tokens, trees that
         can differ from the run's in close candidates; at step 0 the run's own).  Its trees are drafted no
         deeper than the run's were at that step (``step_depth_limit``: at a run's last steps, the tokens
-        it had left)."""
+        it had left).  A hybrid run's drafter is made and prefilled here, with the rest of the step's
+        model work (``drafter_name`` then only reads it)."""
         context = step_context(trace, index)
-        return cls(
+        frozen = cls(
             target,
             registry,
             drafter_spec,
@@ -255,6 +256,9 @@ class FrozenStep:
             replayed,
             step_depth_limit(trace, index),
         )
+        if trace.tree_config.get("method") == "hybrid":
+            frozen.drafter_name("hybrid")
+        return frozen
 
     def rule(self, cfg: TreeConfig, curve: CostCurve | None = None) -> CostRule:
         """The cost rule a tree of ``cfg`` is valued, priced and (auto) sized by at this step: with ``curve``
