@@ -141,6 +141,25 @@ def test_a_lab_change_waits_for_one_step_not_for_the_whole_decode(target):
     assert trace.stop_reason in ("eos", "max_new_tokens")
 
 
+def test_a_run_the_full_queue_refuses_still_releases_what_it_holds(target):
+    """A step refused by a full queue ends the run with the queue's message, and the loop's clean-up (its
+    ``finally``: runners, caches, threads) still runs, here when the queue refuses that job as well."""
+
+    class RefusingQueue(ComputeQueue):
+        def submit(self, fn, *args, **kwargs):
+            if self.finished >= 2:  # the prefill and a step ran
+                raise QueueFull("The machine is busy.")
+            return super().submit(fn, *args, **kwargs)
+
+    dec = DecodeConfig(max_new_tokens=40)
+    drafter = drafter_for("talon", "layers:1", target)
+    trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(6))
+    live = LiveRun(trace, target, drafter, CFG, dec, queue=RefusingQueue(slots=1))
+    live.join(60)
+    assert live.done and isinstance(live.error, QueueFull)
+    assert live._steps.gi_frame is None  # the loop ran its clean-up and ended
+
+
 def test_two_decodes_take_turns_step_by_step(target):
     queue = ComputeQueue(slots=1)
     order: list[int] = []

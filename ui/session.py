@@ -8,6 +8,7 @@ is stopped, the lab's caches go).
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -24,6 +25,8 @@ from talon.models.loaded import LoadedModel
 from talon.trace import RunTrace, StepRecord
 
 from .compute import COMPUTE, QUEUE_NOTE_SECONDS, STEP, ComputeQueue, Ticket
+
+log = logging.getLogger(__name__)
 
 _RUN_IDS = itertools.count(1)
 
@@ -82,7 +85,12 @@ class LiveRun:
             try:
                 self.queue.run(self._steps.close, priority=STEP)  # the loop's own clean-up, as model work
             except BaseException:  # noqa: BLE001 - the first error is the one to show
-                pass
+                # a full queue refuses the clean-up too: run it here rather than hold the run's runners,
+                # caches and threads for the rest of the session
+                try:
+                    self._steps.close()
+                except BaseException:  # noqa: BLE001
+                    log.exception("run %s: its clean-up failed", self.id)
         finally:
             self.ticket = None
             self._done.set()
