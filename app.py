@@ -39,12 +39,8 @@ from ui.shared import (
 )
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
-from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, NODE_TABLE_WIDTHS
+from viz.tree_figure import NODE_TABLE_WIDTHS
 
-COLOR_CHOICES = list(COLOR_MODES)
-COLOR_INFO = "; ".join(
-    label if label.startswith(mode) else f"{mode}: {label}" for mode, label in COLOR_MODE_LABELS.items()
-)
 THEME = gr.themes.Default(
     font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
 )
@@ -504,7 +500,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     lab_method = gr.Dropdown(
                         tree_lab.LAB_METHOD_CHOICES, value="talon", label="Lab method", elem_id="lab-method"
                     )
-                    lab_color = gr.Radio(COLOR_CHOICES, value="relative", label="Colour nodes by", info=COLOR_INFO)
+                    lab_colours = tree_lab.lab_colour_choices("talon", "relative")
+                    lab_color = gr.Radio(
+                        lab_colours["choices"], value="relative", label="Colour nodes by", info=lab_colours["info"]
+                    )
                 with gr.Row():
                     lab_budget = gr.Slider(
                         1,
@@ -876,6 +875,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             show_progress_on=lab_plot,  # where the tree will be, not over the status line's text
         )
         .success(tree_lab.results_cleared, session, lab_results, queue=False, api_visibility="private")
+        .success(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False)
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
@@ -890,8 +890,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         changed.success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
         # at once, not after the redraw: a result still being drawn at the old settings is then dropped
         control.release(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
-    for control in (lab_method, lab_color):
-        control.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    lab_color.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+    lab_method.input(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False).then(
+        tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal"
+    )
     lab_method.input(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     refused_first(price_btn.click, tree_lab.check_frozen, session)(
         tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]

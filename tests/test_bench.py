@@ -659,6 +659,10 @@ def test_tables(frames):
     one = runs[(runs["method"] != "ar") & (runs["temperature"] == 0)].iloc[[0]]
     sweep = pd.concat([one.assign(method=m, budget=n) for m in ("chain", "talon") for n in (8, 32)])
     assert list(bench_charts.lossless_table(sweep)["method"]) == ["chain", "TALON, N=8", "TALON, N=32"]
+    # the experiment column only where there are several to tell apart
+    assert "experiment" not in bench_charts.lossless_table(sweep).columns
+    two = bench_charts.lossless_table(pd.concat([sweep, sweep.assign(experiment="other")]))
+    assert list(two.columns)[0] == "experiment" and set(two["experiment"]) == {sweep["experiment"].iloc[0], "other"}
     shape = tables["shape"]
     assert set(shape["method"]) == {"EAGLE-2, N=16", "TALON, N=16", "TALON, auto N"}
     assert shape["category"].iloc[-1] == "all"

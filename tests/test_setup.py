@@ -160,6 +160,28 @@ def test_compare_calls_a_method_faster_every_time_by_a_little_neither_a_tie_nor_
     text = verdict_markdown(session)
     assert "was faster in all 3 repetitions**, in some by less than 3%" in text and text.index("**B (") < 200
     assert "No clear winner" not in text and "A took 1.11× B's time, median" in text
+    assert "the same tree at every step" in text  # both sides replay one recorded run
+
+    # a repetition of three asked for: no call yet, and no advice to raise a setting the user already raised
+    session.compare = {**session.compare, "repeats": {k: v[:1] for k, v in session.compare["repeats"].items()}}
+    session.compare["asked"] = 3
+    text = verdict_markdown(session)
+    assert "Repetition 1 of 3 done: the verdict comes when all 3 have run." in text
+    assert "raise the repetitions" not in text and "was faster" not in text
+    session.compare["asked"] = 1
+    assert "One repetition: no spread to judge a winner by" in verdict_markdown(session)
+
+
+def test_the_labs_source_colours_are_offered_for_the_hybrid_method_only():
+    # Picking "source" for a TALON tree painted every node "model".
+    from ui.tree_lab import lab_colour_choices
+
+    talon = lab_colour_choices("talon", "source")
+    assert "source" not in talon["choices"] and talon["value"] == "relative" and "hybrid" in talon["info"]
+    hybrid = lab_colour_choices("hybrid", "source")
+    assert "source" in hybrid["choices"] and hybrid["value"] == "source"
+    assert lab_colour_choices("eagle2", "confidence")["value"] == "confidence"
+    assert "verdict: verdict" not in talon["info"]  # each mode named once
 
 
 def test_compare_titles_name_one_committed_token_once():

@@ -899,3 +899,28 @@ def test_the_accepted_depth_marks_are_no_wider_than_a_step():
 
     assert accepted_marker_size(20) == 16
     assert accepted_marker_size(250) <= SHAPE_PLOT_PX / 250 and accepted_marker_size(2000) == 3
+
+
+def test_tree_shape_panels_name_the_size_they_draw():
+    """A panel per method, titled with its Budget N as the tables name rows; a method run at two sizes
+    draws the first one's widths, not a mix."""
+    import pandas as pd
+
+    from viz.bench_charts import tree_shape_figure
+
+    summary = pd.DataFrame(
+        [
+            {
+                "kind": "categories",
+                "category": "chat",
+                "method": m,
+                "budget": n,
+                "temperature": 0.0,
+                "mean_layer_widths": widths,
+            }
+            for m, n, widths in (("eagle2", 24, [4.0, 2.0]), ("talon", 24, [5.0, 1.0]), ("talon", 8, [1.0, 1.0]))
+        ]
+    )
+    fig = tree_shape_figure(summary)
+    assert [a.text for a in fig.layout.annotations] == ["EAGLE-2, N=24", "TALON, N=24"]
+    assert [list(t.y) for t in fig.data] == [[4.0, 2.0], [5.0, 1.0]]

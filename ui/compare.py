@@ -13,7 +13,7 @@ from talon import metrics
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
-from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure
+from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure, visible_text
 
 from .compute import model_work
 from .session import Session, stop_tab
@@ -110,7 +110,7 @@ def _token_text(trace: RunTrace, position: int) -> str:
     step = trace.steps[step_at(trace, position)]
     offset = position - first_position(trace, step.index)
     texts = committed_tokens(step)
-    return texts[offset] if 0 <= offset < len(texts) else ""
+    return visible_text(texts[offset]) if 0 <= offset < len(texts) else ""
 
 
 def check_compared(session: Session, which: str = "A") -> None:
@@ -170,7 +170,8 @@ def run_compare(
     check_compare(method_a, method_b, budget_a, budget_b, *panel)
     settings = RunSettings.of(panel)
     repeats = max(1, min(int(repeats or 1), MAX_REPEATS))
-    state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings}
+    # asked: the repetitions the verdict waits for (those that ran, once Stop ends it)
+    state = {"repeats": {"ar": [], "A": [], "B": []}, "settings": settings, "asked": repeats}
     stop = session.claim_work("compare")
     sides = {
         "ar": settings.but(method="ar"),
@@ -188,6 +189,8 @@ def run_compare(
                 prepared = prepare(side, progress)
                 runs[label] = prepared.run_to_end(stop=stop.is_set)
                 if stop.is_set():  # only whole repetitions are compared
+                    if rep and session.compare is state:
+                        session.compare = {**state, "asked": rep}
                     yield _stopped_view(session, stop, rep, repeats, position, color_mode)
                     return
             # a new state each repetition: the page (and the step slider) never sees a repetition in part
@@ -235,6 +238,15 @@ def stop_compare(session: Session) -> None:
     stop_tab(session, "compare")
 
 
+def same_trees(a: RunTrace, b: RunTrace) -> bool:
+    """Whether runs ``a`` and ``b`` drafted the same trees (tokens and parents) step for step and committed the
+    same tokens: two methods whose rules agree at these settings."""
+    return len(a.steps) == len(b.steps) and all(
+        sa.tree.token == sb.tree.token and sa.tree.parent == sb.tree.parent and sa.committed_ids == sb.committed_ids
+        for sa, sb in zip(a.steps, b.steps)
+    )
+
+
 def repeat_seconds(session: Session) -> dict[str, list[float]]:
     """Wall seconds of every repetition, by run label."""
     return {k: [t.seconds for t in v] for k, v in session.compare.get("repeats", {}).items()}
@@ -276,7 +288,10 @@ def verdict_markdown(session: Session) -> str:
         )
     call = metrics.paired_verdict(ratios)
     spread = metrics.spread(ratios)
-    if n == 1:
+    asked = session.compare.get("asked", n)
+    if n < asked:
+        lines.append(f"Repetition {n} of {asked} done: the verdict comes when all {asked} have run.")
+    elif n == 1:
         lines.append("One repetition: no spread to judge a winner by; raise the repetitions for a verdict.")
     elif call == "A":
         lines.append(f"**{label['A']} was faster in all {n} repetitions** (B took {spread['median']:.2f}× A's time).")
@@ -299,6 +314,11 @@ def verdict_markdown(session: Session) -> str:
             f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
         )
     a, b = session.compare["A"], session.compare["B"]
+    if same_trees(a, b):
+        lines.append(
+            "Both methods drafted **the same tree at every step** here (the same nodes, verdicts and tokens), so "
+            "any difference in their speed is the machine's noise, not the method's."
+        )
     sizes = {summary.budget_text(t.tree_config) for t in (a, b) if t.tree_config["method"] in BUDGET_METHODS}
     if len(sizes) > 1:  # each side's N is in its label
         lines.append(f"Other settings, both methods (each uses those that apply to it): {panel_line(b, budget=False)}.")

@@ -23,7 +23,7 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
 from viz.summary import plural
-from viz.tree_figure import COLOR_MODE_LABELS, COLOR_MODES, node_table, tree_figure, tree_html
+from viz.tree_figure import COLOR_MODES, colour_help, node_table, tree_figure, tree_html
 
 from . import text_view
 from .compute import model_work, waiting_line
@@ -145,7 +145,7 @@ def colour_choices(trace: RunTrace | None, current: str) -> dict:
     has nodes from two sources)."""
     sources = {src for s in (trace.steps if trace else []) for src in s.tree.source[1:]}
     modes = [m for m in COLOR_MODES if m != "source" or len(sources) > 1]
-    info = "; ".join(f"{m}: {COLOR_MODE_LABELS[m]}" for m in modes)
+    info = colour_help(modes)
     if "source" not in modes and not sources:  # no run yet (or no drafts)
         info += ". (Source colours need a hybrid run.)"
     elif "source" not in modes:

@@ -24,7 +24,7 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import bench_charts, lab_charts
 from viz.summary import plural, stop_sentence, tree_parts
-from viz.tree_figure import COLOR_MODES, committed_label, tree_figure, visible_text
+from viz.tree_figure import COLOR_MODES, colour_help, committed_label, tree_figure, visible_text
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
@@ -238,7 +238,8 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
         )
     line = (
         rebuilt
-        + ": each column is a layer; a candidate joins when its path probability is at least μ × the layer's "
+        + ": each band of points is a layer, at its depth (its candidates spread sideways only so that they do not "
+        + "overlap); a candidate joins when its path probability is at least μ × the layer's "
         + ("best (the red dashes)" if gated else "best (this tree has no gated layer, so no line is drawn)")
         + "; the first layer is the root's Top-K, with no gate."
         + (
@@ -265,6 +266,14 @@ def _why_differs(trace: RunTrace) -> str:
 def holds_run_step(session: Session) -> bool:
     """Whether the lab holds a frozen step of the run on show (Explore's gate freezes one)."""
     return session.lab is not None and session.lab.trace is session.trace
+
+
+def lab_colour_choices(method: str, current: str) -> dict:
+    """The lab's colour modes for lab method ``method``: source colours only for the hybrid, the one
+    method whose trees hold prompt lookup's nodes beside the model's (``current`` kept where it stays)."""
+    modes = [m for m in COLOR_MODES if m != "source" or method == "hybrid"]
+    info = colour_help(modes) + ("" if "source" in modes else ". (Source colours need the hybrid lab method.)")
+    return gr.update(choices=modes, value=current if current in modes else "relative", info=info)
 
 
 def status_line(session: Session) -> str:

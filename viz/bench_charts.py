@@ -322,8 +322,9 @@ SHAPE_COLUMNS = [
     "expected / realised",
     "nodes per layer",
 ]
-SHAPE_WIDTHS = ["12%", "15%", "8%", "8%", "8%", "20%", "29%"]
-"""The tree-shape table's column widths in the Benchmark tab (it ran to 1,688 px in a 958 px box)."""
+SHAPE_WIDTHS = ["14%", "15%", "8%", "8%", "7%", "20%", "28%"]
+"""The tree-shape table's column widths in the Benchmark tab (it ran to 1,688 px in a 958 px box; at
+1024 px wide a 12 % category column broke "summarisation" inside the word)."""
 
 
 def shape_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -364,7 +365,8 @@ def calibration(row: dict) -> str | None:
 
 def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Greedy (T=0) runs per experiment, method and Budget N (a sweep's sizes apart): how many emitted
-    exactly the autoregressive tokens, and the prompts where they did not (reported, not hidden)."""
+    exactly the autoregressive tokens, and the prompts where they did not (reported, not hidden).  The
+    experiment column only where the results hold several."""
     cols = ["experiment", "method", "greedy runs", "same tokens as AR", "differing prompts"]
     if runs is None or runs.empty:
         return pd.DataFrame(columns=cols)
@@ -385,7 +387,8 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "differing prompts": ", ".join(dict.fromkeys(diff)),
             }
         )
-    return pd.DataFrame(out, columns=cols)
+    table = pd.DataFrame(out, columns=cols)
+    return table if table["experiment"].nunique() > 1 else table.drop(columns="experiment")
 
 
 def sources_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -497,6 +500,14 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
     return _layout(fig, title)
 
 
+def _same_size(rows: pd.DataFrame, method: str) -> pd.Series:
+    """Which of ``rows`` ran at the Budget N of ``method``'s first row (every row where none is recorded)."""
+    if "budget" not in rows.columns:
+        return pd.Series(True, rows.index)
+    first = rows.loc[rows["method"] == method, "budget"].iloc[0]
+    return rows["budget"].isna() if pd.isna(first) else rows["budget"] == first
+
+
 def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
     """Mean draft nodes per layer (x = depth) by category, one panel per tree method (EAGLE-2 and
     TALON when present): deep-and-narrow lines vs shallow-and-wide ones."""
@@ -512,7 +523,10 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
     if rows.empty:
         return _empty(title, "no tree runs by category in these results")
     methods = [m for m in ("eagle2", "talon") if m in set(rows["method"])] or list(dict.fromkeys(rows["method"]))
-    fig = make_subplots(rows=1, cols=len(methods), subplot_titles=[label(m) for m in methods], shared_yaxes=True)
+    # each panel the first size its method ran at, named with it ("TALON, N=24"), as the tables name rows
+    rows = pd.concat([rows[(rows["method"] == m) & _same_size(rows, m)] for m in methods])
+    titles = [row_label(next(rows[rows["method"] == m].itertuples())) for m in methods]
+    fig = make_subplots(rows=1, cols=len(methods), subplot_titles=titles, shared_yaxes=True)
     cats = list(dict.fromkeys(rows["category"]))
     for col, method in enumerate(methods, 1):
         for k, cat in enumerate(cats):

@@ -278,14 +278,27 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
         go.Scatter(
             x=[nodes, nodes],
             y=[expected, expected / price],
-            mode="markers+text",
-            text=[f"cost rule's tree: {nodes} nodes", ""],
-            textposition="top center",
-            textfont={"size": 11, "color": PICK_COLOUR},
+            mode="markers",
             name=f"the cost rule's own tree ({nodes} nodes): expected tokens, ÷ price",
             marker=star,
             hovertemplate=hover,
         )
+    )
+    # a label off to the right on an arrow: text centred over a star near N = 0 was cut at the plot's edge
+    # and printed over the markers around it
+    fig.add_annotation(
+        x=nodes,
+        y=expected,
+        text=f"cost rule's tree: {nodes} nodes",
+        font={"size": 11, "color": PICK_COLOUR},
+        bgcolor=LABEL_BACKGROUND,
+        bordercolor=PICK_COLOUR,
+        borderwidth=1,
+        showarrow=True,
+        arrowcolor=PICK_COLOUR,
+        ax=50,
+        ay=-36,
+        xanchor="left",
     )
     fig.add_trace(
         go.Scatter(

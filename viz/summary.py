@@ -444,9 +444,16 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     measured_saving = 1 - 1 / speed["median"] if speed["median"] else 0.0
     n = len(pairs)
     reps = f"{n} interleaved repetitions" if n > 1 else "one run each"
+    # each repetition's async run against the sync run beside it (the median of those pairs, which can
+    # differ from the ratio of the table's median times when a busy spell hit one pair)
     lines = [
-        f"Outputs are {same_text}. Measured over {reps}: async ran at {speed['median']:.2f}× sync's speed"
-        + (f" (spread {speed['low']:.2f}–{speed['high']:.2f}×)" if n > 1 else "")
+        f"Outputs are {same_text}. Measured over {reps}: "
+        + (
+            f"async ran at {speed['median']:.2f}× the speed of the sync run beside it (median of the {n} pairs, "
+            f"spread {speed['low']:.2f}–{speed['high']:.2f}×; the table's times are each side's median)"
+            if n > 1
+            else f"async ran at {speed['median']:.2f}× sync's speed"
+        )
         + f"; {hit:.0%} of the guesses were right, so overlap could have hidden at most {possible:.0%} of the sync "
         "time here."
     ]

@@ -41,6 +41,15 @@ COLOR_MODE_LABELS = {
     "source": "source (model or prompt lookup)",
 }
 """What each colour mode shows, for the mode picker and the legend."""
+
+
+def colour_help(modes) -> str:
+    """The picker's line on ``modes`` (names from ``COLOR_MODES``): each with what it shows, its name
+    said once."""
+    labels = (COLOR_MODE_LABELS[m] for m in modes)
+    return "; ".join(label if label.startswith(m) else f"{m}: {label}" for m, label in zip(modes, labels))
+
+
 RELATIVE_FLOOR = 1e-3
 """The relative colour scale runs from this ratio (and below) to 1, log-scaled."""
 
