@@ -309,6 +309,14 @@ def test_fitted_tables_round_trip(tmp_path):
     save(table, tmp_path / "c.json", {"note": "x"})
     assert load(tmp_path / "c.json") == table
     assert load(tmp_path / "missing.json") is None
+    assert [f.name for f in tmp_path.iterdir()] == ["c.json"]  # written whole, no temporary file left
+
+
+def test_an_unreadable_calibration_table_is_reported_not_silently_dropped(tmp_path, caplog):
+    (tmp_path / "c.json").write_text('{"q_edges": [0.1, 0.2], "cells": [{"sour')  # cut short by a crash
+    with caplog.at_level("WARNING", logger="talon.drafters.calibration"):
+        assert load(tmp_path / "c.json") is None
+    assert "c.json is unreadable" in caplog.text and "raw confidence" in caplog.text
 
 
 # ---- the cost curve -----------------------------------------------------------------------------------------

@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_text_atomically
 from ..tree import ACCEPTED, SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
+
+log = logging.getLogger(__name__)
 
 Q_EDGES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
 """Bin edges of the draft probability q (14 bins; the last holds q in [0.99, 1])."""
@@ -330,7 +334,7 @@ def expected_calibration_error(rows: Sequence[dict]) -> float:
 
 def save(table: dict[Cell, float], path: Path, meta: dict | None = None) -> None:
     rows = [{"source": s, "depth": d, "bin": b, "match": m, "accepted": v} for (s, d, b, m), v in sorted(table.items())]
-    path.write_text(json.dumps({"q_edges": list(Q_EDGES), "cells": rows, **(meta or {})}, indent=1))
+    write_text_atomically(path, json.dumps({"q_edges": list(Q_EDGES), "cells": rows, **(meta or {})}, indent=1))
 
 
 def load(path: Path) -> dict[Cell, float] | None:
@@ -343,7 +347,10 @@ def load(path: Path) -> dict[Cell, float] | None:
         return {
             (r["source"], int(r["depth"]), int(r["bin"]), int(r["match"])): float(r["accepted"]) for r in data["cells"]
         }
-    except (OSError, ValueError, KeyError, TypeError):
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as err:  # there, but not a table: say so, plan without it
+        log.warning("Calibration table %s is unreadable (%s); the drafter plans with its raw confidence.", path, err)
         return None
 
 

@@ -50,12 +50,14 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as tensor_bytes
 from torch import nn
 from transformers import LlamaConfig
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
+from ..files import write_atomically, write_text_atomically
 from ..models.cpu_linear import drafter_dtype
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.loaded import LoadedModel, ModelLoadError
@@ -552,6 +554,6 @@ def save_eagle3(
         )
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(state, directory / EAGLE3_WEIGHTS[0])
-    (directory / EAGLE3_CONFIG).write_text(json.dumps(meta, indent=1))
+    write_atomically(directory / EAGLE3_WEIGHTS[0], lambda f: f.write(tensor_bytes(state)))
+    write_text_atomically(directory / EAGLE3_CONFIG, json.dumps(meta, indent=1))
     return directory

@@ -29,13 +29,15 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import snapshot_download
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as tensor_bytes
 from torch import nn
 from transformers import LlamaConfig
 from transformers.cache_utils import Cache
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding
 
 from ..config import ASSETS
+from ..files import write_atomically, write_text_atomically
 from ..models.cpu_linear import drafter_dtype, pack_for_device, quantize_small_rows
 from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
@@ -204,9 +206,10 @@ class DraftHead(nn.Module):
             for k, v in self.state_dict().items()
             if not k.startswith(("rotary.", "draft_lm_head."))
         }
-        save_file(state, directory / HEAD_WEIGHTS)
+        # each file whole or not at all: a half-written file would fail the next load, not this save
+        write_atomically(directory / HEAD_WEIGHTS, lambda f: f.write(tensor_bytes(state)))
         meta = {**asdict(self.config), "feature_layers": list(self.config.feature_layers), **(extra or {})}
-        (directory / HEAD_CONFIG).write_text(json.dumps(meta, indent=1))
+        write_text_atomically(directory / HEAD_CONFIG, json.dumps(meta, indent=1))
 
 
 def scatter_draft_logits(rows: torch.Tensor, draft_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -34,7 +34,6 @@ import argparse
 import json
 import math
 import random
-import shutil
 import sys
 import time
 import zlib
@@ -558,9 +557,8 @@ def run(args: TrainArgs, log=print) -> Path:
     else:
         head.save(export, extra=extra)
     if args.ship:
-        args.ship.mkdir(parents=True, exist_ok=True)
-        for name in (p.name for p in export.iterdir()):
-            shutil.copy2(export / name, args.ship / name)
+        for name in (p.name for p in export.iterdir()):  # each file whole: a crash never leaves half of one
+            write_atomically(args.ship / name, lambda f, name=name: f.write((export / name).read_bytes()))
     log(f"done in {time.time() - t0:.0f} s -> {export}")
     return export
 
