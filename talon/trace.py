@@ -34,8 +34,8 @@ class StepRecord(Verdict):
         verify_seconds: wall time of the target's forward, the acceptance walk and the KV commit.
         drafter_forwards: drafter calls this step (one batched forward per tree layer grown).
         bookkeeping_seconds: wall time of the rest of the step (async waiting, the drafter's commit,
-            the target's per-node probabilities for the views, this record): the three phases follow
-            one another, so ``step_seconds`` is the step's wall clock.
+            this record): the three phases follow one another, so ``step_seconds`` is the step's wall
+            clock.
         drafter_info: the drafter's state when it drafted this tree (a hybrid's source weights).
         root_top1: the drafter's top-1 probability after the root (its confidence at this step);
             ``None`` for autoregressive decoding.

@@ -485,12 +485,13 @@ def test_where_a_third_row_costs_less_than_a_second_unlikely_candidates_pay_toge
     weak = [Candidate(0, t, math.log(0.05), SOURCE_MODEL, 0, accept=0.05) for t in range(6)]
     # the first alone lowers E / price (1.05 / 1.17 < 1 / 1.06); with the next two it beats the root alone
     assert (1 + 0.05) / dip.price(2, [1]) < 1 / dip.price(1, [1])
-    assert rule.affordable(1.0, 1, [1], weak) == 5  # 6 nodes; a seventh would cost a step's tenth more
-    assert rule.affordable(1.0, 1, [1], weak[:1]) == 0  # one alone: a plain step
+    # 6 nodes; a seventh would cost a step's tenth more
+    assert rule.affordable(1.0, 1, [1], [c.accept for c in weak]) == 5
+    assert rule.affordable(1.0, 1, [1], [weak[0].accept]) == 0  # one alone: a plain step
     # on a curve that only rises, the best prefix is where the next candidate stops paying
     rising = CostRule(Calibration(), curve(slope=0.1, call=0.06), sizing=True)
     cands = [Candidate(0, t, 0.0, SOURCE_MODEL, 0, accept=a) for t, a in enumerate((0.5, 0.2, 0.08, 0.01))]
-    kept = rising.affordable(1.0, 1, [1], cands)
+    kept = rising.affordable(1.0, 1, [1], [c.accept for c in cands])
     assert kept == 2 and (1.7 + 0.08) / rising.curve.price(4, [1]) < 1.7 / rising.curve.price(3, [1])
 
 

@@ -206,7 +206,7 @@ class Growth:
         """How many of ``candidates`` (best first) the cost rule keeps (all when it does not size)."""
         if not self.sizing:
             return len(candidates)
-        return self.rule.affordable(self.expected, len(self.tree), self.call_widths, candidates)
+        return self.rule.affordable(self.expected, len(self.tree), self.call_widths, [c.accept for c in candidates])
 
     def deeper(self, frontier: Sequence[int]) -> bool:
         """Whether a layer below ``frontier`` (nodes of one depth) is within ``max_depth``; sets the stop
@@ -435,13 +435,7 @@ class Eagle2Builder(TreeBuilder):
     @staticmethod
     def _best_prefix(growth: Growth, order: list[int]) -> int:
         """The number of re-ranked nodes whose tree has the most expected tokens per unit price."""
-        expected, best, best_m = 1.0, 1.0 / growth.rule.price(1, growth.call_widths), 0
-        for m, node in enumerate(order, start=1):
-            expected += growth.accept[node]
-            ratio = expected / growth.rule.price(m + 1, growth.call_widths)
-            if ratio > best:
-                best, best_m = ratio, m
-        return best_m
+        return growth.rule.affordable(1.0, 1, growth.call_widths, [growth.accept[n] for n in order])
 
 
 class TalonBuilder(TreeBuilder):

@@ -73,17 +73,16 @@ class CostRule:
         return None if self.curve is None else self.curve.price(nodes, call_widths)
 
     # ---- decisions -------------------------------------------------------------------------------------
-    def affordable(
-        self, expected: float, nodes: int, call_widths: Sequence[int], candidates: Sequence[Candidate]
-    ) -> int:
-        """How many of ``candidates`` (best first, ``accept`` filled in) to add to a tree of ``nodes``
-        nodes worth ``expected`` tokens: the prefix with the most E / price (the shortest of equals; 0
-        when none beats the tree as it is).  A prefix, not a stop at the first candidate that alone does
-        not pay, because the curve need not rise with every node: where a second row costs more than a
-        third (a CPU kernel's blocking), two unlikely candidates can pay together where one does not."""
+    def affordable(self, expected: float, nodes: int, call_widths: Sequence[int], accepts: Sequence[float]) -> int:
+        """How many of the candidates whose acceptance probabilities are ``accepts`` (best first) to add to a
+        tree of ``nodes`` nodes (the root included) worth ``expected`` tokens: the prefix with the most
+        E / price (the shortest of equals; 0 when none beats the tree as it is).  A prefix, not a stop at
+        the first candidate that alone does not pay, because the curve need not rise with every node: where
+        a second row costs more than a third (a CPU kernel's blocking), two unlikely candidates can pay
+        together where one does not."""
         best, best_k = expected / self.curve.price(nodes, call_widths), 0
-        for k, c in enumerate(candidates, start=1):
-            expected += c.accept
+        for k, accept in enumerate(accepts, start=1):
+            expected += accept
             ratio = expected / self.curve.price(nodes + k, call_widths)
             if ratio > best:
                 best, best_k = ratio, k
