@@ -210,6 +210,12 @@ def spread(values: Sequence[float]) -> dict:
     return {"median": mid, "low": ordered[0], "high": ordered[-1], "n": n}
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0 to 1) of ``values``, the nearest of them by rank (NaN for none)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
 SAME_SPEED = 0.03
 """Two methods whose paired time ratios all lie within this share of 1 run at the same speed."""
 

@@ -448,13 +448,13 @@ def test_a_sweep_that_ends_after_the_settings_changed_is_dropped(target, registr
     session = Session(trace=run, lab=LabState(run, 0, frozen))
     sweep = ("budget", "talon", 8, 3, 0.05, 5, 4)
     assert tree_lab.sweep(session, *sweep) != gr.skip() and session.lab_results
-    points = tree_lab._sweep_points
+    points = FrozenStep.sweep
 
-    def changed_meanwhile(*args):
+    def changed_meanwhile(*args, **kwargs):
         tree_lab.results_outdated(session)  # N moved while the sweep was drawn
-        return points(*args)
+        return points(*args, **kwargs)
 
-    monkeypatch.setattr(tree_lab, "_sweep_points", changed_meanwhile)
+    monkeypatch.setattr(FrozenStep, "sweep", changed_meanwhile)
     assert tree_lab.sweep(session, *sweep) == gr.skip() and not session.lab_results
 
 

@@ -26,6 +26,7 @@ from collections import defaultdict
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
+from talon.metrics import percentile
 
 from . import tree_lab
 from .compute import call_on_fresh_thread
@@ -34,11 +35,6 @@ from .shared import DEFAULT_DRAFTER, DEFAULT_TREE, EMBEDDED, EXAMPLES, REGISTRY
 
 PREDICTABLE = ("code", "math", "extraction", "lists")
 """Categories whose text the drafter can predict (the issue's examples); ``chat`` is open text."""
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 BOUND_CHAIN = 12
@@ -146,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| N | lab changes | p50 (s) | p90 (s) |\n| --- | --- | --- | --- |")
     for budget in budgets:
         print(
-            f"| {budget} | {len(seconds[budget])} | {_percentile(seconds[budget], 0.5):.3f} | "
-            f"{_percentile(seconds[budget], 0.9):.3f} |"
+            f"| {budget} | {len(seconds[budget])} | {percentile(seconds[budget], 0.5):.3f} | "
+            f"{percentile(seconds[budget], 0.9):.3f} |"
         )
 
 

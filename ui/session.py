@@ -100,12 +100,6 @@ class LiveRun:
     def done(self) -> bool:
         return self._done.is_set()
 
-    @property
-    def queued(self) -> bool:
-        """Whether the run's next step is waiting in the queue right now."""
-        ticket = self.ticket
-        return ticket is not None and ticket.started_at is None
-
     def stop(self) -> None:
         """Ask the run to stop before its next step."""
         self._stop.set()

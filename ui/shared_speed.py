@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gradio_client import Client
 
+from talon.metrics import percentile
 from talon.trace import RunTrace
 
 from .shared import EXAMPLES, ROOT
@@ -35,11 +36,6 @@ APP_DEFAULT = "app-default"
 """``--wait-policy`` value that leaves ``OMP_WAIT_POLICY`` to each app."""
 LAB_PAUSE = 0.5
 """Seconds between two lab changes (a person reads the tree before moving the slider again)."""
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
 def explore(client: Client, prompt: str, max_new: int) -> tuple[float, RunTrace]:

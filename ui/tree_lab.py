@@ -10,14 +10,14 @@ per tree, which take turns with other users' decodes."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from functools import partial
 
 import gradio as gr
 import pandas as pd
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.decode import Replay, replayable, run_settings
-from talon.engine.frozen_step import LAB_METHODS, FrozenStep, sweep_row
+from talon.engine.frozen_step import LAB_METHODS, FrozenStep
 from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
@@ -474,15 +474,6 @@ def every_method_held(session: Session, *settings):
     return every_method(session, *settings) if holds_run_step(session) else gr.skip()
 
 
-def _sweep_points(frozen: FrozenStep, cfg: TreeConfig, field: str, values, curve: CostCurve | None = None):
-    """``FrozenStep.sweep`` with each tree a ``STEP`` job of its own (other users' decode steps take turns
-    with them)."""
-    return [
-        sweep_row(COMPUTE.run(frozen.explore, replace(cfg, **{field: v}), curve=curve, priority=STEP), field, v)
-        for v in values
-    ]
-
-
 @model_work()
 def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     """Accepted drafts, depth and widest layer at the frozen step against N, mu or K (EAGLE-2 from K=1)."""
@@ -493,7 +484,7 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
         topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
-    rows = _sweep_points(state.frozen, cfg, field, values)
+    rows = state.frozen.sweep(cfg, field, values, run=partial(COMPUTE.run, priority=STEP))  # turns with decodes
     now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
     if not _still_current(session, version):  # the settings changed while it was drawn
         return gr.skip()
@@ -534,7 +525,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     rows = []
     for k, n in enumerate(PRICE_BUDGETS):
         progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
-        rows.extend(_sweep_points(frozen, cfg, "budget", [n], curve))
+        rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP)))
     progress(1.0, desc="The tree the cost rule picks...")
     picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}

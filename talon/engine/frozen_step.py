@@ -25,7 +25,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -371,13 +371,22 @@ class FrozenStep:
                 out[method] = str(err)
         return out
 
-    def sweep(self, cfg: TreeConfig, field: str, values: Sequence, curve: CostCurve | None = None) -> list[dict]:
+    def sweep(
+        self,
+        cfg: TreeConfig,
+        field: str,
+        values: Sequence,
+        curve: CostCurve | None = None,
+        run: Callable[..., StepRecord] | None = None,
+    ) -> list[dict]:
         """``explore`` with ``field`` (``budget``, ``mu`` or ``topk``) set to each of ``values``: per value the
         accepted drafts, depth reached, widest layer, drafter calls and draft nodes, and what a price needs:
         ``committed`` (the tokens the run would commit: accepted + bonus, cut at an end-of-sequence token),
         ``expected`` (by the calibrated confidence), ``price`` (in plain steps, by ``curve`` or this device's
-        curve; None without one), ``size`` (nodes, root included), ``call_widths`` and ``stop``."""
-        return [sweep_row(self.explore(replace(cfg, **{field: v}), curve=curve), field, v) for v in values]
+        curve; None without one), ``size`` (nodes, root included), ``call_widths`` and ``stop``.  ``run(fn,
+        *args, **kwargs)`` calls each ``explore`` (a server: one queued job a tree); None calls it here."""
+        run = run or (lambda fn, *args, **kwargs: fn(*args, **kwargs))
+        return [sweep_row(run(self.explore, replace(cfg, **{field: v}), curve=curve), field, v) for v in values]
 
     def pick(self, cfg: TreeConfig, curve: CostCurve | None = None, cap: int = AUTO_CAP) -> StepRecord:
         """The tree the cost rule would grow at this step for ``cfg``'s method and shape settings (N =

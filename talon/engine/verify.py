@@ -12,8 +12,8 @@ tree with more gets the leaves the walk is likely to end at, those whose draft p
 least ``LEAF_HEAD_PROB``.  On a CPU with native bfloat16 linears the head scores a few rows in
 bfloat16 and recomputes in float32 only the tokens that could be the answer
 (``talon.models.lm_head``), so the token picked is still the float32 argmax.
-``greedy_accept`` and ``sampling_accept`` are the same walk as pure functions of full per-node logits,
-for tests and the lab.
+``greedy_accept`` and ``sampling_accept`` are the same walk as pure functions of full per-node logits:
+the tests' reference for the verifier, and (``sampling_accept``) the lab's re-rolls.
 """
 
 from __future__ import annotations
