@@ -182,26 +182,12 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     (what a fixed N means for every method, and the Tree lab's starting N); a default run on either
     device sizes its trees by the cost rule instead (N = auto, capped at ``AUTO_CAP``).
 
-    On a GPU (CUDA graphs) side by side over every fixed N (the head suite's ``auto_vs_fixed`` on an
-    H200, three runs) N=24 with the paper's K=10, mu=0.03 was the fastest every time (the paper's N=60
-    5-7 % slower), and auto-sized trees ran 0.92-0.97x N=24, so the GPU default is that fixed tree.
-    Since graphs read keys in spans (docs/benchmarks.md, "Graphs per key span") a plain step is 40 %
-    cheaper there, verifying 5 to 32 nodes costs about 1.55 plain steps and a head call 0.22-0.29 of
-    one; N=24 and auto then ran 0.94-1.00x plain decoding on an H100 and an H200.  With attention as
-    batched matmuls ("Grouped attention on the GPU") a plain step is another 11-13 % cheaper on the
-    H200, verifying 5 to 32 nodes costs 1.6 plain steps, and N=24 ran 0.91-1.02x plain decoding, still
-    the fastest tree setting (auto 0.98-0.99x of it).  With a tree's few rows multiplied by cuBLASLt
-    where it is faster ("cuBLASLt for a tree's few rows", ``talon.models.gpu_linear``) verifying 2 to 16
-    nodes costs 1.3-1.6 plain steps, and auto-sized trees ran 1.03-1.04x N=24 (the fastest fixed N) in
-    both processes measured (0.97-1.00x before; 1.01-1.03x in four more on an H200 and 1.02-1.06x in two
-    on an H100 a session later), so a GPU's default run sizes its trees by the cost rule too, with the
-    paper's K=10, mu=0.03 (plain decoding was still 0.99-1.07x as fast there).  On the
-    2-core CPUs we measured a tree of 25 nodes costs 1.6-2.1 plain steps to verify (AVX2 and AVX-512
-    EPYCs, docs/benchmarks.md), so the default sizes trees by the cost rule with K=6 root children and
-    mu=0.1.  The fixed N=24 is what the fixed-size methods and the Tree lab start from: a tree big
-    enough for the gate to shape, not the fastest fixed size (on the AVX-512 EPYC the fastest fixed size
-    was N=4 or N=8 as the hour's curve had it, and auto beat it by 5-6 %; an older sweep on the AVX2 one
-    found N=8)."""
+    On a GPU (CUDA graphs), with the paper's K=10, mu=0.03, auto-sized trees ran 1.01-1.06x the fastest
+    fixed N (N=24) side by side over every fixed N on an H200 and an H100.  On the 2-core CPUs measured
+    a 25-node tree costs 1.6-2.1 plain steps to verify, so the CPU default has K=6 root children and
+    mu=0.1, and auto ran 1.04-1.11x the fastest fixed N (N=4 to 8, as each machine's curve had it).  The
+    fixed N=24 is where the fixed-size methods and the Tree lab start: a tree big enough for the gate to
+    shape, not the fastest fixed size.  The measurements are in docs/benchmarks.md."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),

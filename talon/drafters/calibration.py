@@ -41,12 +41,11 @@ MAX_MATCH_BUCKET = 3
 PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
 SCALE_STRENGTH = {SOURCE_MODEL: 4.0, SOURCE_RETRIEVAL: 10.0}
-"""Per source, how many expected acceptances the run-level scale starts from at 1 (the prior as fitted).
-A model's drafts move faster: 4 in place of 10 lowered TALON auto's mean and largest per-category
-|E / committed - 1| on two prompt sets no suite runs (the head trainer's held-out pool; MT-Bench 9-32
-with HumanEval 8-23) and on the headline's, on the AMX Xeon as on the Zen 4 before it; for prompt
-lookup's, whose acceptance swings more between copies and guesses, faster learning helped on one set
-and hurt on another (docs/benchmarks.md, run 34)."""
+"""Per source, how many expected acceptances the run-level scale starts from at 1 (the prior as fitted):
+the smaller, the faster a run's own verdicts move it.  A model's drafts learn fast (4): that gave TALON
+auto the smallest calibration errors per category on two prompt sets no suite runs and on the headline
+suite; prompt lookup's acceptance swings between copies and guesses, and faster learning there helped on
+one set and hurt on another, so it learns at 10 (docs/benchmarks.md, run 34)."""
 PRIOR_BINS = 50
 """The reached nodes' priors are kept in this many equal bins of [0, 1] (count and sum) to fit the scale."""
 ODDS_LOG_RANGE = 7.0

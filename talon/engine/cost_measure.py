@@ -54,11 +54,8 @@ ROOT_TOKENS = 2
 """Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
 the first call feeds the drafter those rows before it proposes after the root."""
 MEASUREMENT = "round ratios, median, every size to 8, first call, bookkeeping and builder work"
-"""Names how ``measure_curve`` measures (part of a curve's key): curves cached by an earlier way of
-measuring (the least time of each piece, which under a neighbour's drifting load priced small trees at
-half their cost, or which timed verification at 1, 2, 4 and 8 nodes only and made it non-decreasing,
-hiding a dip at 3 to 6 rows, or which priced a step's first call as a later call of width 1 and left
-out a drafted step's bookkeeping, or the builder's own work per call) are measured again."""
+"""Names how ``measure_curve`` measures (part of a curve's key): a curve cached by another way of
+measuring (other statistics, other sizes timed, other pieces priced) is measured again, not reused."""
 BUILDER_STEPS = 3
 """The fewest drafted steps of the device's default tree, sized by the curve's other pieces, whose
 builder work is timed (as many as rounds when there are more; each after a plain step, its ratio to
@@ -280,8 +277,8 @@ class _Pieces:
 def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
     graphs = graphs_setting()
     if graphs == "on" and target.device.type == "cuda":
-        # Curves measured before rows took the cheapest bucket, or before graphs read keys in spans
-        # rather than the whole buffer, priced slower forwards.
+        # the graphs' bucket and key-span rules set a forward's price: a curve cached under other rules
+        # is measured again
         graphs += " (rows in the cheapest bucket, keys in spans)"
     return CurveKey(
         target=target.identity or target.name,
