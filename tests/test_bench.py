@@ -19,6 +19,7 @@ from talon.bench.cost import curve_from_rows, curve_rows
 from talon.bench.peers import PROMPT_LOOKUP_NGRAM, PROMPT_LOOKUP_TOKENS, default_assistant_spec, generate_kwargs
 from talon.config import ConfigError, TreeConfig
 from talon.engine.stopping import cut_at_eos
+from talon.models.loaded import ModelLoadError
 from talon.training.calibrate import CALIBRATION_PROMPTS
 from talon.training.prompt_pool import is_disjoint_from_benchmarks
 from tests.bench_fakes import CATEGORIES, fake_runs, write_fake_results
@@ -550,7 +551,17 @@ def test_a_run_never_writes_over_earlier_results(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "run_suite", lambda *a, **k: pytest.fail("a model would load"))
     assert cli.main(["--suite", "smoke", "--out-dir", str(earlier)]) == 2
     assert "already holds results" in capsys.readouterr().err and (earlier / "runs.csv").is_file()
+    # --overwrite whose run fails before it measures anything (a target that does not load) keeps them
+    kept = sorted(p.name for p in earlier.iterdir())
+
+    def no_target(*a, **k):
+        raise ModelLoadError("Target (--target): 'someorg/some-model' is not a local directory")
+
+    monkeypatch.setattr(cli, "run_suite", no_target)
+    assert cli.main(["--suite", "smoke", "--out-dir", str(earlier), "--overwrite"]) == 2
+    assert sorted(p.name for p in earlier.iterdir()) == kept and "someorg" in capsys.readouterr().err
     assert bench_results.claim_out_dir(earlier, overwrite=True) == earlier
+    bench_results.clear_earlier(earlier)  # as the new run writes its first results
     assert sorted(p.name for p in earlier.iterdir()) == ["notes.txt"]  # not a file the earlier run did not write
     a_file = tmp_path / "a-file"
     a_file.write_text("")

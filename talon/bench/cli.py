@@ -312,13 +312,19 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
         check_suite_settings(suite, device_default_tree(gpu_available())[0])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
-        result = run_suite(
-            suite, args.target, args.limit, log, checkpoint=lambda partial: write_suite(out_dir, partial, command)
-        )
+        written = []  # whether this run has written results yet: the earlier run's go just before
+
+        def save(partial: dict) -> list[Path]:
+            if not written:
+                results.clear_earlier(out_dir)
+                written.append(True)
+            return write_suite(out_dir, partial, command)
+
+        result = run_suite(suite, args.target, args.limit, log, checkpoint=save)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    paths = write_suite(out_dir, result, command)
+    paths = save(result)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
     if table.empty:
         print(f"No run was measured (skipped: {result['meta']['skipped'] or 'none'}); wrote {out_dir}", file=sys.stderr)
@@ -357,6 +363,7 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    results.clear_earlier(out_dir)
     path = results.write_cost(out_dir, rows)
     meta = {
         "suite": COST_SUITE,

@@ -309,22 +309,32 @@ def claim_out_dir(out_dir: Path, overwrite: bool = False) -> Path:
     """Make ``out_dir`` ready for a run's files before anything is measured: created if missing and
     checked writable; ``ConfigError`` when it is a file, or when it already holds results and
     ``overwrite`` is False (a new run must not replace another's runs at its first checkpoint).  With
-    ``overwrite`` the earlier run's files (``RESULT_FILES`` and the charts its ``meta.json`` names) are
-    removed, so no stale chart or ``cost.csv`` is read as the new run's."""
+    ``overwrite`` the earlier run's files stay until the new run writes its first results
+    (``clear_earlier``): a run that fails to load its models leaves them as they were."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out-dir {out_dir} is a file: name a directory.")
-    earlier = [name for name in RESULT_FILES if (out_dir / name).is_file()]
+    earlier = _earlier_results(out_dir)
     if earlier and not overwrite:
         raise ConfigError(
             f"{out_dir} already holds results ({', '.join(earlier)}): choose a new --out-dir, or pass "
             "--overwrite to replace them."
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in _written_files(out_dir) if earlier else ():
-        (out_dir / name).unlink(missing_ok=True)
     check_writable(out_dir)
     return out_dir
+
+
+def _earlier_results(out_dir: Path) -> list[str]:
+    return [name for name in RESULT_FILES if (out_dir / name).is_file()]
+
+
+def clear_earlier(out_dir: Path) -> None:
+    """Remove an earlier run's files from ``out_dir`` (``RESULT_FILES`` and the charts its ``meta.json``
+    names, nothing else), so that no stale chart or ``cost.csv`` is read as the new run's: called as the
+    new run writes its first results into a folder ``claim_out_dir`` let it overwrite."""
+    for name in _written_files(out_dir) if _earlier_results(out_dir) else ():
+        (out_dir / name).unlink(missing_ok=True)
 
 
 def _written_files(out_dir: Path) -> set[str]:
