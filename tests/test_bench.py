@@ -844,3 +844,20 @@ def test_the_methods_table_names_each_experiment_in_the_method_where_there_are_s
     assert list(table.columns) == list(bench_charts.METHODS_COLUMNS.values())
     names = list(table["method"])
     assert names[0].endswith(": autoregressive") and "again: TALON, N=16" in names
+
+
+def test_charts_refuse_a_folder_that_holds_no_results(tmp_path, capsys):
+    """``python -m viz.bench_plots`` on a missing folder, a folder of other files or a results *file*
+    says so and exits non-zero, writing nothing there (it made the folder and a stray meta.json)."""
+    from viz.bench_plots import main as plots_main
+
+    other = tmp_path / "runs"
+    other.mkdir()
+    (other / "r1.json").write_text("{}")
+    (tmp_path / "r.json").write_text("{}")
+    for path in (tmp_path / "missing", other, tmp_path / "r.json"):
+        assert plots_main([str(path), "--no-png"]) == 2
+        assert "is not a results directory" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists() and [p.name for p in other.iterdir()] == ["r1.json"]
+    done = write_fake_results(tmp_path / "done")
+    assert plots_main([str(done), "--no-png"]) == 0 and "wrote" in capsys.readouterr().out

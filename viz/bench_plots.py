@@ -39,7 +39,13 @@ def write_plots(out_dir: Path, png: bool = True) -> tuple[list[Path], str]:
 
 
 def record_plots(out_dir: Path, png: bool = True) -> list[Path]:
-    """``write_plots`` and list the charts in the directory's meta.json (``files``, ``png``)."""
+    """``write_plots`` and list the charts in the directory's meta.json (``files``, ``png``); ``ValueError``
+    for a path that is not a results directory (nothing is written there)."""
+    if not out_dir.is_dir() or not any((out_dir / name).is_file() for name in ("runs.csv", results.COST)):
+        raise ValueError(
+            f"{out_dir} is not a results directory (no runs.csv or {results.COST}): name a folder written by "
+            "python -m talon.bench --suite NAME --out-dir DIR."
+        )
     meta, _, _ = results.read_results(out_dir)
     if not meta.get("complete", True):
         raise ValueError(f"{out_dir}: the suite has not finished (meta.json says complete: false)")
@@ -63,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         print(f"{d}: wrote {', '.join(p.name for p in paths) or 'no charts (no data)'}")
+        if paths and not any(p.suffix == ".png" for p in paths) and not args.no_png:
+            print(f"{d}: {results.read_results(Path(d))[0].get('png', 'PNG skipped.')}", file=sys.stderr)
     return 0
 
 
