@@ -166,7 +166,7 @@ def _prompts_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summary_fails(tmp_path, monkeypatch):
+def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summary_fails(tmp_path, monkeypatch, capsys):
     from talon.bench import runner
 
     out = tmp_path / "r.json"
@@ -193,6 +193,12 @@ def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summar
     assert by_method["hf_generate"]["speedup"] > 0 and by_method[talon]["MAT"] >= 1
     talon_steps = next(r for r in result["runs"] if r["method"] == talon)["steps"]
     assert all({"expected", "price", "stop"} <= set(s) for s in talon_steps)
+    # each run says what ran, and whether it emitted plain decoding's tokens
+    rows = {r["method"]: r for r in result["runs"]}
+    assert (rows[talon]["auto"], rows[talon]["budget"], rows[talon]["drafter"]) == (True, 128, "n-gram prompt lookup")
+    assert "auto" not in result["tree_config"] and "budget" not in rows["hf_generate"]
+    assert all(r["matches_ar"] is True for r in result["runs"]) and result["complete"] is True
+    assert {r["method"]: r["matches_ar"] for r in result["summary"]}[talon] == 1.0
 
     def broken(_runs):
         raise RuntimeError("summary failed")
@@ -201,7 +207,15 @@ def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summar
     with pytest.raises(RuntimeError, match="summary failed"):
         main(args + ["--out", str(tmp_path / "cut.json")])
     cut = json.loads((tmp_path / "cut.json").read_text())  # written before the summary was attempted
-    assert len(cut["runs"]) == 4 and cut["summary"] is None
+    assert len(cut["runs"]) == 4 and cut["summary"] is None and cut["complete"] is False
+
+    def interrupt(_runs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "summarize_runs", interrupt)  # Ctrl-C after the last prompt's checkpoint
+    assert main(args + ["--out", str(tmp_path / "stopped.json")]) == 130
+    assert "interrupted: 4 runs of 1 whole prompts" in capsys.readouterr().err
+    assert json.loads((tmp_path / "stopped.json").read_text())["complete"] is False
 
 
 def test_an_unreachable_drafter_names_the_option(tmp_path, capsys):

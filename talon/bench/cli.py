@@ -245,9 +245,25 @@ def _comma_list(text: str | None) -> list[str] | None:
     return None if text is None else [m.strip() for m in text.split(",") if m.strip()]
 
 
+def interrupted(runs: list[dict], where: Path) -> int:
+    """What Ctrl-C leaves: a line on the runs already written to ``where`` (every method's runs of the
+    prompts that ended; ``complete`` false there), and the shell's exit status for an interrupt."""
+    prompts = len({r["prompt_id"] for r in runs})
+    if runs:
+        print(
+            f"interrupted: {len(runs)} runs of {prompts} whole prompts are in {where} (complete: false; "
+            "the prompt in progress was dropped)",
+            file=sys.stderr,
+        )
+    else:
+        print("interrupted before the first prompt ended: nothing was written", file=sys.stderr)
+    return 130
+
+
 def main_methods(args: argparse.Namespace) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
     methods = _comma_list(args.methods) or [m for m in METHODS if m != "hybrid"]
+    out, saved = Path(args.out), []  # saved: the last checkpoint, for the line an interrupted run ends with
     try:
         unknown = [p for p in map(method_problem, methods) if p]
         if unknown:
@@ -270,7 +286,12 @@ def main_methods(args: argparse.Namespace) -> int:
         prompts = read_prompts(args.prompts)[: args.limit]
         if not prompts:
             raise ConfigError(f"{args.prompts} holds no prompts: one JSON object a line with id, category, prompt.")
-        out = results.claim_out_file(Path(args.out), args.overwrite)
+        out = results.claim_out_file(out, args.overwrite)
+
+        def save(partial: dict) -> None:
+            write_json(out, partial)
+            saved[:] = [partial]
+
         result = run_benchmark(
             prompts,
             methods,
@@ -279,11 +300,13 @@ def main_methods(args: argparse.Namespace) -> int:
             decode_cfg,
             log=lambda s: print(s, file=sys.stderr),
             assistant=args.assistant,
-            checkpoint=lambda partial: write_json(out, partial),
+            checkpoint=save,
         )
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return interrupted(saved[0]["runs"] if saved else [], out)
     write_json(out, result)
     table = pd.DataFrame(result["summary"]).set_index("method")
     print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
@@ -295,6 +318,7 @@ def main_methods(args: argparse.Namespace) -> int:
 def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The suite mode (``--suite``): a results directory, the overall table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    out_dir, written = Path(args.out_dir), []  # written: whether this run has written results yet
     try:
         methods, experiments = _comma_list(args.methods), _comma_list(args.experiments)
         suite = with_overrides(
@@ -311,11 +335,10 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
         check_cap_used(args, [m for e in suite.experiments for m in e.methods])
         check_suite_settings(suite, device_default_tree(gpu_available())[0])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-        out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
-        written = []  # whether this run has written results yet: the earlier run's go just before
+        out_dir = results.claim_out_dir(out_dir, args.overwrite)
 
         def save(partial: dict) -> list[Path]:
-            if not written:
+            if not written:  # the earlier run's files go just before this run's first
                 results.clear_earlier(out_dir)
                 written.append(True)
             return write_suite(out_dir, partial, command)
@@ -324,6 +347,9 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        runs = results.read_results(out_dir)[1] if written else None
+        return interrupted([] if runs is None else runs.to_dict("records"), out_dir)
     paths = save(result)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
     if table.empty:

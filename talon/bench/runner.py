@@ -276,9 +276,16 @@ def summarize_runs(runs: list[dict]) -> list[dict]:
                 "draft_share": p["draft_share"],
                 "speedup": metrics.speedup(ar_seconds, p["seconds"]) if "ar" in by_method else None,
                 "speculation_hit_rate": sum(h * n for h, n in hits) / sum(n for _, n in hits) if hits else None,
+                "matches_ar": _share([r.get("matches_ar") for r in rs]),
             }
         )
     return rows
+
+
+def _share(flags: list[bool | None]) -> float | None:
+    """The share of true among the flags that are set (None when none is)."""
+    known = [f for f in flags if f is not None]
+    return sum(known) / len(known) if known else None
 
 
 def run_benchmark(
@@ -292,9 +299,12 @@ def run_benchmark(
     checkpoint: Callable[[dict], None] | None = None,
 ) -> dict:
     """Run every method (ours and transformers' peers) on every prompt, methods interleaved within each
-    prompt, after one warm-up per method; speedups against ``ar`` in the same run.  ``checkpoint``, when
-    given, receives the result so far (``summary`` None) after every prompt and before the summary is
-    computed, so neither a cut run nor a failing summary loses the measured runs."""
+    prompt, after one warm-up per method; speedups against ``ar`` in the same run.  Each run row says
+    what ran (``drafter``, and for tree methods the tree fields: ``budget``, ``auto``, ``cap``, ...) and,
+    at temperature 0 with ``ar`` in the list, whether it emitted ``ar``'s tokens (``matches_ar``).
+    ``checkpoint``, when given, receives the result so far (``summary`` None, ``complete`` False) after
+    every prompt and before the summary is computed, so neither a cut run nor a failing summary loses the
+    measured runs."""
     registry = ModelRegistry()
     target = load_named(lambda: registry.get(spec.target, progress=log), "Target (--target)")
     runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed, spec.target)
@@ -305,7 +315,7 @@ def run_benchmark(
         "model": target.name,
         "drafter": next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), ""),
         "assistant": drafters.get("hf_assisted", ""),
-        "tree_config": tree_kwargs,
+        "tree_config": {k: v for k, v in tree_kwargs.items() if k != "auto"},  # each run's own: its row
         "decode_config": dict(vars(decode_cfg)),
         "environment": environment(target),
     }
@@ -322,15 +332,27 @@ def run_benchmark(
                 row = one(method, ids, decode_cfg.max_new_tokens)
             except ConfigError as err:  # e.g. a prompt too long for the context: say which one
                 raise ConfigError(f"{method} on prompt {item['id']!r}: {err}") from err
-            runs.append({"prompt_id": item["id"], "category": item["category"], **row})
+            is_tree = split_method(method)[0] in METHODS and method != "ar"
+            tree = {k: tree_for(method, tree_kwargs)[k] for k in TREE_FIELDS} if is_tree else {}
+            said = {"prompt_id": item["id"], "category": item["category"], "drafter": drafters[method], **tree}
+            runs.append({**said, **row})
             hits = row.get("speculation_hit_rate")
             log(
                 f"{item['id']:>10} {method:>16}: {row['new_tokens']} tokens, MAT {row['MAT']:.2f}, "
                 f"{row['seconds']:.2f} s" + ("" if hits is None else f", async guesses right {hits:.0%}")
             )
+        mark_matches_ar([r for r in runs if r["prompt_id"] == item["id"]], decode_cfg.temperature)
         if checkpoint is not None:
-            checkpoint({**head, "runs": runs, "summary": None})
-    return {**head, "runs": runs, "summary": summarize_runs(runs)}
+            checkpoint({**head, "complete": False, "runs": runs, "summary": None})
+    return {**head, "complete": True, "runs": runs, "summary": summarize_runs(runs)}
+
+
+def mark_matches_ar(rows: list[dict], temperature: float) -> None:
+    """Set ``matches_ar`` on one prompt's run rows: at temperature 0, whether each emitted the tokens of its
+    ``ar`` row (None without one, or when sampling)."""
+    ar = next((r for r in rows if r["method"] == "ar"), None)
+    for row in rows:
+        row["matches_ar"] = row["token_ids"] == ar["token_ids"] if temperature == 0 and ar is not None else None
 
 
 def option_of(method: str) -> str:
