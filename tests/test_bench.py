@@ -478,6 +478,15 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
     assert "unknown method" in capsys.readouterr().err
     assert main([*base, "--methods", "ar,chain+auto"]) == 2
     assert "can be auto-sized" in capsys.readouterr().err
+    # options no run here reads are refused too, as is a method list that names nothing
+    for flags, said in (
+        (["--methods", "ar,talon", "--gamma", "3"], "no method here is chain"),
+        (["--methods", "ar,talon", "--assistant", "layers:2"], "hf_assisted is not among"),
+        (["--methods", "ar,hf_generate", "--execution", "async"], "no method here drafts trees"),
+        (["--methods", ","], "names no method"),
+    ):
+        assert main([*base, *flags]) == 2
+        assert said in capsys.readouterr().err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert main(["--prompts", str(empty), "--methods", "ar", "--out", str(tmp_path / "e.json")]) == 2

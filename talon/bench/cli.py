@@ -232,12 +232,27 @@ def tree_overrides(args: argparse.Namespace) -> dict:
     return out
 
 
-def check_cap_used(args: argparse.Namespace, methods: list[str]) -> None:
-    """``ConfigError`` when ``--max-nodes`` is given but no run is auto-sized (it would be ignored)."""
+def check_options_used(args: argparse.Namespace, methods: list[str]) -> None:
+    """``ConfigError`` for an option that no run of ``methods`` reads (it would be silently ignored):
+    ``--max-nodes`` without an auto-sized run, ``--gamma`` without a chain, ``--assistant`` without
+    ``hf_assisted``, ``--execution async`` without a tree method (plain decoding and the peers run sync)."""
     if args.max_nodes is not None and not any(is_auto(m) for m in methods):
         raise ConfigError(
             "--max-nodes caps auto-sized trees, and no method here is auto-sized: add --budget auto or "
             "name METHOD+auto in --methods."
+        )
+    bases = {split_method(m)[0] for m in methods}
+    if args.gamma is not None and "chain" not in bases:
+        raise ConfigError("--gamma is the chain's length, and no method here is chain: add chain to --methods.")
+    if args.assistant is not None and "hf_assisted" not in bases:
+        raise ConfigError(
+            "--assistant is transformers' assisted generation's draft model, and hf_assisted is not among the "
+            "methods: add it to --methods."
+        )
+    if getattr(args, "execution", "sync") == "async" and not bases & (set(METHODS) - {"ar"}):
+        raise ConfigError(
+            "--execution async drafts a tree method's next tree while the target verifies, and no method here "
+            "drafts trees (ar and the transformers peers run synchronously): add talon, eagle2, ..."
         )
 
 
@@ -262,7 +277,11 @@ def interrupted(runs: list[dict], where: Path) -> int:
 
 def main_methods(args: argparse.Namespace) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
-    methods = _comma_list(args.methods) or [m for m in METHODS if m != "hybrid"]
+    methods = _comma_list(args.methods)
+    if methods == []:  # "--methods ," named none: the default list would run unasked
+        print("error: --methods names no method: a comma list such as ar,talon,hf_generate", file=sys.stderr)
+        return 2
+    methods = methods or [m for m in METHODS if m != "hybrid"]
     out, saved = Path(args.out), []  # saved: the last checkpoint, for the line an interrupted run ends with
     try:
         unknown = [p for p in map(method_problem, methods) if p]
@@ -273,7 +292,7 @@ def main_methods(args: argparse.Namespace) -> int:
         tree_kwargs = {**{k: getattr(default, k) for k in TREE_FIELDS}, **tree_overrides(args)}
         if args.budget in ("auto", None):
             methods = list(auto_sized(methods))  # as the app's default: auto-sized trees
-        check_cap_used(args, methods)
+        check_options_used(args, methods)
         for method in methods:  # every tree method's settings, before a model loads
             if split_method(method)[0] in METHODS:
                 tree_config(method, tree_kwargs)
@@ -332,7 +351,7 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
             experiments=tuple(experiments) if experiments else None,
             auto=args.budget == "auto",
         )
-        check_cap_used(args, [m for e in suite.experiments for m in e.methods])
+        check_options_used(args, [m for e in suite.experiments for m in e.methods])
         check_suite_settings(suite, device_default_tree(gpu_available())[0])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = results.claim_out_dir(out_dir, args.overwrite)
