@@ -870,3 +870,21 @@ def test_charts_refuse_a_folder_that_holds_no_results(tmp_path, capsys):
     assert not (tmp_path / "missing").exists() and [p.name for p in other.iterdir()] == ["r1.json"]
     done = write_fake_results(tmp_path / "done")
     assert plots_main([str(done), "--no-png"]) == 0 and "wrote" in capsys.readouterr().out
+
+
+def test_a_suite_whose_every_method_but_plain_decoding_was_skipped_fails(tmp_path, capsys, monkeypatch):
+    """``--drafter bogus --methods talon``: TALON skipped, only ``ar`` measured, and the CLI said nothing
+    and exited 0; it says so and exits 1 (the measured runs are still written)."""
+    from talon.bench import cli
+
+    ar_only = [r for r in fake_runs() if r["method"] == "ar"]
+    skipped = {"talon": "Drafter (--drafter): 'bogus' is not a local directory"}
+
+    def only_ar(suite, target, limit, log, checkpoint=None):
+        meta = {"complete": True, "skipped": skipped, "device": "cpu"}
+        return {"runs": ar_only, "summary": bench_results.summarize(ar_only), "meta": meta}
+
+    monkeypatch.setattr(cli, "run_suite", only_ar)
+    out = tmp_path / "s"
+    assert cli.main(["--suite", "smoke", "--out-dir", str(out), "--methods", "talon"]) == 1
+    assert "Only plain decoding was measured" in capsys.readouterr().err and (out / "runs.csv").is_file()

@@ -151,3 +151,16 @@ def test_a_head_reading_a_layer_its_target_lacks_is_refused_at_load(tmp_path):
     (tmp_path / "head" / HEAD_CONFIG).write_text(json.dumps(meta))
     with pytest.raises(ModelLoadError, match="reads features"):
         load_head(tmp_path / "head", target)
+
+
+def test_a_mistyped_drafter_name_is_told_the_built_in_ones():
+    """``--drafter heads`` was looked up as a Hub id and refused as one; a bare word now also lists the
+    built-in drafters, while a path or an owner/name id keeps the load's own message."""
+    from talon.drafters.factory import make_drafter
+
+    target = tiny_target(4)
+    with pytest.raises(ModelLoadError, match="If you meant a built-in drafter: head, ngram"):
+        make_drafter("heads", target, ModelRegistry())
+    with pytest.raises(ModelLoadError) as err:
+        make_drafter("someorg/some-model", target, ModelRegistry())
+    assert "built-in" not in str(err.value)

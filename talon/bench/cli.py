@@ -374,6 +374,14 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     if table.empty:
         print(f"No run was measured (skipped: {result['meta']['skipped'] or 'none'}); wrote {out_dir}", file=sys.stderr)
         return 1
+    planned = {m for e in suite.experiments for m in e.methods} - {"ar"}
+    if planned and set(table["method"]) <= {"ar"}:  # every method asked for was skipped: only the baseline ran
+        print(
+            f"Only plain decoding was measured: every other method was skipped ({result['meta']['skipped']}); "
+            f"wrote {out_dir}",
+            file=sys.stderr,
+        )
+        return 1
     cols = [
         "experiment",
         "setting",

@@ -177,7 +177,15 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
         drafter = HeadDrafter(eagle3_head(parsed.location, target, registry), target, f"EAGLE-3 head {parsed.location}")
         directory = resolve_head_dir(parsed.location, EAGLE3_FILES, "EAGLE-3 head")
     else:
-        return ModelDrafter(draft_model(parsed, target, registry), target.vocab_size)
+        try:
+            return ModelDrafter(draft_model(parsed, target, registry), target.vocab_size)
+        except ModelLoadError as err:
+            if parsed.kind != "model" or "/" in parsed.location or "\\" in parsed.location:
+                raise  # a path or an owner/name Hub id: the load's own message says what to do
+            # a bare word ("heads", "ngrams"): most likely a built-in drafter's name mistyped
+            raise ModelLoadError(
+                f"{err} If you meant a built-in drafter: head, ngram, layers:K, lookup+SPEC, head:DIR, eagle3:DIR."
+            ) from err
     drafter.calibration_prior = registry.get_derived(
         ("calibration", str(directory.resolve())), lambda: load_drafter_tables(directory)
     )
