@@ -357,7 +357,7 @@ def test_train_head_arch_eagle3_writes_an_eagle3_head_that_decodes_losslessly(ta
                 "--prompts",
                 "12",
                 "--heldout",
-                "0.2",
+                "0.3",  # one of the 12 held out (at 0.2 none was, and the held-out figures were zeros)
                 "--max-new-tokens",
                 "8",
                 "--epochs",
@@ -404,3 +404,31 @@ def test_shipped_head_carries_a_calibration_that_beats_its_raw_confidence(target
     assert lookup["score"]["ece_calibrated"] < lookup["score"]["ece_untabled"]
     prior = drafter_for("hybrid", "head", target).calibration_prior
     assert {key[0] for key in prior} == {SOURCE_MODEL, SOURCE_RETRIEVAL}
+
+
+def test_head_training_refuses_what_cannot_run_before_anything_loads(tmp_path, capsys, monkeypatch):
+    """Bad sizes, a held-out share outside (0, 1), a pool too small to hold both splits, a warm start that
+    is not a head, a layout without EAGLE-3: refused at once (they failed with tracebacks, some after the
+    answers were generated); a target that does not load ends with its message, not a traceback."""
+    from talon.training import train_head
+
+    out = ["--out", str(tmp_path / "w")]
+    for flags, said in (
+        (["--prompts", "2"], "--prompts must be at least 9"),
+        (["--heldout", "0"], "between 0 and 1"),
+        (["--heldout", "1.5"], "between 0 and 1"),
+        (["--prompts", "9", "--heldout", "0.05"], "each side needs one"),
+        (["--init", str(tmp_path / "nothing")], "no head.safetensors there"),
+        (["--layout", "speculators"], "add --arch eagle3"),
+        (["--epochs", "0"], "--epochs must be at least 1"),
+    ):
+        with pytest.raises(SystemExit):
+            train_head.main([*out, *flags])
+        assert said in capsys.readouterr().err
+
+    def no_target(args, log=print):
+        raise ModelLoadError("'someorg/some-model' is not a local directory nor in this machine's cache")
+
+    monkeypatch.setattr(train_head, "run", no_target)
+    assert train_head.main([*out, "--target", "someorg/some-model"]) == 2
+    assert capsys.readouterr().err.startswith("error: 'someorg/some-model' is not a local directory")

@@ -50,14 +50,15 @@ from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
+from ..config import ConfigError
 from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save_eagle3
 from ..drafters.head import HeadNetwork
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
 from ..files import write_atomically
-from ..models.loaded import LoadedModel
+from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import load_model
-from .prompt_pool import build_prompt_pool
+from .prompt_pool import CATEGORY_SHARES, build_prompt_pool
 
 TOP_K = 20  # target distribution kept per position (its probability mass is what the loss matches)
 SEQUENCES = "sequences.jsonl"
@@ -131,6 +132,14 @@ def answer_plan(split: str, answers: tuple[float, ...]) -> list[tuple[int, float
     return list(enumerate(answers)) if split == "train" else [(0, 0.0)]
 
 
+def pool_split(args: TrainArgs) -> tuple[list[dict], dict[str, str]]:
+    """The prompt pool of ``args`` and each prompt's split (``"train"`` or ``"heldout"``, drawn per prompt
+    with probability ``args.heldout``), by prompt id."""
+    pool = build_prompt_pool(seed=args.seed, size=args.prompts)
+    rng = random.Random(args.seed)
+    return pool, {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
+
+
 def generate_sequences(
     target: LoadedModel, args: TrainArgs, log=print, splits: tuple[str, ...] = ("train", "heldout")
 ) -> Path:
@@ -139,9 +148,7 @@ def generate_sequences(
     path = args.out / SEQUENCES
     done = {(r["id"], r.get("answer", 0)) for r in read_sequences(path, repair=True)}
 
-    pool = build_prompt_pool(seed=args.seed, size=args.prompts)
-    rng = random.Random(args.seed)
-    split = {item["id"]: ("heldout" if rng.random() < args.heldout else "train") for item in pool}
+    pool, split = pool_split(args)
     # A batch holds one temperature (``generate`` takes one); similar lengths share a batch (little padding).
     todo = sorted(
         (
@@ -411,9 +418,7 @@ def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: Train
         sched.load_state_dict(state["sched"])
         step = state["step"]
         log(f"train: resumed at batch {step} of {total_steps}")
-    elif args.init is not None:
-        if args.arch != "talon":
-            raise SystemExit("--init warm-starts a head of --arch talon only.")
+    elif args.init is not None:  # a talon head's directory (``args_problem``)
         head.load_state_dict({k: v.float() for k, v in load_file(args.init / HEAD_WEIGHTS).items()}, strict=False)
         log(f"train: starting from the head in {args.init}")
     head.train()
@@ -630,19 +635,58 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
         help="answers per train prompt, one per temperature (0 = greedy), e.g. 0,0.8,1; "
         "held-out prompts always get one greedy answer",
     )
-    return TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
+    args = TrainArgs(**{k.replace("-", "_"): v for k, v in vars(p.parse_args(argv)).items()})
+    problem = args_problem(args)
+    if problem:
+        p.error(problem)
+    return args
+
+
+def args_problem(args: TrainArgs) -> str | None:
+    """What in ``args`` cannot run, said before any model loads or any data is generated (None when they
+    can): sizes below their least, a held-out share outside (0, 1), a warm start that is not a head of
+    the chosen network, an export layout the network does not have."""
+    least = {"prompts": len(CATEGORY_SHARES), "max_new_tokens": 1, "gen_batch": 1, "epochs": 1, "ttt_steps": 1}
+    least |= {"batch_size": 1, "max_len": 2, "ckpt_every": 1, "draft_vocab": 0}
+    for name, low in least.items():
+        if getattr(args, name) < low:
+            return f"--{name.replace('_', '-')} must be at least {low} (got {getattr(args, name)})"
+    if not 0 < args.heldout < 1:
+        return f"--heldout is the share of prompts held out for evaluation: between 0 and 1, not {args.heldout}"
+    sides = Counter(pool_split(args)[1].values())  # drawn per prompt: a small pool can miss one side
+    if not sides["train"] or not sides["heldout"]:
+        return (
+            f"--prompts {args.prompts} with --heldout {args.heldout} split into {sides['train']} prompts to train "
+            f"on and {sides['heldout']} held out: each side needs one; raise --prompts"
+        )
+    if not args.lr > 0:
+        return f"--lr must be above 0 (got {args.lr})"
+    if args.layout != TrainArgs.layout and args.arch != "eagle3":
+        return "--layout picks an EAGLE-3 head's export layout: add --arch eagle3"
+    if args.init is not None:
+        if args.arch != "talon":
+            return "--init warm-starts a head of --arch talon only"
+        if not (args.init / HEAD_WEIGHTS).is_file():
+            return f"--init {args.init}: no {HEAD_WEIGHTS} there (name a head directory, e.g. one --out/head)"
+    if args.eval_only is not None and not args.eval_only.is_dir():
+        return f"--eval-only {args.eval_only}: no such directory (name a head directory)"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.eval_only:
-        evaluate_head(args)
-    elif args.vocab_only:
-        target = load_model(args.target)
-        generate_sequences(target, args)
-        write_draft_vocab(args.ship or args.out / "head", target, args)
-    else:
-        run(args)
+    try:
+        if args.eval_only:
+            evaluate_head(args)
+        elif args.vocab_only:
+            target = load_model(args.target)
+            generate_sequences(target, args)
+            write_draft_vocab(args.ship or args.out / "head", target, args)
+        else:
+            run(args)
+    except (ModelLoadError, ConfigError) as err:  # a model that does not load: its message says what to do
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
