@@ -593,3 +593,25 @@ def test_without_sizing_the_rule_only_values_and_prices():
 )
 def test_fixed_builders_say_why_they_stopped(builder, fn, stop):
     assert grown(builder, fn).stop == stop
+
+
+def test_the_calibration_cli_refuses_bad_input_and_writes_no_empty_table(tmp_path, capsys, monkeypatch):
+    """A missing prompts file or a drafter that does not load ends with its message (tracebacks before);
+    a run that reached no drafts (``--source retrieval`` with a drafter without prompt lookup) writes
+    nothing rather than an empty table, which would read as perfectly calibrated."""
+    from talon.training import calibrate
+
+    out = tmp_path / "c.json"
+    with pytest.raises(SystemExit):
+        calibrate.main(["--out", str(out), "--prompts", "1"])
+    assert "--prompts must be at least 2" in capsys.readouterr().err
+    monkeypatch.setattr(calibrate.ModelRegistry, "get", lambda *a, **k: pytest.fail("a model would load"))
+    assert calibrate.main(["--out", str(out), "--extra", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+
+    monkeypatch.setattr(calibrate.ModelRegistry, "get", lambda self, spec, **k: object())
+    monkeypatch.setattr(calibrate, "make_drafter", lambda *a, **k: None)
+    monkeypatch.setattr(calibrate, "collect", lambda *a, **k: [])
+    assert calibrate.main(["--out", str(out), "--prompts", "4", "--source", "retrieval", "--extra"]) == 1
+    err = capsys.readouterr().err
+    assert "no retrieval drafts were reached" in err and "lookup+SPEC" in err and not out.exists()

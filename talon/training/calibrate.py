@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..bench.prompts import read_prompts
-from ..config import ASSETS, DecodeConfig, TreeConfig
+from ..config import ASSETS, ConfigError, DecodeConfig, TreeConfig
 from ..drafters.calibration import (
     Calibration,
     Observation,
@@ -43,6 +43,7 @@ from ..drafters.calibration import (
 )
 from ..drafters.factory import make_drafter
 from ..engine.decode import run_to_end
+from ..models.loaded import ModelLoadError
 from ..models.registry import ModelRegistry
 from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL
 from .prompt_pool import build_prompt_pool
@@ -124,14 +125,33 @@ def main(argv: list[str] | None = None) -> int:
         help="JSONL prompt files added to the fitting half (default: assets/calibration_prompts.jsonl)",
     )
     args = p.parse_args(argv)
-    registry = ModelRegistry()
-    target = registry.get(args.target)
-    prompts = heldout_prompts()[: args.prompts]
-    fit_prompts, score_prompts = prompts[::2], prompts[1::2]
-    fit_prompts += [row for path in args.extra for row in read_prompts(path)]
-    fit_obs = collect(target, registry, args.drafter, fit_prompts, args.max_new_tokens, args.source)
+    if args.prompts < 2:  # one to fit, one to score
+        p.error(f"--prompts must be at least 2 (half fit the table, half score it), not {args.prompts}")
+    if args.max_new_tokens < 1:
+        p.error(f"--max-new-tokens must be at least 1, not {args.max_new_tokens}")
+    try:
+        prompts = heldout_prompts()[: args.prompts]
+        fit_prompts, score_prompts = prompts[::2], prompts[1::2]
+        fit_prompts += [row for path in args.extra for row in read_prompts(path)]  # before any model loads
+        registry = ModelRegistry()
+        target = registry.get(args.target)
+        make_drafter(args.drafter, target, registry)  # a drafter that does not load fails before any decoding
+        fit_obs = collect(target, registry, args.drafter, fit_prompts, args.max_new_tokens, args.source)
+        score_obs = collect(target, registry, args.drafter, score_prompts, args.max_new_tokens, args.source)
+    except (ConfigError, ModelLoadError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not fit_obs or not score_obs:  # an empty table would read as perfectly calibrated
+        print(
+            f"error: no {'' if args.source == 'all' else args.source + ' '}drafts were reached "
+            f"({len(fit_obs)} to fit, {len(score_obs)} to score): nothing to calibrate"
+            + (" (--source retrieval needs a drafter with prompt lookup, lookup+SPEC)" if args.source != "all" else "")
+            + "; nothing was written.",
+            file=sys.stderr,
+        )
+        return 1
     table = fit(fit_obs)
-    scored = report(collect(target, registry, args.drafter, score_prompts, args.max_new_tokens, args.source), table)
+    scored = report(score_obs, table)
     meta = {
         "drafter": args.drafter,
         "source": args.source,
