@@ -76,7 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--suite",
         choices=list(SUITE_NAMES),
         help="run a named suite (talon.bench.suites; 'cost': the timings of one step's pieces, "
-        "talon.bench.cost) instead of --prompts",
+        "talon.bench.cost, which also replace this machine's cached cost curve for --target and --drafter, "
+        "the one auto-sized trees here are sized by: run it on a quiet machine) instead of --prompts",
     )
     p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json")
     p.add_argument(
@@ -409,6 +410,7 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
         registry = ModelRegistry()
+        started = time.perf_counter()
         target = registry.get(args.target, progress=log)
         t0 = time.perf_counter()
         rows = measure_cost(target, registry, args.drafter or "head", log=log)
@@ -428,7 +430,8 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
         "target_spec": args.target,
         "drafter_spec": args.drafter or "head",
         **environment(target),
-        "seconds": round(time.perf_counter() - t0, 1),
+        "seconds": round(time.perf_counter() - t0, 1),  # the measurement; the model's load apart
+        "load_seconds": round(t0 - started, 1),
         "command": command,
         "files": [path.name, results.META],
     }
