@@ -513,6 +513,10 @@ def test_prompt_files_split_at_newlines_only_and_refuse_what_is_not_a_prompt(tmp
         path.write_text('{"id": "ok", "prompt": "fine"}\n' + bad + "\n")
         with pytest.raises(ConfigError, match="bad.jsonl:2"):
             prompts.read_prompts(path)
+    for bad, said in (("[1]", "one JSON object, not list"), ('{"id": "a"}', "no 'prompt' field")):
+        path.write_text(bad + "\n")
+        with pytest.raises(ConfigError, match=said):
+            prompts.read_prompts(path)
 
 
 def test_the_cli_refuses_options_its_mode_would_ignore():

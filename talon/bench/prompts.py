@@ -45,6 +45,11 @@ def read_prompts(path: str | Path) -> list[dict]:
             continue
         try:
             item = json.loads(line)
+            if not isinstance(item, dict):
+                raise TypeError(f"a line holds one JSON object, not {type(item).__name__}")
+            missing = [k for k in ("id", "prompt") if k not in item]
+            if missing:
+                raise KeyError(f"no {' or '.join(repr(k) for k in missing)} field")
             prompt, key = item["prompt"], item["id"]
             if not isinstance(prompt, str) or not prompt.strip():
                 raise TypeError(f"prompt must be non-empty text, not {prompt!r}")
@@ -53,7 +58,8 @@ def read_prompts(path: str | Path) -> list[dict]:
             category = item.get("category") or ""
             prompts.append({"id": str(key), "category": str(category), "prompt": prompt})
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ConfigError(f'{path}:{n}: expected {{"id", "category", "prompt"}} ({err}).') from err
+            why = err.args[0] if isinstance(err, KeyError) else err  # a KeyError's str() quotes its message
+            raise ConfigError(f'{path}:{n}: expected {{"id", "category", "prompt"}} ({why}).') from err
     if not prompts:
         raise ConfigError(f"{path} holds no prompts.")
     return prompts
