@@ -875,7 +875,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             show_progress_on=lab_plot,  # where the tree will be, not over the status line's text
         )
         .success(tree_lab.results_cleared, session, lab_results, queue=False, api_visibility="private")
-        .success(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False)
+        .success(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False, api_visibility="private")
         .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
         .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
@@ -891,9 +891,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         # at once, not after the redraw: a result still being drawn at the old settings is then dropped
         control.release(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     lab_color.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
-    lab_method.input(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False).then(
-        tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal"
-    )
+    lab_method.input(
+        tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False, api_visibility="private"
+    ).then(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
     lab_method.input(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     refused_first(price_btn.click, tree_lab.check_frozen, session)(
         tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]
