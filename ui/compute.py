@@ -157,9 +157,13 @@ class ComputeQueue:
         on_wait: Callable[[Ticket], None] | None = None,
         **kwargs,
     ) -> Any:
-        """``submit`` and wait for the result (its exception re-raised here).  While the job waits,
-        ``on_wait(ticket)`` is called about twice a second (e.g. to tell the page)."""
-        ticket = self.submit(fn, *args, priority=priority, label=label, **kwargs)
+        """``submit`` and ``wait`` for the result (its exception re-raised here)."""
+        return self.wait(self.submit(fn, *args, priority=priority, label=label, **kwargs), on_wait)
+
+    @staticmethod
+    def wait(ticket: Ticket, on_wait: Callable[[Ticket], None] | None = None) -> Any:
+        """The result of ``ticket``'s job once it has run (its exception re-raised here).  While the job
+        waits to start, ``on_wait(ticket)`` is called about twice a second (e.g. to tell the page)."""
         while not ticket.done.wait(0.5 if on_wait is not None else None):
             if on_wait is not None and ticket.started_at is None:
                 on_wait(ticket)

@@ -150,11 +150,8 @@ def _interactive(fn, *args, progress: gr.Progress | None = None, **kwargs):
     step); returns its value and a note when it had to wait."""
     on_wait = (lambda t: progress(0.0, desc=waiting_line(t))) if progress is not None else None
     ticket = COMPUTE.submit(fn, *args, priority=INTERACTIVE, label="lab", **kwargs)
-    ahead = ticket.ahead
-    while not ticket.done.wait(0.5 if on_wait is not None else None):
-        if on_wait is not None and ticket.started_at is None:
-            on_wait(ticket)
-    return ticket.result(), waited_note(ticket.waited, ahead)
+    ahead = ticket.ahead  # at submission: what the note counts
+    return COMPUTE.wait(ticket, on_wait), waited_note(ticket.waited, ahead)
 
 
 def frozen_for(
