@@ -16,7 +16,7 @@ import gradio as gr
 import pandas as pd
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
-from talon.engine.decode import Replay, replayable, run_settings
+from talon.engine.decode import Replay, replay, replayable, run_settings
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep
 from talon.models.token_text import token_label
 from talon.runtime.cost_curve import CostCurve
@@ -197,20 +197,18 @@ def _replayed(trace: RunTrace, index: int, target, drafter_spec: str, progress: 
     (async, plain decoding, step 1, which the prefill gives exactly) or left its recorded trees."""
     if index == 0 or not replayable(trace, index):
         return None
-    drafter = make_drafter(trace.tree_config["method"], drafter_spec, target)
-    try:
-        run_again = Replay(trace, target, drafter, index)
-    except ConfigError:  # settings or a prompt this target cannot run again: the step is prefilled instead
-        return None
-    while not run_again.finished:
+
+    def told(run_again: Replay) -> None:
         if progress is not None:
             done = max(run_again.done, 0)  # the prefill counts with the first step
             progress(
                 done / (index + 1), desc=f"Freezing step {index + 1}: replaying the run's step {done + 1} of {index}..."
             )
-        if not COMPUTE.run(run_again.advance, priority=STEP):
-            return None
-    return run_again.state()
+
+    drafter = make_drafter(trace.tree_config["method"], drafter_spec, target)
+    return replay(
+        trace, target, drafter, index, run=lambda advance: COMPUTE.run(advance, priority=STEP), on_advance=told
+    )
 
 
 def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:

@@ -487,14 +487,28 @@ class Replay:
             self._loop = None
 
 
-def replay(trace: RunTrace, target: LoadedModel, drafter: Drafter, steps: int) -> Replayed | None:
-    """``Replay`` run to its end in one go: the run's state at the start of step ``steps``, or None where the
-    run cannot be replayed to it (not ``replayable``, or it left the recorded run)."""
+def replay(
+    trace: RunTrace,
+    target: LoadedModel,
+    drafter: Drafter,
+    steps: int,
+    run: Callable[[Callable[[], bool]], bool] | None = None,
+    on_advance: Callable[[Replay], None] | None = None,
+) -> Replayed | None:
+    """``Replay`` run to its end: the run's state at the start of step ``steps``, or None where the run
+    cannot be replayed to it (not ``replayable``, settings or a prompt this target cannot run again, or it
+    left the recorded run).  ``run(advance)`` calls each ``advance`` (a server: one queued job each; None
+    calls it here); ``on_advance(replay)`` hears before each one (``replay.done`` of ``steps``)."""
     if not replayable(trace, steps):
         return None
-    run_again = Replay(trace, target, drafter, steps)
+    try:
+        run_again = Replay(trace, target, drafter, steps)
+    except ConfigError:
+        return None
     while not run_again.finished:
-        if not run_again.advance():
+        if on_advance is not None:
+            on_advance(run_again)
+        if not (run or (lambda advance: advance()))(run_again.advance):
             return None
     return run_again.state()
 
