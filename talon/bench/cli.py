@@ -83,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--methods",
         default=None,
-        help=f"comma list of {', '.join(ALL_METHODS)} (default: every tree method but hybrid, and "
-        "ar); suite mode: keep only these (ar always runs)",
+        help=f"comma list of {', '.join(ALL_METHODS)}; a tree method may add +auto (sized by the cost rule) "
+        "and @DRAFTER (another drafter than --drafter's), e.g. talon@layers:2+auto (default: every tree "
+        "method but hybrid, and ar); suite mode: keep only these (ar always runs)",
     )
     p.add_argument(
         "--experiments",
