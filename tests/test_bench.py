@@ -151,12 +151,15 @@ def test_auto_against_the_best_fixed_n():
 
 
 def test_auto_variants_size_by_cost_with_the_cap():
-    from talon.bench.runner import tree_for
+    from talon.bench.runner import tree_columns, tree_for
     from talon.config import AUTO_CAP
 
     assert suites.split_method("talon@ngram+auto") == ("talon", "ngram") and suites.is_auto("hybrid+auto")
     base = {"budget": 24, "topk": 6, "mu": 0.1, "depth": 5, "gamma": 4, "auto": False}
     assert tree_for("talon+auto", base) == {**base, "auto": True, "budget": AUTO_CAP}
+    # a result row's tree columns: what the run used, none for plain decoding and the peers
+    assert tree_columns("talon@ngram+auto", {**base, "cap": 40}) == {**base, "auto": True, "budget": 40}
+    assert tree_columns("ar", base) == {} and tree_columns("hf_prompt_lookup", base) == {}
     assert tree_for("talon", base) == base and tree_for("chain", {**base, "auto": True})["auto"] is False
     with pytest.raises(ConfigError, match="auto-sized"):
         suites.Experiment("x", "methods", suites.ONE_PER_CATEGORY, ("ar", "chain+auto"))

@@ -60,6 +60,15 @@ def tree_for(method: str, tree_kwargs: dict) -> dict:
     return {**kwargs, "auto": False}
 
 
+def tree_columns(method: str, tree_kwargs: dict) -> dict:
+    """The ``TREE_FIELDS`` a run of ``method`` used (``tree_for``), for its result row; empty for ``ar``
+    and transformers' peers, which draw no tree."""
+    if split_method(method)[0] not in METHODS or method == "ar":
+        return {}
+    tree = tree_for(method, tree_kwargs)
+    return {k: tree[k] for k in TREE_FIELDS}
+
+
 def tree_config(method: str, tree_kwargs: dict) -> TreeConfig:
     """The ``TreeConfig`` of a run of ``method`` (one of ``METHODS``, with its variants) from an experiment's
     ``tree_kwargs``; ``ConfigError`` for settings it refuses.  Plain decoding reads no tree field, so a
@@ -332,8 +341,7 @@ def run_benchmark(
                 row = one(method, ids, decode_cfg.max_new_tokens)
             except ConfigError as err:  # e.g. a prompt too long for the context: say which one
                 raise ConfigError(f"{method} on prompt {item['id']!r}: {err}") from err
-            is_tree = split_method(method)[0] in METHODS and method != "ar"
-            tree = {k: tree_for(method, tree_kwargs)[k] for k in TREE_FIELDS} if is_tree else {}
+            tree = tree_columns(method, tree_kwargs)
             said = {"prompt_id": item["id"], "category": item["category"], "drafter": drafters[method], **tree}
             runs.append({**said, **row})
             hits = row.get("speculation_hit_rate")
@@ -467,8 +475,6 @@ class SuiteRunner:
         self, experiment: Experiment, method: str, kwargs: dict, label: str, item: dict, temperature: float
     ) -> dict:
         """The run row's columns that say what was run (tree fields only for tree methods)."""
-        is_tree = split_method(method)[0] in METHODS and method != "ar"
-        tree = {k: (tree_for(method, kwargs)[k] if is_tree else None) for k in TREE_FIELDS}
         return {
             "suite": self.suite.name,
             "experiment": experiment.name,
@@ -482,7 +488,8 @@ class SuiteRunner:
             "source": item["source"],
             "drafter": self.drafter_names.get(method, ""),
             "max_new_tokens": experiment.max_new_tokens,
-            **tree,
+            **dict.fromkeys(TREE_FIELDS),
+            **tree_columns(method, kwargs),
         }
 
     def run_prompt(
@@ -508,12 +515,12 @@ class SuiteRunner:
             row["speedup"] = metrics.speedup(ar["seconds"], row["seconds"])
             row["hf_seconds"] = hf["seconds"] if hf is not None else None
             row["speedup_hf"] = metrics.speedup(hf["seconds"], row["seconds"]) if hf is not None else None
-            row["matches_ar"] = row["token_ids"] == ar["token_ids"] if temperature == 0 else None
             rows.append(row)
             self.log(
                 f"{experiment.name} T={temperature:g} {item['id']:>16} {method:>16} {label:>8}: "
                 f"{row['new_tokens']:3d} tok, MAT {row['MAT']:.2f}, {row['seconds']:.2f} s, x{row['speedup']:.2f}"
             )
+        mark_matches_ar(rows, temperature)
         if hf is not None and rows and rows[0]["method"] == "ar":  # ar ran before the peer: set it against it
             rows[0]["hf_seconds"] = hf["seconds"]
             rows[0]["speedup_hf"] = metrics.speedup(hf["seconds"], rows[0]["seconds"])

@@ -23,14 +23,22 @@ from .hybrid import HybridDrafter
 from .model import ModelDrafter
 from .ngram import NgramDrafter
 
+BUILT_IN_DRAFTERS = (
+    ("head", "the trained draft head shipped for the embedded target"),
+    ("head:DIR_OR_HUB_ID", ""),
+    (
+        "eagle3:DIR_OR_HUB_ID",
+        "an EAGLE-3 draft head in EAGLE's layout or vLLM's speculators format, e.g. "
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B or RedHatAI/Qwen3-8B-speculator.eagle3",
+    ),
+    ("ngram", "prompt lookup"),
+    ("layers:K", "the target's first K layers"),
+    ("lookup+SPEC", "SPEC merged with prompt lookup; the hybrid method does this for its drafter"),
+)
+"""The drafter spec forms other than a small LM's directory or Hub id, each with what it names."""
 DRAFTER_HELP = (
-    "'head' (the trained draft head shipped for the embedded target), 'head:DIR_OR_HUB_ID', "
-    "'eagle3:DIR_OR_HUB_ID' (an EAGLE-3 draft head in EAGLE's layout or vLLM's speculators format, e.g. "
-    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B or RedHatAI/Qwen3-8B-speculator.eagle3), "
-    "'ngram' (prompt lookup), 'layers:K' (the target's first K layers), 'lookup+SPEC' (SPEC merged "
-    "with prompt lookup; the hybrid method does this for its drafter), or a local directory / "
-    "Hugging Face id of a small LM with the target's "
-    "tokenizer"
+    ", ".join(f"'{form}'" + (f" ({said})" if said else "") for form, said in BUILT_IN_DRAFTERS)
+    + ", or a local directory / Hugging Face id of a small LM with the target's tokenizer"
 )
 KINDS = ("ngram", "head", "eagle3", "layers", "with_lookup", "model")
 LOOKUP_PREFIXES = ("lookup+", "hybrid:")
@@ -184,7 +192,7 @@ def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRe
                 raise  # a path or an owner/name Hub id: the load's own message says what to do
             # a bare word ("heads", "ngrams"): most likely a built-in drafter's name mistyped
             raise ModelLoadError(
-                f"{err} If you meant a built-in drafter: head, ngram, layers:K, lookup+SPEC, head:DIR, eagle3:DIR."
+                f"{err} If you meant a built-in drafter: {', '.join(form for form, _ in BUILT_IN_DRAFTERS)}."
             ) from err
     drafter.calibration_prior = registry.get_derived(
         ("calibration", str(directory.resolve())), lambda: load_drafter_tables(directory)

@@ -505,10 +505,11 @@ def replay(
         run_again = Replay(trace, target, drafter, steps)
     except ConfigError:
         return None
+    run = run or (lambda advance: advance())
     while not run_again.finished:
         if on_advance is not None:
             on_advance(run_again)
-        if not (run or (lambda advance: advance()))(run_again.advance):
+        if not run(run_again.advance):
             return None
     return run_again.state()
 

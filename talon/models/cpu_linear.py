@@ -401,14 +401,13 @@ class KernelChoices:
             known = self._chosen.get(key)
             if known is None:
                 kernel = choose_packed_kernel(module)
-                fused = list(fuse(module)) if fuse is not None else []
+            elif known[0] != "onednn":
+                use_packed_kernel(module, known[0])
+            fused = list(fuse(module)) if fuse is not None else []
+            if known is None:
                 self._chosen[key] = (kernel, choose_small_row_kernel(module, fused))
-                return fused
-        kernel, plain_rows = known
-        if kernel != "onednn":
-            use_packed_kernel(module, kernel)
-        fused = list(fuse(module)) if fuse is not None else []
-        set_plain_rows(module, fused, plain_rows)
+            else:
+                set_plain_rows(module, fused, known[1])
         return fused
 
 
