@@ -837,7 +837,10 @@ def test_cost_rows_give_back_the_curve_they_were_written_from():
     assert curve.verify_ratio(24) == pytest.approx((curve.verify_ratio(16) + curve.verify_ratio(32)) / 2)
     assert curve.verify_ratio(256) > curve.verify_ratio(128)  # extrapolated past the largest
     assert curve.price(17, [4, 6]) == pytest.approx(
-        1 + curve.verify_ratio(17) - curve.verify_ratio(1) + curve.call_ratio(4) + curve.call_ratio(6)
+        1
+        + curve.verify_ratio(17)
+        - curve.verify_ratio(1)
+        + (curve.call_seconds(4) + curve.call_seconds(6)) / curve.plain
     )
     again = curve_rows(curve, reps=3)
     assert [(r["component"], r["size"]) for r in again] == [("ar", 1)] + [("target", n) for n, _ in curve.verify] + [

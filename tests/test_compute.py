@@ -18,7 +18,7 @@ import pytest
 
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
-from talon.engine.decode import new_trace, run_to_end
+from talon.engine.decode import new_trace, run, run_to_end
 from tests.tiny import prompt_ids, tiny_target
 from ui.compute import INTERACTIVE, STEP, ComputeQueue, QueueFull, compute_slots, waited_note
 from ui.session import LiveRun, run_stepwise
@@ -141,7 +141,7 @@ def test_a_lab_change_waits_for_one_step_not_for_the_whole_decode(target):
     assert trace.stop_reason in ("eos", "max_new_tokens")
 
 
-def test_a_run_the_full_queue_refuses_still_releases_what_it_holds(target):
+def test_a_run_the_full_queue_refuses_still_releases_what_it_holds(target, monkeypatch):
     """A step refused by a full queue ends the run with the queue's message, and the loop's clean-up (its
     ``finally``: runners, caches, threads) still runs, here when the queue refuses that job as well."""
 
@@ -158,6 +158,16 @@ def test_a_run_the_full_queue_refuses_still_releases_what_it_holds(target):
     live.join(60)
     assert live.done and isinstance(live.error, QueueFull)
     assert live._steps.gi_frame is None  # the loop ran its clean-up and ended
+
+    # the same without the page (Compare, the prompts tab): the error reaches the caller, after the clean-up
+    import ui.session as session_module
+
+    loops = []
+    monkeypatch.setattr(session_module, "run", lambda *a, **k: loops.append(run(*a, **k)) or loops[-1])
+    trace = new_trace(target, drafter, CFG, dec, "", prompt_ids(6))
+    with pytest.raises(QueueFull):
+        run_stepwise(trace, target, drafter, CFG, dec, RefusingQueue(slots=1))
+    assert len(loops) == 1 and loops[0].gi_frame is None
 
 
 def test_two_decodes_take_turns_step_by_step(target):

@@ -34,7 +34,7 @@ def test_ngram_crops_its_index_back_to_the_common_prefix_exactly():
     d.start([1, 2, 3, 1, 2])
     before = (list(d._seq), copy.deepcopy(dict(d._index)))
     d.begin_step([1, 2, 3, 1, 2, 4, 1, 2, 4])  # a guess drafted ahead
-    assert d.continuations([1, 2]) != before[1].get((1, 2))
+    assert d.longest_match([1, 2])[0] != before[1].get((1, 2))
     d.begin_step([1, 2, 3, 1, 2])  # the guess was wrong: back to what was committed
     assert (d._seq, dict(d._index)) == before
     fresh = NgramDrafter(VOCAB, max_ngram=3)
@@ -46,8 +46,8 @@ def test_ngram_crops_its_index_back_to_the_common_prefix_exactly():
 def test_ngram_datastore_is_used_after_the_sequence_itself():
     d = NgramDrafter.with_datastore(VOCAB, [[5, 6, 7, 8], [5, 6, 9]], max_ngram=2)
     d.start([1, 2, 1, 3])
-    assert d.continuations([0, 5, 6]) == {7: 1, 9: 1}  # only the datastore has (5, 6)
-    assert d.continuations([0, 1]) == {2: 1, 3: 1}  # the sequence's own match wins
+    assert d.longest_match([0, 5, 6])[0] == {7: 1, 9: 1}  # only the datastore has (5, 6)
+    assert d.longest_match([0, 1])[0] == {2: 1, 3: 1}  # the sequence's own match wins
     row = d.begin_step([1, 2, 1, 3, 5, 6]).logprobs[0]
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
 

@@ -160,7 +160,7 @@ def test_committing_a_path_keeps_exactly_the_prefix_and_path(target):
         cached.extend_committed(ids[:-1])
         cached.forward_nodes(tree, range(len(tree)), cached.committed_len)
         cached.commit_nodes(path)
-        assert cached.committed_len == cached.cache_len == len(ids) - 1 + len(path)
+        assert cached.committed_len == cached.length == len(ids) - 1 + len(path)
         nxt = cached.extend_committed([5, 6], logit_rows="all").logits
         full = ids + [tree.token[n] for n in path[1:]] + [5, 6]
         expected = target.model(torch.tensor([full])).logits[0, -2:]
@@ -173,7 +173,7 @@ def test_crop_forgets_committed_rows(target):
         cached = CachedLM(target)
         cached.extend_committed(ids)
         cached.crop_committed(5)
-        assert cached.committed_len == cached.cache_len == 5
+        assert cached.committed_len == cached.length == 5
         again = cached.extend_committed(ids[5:], logit_rows="all").logits
         expected = target.model(torch.tensor([ids])).logits[0, 5:]
     assert torch.allclose(again, expected, atol=1e-4)
@@ -391,7 +391,7 @@ def test_the_cache_is_written_in_place_and_commit_moves_only_the_path(target):
         cached.commit_nodes(path)
     assert torch.equal(buffer[:, :, :, :start], committed)
     assert torch.equal(buffer[:, :, :, start : start + len(path)], moved)
-    assert cached.committed_len == cached.cache_len == start + len(path)
+    assert cached.committed_len == cached.length == start + len(path)
 
 
 @pytest.mark.parametrize("size", [3, 5, 20])

@@ -11,7 +11,7 @@ import itertools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -82,15 +82,7 @@ class LiveRun:
                 self._news.set()
         except BaseException as err:  # noqa: BLE001 - handed to the page, which shows it
             self.error = err
-            try:
-                self.queue.run(self._steps.close, priority=STEP)  # the loop's own clean-up, as model work
-            except BaseException:  # noqa: BLE001 - the first error is the one to show
-                # a full queue refuses the clean-up too: run it here rather than hold the run's runners,
-                # caches and threads for the rest of the session
-                try:
-                    self._steps.close()
-                except BaseException:  # noqa: BLE001
-                    log.exception("run %s: its clean-up failed", self.id)
+            close_steps(self._steps, self.queue, f"run {self.id}")
         finally:
             self.ticket = None
             self._done.set()
@@ -135,14 +127,32 @@ def run_stepwise(
     the queue."""
     steps = run(trace, target, drafter, tree_cfg, decode_cfg, stop=stop)
     waited = 0.0
-    while True:
-        ticket = queue.submit(next, steps, None, priority=STEP, label="run")
-        step = ticket.result()
-        waited += ticket.waited
-        if step is None:
-            break
+    try:
+        while True:
+            ticket = queue.submit(next, steps, None, priority=STEP, label="run")
+            step = ticket.result()
+            waited += ticket.waited
+            if step is None:
+                break
+    except BaseException:
+        close_steps(steps, queue, "a run")
+        raise
     fill_texts(trace, target.tokenizer)
     return trace, waited
+
+
+def close_steps(steps: Generator, queue: ComputeQueue, name: str) -> None:
+    """Run an unfinished decoding loop's own clean-up (``steps.close()``: its ``finally`` gives back
+    runners, caches and threads) as model work on ``queue``; where the queue refuses that job too (full),
+    here, rather than hold them for the rest of the session.  Errors are logged: the caller has the
+    first one to show."""
+    try:
+        queue.run(steps.close, priority=STEP)
+    except BaseException:  # noqa: BLE001
+        try:
+            steps.close()
+        except BaseException:  # noqa: BLE001
+            log.exception("%s: its clean-up failed", name)
 
 
 @dataclass

@@ -676,7 +676,7 @@ def reroll(session: Session):
     rolled, _ = _interactive(frozen.reroll, step, REROLLS, seed=len(frozen.context) * 1000 + state.rerolls)
     if not _still_current(session, version):  # the tree it re-rolled is no longer the one on show
         return gr.skip(), gr.skip(), gr.skip()
-    table = lab_charts.sampling_table(step, rolled.after, rolled.temperature, lambda t: token_label(tok, t))
+    table = lab_charts.sampling_table(step, rolled.after, lambda t: token_label(tok, t))
     fig = lab_charts.reroll_figure(rolled.counts, rolled.target, lambda t: token_label(tok, t))
     note = (
         ""

@@ -600,7 +600,7 @@ TEXT_STYLE = (
 )
 
 
-def step_span(step: StepRecord, highlight: bool = False) -> str:
+def step_span(step: StepRecord) -> str:
     """One step's ``committed_text`` as a ``<span class="talon-step">`` tinted by step (pastel colours
     cycled), ``title`` = the step number (from 1) and its tokens; HTML-escaped.  ``""`` for a step that
     committed no text (e.g. only EOS)."""
@@ -610,8 +610,6 @@ def step_span(step: StepRecord, highlight: bool = False) -> str:
     n = len(step.committed_ids)
     title = f"step {step.index + 1}: {n} token{'s' if n != 1 else ''}: {tokens}"
     style = f"background:{PASTELS[step.index % len(PASTELS)]};color:#1B1B1B;border-radius:3px"
-    if highlight:
-        style += ";outline:2px solid #D62728"
     return (
         f'<span class="talon-step" data-step="{step.index + 1}" title="{html.escape(title, quote=True)}" '
         f'style="{style}">{html.escape(step.committed_text, quote=False)}</span>'

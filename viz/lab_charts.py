@@ -439,7 +439,6 @@ def reroll_figure(
 def sampling_table(
     step,
     target_probs_after: Mapping[int, Sequence[float]],
-    temperature: float,
     token_text: TokenText = str,
     top: int = 5,
 ) -> pd.DataFrame:
@@ -447,7 +446,7 @@ def sampling_table(
     target's probability (= its chance of being accepted once its parent is reached), and the
     residual distribution the next token is drawn from when every child is refused (the target's
     probabilities of the other tokens, renormalised; its ``top`` tokens).  ``target_probs_after[u]``:
-    the target's distribution after node u at ``temperature``."""
+    the target's distribution after node u at the run's temperature."""
     tree = step.tree
     kids = tree.children_lists()
     rows = []

@@ -206,9 +206,8 @@ def _share(part: int, whole: int) -> str:
     return f"{part / whole:.0%} ({part}/{whole})" if whole else "–"
 
 
-def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
-    """A one-table summary of a run (speedup only when an AR time for the same prompt is given), with its
-    tree shape and acceptance per depth."""
+def summary_markdown(trace: RunTrace) -> str:
+    """A one-table summary of a run, with its tree shape and acceptance per depth."""
     s = metrics.summarize(trace)
     rows = [
         ("Tokens generated", f"{s['new_tokens']}"),
@@ -220,9 +219,6 @@ def summary_markdown(trace: RunTrace, ar_seconds: float | None = None) -> str:
         ("Draft share of step time", f"{s['draft_share']:.0%}"),
         ("Wall time", f"{s['seconds']:.2f} s"),
     ]
-    if ar_seconds:
-        speed = metrics.speedup(ar_seconds, s["seconds"])
-        rows.append(("Speedup over plain decoding (this app, same settings)", f"{speed:.2f}×"))
     if trace.stop_reason:
         rows.append(("Stopped by", STOPPED_BY.get(trace.stop_reason, trace.stop_reason)))
     head = f"**{settings_line(trace)}**"

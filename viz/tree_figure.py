@@ -144,7 +144,6 @@ class _Style:
     label_font: int
     label_chars: int
     marker: int
-    row_px: float
     alternate: bool  # labels above/below by depth parity (deep trees) instead of to the right
     height: int
 
@@ -169,7 +168,7 @@ def _style(n_layers: int, rows: float, n_nodes: int) -> _Style:
         font = min(font, 8)
     marker = 13 if row_px >= 40 else 11 if row_px >= 28 else 8
     height = int(max(300, min(2600, 130 + rows * row_px)))
-    return _Style(font, chars, marker, row_px, alternate, height)
+    return _Style(font, chars, marker, alternate, height)
 
 
 # ---- figure ----------------------------------------------------------------------------------

@@ -460,7 +460,7 @@ class SuiteRunner:
         row.pop("steps", None)
         return row
 
-    def warm_up(self, plan: list[tuple[str, dict, str]], item: dict, ids: list[int], temperature: float) -> None:
+    def warm_up(self, plan: list[tuple[str, dict, str]], ids: list[int], temperature: float) -> None:
         """One short run of every planned method not yet warm; a run the settings refuse is left to
         ``run_prompt``, which logs and skips it."""
         for method, kwargs, _ in plan:
@@ -536,7 +536,7 @@ class SuiteRunner:
             ids = encode_prompt(self.target, item["prompt"])
             for temperature in experiment.temperatures:
                 if n == 0:
-                    self.warm_up(plan, item, ids, temperature)
+                    self.warm_up(plan, ids, temperature)
                 yield self.run_prompt(experiment, plan, item, ids, temperature)
 
 

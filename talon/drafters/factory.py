@@ -40,7 +40,6 @@ DRAFTER_HELP = (
     ", ".join(f"'{form}'" + (f" ({said})" if said else "") for form, said in BUILT_IN_DRAFTERS)
     + ", or a local directory / Hugging Face id of a small LM with the target's tokenizer"
 )
-KINDS = ("ngram", "head", "eagle3", "layers", "with_lookup", "model")
 LOOKUP_PREFIXES = ("lookup+", "hybrid:")
 """Spec prefixes that merge a drafter with prompt lookup (``hybrid:`` is the older name, still read)."""
 
@@ -50,7 +49,7 @@ class DrafterSpec:
     """A parsed drafter spec.
 
     Attributes:
-        kind: one of ``KINDS``: ``ngram``; ``head`` (``location`` "" = the shipped head); ``eagle3``
+        kind: ``ngram``; ``head`` (``location`` "" = the shipped head); ``eagle3``
             (``location`` = an EAGLE-3 head's directory or Hub id, EAGLE layout or speculators format);
             ``layers`` (``layers`` = K, the target's first K decoder layers); ``with_lookup`` (``inner``
             is merged with prompt lookup: ``lookup+SPEC``); ``model`` (``location`` = a directory or Hub id

@@ -82,10 +82,6 @@ class NgramDrafter(Drafter):
                 self._index[gram][int(token)] += 1
             self._seq.append(int(token))
 
-    def continuations(self, context: Sequence[int]) -> Counter:
-        """Counts of the tokens that followed the longest suffix of ``context`` seen before."""
-        return self.longest_match(context)[0]
-
     def longest_match(self, context: Sequence[int]) -> tuple[Counter, int]:
         """The continuations of the longest suffix of ``context`` seen before, and that suffix's length
         (0 and no counts when nothing matched)."""

@@ -24,7 +24,7 @@ from .row_invariant import make_row_invariant
 log = logging.getLogger(__name__)
 
 
-def _from_pretrained(source: str, device: torch.device, dtype: torch.dtype, local_only: bool):
+def _from_pretrained(source: str, dtype: torch.dtype, local_only: bool):
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=dtype, attn_implementation="sdpa", local_files_only=local_only
@@ -94,7 +94,7 @@ def load_model(
     progress(f"Loading {name} on {device.type} ({str(dtype).removeprefix('torch.')})...")
     try:
         try:
-            tokenizer, model = _from_pretrained(source, device, dtype, local_only=True)
+            tokenizer, model = _from_pretrained(source, dtype, local_only=True)
         except OSError:
             if local_only:
                 raise
@@ -104,7 +104,7 @@ def load_model(
                     "Hugging Face Hub cannot be reached from here. Copy the model directory (as written by "
                     "save_pretrained) to this machine and give its path."
                 ) from None
-            tokenizer, model = _from_pretrained(source, device, dtype, local_only=False)
+            tokenizer, model = _from_pretrained(source, dtype, local_only=False)
     except (OSError, ValueError) as err:
         where = "this directory" if local_only else "the Hugging Face Hub"
         raise ModelLoadError(

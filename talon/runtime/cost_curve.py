@@ -108,10 +108,6 @@ class CostCurve:
         """Verifying ``nodes`` nodes (root included), in plain steps."""
         return self.verify_seconds(nodes) / self.plain
 
-    def call_ratio(self, width: int) -> float:
-        """One drafter call over ``width`` nodes, in plain steps."""
-        return self.call_seconds(width) / self.plain
-
     def price(self, nodes: int, call_widths: Sequence[int]) -> float:
         """A step with a tree of ``nodes`` nodes (root included) drafted in calls of these widths, the
         first of them the step's first call, in plain steps."""

@@ -202,11 +202,6 @@ class TreeKVCache(ABC):
         self.position_offset = 0
         """Position of cache row 0 (committed row k sits at position k + position_offset)."""
 
-    @property
-    def cache_len(self) -> int:
-        """Rows in use: committed plus this step's tree rows."""
-        return self.length
-
     def use_runner(
         self,
         pool: ResourcePool,

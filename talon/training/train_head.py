@@ -349,7 +349,7 @@ def head_loss(head: HeadNetwork, target: LoadedModel, batch: dict, ttt_steps: in
 EVAL_DEPTHS = 3  # draft depths measured by ``evaluate`` whatever ``ttt_steps`` the head was trained with
 
 
-def evaluate(head: HeadNetwork, target: LoadedModel, items: list[dict], args: TrainArgs) -> dict:
+def evaluate(head: HeadNetwork, target: LoadedModel, items: list[dict]) -> dict:
     """Held-out agreement with the target, overall and per category.
 
     ``top1`` / ``top5`` count answer positions only (the root is a generated token, as when decoding);
@@ -444,7 +444,7 @@ def train(target: LoadedModel, head: HeadNetwork, items: list[dict], args: Train
                     ckpt,
                 )
     bar.close()
-    report = evaluate(head, target, heldout, args)
+    report = evaluate(head, target, heldout)
     tokens = sum(len(i["tokens"]) for i in train_items)
     report["data"] = {
         "train_sequences": len(train_items),
@@ -523,7 +523,7 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     items = [i for i in extract_features(target, head.config.feature_layers, args, log) if i["split"] == "heldout"]
     if not items:
         raise SystemExit(f"No held-out prompts among {args.prompts}: raise --prompts or --heldout.")
-    report = evaluate(head, target, items, args)
+    report = evaluate(head, target, items)
     report["head"] = str(args.eval_only)
     report["device"], report["dtype"] = str(target.device), str(target.dtype).removeprefix("torch.")
     report["draft_vocab"] = None if head.draft_ids is None else int(head.draft_ids.numel())
