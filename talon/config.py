@@ -168,10 +168,13 @@ class ModelSpec:
         drafter: a drafter spec, as ``talon.drafters.factory.DRAFTER_HELP`` lists them (``"head"``,
             ``"ngram"``, ``"layers:K"``, ``"eagle3:..."``, ``"lookup+..."``, a small LM's directory or
             Hub id).
+        datastore: a corpus prompt lookup also retrieves from (a text file, a ``.jsonl`` file of
+            ``{"text": ...}`` lines or a directory of text files; ``talon.drafters.datastore``), or None.
     """
 
     target: str = "embedded"
     drafter: str = "ngram"
+    datastore: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

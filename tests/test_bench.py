@@ -406,6 +406,8 @@ def test_cli_modes_are_exclusive():
     args = parse_args(["--suite", "smoke", "--out-dir", "x", "--limit", "1"])
     assert args.suite == "smoke" and args.budget is None and args.limit == 1
     assert parse_args(["--prompts", "p.jsonl"]).out == "results.json"
+    with pytest.raises(SystemExit):  # a suite's runs are fixed: its drafters take no corpus
+        parse_args(["--suite", "smoke", "--out-dir", "x", "--datastore", "c.txt"])
 
 
 def test_cli_numbers_must_be_positive():
@@ -487,9 +489,20 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
         (["--methods", "ar,talon", "--assistant", "layers:2"], "hf_assisted is not among"),
         (["--methods", "ar,hf_generate", "--execution", "async"], "no method here drafts trees"),
         (["--methods", ","], "names no method"),
+        # a corpus for prompt lookup, and nothing here looks up: talon with the head, eagle2 with layers
+        (["--methods", "ar,talon,eagle2@layers:2", "--drafter", "head", "--datastore", "c"], "no method here looks up"),
+        (["--methods", "ar,hf_prompt_lookup", "--datastore", "c.txt"], "no method here looks up"),
     ):
         assert main([*base, *flags]) == 2
         assert said in capsys.readouterr().err
+    # ... while the ngram drafter (the default), a lookup+ drafter or the hybrid method do look up
+    from talon.bench.cli import _uses_lookup
+
+    assert _uses_lookup("talon", None) and _uses_lookup("talon@lookup+head+auto", "head")
+    assert _uses_lookup("hybrid", "head") and not _uses_lookup("talon", "layers:2") and not _uses_lookup("ar", None)
+    missing = tmp_path / "no-such-corpus.txt"
+    assert main([*base, "--methods", "ar,talon", "--datastore", str(missing)]) == 2  # before the target loads
+    assert "Datastore (--datastore)" in capsys.readouterr().err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert main(["--prompts", str(empty), "--methods", "ar", "--out", str(tmp_path / "e.json")]) == 2

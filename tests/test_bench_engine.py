@@ -218,6 +218,29 @@ def test_method_list_mixes_ours_and_the_peers_and_keeps_its_runs_when_the_summar
     assert json.loads((tmp_path / "stopped.json").read_text())["complete"] is False
 
 
+def test_a_datastore_from_the_command_line_feeds_prompt_lookup(tmp_path):
+    """``--datastore``: a corpus holding what plain decoding writes for the prompt; prompt lookup then
+    retrieves its continuations (more tokens a forward than without it), still emitting plain decoding's
+    tokens, and the results say which corpus was read."""
+    prompts = tmp_path / "poem.jsonl"  # open writing: the prompt itself has little to copy
+    prompts.write_text('{"id": "poem", "category": "chat", "prompt": "Write a short poem about the sea."}\n')
+    base = ["--prompts", str(prompts), "--methods", "ar,talon", "--drafter", "ngram"]
+    base += ["--budget", "8", "--max-new-tokens", "24", "--threads", "1"]
+    assert main([*base, "--out", str(tmp_path / "without.json")]) == 0
+    without = {r["method"]: r for r in json.loads((tmp_path / "without.json").read_text())["runs"]}
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "answers.jsonl").write_text(json.dumps({"text": without["ar"]["text"]}) + "\n", encoding="utf-8")
+    assert main([*base, "--datastore", str(corpus), "--out", str(tmp_path / "with.json")]) == 0
+    result = json.loads((tmp_path / "with.json").read_text())
+    rows = {r["method"]: r for r in result["runs"]}
+    assert result["datastore"]["path"] == str(corpus)
+    assert result["datastore"]["name"].startswith("datastore corpus (1 document, ")
+    assert rows["talon"]["drafter"] == f"n-gram prompt lookup + {result['datastore']['name']}"
+    assert rows["talon"]["matches_ar"] is True and rows["talon"]["token_ids"] == without["talon"]["token_ids"]
+    assert rows["talon"]["MAT"] > without["talon"]["MAT"] + 0.5
+
+
 def test_an_unreachable_drafter_names_the_option(tmp_path, capsys):
     args = [
         "--prompts",

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from talon import metrics
+from talon.drafters.datastore import build_datastore
 from talon.drafters.hybrid import HybridDrafter
-from talon.drafters.ngram import NgramDrafter
+from talon.drafters.ngram import MAX_CONTINUATIONS, NgramDrafter
 from talon.engine.builders import Eagle2Builder, TalonBuilder
 from talon.engine.speculation import best_outside, likely_outcome
 from talon.trace import RunTrace, StepRecord
@@ -44,12 +45,26 @@ def test_ngram_crops_its_index_back_to_the_common_prefix_exactly():
 
 
 def test_ngram_datastore_is_used_after_the_sequence_itself():
-    d = NgramDrafter.with_datastore(VOCAB, [[5, 6, 7, 8], [5, 6, 9]], max_ngram=2)
+    d = NgramDrafter(VOCAB, max_ngram=2, datastore=build_datastore([[5, 6, 7, 8], [5, 6, 9]]).index)
     d.start([1, 2, 1, 3])
     assert d.longest_match([0, 5, 6])[0] == {7: 1, 9: 1}  # only the datastore has (5, 6)
     assert d.longest_match([0, 1])[0] == {2: 1, 3: 1}  # the sequence's own match wins
     row = d.begin_step([1, 2, 1, 3, 5, 6]).logprobs[0]
     assert torch.isfinite(row).nonzero().flatten().tolist() == [7, 9]
+
+
+def test_a_match_with_many_continuations_proposes_the_most_frequent():
+    """A short n-gram of a large corpus can be followed by thousands of tokens: the proposal keeps the
+    ``MAX_CONTINUATIONS`` most frequent, each at its frequency among all."""
+    vocab = 4 * MAX_CONTINUATIONS
+    seqs = [[1, 2 + k] for k in range(2 * MAX_CONTINUATIONS)] + [[1, 2]] * 3  # 2 follows 1 four times
+    d = NgramDrafter(vocab, datastore=build_datastore(seqs).index)
+    d.start([0])
+    tree = DraftTree.with_root(0)
+    row = d.propose(tree, [tree.add(0, 1, -1.0)]).logprobs[0]  # the context ends in 1
+    kept = torch.isfinite(row).nonzero().flatten().tolist()
+    assert len(kept) == MAX_CONTINUATIONS and 2 in kept
+    assert row[2].item() == pytest.approx(math.log(4 / (2 * MAX_CONTINUATIONS + 3)))
 
 
 def test_ngram_proposes_what_followed_the_longest_span_and_reports_its_length():

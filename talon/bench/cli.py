@@ -32,7 +32,7 @@ from ..config import (
     ModelSpec,
     device_default_tree,
 )
-from ..drafters.factory import DRAFTER_HELP
+from ..drafters.factory import DRAFTER_HELP, parse_drafter_spec
 from ..files import write_text_atomically
 from ..models.device import gpu_available
 from ..models.loaded import ModelLoadError
@@ -98,6 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--drafter",
         default=None,
         help=DRAFTER_HELP + " (default: ngram; a suite's own in suite mode: head for the cost suite)",
+    )
+    p.add_argument(
+        "--datastore",
+        default=None,
+        help="method-list mode: a corpus prompt lookup also retrieves from, after the run's own prompt and "
+        'output (REST-style): a text file, a .jsonl file of {"text": ...} lines, or a directory of text '
+        "files; used by the ngram drafter and the hybrid method (and lookup+SPEC drafters)",
     )
     p.add_argument(
         "--assistant",
@@ -179,8 +186,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 _RUN_FLAGS = ("methods", "experiments", "budget", "max_nodes", "topk", "mu", "depth", "gamma", "max_new_tokens")
 _NOT_IN_MODE = {
     "methods": ("out_dir", "experiments"),
-    "suite": ("temperature", "execution", "out"),
-    "cost": (*_RUN_FLAGS, "temperature", "execution", "seed", "limit", "out", "assistant"),
+    "suite": ("temperature", "execution", "out", "datastore"),
+    "cost": (*_RUN_FLAGS, "temperature", "execution", "seed", "limit", "out", "assistant", "datastore"),
 }
 """Per mode, the options it has no use for (refused rather than silently ignored)."""
 _MODE_NAMES = {
@@ -237,7 +244,8 @@ def tree_overrides(args: argparse.Namespace) -> dict:
 def check_options_used(args: argparse.Namespace, methods: list[str]) -> None:
     """``ConfigError`` for an option that no run of ``methods`` reads (it would be silently ignored):
     ``--max-nodes`` without an auto-sized run, ``--gamma`` without a chain, ``--assistant`` without
-    ``hf_assisted``, ``--execution async`` without a tree method (plain decoding and the peers run sync)."""
+    ``hf_assisted``, ``--datastore`` without prompt lookup (``_uses_lookup``), ``--execution async`` without
+    a tree method (plain decoding and the peers run sync)."""
     if args.max_nodes is not None and not any(is_auto(m) for m in methods):
         raise ConfigError(
             "--max-nodes caps auto-sized trees, and no method here is auto-sized: add --budget auto or "
@@ -251,11 +259,30 @@ def check_options_used(args: argparse.Namespace, methods: list[str]) -> None:
             "--assistant is transformers' assisted generation's draft model, and hf_assisted is not among the "
             "methods: add it to --methods."
         )
+    if getattr(args, "datastore", None) is not None and not any(_uses_lookup(m, args.drafter) for m in methods):
+        raise ConfigError(
+            "--datastore adds a corpus to prompt lookup, and no method here looks up: add hybrid to --methods, "
+            "or draft with --drafter ngram (or lookup+SPEC)."
+        )
     if getattr(args, "execution", "sync") == "async" and not bases & (set(METHODS) - {"ar"}):
         raise ConfigError(
             "--execution async drafts a tree method's next tree while the target verifies, and no method here "
             "drafts trees (ar and the transformers peers run synchronously): add talon, eagle2, ..."
         )
+
+
+def _uses_lookup(method: str, drafter: str | None) -> bool:
+    """Whether a run of ``method`` (``METHOD[@DRAFTER][+auto]``) drafts with prompt lookup: the hybrid
+    method, or a tree method whose drafter (its own, else ``drafter``, else ngram) is ngram or lookup+SPEC."""
+    base, spec = split_method(method)
+    if base not in METHODS or base == "ar":
+        return False
+    if base == "hybrid":
+        return True
+    try:
+        return parse_drafter_spec(spec or drafter or "ngram").kind in ("ngram", "with_lookup")
+    except ConfigError:
+        return False  # the drafter's own error comes when it loads
 
 
 def _comma_list(text: str | None) -> list[str] | None:
@@ -295,6 +322,8 @@ def main_methods(args: argparse.Namespace) -> int:
         if args.budget in ("auto", None):
             methods = list(auto_sized(methods))  # as the app's default: auto-sized trees
         check_options_used(args, methods)
+        if args.datastore is not None and not Path(args.datastore).expanduser().exists():
+            raise ConfigError(f"Datastore (--datastore): {args.datastore} does not exist.")
         for method in methods:  # every tree method's settings, before a model loads
             if split_method(method)[0] in METHODS:
                 tree_config(method, tree_kwargs)
@@ -316,7 +345,7 @@ def main_methods(args: argparse.Namespace) -> int:
         result = run_benchmark(
             prompts,
             methods,
-            ModelSpec(args.target, args.drafter or "ngram"),
+            ModelSpec(args.target, args.drafter or "ngram", args.datastore),
             tree_kwargs,
             decode_cfg,
             log=lambda s: print(s, file=sys.stderr),

@@ -4,6 +4,7 @@ same machine noise, with speedups measured against plain autoregressive decoding
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import time
@@ -26,6 +27,7 @@ from ..config import (
     TreeConfig,
     device_default_tree,
 )
+from ..drafters.datastore import Datastore, read_datastore
 from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
@@ -170,6 +172,7 @@ class MethodRunner:
         seed: sampling seed of every run.
         target_spec: the target's spec, to load the peers' unmodified copy of it (``ModelRegistry.get_stock``);
             None runs the peers on ``target`` itself (a model built in memory).
+        datastore: a corpus the tree methods' prompt lookup also retrieves from (None: none).
     """
 
     def __init__(
@@ -180,9 +183,10 @@ class MethodRunner:
         assistant_spec: str | None = None,
         seed: int = 0,
         target_spec: str | None = None,
+        datastore: Datastore | None = None,
     ) -> None:
         self.target, self.registry, self.drafter_spec, self.seed = target, registry, drafter_spec, seed
-        self.target_spec = target_spec
+        self.target_spec, self.datastore = target_spec, datastore
         self.assistant_spec = assistant_spec or default_assistant_spec(drafter_spec)
         self._assistant: LoadedModel | None = None
         self._curves: dict[str, object] = {}
@@ -209,7 +213,7 @@ class MethodRunner:
     def drafter(self, name: str):
         """A fresh drafter for the method ``name`` (``METHOD`` or ``METHOD@DRAFTER``; None for ``ar``)."""
         method, spec = split_method(name)
-        return drafter_for(method, spec or self.drafter_spec, self.target, self.registry)
+        return drafter_for(method, spec or self.drafter_spec, self.target, self.registry, self.datastore)
 
     def drafter_name(self, method: str) -> str:
         """What drafts for ``method`` ("" for ``ar`` and the peers without a draft model); raises
@@ -316,7 +320,11 @@ def run_benchmark(
     measured runs."""
     registry = ModelRegistry()
     target = load_named(lambda: registry.get(spec.target, progress=log), "Target (--target)")
-    runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed, spec.target)
+    datastore = None
+    if spec.datastore:
+        encode = functools.partial(target.tokenizer.encode, add_special_tokens=False)
+        datastore = load_named(lambda: read_datastore(spec.datastore, encode, log), "Datastore (--datastore)")
+    runner = MethodRunner(target, registry, spec.drafter, assistant, decode_cfg.seed, spec.target, datastore)
     drafters = {m: load_named(lambda m=m: runner.drafter_name(m), option_of(m)) for m in methods}
     encoded = [encode_prompt(target, item["prompt"]) for item in prompts]
     head = {
@@ -324,6 +332,7 @@ def run_benchmark(
         "model": target.name,
         "drafter": next((drafters[m] for m in methods if m != "ar" and m not in PEER_METHODS), ""),
         "assistant": drafters.get("hf_assisted", ""),
+        "datastore": None if datastore is None else {"path": spec.datastore, "name": datastore.name},
         "tree_config": {k: v for k, v in tree_kwargs.items() if k != "auto"},  # each run's own: its row
         "decode_config": dict(vars(decode_cfg)),
         "environment": environment(target),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..models.loading import check_same_tokenizer, truncated_copy
 from ..models.registry import ModelRegistry
 from .base import Drafter
 from .calibration import load_drafter_tables
+from .datastore import Datastore
 from .eagle3_model import EAGLE3_FILES, Eagle3Head, load_eagle3
 from .head import HeadDrafter
 from .head_model import SHIPPED_HEAD, DraftHead, load_head, resolve_head_dir
@@ -167,15 +167,22 @@ def eagle3_head(location: str, target: LoadedModel, registry: ModelRegistry) -> 
     return registry.get_derived(key, lambda: load_eagle3(directory, target))
 
 
-def make_drafter(spec: str | DrafterSpec, target: LoadedModel, registry: ModelRegistry | None = None) -> Drafter:
+def make_drafter(
+    spec: str | DrafterSpec,
+    target: LoadedModel,
+    registry: ModelRegistry | None = None,
+    datastore: Datastore | None = None,
+) -> Drafter:
     """A fresh drafter (per-run state) for ``spec`` (see ``DRAFTER_HELP``).  Models and heads come
-    from ``registry`` so they are loaded once; a private one is used when none is given."""
+    from ``registry`` so they are loaded once; a private one is used when none is given.  Prompt lookup
+    (``ngram``, and the lookup side of ``lookup+SPEC``) also retrieves from ``datastore`` when given."""
     registry = registry or ModelRegistry()
     parsed = spec if isinstance(spec, DrafterSpec) else parse_drafter_spec(spec)
     if parsed.kind == "ngram":
-        return NgramDrafter(target.vocab_size, device=target.device)
+        return lookup_drafter(target.vocab_size, datastore, target.device)
     if parsed.kind == "with_lookup":
-        return hybrid_with_lookup(make_drafter(parsed.inner, target, registry), target.vocab_size, device=target.device)
+        inner = make_drafter(parsed.inner, target, registry)
+        return hybrid_with_lookup(inner, target.vocab_size, datastore, target.device)
     if parsed.kind == "head":
         head, name = shipped_or_given_head(parsed.location, target, registry)
         drafter = HeadDrafter(head, target, name)
@@ -204,15 +211,16 @@ def drafter_for(
     spec: str,
     target: LoadedModel,
     registry: ModelRegistry | None = None,
-    datastore: Sequence[Sequence[int]] | None = None,
+    datastore: Datastore | None = None,
     hybrid_weight: float | None = None,
 ) -> Drafter | None:
     """The drafter a decoding ``method`` runs with: ``None`` for ``ar``; for ``hybrid`` the drafter of
-    ``spec`` merged with prompt lookup (over ``datastore`` too, token sequences, when given; holding
-    the retrieval weight ``hybrid_weight`` when given instead of learning it); else ``make_drafter(spec)``."""
+    ``spec`` merged with prompt lookup (holding the retrieval weight ``hybrid_weight`` when given instead
+    of learning it); else ``make_drafter(spec)``.  Prompt lookup retrieves from ``datastore`` too when
+    given."""
     if method == "ar":
         return None
-    drafter = make_drafter(spec, target, registry)
+    drafter = make_drafter(spec, target, registry, datastore)
     if method != "hybrid":
         return drafter
     if isinstance(drafter, HybridDrafter):
@@ -224,20 +232,25 @@ def drafter_for(
 def hybrid_with_lookup(
     model: Drafter,
     vocab: int,
-    datastore: Sequence[Sequence[int]] | None = None,
+    datastore: Datastore | None = None,
     device: torch.device | str = "cpu",
     fixed_weight: float | None = None,
 ) -> HybridDrafter:
-    """``model`` merged with prompt lookup (over ``datastore`` too, when given; its rows made on
-    ``device``); refuses n-gram as the model side (it would be retrieval twice)."""
+    """``model`` merged with prompt lookup (``lookup_drafter``); refuses n-gram as the model side (it
+    would be retrieval twice)."""
     if isinstance(model, NgramDrafter):
         raise ConfigError(
             "The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
             "a self-draft ('layers:K') or a draft model as the drafter, not n-gram."
         )
-    retrieval = (
-        NgramDrafter.with_datastore(vocab, datastore, device=device)
-        if datastore
-        else NgramDrafter(vocab, device=device)
-    )
-    return HybridDrafter(model, retrieval, fixed_weight=fixed_weight)
+    return HybridDrafter(model, lookup_drafter(vocab, datastore, device), fixed_weight=fixed_weight)
+
+
+def lookup_drafter(vocab: int, datastore: Datastore | None = None, device: torch.device | str = "cpu") -> NgramDrafter:
+    """Prompt lookup over the run's prompt and output, then ``datastore`` when given (its name then says
+    which); its rows made on ``device``."""
+    if datastore is None:
+        return NgramDrafter(vocab, device=device)
+    drafter = NgramDrafter(vocab, datastore=datastore.index, device=device)
+    drafter.name = f"{NgramDrafter.name} + {datastore.name}"
+    return drafter

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
@@ -13,21 +13,16 @@ from ..models.device import to_device
 from ..tree import SOURCE_RETRIEVAL, DraftTree
 from .base import Drafter, Proposal, common_prefix
 
+MAX_NGRAM = 3
+"""The longest n-gram looked up (then shorter ones down to 1)."""
+MAX_CONTINUATIONS = 64
+"""At most this many continuations of a match are proposed, the most frequent (a short n-gram of a large
+datastore can have thousands; REST keeps about as many)."""
 
-def _grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
+
+def grams_before(seq: Sequence[int], end: int, max_ngram: int) -> Iterator[tuple[int, ...]]:
     """The n-grams (n = 1..``max_ngram``) of ``seq`` that end just before index ``end``."""
     return (tuple(seq[end - n : end]) for n in range(1, min(max_ngram, end) + 1))
-
-
-def _ngram_index(sequences: Sequence[Sequence[int]], max_ngram: int) -> dict[tuple[int, ...], Counter]:
-    """For every n-gram (n = 1..``max_ngram``) in ``sequences``, counts of the token that followed it."""
-    index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
-    for seq in sequences:
-        seq = [int(t) for t in seq]
-        for end in range(1, len(seq)):
-            for gram in _grams_before(seq, end, max_ngram):
-                index[gram][seq[end]] += 1
-    return index
 
 
 class NgramDrafter(Drafter):
@@ -40,8 +35,8 @@ class NgramDrafter(Drafter):
     with frequency-based confidence.  No match: every token is ``-inf``.  Costs no model forward; the
     index over committed n-grams follows the sequence each ``begin_step`` is handed.
 
-    ``datastore``: token sequences (e.g. a corpus of code or documents) whose n-grams are looked up
-    after the sequence's own (REST-style retrieval); read-only, shared by runs.  ``device``: where the
+    ``datastore``: the n-gram index of a corpus (``talon.drafters.datastore``), looked up after the
+    sequence's own (REST-style retrieval); read-only, shared by runs.  ``device``: where the
     proposal rows are made (the target's, so a GPU run copies no dense row from the host)."""
 
     name = "n-gram prompt lookup"
@@ -50,8 +45,8 @@ class NgramDrafter(Drafter):
     def __init__(
         self,
         vocab_size: int,
-        max_ngram: int = 3,
-        datastore: dict[tuple[int, ...], Counter] | None = None,
+        max_ngram: int = MAX_NGRAM,
+        datastore: Mapping[tuple[int, ...], Counter] | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
         if max_ngram < 1:
@@ -63,12 +58,6 @@ class NgramDrafter(Drafter):
         self._seq: list[int] = []
         self._index: dict[tuple[int, ...], Counter] = defaultdict(Counter)
 
-    @classmethod
-    def with_datastore(
-        cls, vocab_size: int, sequences: Sequence[Sequence[int]], max_ngram: int = 3, device: torch.device | str = "cpu"
-    ) -> NgramDrafter:
-        return cls(vocab_size, max_ngram, _ngram_index(sequences, max_ngram), device)
-
     def start(
         self, prompt_ids: Sequence[int], target_features: torch.Tensor | None = None, rows: int | None = None
     ) -> None:
@@ -78,7 +67,7 @@ class NgramDrafter(Drafter):
 
     def _append(self, ids: Sequence[int]) -> None:
         for token in ids:
-            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
+            for gram in grams_before(self._seq, len(self._seq), self.max_ngram):
                 self._index[gram][int(token)] += 1
             self._seq.append(int(token))
 
@@ -110,7 +99,8 @@ class NgramDrafter(Drafter):
             counts, n = self.longest_match((tail + list(path))[-self.max_ngram :])
             lengths.append(n)
             total = sum(counts.values())
-            for token, count in counts.items():
+            top = counts.most_common(MAX_CONTINUATIONS) if len(counts) > MAX_CONTINUATIONS else counts.items()
+            for token, count in top:
                 rows.append(row)
                 tokens.append(token)
                 logprobs.append(math.log(count / total))
@@ -124,7 +114,7 @@ class NgramDrafter(Drafter):
         """Forget the tokens after the first ``length`` (and their n-grams in the index)."""
         while len(self._seq) > length:
             token = self._seq.pop()
-            for gram in _grams_before(self._seq, len(self._seq), self.max_ngram):
+            for gram in grams_before(self._seq, len(self._seq), self.max_ngram):
                 counts = self._index[gram]
                 counts[token] -= 1
                 if counts[token] <= 0:
