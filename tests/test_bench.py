@@ -316,21 +316,22 @@ def test_pooled_is_ratio_of_sums():
         "mean_tree_nodes": 8.0,
         "mean_layer_widths": [4.0, 4.0],
     }
-    b = {
-        "new_tokens": 10,
-        "target_forwards": 10,
+    b = {  # three times a's steps: per-step means weigh it three times
+        "new_tokens": 40,
+        "target_forwards": 30,
         "draft_forwards": 10,
-        "seconds": 2.0,
+        "seconds": 3.0,
         "draft_seconds": 0.5,
-        "step_seconds": 2.5,
+        "step_seconds": 2.5,  # the steps' time, not the run's (prefill excluded): the draft share's whole
         "mean_depth": 2.0,
         "mean_tree_nodes": 2.0,
         "mean_layer_widths": [2.0],
     }
     p = metrics.pooled([a, b])
-    assert p["MAT"] == pytest.approx(40 / 20) and p["delta"] == pytest.approx(30 / 20)
-    assert p["tokens_per_s"] == pytest.approx(10.0) and p["draft_share"] == pytest.approx(1.0 / 4.0)
-    assert p["mean_depth"] == pytest.approx(3.0) and p["mean_layer_widths"] == pytest.approx([3.0, 2.0])
+    assert p["MAT"] == pytest.approx(70 / 40) and p["delta"] == pytest.approx(30 / 40)
+    assert p["tokens_per_s"] == pytest.approx(70 / 5.0) and p["draft_share"] == pytest.approx(1.0 / 4.0)
+    assert p["mean_depth"] == pytest.approx((4 * 10 + 2 * 30) / 40) and p["mean_tree_nodes"] == pytest.approx(3.5)
+    assert p["mean_layer_widths"] == pytest.approx([(4 * 10 + 2 * 30) / 40, 4 * 10 / 40])
 
 
 def test_summary_groups_categories_and_speedup():

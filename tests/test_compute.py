@@ -6,6 +6,7 @@ decode, and the same trace as a decode run straight through."""
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 import subprocess
 import sys
@@ -190,8 +191,11 @@ def test_two_decodes_take_turns_step_by_step(target):
     assert all(live.done and live.error is None for _, _, live in runs)
     both = min(len(t.steps) for _, t, _ in runs)
     first_part = order[: 2 * both - 2]
-    # neither run finishes all its steps before the other starts: they alternate while both run
-    assert 1 in first_part[: len(first_part) // 2 + 2] and 2 in first_part[: len(first_part) // 2 + 2]
+    # they alternate while both run: short streaks of one run (a thread slow to queue its next step on a
+    # busy machine lets the other go twice) and many switches, where one run decoding to its end before
+    # the other would show one switch and a streak of 20+
+    streaks = [len(list(group)) for _, group in itertools.groupby(first_part)]
+    assert len(first_part) >= 10 and max(streaks) <= 4 and len(streaks) >= len(first_part) // 3
 
 
 def test_importing_ui_asks_openmp_for_passive_waits_unless_told_otherwise():

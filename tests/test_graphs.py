@@ -126,9 +126,13 @@ def test_autoregressive_and_a_model_drafter_on_static_runners(target, reference,
     assert {size for size, _ in static} >= {1, 8}
 
 
-def test_sampling_on_static_runners_equals_the_autoregressive_sample(target, head, static):
+def test_sampling_on_static_runners_equals_the_autoregressive_sample(target, head, static, monkeypatch):
+    """The reference is plain sampling without the static path (set against the path under test)."""
     config = DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS)
+    monkeypatch.setenv(graphs.GRAPHS_ENV, "0")
     ar = run_to_end(target, None, TreeConfig(method="ar"), config, prompt_ids=prompt_ids(2)).output_ids
+    assert not static
+    monkeypatch.setenv(graphs.GRAPHS_ENV, "eager")
     for execution in ("sync", "async"):
         trace = run_to_end(
             target,
@@ -137,7 +141,7 @@ def test_sampling_on_static_runners_equals_the_autoregressive_sample(target, hea
             DecodeConfig(temperature=0.9, seed=5, max_new_tokens=NEW_TOKENS, execution=execution),
             prompt_ids=prompt_ids(2),
         )
-        assert trace.output_ids == ar
+        assert trace.output_ids == ar and static  # the tree run took the static path
 
 
 def test_runs_reuse_runners_and_never_see_the_last_runs_rows(head, static):

@@ -272,6 +272,9 @@ def test_async_trace_counts_waiting_and_hit_rate_round_trips():
     assert trace.seconds == pytest.approx(0.5 + 0.2 + 0.5 + 0.1 + 0.0 + 0.5)
     assert metrics.speculation_hit_rate(trace) == 0.5
     assert metrics.speculation_hit_rate(_trace([_step(0, 0.2, 0.5, 0.0)])) is None
+    # the last step guesses nothing (no step follows it): the share is over the steps that guessed
+    ended = _trace([*steps, _step(2, 0.0, 0.5, 1.6, hit=None)], "async")
+    assert metrics.speculation_hit_rate(ended) == 0.5
     assert RunTrace.from_json(trace.to_json()) == trace
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -327,7 +328,7 @@ def test_config_error_is_value_error_and_valid_configs_pass() -> None:
     DecodeConfig(temperature=5.0)
     d = TreeConfig()
     assert (d.method, d.budget, d.topk, d.mu) == ("talon", 16, 10, 0.03)
-    assert ModelSpec(target="a", drafter="b").to_dict() == {"target": "a", "drafter": "b"}
+    assert ModelSpec(target="a", drafter="b").to_dict() == {"target": "a", "drafter": "b", "datastore": None}
     assert math.isclose(TreeConfig(mu=0.5).mu, 0.5)
 
 
@@ -389,6 +390,15 @@ def test_chain_collapse_is_a_single_path_below_the_first_layer() -> None:
     assert collapsed_steps(trace) == []
 
 
+def test_percentile_takes_the_value_nearest_by_rank() -> None:
+    from talon.metrics import percentile
+
+    values = [40, 10, 30, 20, 50]
+    assert [percentile(values, q) for q in (0.0, 0.25, 0.5, 0.9, 1.0)] == [10, 20, 30, 50, 50]
+    assert percentile([4, 1, 3, 2], 0.9) == 4 and percentile([7.5], 0.5) == 7.5  # rank 2.7 is nearest 3
+    assert math.isnan(percentile([], 0.5))
+
+
 def test_shape_stats_and_the_representative_step() -> None:
     steps = [*hand_steps(), leaf_step()]  # depths 3, 1, 2, 2; drafts 3, 1, 3, 3; widest 1, 1, 2, 2
     st = shape_stats(steps)
@@ -416,6 +426,14 @@ def test_the_representative_step_shows_an_acceptance_where_the_run_usually_makes
     steps = [rejected, accepted[0], narrow, accepted[1]]
     assert [s.tree.max_depth for s in steps] == [1, 2, 1, 2] and [s.accepted_tokens for s in steps] == [0, 1, 1, 1]
     assert representative_step(steps) == 2  # depth 1 (lower median), accepted 1 (the run's median), not step 0
+    # the last step is passed over among equals, even where it would win every tie-break (more drafts)
+    wider = DraftTree.with_root(0)
+    for token in (1, 2, 4):
+        wider.add(0, token, -1.0)
+    last = make_step(4, wider, [1, 0, 0, 0], 1, 0.0, 0.1, 0.1)
+    assert last.accepted_tokens == 1 and last.tree.num_drafts > narrow.tree.num_drafts
+    assert representative_step([narrow, last]) == 2
+    assert representative_step([last, replace(narrow, index=5)]) == 4  # not last: it wins on its drafts
 
 
 def test_reliability_bins_every_checked_node_of_the_run() -> None:
