@@ -120,6 +120,49 @@ def test_a_packed_linear_on_it_answers_like_pytorchs():
 
 
 @needs_kernel
+@pytest.mark.parametrize("shape", [(960, 576), (50, 64), (17, 33)])
+def test_a_bfloat16_weight_gives_the_float32_kernels_bits_on_its_rounded_weight(shape):
+    """A weight packed as bfloat16 is widened to float32 as it streams (exact), so every row count gives
+    the float32 kernel's bits on the bfloat16-rounded weight, with half the bytes to read."""
+    gen = torch.Generator().manual_seed(sum(shape))
+    weight = torch.randn(*shape, generator=gen).to(torch.bfloat16)
+    bias = torch.randn(shape[0], generator=gen)
+    half, whole = stream_gemm.pack(weight), stream_gemm.pack(weight.float())
+    assert half.dtype == torch.bfloat16 and half.shape == whole.shape
+    for rows in ROWS + (200,):
+        x = torch.randn(rows, shape[1], generator=gen)
+        assert torch.equal(stream_gemm.linear(x, half, shape[0], bias), stream_gemm.linear(x, whole, shape[0], bias))
+
+
+@needs_kernel
+def test_a_float32_drafter_takes_bfloat16_copies_for_its_few_row_calls(monkeypatch):
+    """Where drafters run in float32 on this kernel (``draft_half_rows``), ``halve_small_rows`` gives each
+    layer a bfloat16 copy that calls of up to ``HALF_ROWS`` rows read; wider calls keep the float32
+    weights, and a layer on another kernel is left alone."""
+    from talon.models import cpu_linear
+
+    monkeypatch.setenv("TALON_CPU_LINEAR", "stream")
+    works = cpu_linear.onednn_linear_works
+    # no oneDNN bfloat16 kernels, as on the AVX2 EPYC: drafters run in float32
+    monkeypatch.setattr(cpu_linear, "onednn_linear_works", lambda dtype: dtype != torch.bfloat16 and works(dtype))
+    assert cpu_linear.draft_half_rows() == cpu_linear.HALF_ROWS
+    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64))
+    pack_for_device(model)
+    other = PackedLinear(nn.Linear(64, 48))  # oneDNN's layout
+    assert cpu_linear.halve_small_rows(model) == cpu_linear.HALF_ROWS == 3
+    assert cpu_linear.halve_small_rows(other) == 3 and other.half is None and other.half_rows == 0
+    layer = model[0]
+    rounded = stream_gemm.pack(layer.weight.detach().to(torch.bfloat16).float())
+    with torch.inference_mode():
+        for rows in (1, 3, 4, 9):
+            x = torch.randn(rows, 64)
+            want = stream_gemm.linear(x, rounded if rows <= 3 else layer.packed.data, 48, layer.bias)
+            assert torch.equal(layer(x), want), rows
+    monkeypatch.setattr(cpu_linear, "onednn_linear_works", lambda dtype: True)  # drafters in bfloat16
+    assert cpu_linear.draft_half_rows() == 0 and cpu_linear.halve_small_rows(nn.Sequential()) == 0
+
+
+@needs_kernel
 def test_the_stream_setting_and_the_fused_products_take_it(monkeypatch):
     """``TALON_CPU_LINEAR=stream`` lays every float32 layer out for it (one row included: the same
     kernel at every count), and a fused product of its parts gives the parts' bits (``same_bits``)."""

@@ -38,7 +38,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 
 from ..config import ASSETS
 from ..files import write_atomically, write_text_atomically
-from ..models.cpu_linear import drafter_dtype, pack_for_device, quantize_small_rows
+from ..models.cpu_linear import drafter_dtype, halve_small_rows, pack_for_device, quantize_small_rows
 from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
@@ -307,8 +307,10 @@ def load_head(
 
 def use_device_linears(head: nn.Module) -> None:
     """Give a loaded head's linears (its draft LM head among them) this device's kernels: on a CPU packed
-    (``pack_for_device``) with int8 copies for calls of a few rows (``quantize_small_rows``), on a GPU
-    cuBLASLt where it is faster (``use_row_linears``)."""
+    (``pack_for_device``) with int8 copies (``quantize_small_rows``) or, in float32, bfloat16 copies
+    (``halve_small_rows``) for calls of a few rows, on a GPU cuBLASLt where it is faster
+    (``use_row_linears``)."""
     pack_for_device(head)
     quantize_small_rows(head)
+    halve_small_rows(head)
     use_row_linears(head)

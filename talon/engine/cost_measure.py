@@ -26,7 +26,15 @@ import torch
 from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
-from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, draft_int8_rows, mkl_rows, packed_kernel
+from ..models.cpu_linear import (
+    block_rows,
+    call_rows,
+    cpu_linear_mode,
+    draft_half_rows,
+    draft_int8_rows,
+    mkl_rows,
+    packed_kernel,
+)
 from ..models.device import cpu_identity, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
@@ -297,6 +305,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"
+            + (f", draft_half_rows={rows}" if (rows := draft_half_rows()) else "")
             if target.device.type == "cpu" and not isinstance(drafter, NoDrafter)
             else ""
         ),

@@ -74,6 +74,12 @@ INT8_ROWS = 4
 """A drafter's calls of at most this many rows take its int8 copies: up to 4 rows the int8 kernel read
 back from memory is faster than the bfloat16 one on the AVX-512 machine (the draft LM head at 1 / 4 rows:
 0.33 / 0.38 ms against 0.45 / 0.45 ms after a 40 MB read), from 8 rows the bfloat16 kernel wins."""
+HALF_ROWS = 3
+"""Where a drafter runs in float32 on TALON's kernel (no bfloat16 arithmetic on the CPU), its calls of at
+most this many rows read a bfloat16 copy of each weight, widened as it streams: on the AVX2 EPYC the
+draft LM head (16,384 x 576) took 1.02 / 1.28 / 1.43 / 1.68 ms at 1 / 2 / 3 / 4 rows against float32's
+1.87 / 1.99 / 1.79 / 1.94 after a 48 MB read, and from 8 rows more than float32 (the widening then
+costs more than the bytes it saves)."""
 INT8_IN_MULTIPLE = 64
 """Only layers whose input width is a multiple of this take an int8 copy: PyTorch 2.13's CPU int8 kernel
 reads past the end of rows whose width is not a multiple of its vector (it crashed at 8, 24 and 40)."""
@@ -140,6 +146,10 @@ class PackedLinear(nn.Module):
         the weights once); 0: one block a call."""
         self.int8_rows = 0
         """Inputs of at most this many rows take ``int8_weight`` (``quantize_small_rows``; drafters only)."""
+        self.half_rows = 0
+        """Inputs of at most this many rows take ``half`` (``halve_small_rows``; drafters only)."""
+        self.half: PackedWeight | None = None
+        """A bfloat16 copy of the weight for TALON's kernel (half the bytes; float32 arithmetic)."""
         self.int8_weight: torch.Tensor | None = None  # [out, in] int8, row k is weight row k / int8_scales[k]
         self.int8_scales: torch.Tensor | None = None  # [out] in the weight's dtype
 
@@ -156,6 +166,8 @@ class PackedLinear(nn.Module):
             if self.bias is not None:
                 out = out + self.bias
             return out.reshape(*x.shape[:-1], self.out_features)
+        if self.half_rows and x.numel() <= self.half_rows * self.in_features:
+            return self.half(x, self.bias)
         if x.numel() <= self.plain_rows * self.in_features:
             return self.plain_product(x)
         return product_in_rows(self.packed_product, x, self)
@@ -561,6 +573,31 @@ def quantize_small_rows(module: nn.Module) -> int:
         if isinstance(m, PackedLinear) and m.weight.dtype == torch.bfloat16 and m.in_features % INT8_IN_MULTIPLE == 0:
             m.int8_weight, m.int8_scales = int8_weights(m.weight)
             m.int8_rows = rows
+    return rows
+
+
+def draft_half_rows() -> int:
+    """The row count up to which a float32 drafter's layers on TALON's kernel take bfloat16 copies here:
+    ``HALF_ROWS`` where the kernel runs and drafters run in float32 on this CPU (no oneDNN bfloat16
+    kernels: ``drafter_dtype``), else 0."""
+    if cpu_linear_mode() not in ("auto", "stream") or onednn_linear_works(torch.bfloat16):
+        return 0
+    return HALF_ROWS if stream_gemm.available() else 0
+
+
+def halve_small_rows(module: nn.Module) -> int:
+    """Give every float32 layer of a drafter ``module`` that runs on TALON's kernel a bfloat16 copy for
+    inputs of at most ``draft_half_rows()`` rows (in place; the float32 copy stays for wider calls).  A
+    drafter's rounding shapes the tree, never the output; never for a target.  Returns that row count
+    (0: nothing changed)."""
+    rows = draft_half_rows()
+    if not rows:
+        return 0
+    for m in module.modules():
+        if isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream":
+            if m.weight.dtype == torch.float32:
+                m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
+                m.half_rows = rows
     return rows
 
 

@@ -10,6 +10,10 @@
 // Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
 // whatever the number of rows, the row's place among them, the blocking, the thread split or the
 // vector width: a row's result has the same bits in a product of 1 row or of 64, on either build.
+//
+// A weight may also be packed as bfloat16 (half the bytes to stream; a drafter's few-row calls on a CPU
+// without bfloat16 arithmetic): each weight is widened to float32 as it is loaded (exact), so the product
+// has the bits of the float32 kernel on the bfloat16-rounded weight.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -39,6 +43,11 @@ inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+// 16 bfloat16 (their bits) -> float32: the bits move to the upper half of each lane
+inline Vec vload(const uint16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 // 16 registers: 1 block (2 vectors) x 6 rows = 12 accumulators, 2 weight vectors, a broadcast
 using Vec = __m256;
@@ -51,15 +60,20 @@ inline Vec vbroadcast(float v) { return _mm256_set1_ps(v); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec vload(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
 #else
 #error "build with -mavx512f -mfma or -mavx2 -mfma"
 #endif
 constexpr int kPerBlock = int(kLanes / kWidth);  // vectors in a block's k-step
 
-// Rows [0, MR) of x (transposed: xt[k * ld + row]) times NC adjacent column blocks starting at w.
-template <int MR, int NC>
-void block(const float* __restrict xt, int64_t ld, const float* __restrict w, int64_t K, float* __restrict y,
-           int64_t ldy, const float* __restrict bias, bool own, const float* next, int64_t next_blocks, int64_t every,
+// Rows [0, MR) of x (transposed: xt[k * ld + row]) times NC adjacent column blocks starting at w (W: float,
+// or uint16_t holding bfloat16 bits).
+template <int MR, int NC, typename W>
+void block(const float* __restrict xt, int64_t ld, const W* __restrict w, int64_t K, float* __restrict y,
+           int64_t ldy, const float* __restrict bias, bool own, const W* next, int64_t next_blocks, int64_t every,
            int64_t first_line) {
   // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
   // next_blocks blocks, one of whose lines (k-steps) is prefetched every ``every`` steps from first_line
@@ -95,19 +109,24 @@ void block(const float* __restrict xt, int64_t ld, const float* __restrict w, in
   }
 }
 
-using BlockFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, const float*, bool, const float*,
+template <typename W>
+using BlockFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, const float*, bool, const W*,
                          int64_t, int64_t, int64_t);
 
-template <int NC, int... R>
-constexpr std::array<BlockFn, sizeof...(R)> rows_table(std::integer_sequence<int, R...>) {
-  return {block<R + 1, NC>...};
+template <int NC, typename W, int... R>
+constexpr std::array<BlockFn<W>, sizeof...(R)> rows_table(std::integer_sequence<int, R...>) {
+  return {block<R + 1, NC, W>...};
 }
 
-const auto kWhole = rows_table<int(kGroup)>(std::make_integer_sequence<int, int(kPassRows)>{});
-const auto kSingle = rows_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
+template <typename W>
+struct Tables {
+  static constexpr auto whole = rows_table<int(kGroup), W>(std::make_integer_sequence<int, int(kPassRows)>{});
+  static constexpr auto single = rows_table<1, W>(std::make_integer_sequence<int, int(kPassRows)>{});
+};
 
 // Rows [0, m) of x (transposed: xt[k * m + row]) times every block of packed into y (row stride ldy).
-void multiply(const float* xp, int64_t m, const float* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+template <typename W>
+void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
               const float* bp) {
   const int64_t passes = (m + kPassRows - 1) / kPassRows;
   const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
@@ -116,20 +135,20 @@ void multiply(const float* xp, int64_t m, const float* wp, int64_t k, int64_t bl
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
-      const float* w = wp + first * k * kLanes;
+      const W* w = wp + first * k * kLanes;
       // with several passes, the thread's next group is prefetched a share a pass
       const bool spread = passes > 1 && g + 1 < g1;
-      const float* next = spread ? w + kGroup * k * kLanes : nullptr;
+      const W* next = spread ? w + kGroup * k * kLanes : nullptr;
       const int64_t next_blocks = spread ? std::min(kGroup, blocks - first - kGroup) : 0;
       for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
         const int64_t rows = std::min(pass_rows, m - r);
         const bool own = p == 0 && (passes == 1 || g == g0);
         if (count == kGroup) {
-          kWhole[rows - 1](xp + r, m, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
+          Tables<W>::whole[rows - 1](xp + r, m, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
                            own, next, next_blocks, passes, p * lines_a_pass);
         } else {  // the last group, short of blocks: one block at a time
           for (int64_t j = 0; j < count; ++j)
-            kSingle[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
+            Tables<W>::single[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
                               bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
         }
       }
@@ -139,9 +158,10 @@ void multiply(const float* xp, int64_t m, const float* wp, int64_t k, int64_t bl
 
 }  // namespace
 
-// W [N, K] float32 -> [ceil(N / 16), K, 16], outputs past N zero.
+// W [N, K] float32 or bfloat16 -> [ceil(N / 16), K, 16] of its dtype, outputs past N zero.
 torch::Tensor pack(const torch::Tensor& weight) {
-  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "a 2-d float32 weight");
+  TORCH_CHECK(weight.dim() == 2 && (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16),
+              "a 2-d float32 or bfloat16 weight");
   const int64_t n = weight.size(0), k = weight.size(1), blocks = (n + kLanes - 1) / kLanes;
   auto padded = torch::zeros({blocks * kLanes, k}, weight.options());
   padded.narrow(0, 0, n).copy_(weight);
@@ -154,6 +174,8 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
   TORCH_CHECK(packed.dim() == 3 && packed.size(1) == x.size(1) && packed.size(2) == kLanes,
               "a packed weight of x's width");
+  const bool half = packed.scalar_type() == torch::kBFloat16;
+  TORCH_CHECK(half || packed.scalar_type() == torch::kFloat32, "a float32 or bfloat16 packed weight");
   const int64_t m = x.size(0), k = x.size(1), blocks = packed.size(0), width = blocks * kLanes;
   TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
   auto y = torch::empty({m, width}, x.options());
@@ -166,7 +188,6 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
       b.narrow(0, 0, out_features).copy_(*bias);
     }
   }
-  const float* wp = packed.data_ptr<float>();
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   // A tile's rows, transposed, stay in the core's own cache while every block of weights passes them:
@@ -176,12 +197,16 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   for (int64_t t = 0; t < m; t += tile) {
     const int64_t rows = std::min(tile, m - t);
     const auto xt = x.narrow(0, t, rows).t().contiguous();  // [K, rows]: a k-step's rows side by side
-    multiply(xt.data_ptr<float>(), rows, wp, k, blocks, yp + t * width, width, bp);
+    if (half)
+      multiply(xt.data_ptr<float>(), rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k,
+               blocks, yp + t * width, width, bp);
+    else
+      multiply(xt.data_ptr<float>(), rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
   }
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("pack", &pack, "lay a float32 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
+  m.def("pack", &pack, "lay a float32 or bfloat16 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
   m.def("linear", &linear, "x @ W.T + bias from a packed W", py::call_guard<py::gil_scoped_release>());
 }
