@@ -13,7 +13,10 @@ MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).
 
 Each output element is one chain of fused multiply-adds in the order of the input's columns, whatever
 the row count: a row gets the same bits alone or among 64 others (tests/test_stream_gemm.py).
-The arithmetic is float32 with a float32 error bound for a dot product, as any BLAS kernel's.
+The arithmetic is float32 with a float32 error bound for a dot product, as any BLAS kernel's.  A weight
+may be packed as bfloat16 instead (``pack`` of a bfloat16 tensor): it is widened to float32 as it
+streams, half the bytes for the float32 kernel's bits on the rounded weight; a float32 drafter's calls
+of a few rows read such copies (``cpu_linear.halve_small_rows``).
 
 Needs a C++ compiler and ninja where it is first built, and an AVX-512 or AVX2 CPU (as
 ``torch.backends.cpu`` reports it; AVX2 with FMA builds 8-lane vectors, six rows a pass); elsewhere
@@ -96,14 +99,14 @@ def available() -> bool:
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` ``[out_features, in_features]`` float32 -> ``[ceil(out_features / 16), in_features, 16]``
-    (column blocks of 16 outputs, the last padded with zeros)."""
+    """``weight`` ``[out_features, in_features]`` float32 or bfloat16 -> ``[ceil(out_features / 16),
+    in_features, 16]`` of its dtype (column blocks of 16 outputs, the last padded with zeros)."""
     return extension().pack(weight.detach().contiguous())
 
 
 def linear(x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]``, from
-    ``pack(weight)``."""
+    """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]`` float32, from
+    ``pack(weight)`` (a float32 or bfloat16 weight)."""
     rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies the rows transposed
     out = extension().linear(rows, packed, out_features, bias)
     return out.reshape(*x.shape[:-1], out_features)
