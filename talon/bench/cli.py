@@ -32,7 +32,7 @@ from ..config import (
     ModelSpec,
     device_default_tree,
 )
-from ..drafters.factory import DRAFTER_HELP, parse_drafter_spec
+from ..drafters.factory import DRAFTER_HELP, uses_prompt_lookup
 from ..files import write_text_atomically
 from ..models.device import gpu_available
 from ..models.loaded import ModelLoadError
@@ -277,10 +277,8 @@ def _uses_lookup(method: str, drafter: str | None) -> bool:
     base, spec = split_method(method)
     if base not in METHODS or base == "ar":
         return False
-    if base == "hybrid":
-        return True
     try:
-        return parse_drafter_spec(spec or drafter or "ngram").kind in ("ngram", "with_lookup")
+        return uses_prompt_lookup(base, spec or drafter or "ngram")
     except ConfigError:
         return False  # the drafter's own error comes when it loads
 

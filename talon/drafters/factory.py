@@ -229,6 +229,13 @@ def drafter_for(
     return hybrid_with_lookup(drafter, target.vocab_size, datastore, target.device, hybrid_weight)
 
 
+def uses_prompt_lookup(method: str, spec: str) -> bool:
+    """Whether ``drafter_for(method, spec, ...)`` drafts with prompt lookup (and so reads a datastore): the
+    hybrid method, or an ``ngram`` or ``lookup+SPEC`` drafter.  ``ConfigError`` for a spec that does not
+    parse."""
+    return method == "hybrid" or parse_drafter_spec(spec).kind in ("ngram", "with_lookup")
+
+
 def hybrid_with_lookup(
     model: Drafter,
     vocab: int,

@@ -594,10 +594,10 @@ def halve_small_rows(module: nn.Module) -> int:
     if not rows:
         return 0
     for m in module.modules():
-        if isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream":
-            if m.weight.dtype == torch.float32:
-                m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
-                m.half_rows = rows
+        stream = isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream"
+        if stream and m.weight.dtype == torch.float32:
+            m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
+            m.half_rows = rows
     return rows
 
 
