@@ -38,6 +38,7 @@ from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
+from ..models.row_ops import uses_row_ops
 from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace
 from . import results
@@ -563,6 +564,7 @@ def environment(target: LoadedModel) -> dict:
         "block_rows": block_rows(target.model),
         "call_rows": call_rows(target.model),
         "fused_layers": fused_layers(target.model),
+        "row_ops": uses_row_ops(target.model),
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),

@@ -44,6 +44,7 @@ from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import looks_like_path
+from ..models.row_ops import use_row_ops
 
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
@@ -309,8 +310,9 @@ def use_device_linears(head: nn.Module) -> None:
     """Give a loaded head's linears (its draft LM head among them) this device's kernels: on a CPU packed
     (``pack_for_device``) with int8 copies (``quantize_small_rows``) or, in float32, bfloat16 copies
     (``halve_small_rows``) for calls of a few rows, on a GPU cuBLASLt where it is faster
-    (``use_row_linears``)."""
+    (``use_row_linears``); in float32 on a CPU its norms in one C++ call (``use_row_ops``)."""
     pack_for_device(head)
     quantize_small_rows(head)
     halve_small_rows(head)
+    use_row_ops(head)
     use_row_linears(head)

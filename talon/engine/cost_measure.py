@@ -40,6 +40,7 @@ from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
+from ..models.row_ops import uses_row_ops
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
 from ..trace import StepRecord
@@ -296,7 +297,8 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs}, "
         f"fused_layers={fused_layers(target.model)}, "
-        f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
+        + ("row_ops=on, " if uses_row_ops(target.model) else "")
+        + f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
         f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")
         + (f", call_rows={rows}" if (rows := call_rows(target.model)) else "")

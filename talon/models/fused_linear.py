@@ -117,14 +117,14 @@ def _fused_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``LlamaAttention.forward`` with the query, key and value from one product (``fused_qkv``), and the
-    rotary embedding applied to the query and key heads in one pass (``rotate_queries_and_keys``)."""
+    rotary embedding applied to the query and key heads in one pass (``rotate_queries_and_keys``, or the
+    one-call C++ form ``talon.models.row_ops`` sets on the module)."""
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
     queries, keys, _ = self.fused_qkv.sizes
     out = self.fused_qkv.product(hidden_states)
-    query, key = rotate_queries_and_keys(
-        out[..., : queries + keys].view(hidden_shape), queries // self.head_dim, *position_embeddings
-    )
+    rotate = vars(self).get("rotate_queries_and_keys", rotate_queries_and_keys)
+    query, key = rotate(out[..., : queries + keys].view(hidden_shape), queries // self.head_dim, *position_embeddings)
     value = out[..., queries + keys :].view(hidden_shape).transpose(1, 2)
     if past_key_values is not None:
         key, value = past_key_values.update(key, value, self.layer_idx)

@@ -20,6 +20,7 @@ from .hub import hub_reachable
 from .lm_head import screen_for
 from .loaded import LoadedModel, ModelLoadError, Progress
 from .row_invariant import make_row_invariant
+from .row_ops import use_row_ops
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ def load_model(
                 "a machine's first load also builds TALON's own, ~30 s)..."
             )
         pack_for_device(model, fuse=fuse)
+        use_row_ops(model)
         use_row_linears(model)
         if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
             use_gqa_attention(model)

@@ -1,0 +1,144 @@
+"""A Llama layer's row-wise float32 glue on the CPU in one C++ call each (``csrc/row_ops.cpp``), with
+the bits of transformers' own forward: the RMS norm (``LlamaRMSNorm``) and the rotary embedding of a
+fused attention's query and key heads (``fused_linear.rotate_queries_and_keys``).
+
+On the 2-core AVX2 EPYC a plain step of the embedded SmolLM2-135M took about 62 ms, of which the products
+took 32: most of the rest was PyTorch dispatching small operations one by one, a few microseconds each
+(a norm is eight of them, 60-130 us; 61 norms a step).  Each C++ loop performs the same IEEE float32
+operations in the same order, each rounded (no fused multiply-add), and the norm's one reduction is
+PyTorch's own sum, so every element keeps its bits (tests/test_row_ops.py compares them with
+transformers' forward): a norm took 9 us against 68, the rotary embedding 3 us against 68, and plain
+steps ran 1.13x as fast with the same tokens (docs/benchmarks.md, run 40).
+
+Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags), and
+cached in its extensions folder; where it cannot be built (no compiler) the layers keep transformers'
+forward.  ``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before").  Only models loaded for our own
+loop use it (``use_row_ops``); the transformers peers run the model as transformers builds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import types
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNorm
+
+from ..config import ConfigError
+from . import fused_linear
+from .fused_linear import FusedRows
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("csrc") / "row_ops.cpp"
+NAME = "talon_row_ops"
+FLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
+"""No fused multiply-add (``-ffp-contract=off``) and no fast-math: each operation rounds as PyTorch's
+does.  OpenMP for ATen's ``parallel_for`` (a prompt's rows)."""
+ROW_OPS_ENV = "TALON_ROW_OPS"
+
+_BUILD_LOCK = threading.Lock()
+"""Two models loading at once (two users of the app) build and import the extension once."""
+
+
+def row_ops_setting() -> bool:
+    """``$TALON_ROW_OPS``: on (``1``, the default) or off (``0``); another value raises ``ConfigError``."""
+    value = os.environ.get(ROW_OPS_ENV, "1").strip().lower() or "1"
+    if value not in ("0", "1", "on", "off"):
+        raise ConfigError(f"${ROW_OPS_ENV}={value!r}: use 1 (the C++ norm and rotary embedding, the default) or 0.")
+    return value in ("1", "on")
+
+
+@functools.cache
+def extension():
+    """The built module (``rms_norm``, ``rotary``), or None where it cannot be built here (the reason is
+    logged).  Builds on first use (about 45 s on the 2-core AVX2 EPYC, once per machine)."""
+    from torch.utils import cpp_extension
+
+    with _BUILD_LOCK:
+        log.info("Building TALON's C++ norm and rotary embedding (once a machine, well under a minute)...")
+        try:
+            return cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"])
+        except Exception as exc:  # no compiler, no ninja, a build error: transformers' forward serves
+            reason = str(exc).strip().splitlines()[0][:200]
+            log.warning("TALON's C++ norm and rotary embedding are unavailable (%s); transformers' serve.", reason)
+            return None
+
+
+def available() -> bool:
+    """Whether the extension runs here (builds it on first call)."""
+    return extension() is not None
+
+
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _norm_forward(self: LlamaRMSNorm, hidden_states: torch.Tensor) -> torch.Tensor:
+    """``LlamaRMSNorm.forward`` in one call for float32 on the CPU without gradients; else the class's own."""
+    x = hidden_states
+    if x.dtype != torch.float32 or x.device.type != "cpu" or _needs_grad(x, self.weight):
+        return type(self).forward(self, x)
+    return extension().rms_norm(x, self.weight, self.variance_epsilon)
+
+
+def rotate_queries_and_keys(
+    heads_rows: torch.Tensor, query_heads: int, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fused_linear.rotate_queries_and_keys`` (same shapes, same bits) in one call where the extension
+    takes the tensors: float32 on the CPU, each row's heads packed (``heads_rows`` ``[B, rows, heads, D]``
+    with strides ``(.., .., D, 1)``), no gradient; else that function."""
+    x = heads_rows
+    if (
+        x.dtype != torch.float32
+        or x.device.type != "cpu"
+        or cos.dtype != torch.float32
+        or x.dim() != 4
+        or x.stride(-1) != 1
+        or x.stride(-2) != x.shape[-1]
+        or _needs_grad(x, cos, sin)
+    ):
+        return fused_linear.rotate_queries_and_keys(x, query_heads, cos, sin)
+    rotated = extension().rotary(x, cos, sin)
+    return rotated[..., :query_heads, :].transpose(1, 2), rotated[..., query_heads:, :].transpose(1, 2)
+
+
+def use_row_ops(model: nn.Module) -> int:
+    """Give ``model``'s float32 CPU norms (``LlamaRMSNorm`` and subclasses that keep its forward) and fused
+    attentions (``fused_linear``) the C++ forms, where ``$TALON_ROW_OPS`` allows and the extension builds.
+    Returns how many modules changed (0: none; ``uses_row_ops`` tells later)."""
+    weight = next((p for p in model.parameters()), None)
+    if weight is None or weight.device.type != "cpu" or weight.dtype != torch.float32 or not row_ops_setting():
+        return 0
+    norms = [
+        m
+        for m in model.modules()
+        if isinstance(m, LlamaRMSNorm) and type(m).forward is LlamaRMSNorm.forward and "forward" not in vars(m)
+    ]
+    attentions = [
+        m
+        for m in model.modules()
+        if isinstance(m, LlamaAttention)
+        and isinstance(vars(m).get("fused_qkv"), FusedRows)
+        and "rotate_queries_and_keys" not in vars(m)
+    ]
+    if not (norms or attentions) or not available():
+        return 0
+    for norm in norms:
+        norm.forward = types.MethodType(_norm_forward, norm)
+    for attention in attentions:
+        attention.rotate_queries_and_keys = rotate_queries_and_keys
+    return len(norms) + len(attentions)
+
+
+def uses_row_ops(model: nn.Module) -> bool:
+    """Whether ``use_row_ops`` changed any module of ``model`` (for cost-curve keys and results' meta)."""
+    return any(
+        vars(m).get("forward") is not None and getattr(vars(m)["forward"], "__func__", None) is _norm_forward
+        for m in model.modules()
+    ) or any(vars(m).get("rotate_queries_and_keys") is rotate_queries_and_keys for m in model.modules())
