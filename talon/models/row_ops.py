@@ -7,8 +7,9 @@ took 32: most of the rest was PyTorch dispatching small operations one by one, a
 (a norm is eight of them, 60-130 us; 61 norms a step).  Each C++ loop performs the same IEEE float32
 operations in the same order, each rounded (no fused multiply-add), and the norm's one reduction is
 PyTorch's own sum, so every element keeps its bits (tests/test_row_ops.py compares them with
-transformers' forward): a norm took 9 us against 68, the rotary embedding 3 us against 68, and plain
-steps ran 1.13x as fast with the same tokens (docs/benchmarks.md, run 40).
+transformers' forward): a norm took 9 us against 68, the rotary embedding 3 us against 68, and side by
+side plain decoding ran 1.091x and TALON auto 1.080x as fast with the same tokens (docs/benchmarks.md,
+run 40).
 
 Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags), and
 cached in its extensions folder; where it cannot be built (no compiler) the layers keep transformers'
@@ -81,10 +82,10 @@ def _needs_grad(*tensors: torch.Tensor) -> bool:
 
 def _norm_forward(self: LlamaRMSNorm, hidden_states: torch.Tensor) -> torch.Tensor:
     """``LlamaRMSNorm.forward`` in one call for float32 on the CPU without gradients; else the class's own."""
-    x = hidden_states
-    if x.dtype != torch.float32 or x.device.type != "cpu" or _needs_grad(x, self.weight):
+    x, weight = hidden_states, self.weight
+    if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu" or _needs_grad(x, weight):
         return type(self).forward(self, x)
-    return extension().rms_norm(x, self.weight, self.variance_epsilon)
+    return extension().rms_norm(x, weight, self.variance_epsilon)
 
 
 def rotate_queries_and_keys(
@@ -92,15 +93,21 @@ def rotate_queries_and_keys(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``fused_linear.rotate_queries_and_keys`` (same shapes, same bits) in one call where the extension
     takes the tensors: float32 on the CPU, each row's heads packed (``heads_rows`` ``[B, rows, heads, D]``
-    with strides ``(.., .., D, 1)``), no gradient; else that function."""
+    with strides ``(.., .., D, 1)``, D even), ``cos`` / ``sin`` ``[B or 1, rows, D]``, no gradient; else
+    that function."""
     x = heads_rows
     if (
         x.dtype != torch.float32
         or x.device.type != "cpu"
-        or cos.dtype != torch.float32
         or x.dim() != 4
         or x.stride(-1) != 1
         or x.stride(-2) != x.shape[-1]
+        or x.shape[-1] % 2
+        or cos.dtype != torch.float32
+        or sin.dtype != torch.float32
+        or cos.shape != sin.shape
+        or cos.shape[1:] != (x.shape[1], x.shape[-1])
+        or cos.shape[0] not in (1, x.shape[0])
         or _needs_grad(x, cos, sin)
     ):
         return fused_linear.rotate_queries_and_keys(x, query_heads, cos, sin)
@@ -139,6 +146,7 @@ def use_row_ops(model: nn.Module) -> int:
 def uses_row_ops(model: nn.Module) -> bool:
     """Whether ``use_row_ops`` changed any module of ``model`` (for cost-curve keys and results' meta)."""
     return any(
-        vars(m).get("forward") is not None and getattr(vars(m)["forward"], "__func__", None) is _norm_forward
+        getattr(vars(m).get("forward"), "__func__", None) is _norm_forward
+        or vars(m).get("rotate_queries_and_keys") is rotate_queries_and_keys
         for m in model.modules()
-    ) or any(vars(m).get("rotate_queries_and_keys") is rotate_queries_and_keys for m in model.modules())
+    )
