@@ -779,6 +779,10 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "linears: TALON's own few-row kernel)" in bench_charts.meta_markdown(
         {**meta, "packed_kernel": "stream", "mkl_rows": 0}, "r"
     )
+    assert "kernel, norms and rotary embedding: TALON's C++, transformers' bits)" in bench_charts.meta_markdown(
+        {**meta, "packed_kernel": "stream", "mkl_rows": 0, "row_ops": True}, "r"
+    )
+    assert "rotary" not in text  # results from before the row ops were recorded
     assert "linears: MKL's packed sgemm, PyTorch's linear up to 1 row)" in bench_charts.meta_markdown(
         {**meta, "packed_kernel": "mkl", "mkl_rows": 1}, "r"
     )

@@ -183,6 +183,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         f"- Model: {meta.get('model', '?')} ({meta.get('dtype', '?')}"
         + (f", LM head: {meta['lm_head']}" if meta.get("lm_head") else "")
         + linears_part(meta)
+        + (", norms and rotary embedding: TALON's C++, transformers' bits" if meta.get("row_ops") else "")
         + f"); drafter `{meta.get('drafter_spec', '?')}`"
         + ("" if timings else f"; HF assistant `{meta.get('assistant_spec', '?')}`"),
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "

@@ -120,7 +120,7 @@ def load_model(
         if device.type == "cpu" and dtype == torch.float32 and cpu_linear_mode() != "plain":
             progress(
                 "Choosing this CPU's fastest float32 kernels (timed once a process for a model's shapes; "
-                "a machine's first load also builds TALON's own, ~30 s)..."
+                "a machine's first load also builds TALON's own C++ kernels, about a minute)..."
             )
         pack_for_device(model, fuse=fuse)
         use_row_ops(model)
