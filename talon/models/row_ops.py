@@ -62,7 +62,7 @@ def extension():
     from torch.utils import cpp_extension
 
     with _BUILD_LOCK:
-        log.info("Building TALON's C++ norm and rotary embedding (once a machine, well under a minute)...")
+        log.info("Loading TALON's C++ norm and rotary embedding (built once a machine, under a minute)...")
         try:
             return cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"])
         except Exception as exc:  # no compiler, no ninja, a build error: transformers' forward serves
