@@ -138,3 +138,23 @@ def test_greedy_tree_decoding_with_the_row_ops_equals_plain_decoding_without():
     tree = run_to_end(ours, drafter, TreeConfig(method="talon", budget=8), dec, prompt_ids=ids)
     assert tree.output_ids == plain.output_ids and len(plain.output_ids) == 24
     assert len(tree.steps) < len(plain.steps)  # drafts were accepted
+
+
+def test_a_failed_build_leaves_transformers_forward(monkeypatch, caplog):
+    """No compiler (the loader raises): the extension is None with the reason logged, and a model keeps
+    transformers' norms and rotary embedding rather than failing to load."""
+    from torch.utils import cpp_extension
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(cpp_extension, "load", no_compiler)
+    try:
+        row_ops.extension.cache_clear()
+        with caplog.at_level("WARNING"):
+            assert row_ops.extension() is None and not row_ops.available()
+        assert "Ninja is required" in caplog.text and "transformers' forward serves" in caplog.text
+        _, model = _twins(1)
+        assert row_ops.use_row_ops(model) == 0 and not row_ops.uses_row_ops(model)
+    finally:
+        row_ops.extension.cache_clear()  # the next caller loads the real one again

@@ -20,9 +20,7 @@ loop use it (``use_row_ops``); the transformers peers run the model as transform
 from __future__ import annotations
 
 import functools
-import logging
 import os
-import threading
 import types
 from pathlib import Path
 
@@ -32,9 +30,8 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNor
 
 from ..config import ConfigError
 from . import fused_linear
+from .cpp_build import build_or_none
 from .fused_linear import FusedRows
-
-log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("csrc") / "row_ops.cpp"
 NAME = "talon_row_ops"
@@ -42,9 +39,6 @@ FLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 """No fused multiply-add (``-ffp-contract=off``) and no fast-math: each operation rounds as PyTorch's
 does.  OpenMP for ATen's ``parallel_for`` (a prompt's rows)."""
 ROW_OPS_ENV = "TALON_ROW_OPS"
-
-_BUILD_LOCK = threading.Lock()
-"""Two models loading at once (two users of the app) build and import the extension once."""
 
 
 def row_ops_setting() -> bool:
@@ -61,14 +55,12 @@ def extension():
     logged).  Builds on first use (about 45 s on the 2-core AVX2 EPYC, once per machine)."""
     from torch.utils import cpp_extension
 
-    with _BUILD_LOCK:
-        log.info("Loading TALON's C++ norm and rotary embedding (built once a machine, under a minute)...")
-        try:
-            return cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"])
-        except Exception as exc:  # no compiler, no ninja, a build error: transformers' forward serves
-            reason = str(exc).strip().splitlines()[0][:200]
-            log.warning("TALON's C++ norm and rotary embedding are unavailable (%s); transformers' serve.", reason)
-            return None
+    return build_or_none(
+        "TALON's C++ norm and rotary embedding",
+        "under a minute",
+        "transformers' forward serves",
+        lambda: cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]),
+    )
 
 
 def available() -> bool:

@@ -27,13 +27,11 @@ load against MKL's and oneDNN's kernels (``cpu_linear.choose_packed_kernel``).
 from __future__ import annotations
 
 import functools
-import logging
-import threading
 from pathlib import Path
 
 import torch
 
-log = logging.getLogger(__name__)
+from .cpp_build import build_or_none
 
 SOURCE = Path(__file__).with_name("csrc") / "stream_gemm.cpp"
 BUILDS = {
@@ -53,18 +51,17 @@ def instruction_set() -> str | None:
     return next((name for name in BUILDS if name in capability), None)
 
 
-_BUILD_LOCK = threading.Lock()
-"""Two models loading at once (two users of the app) build and import the kernel once, one after the
-other."""
-
-
 @functools.cache
 def extension():
     """The built kernel module (``pack``, ``linear``), or None where it cannot run here: neither AVX-512
     nor AVX2, or no compiler (the reason is logged).  Builds on first use (about 25 s on 2 cores, once per machine;
     later processes load the cached build in well under a second)."""
-    with _BUILD_LOCK:
-        return _build()
+    isa = instruction_set()
+    if isa is None:
+        return None
+    return build_or_none(
+        "TALON's float32 few-row kernel", "about half a minute", "MKL's and oneDNN's serve", lambda: load_build(isa)
+    )
 
 
 def load_build(isa: str, build_directory: str | None = None, source: Path = SOURCE, suffix: str = ""):
@@ -78,19 +75,6 @@ def load_build(isa: str, build_directory: str | None = None, source: Path = SOUR
     return cpp_extension.load(
         name + suffix, [str(source)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=build_directory
     )
-
-
-def _build():
-    isa = instruction_set()
-    if isa is None:
-        return None
-    log.info("Loading TALON's float32 few-row kernel (built once a machine, about half a minute)...")
-    try:
-        return load_build(isa)
-    except Exception as exc:  # no compiler, no ninja, a build error: the other kernels serve
-        reason = str(exc).strip().splitlines()[0][:200]
-        log.warning("TALON's float32 few-row kernel is unavailable (%s); MKL's and oneDNN's serve.", reason)
-        return None
 
 
 def available() -> bool:
