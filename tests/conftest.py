@@ -53,6 +53,19 @@ def private_cost_curves(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def private_kernel_choices(tmp_path_factory):
+    """Kernel choices timed in tests (on one thread each, two workers at once) are kept in a directory of
+    the test run's own, never beside the user's models."""
+    from talon.models import kernel_store
+
+    root = tmp_path_factory.mktemp("kernel-choices")
+    patch = pytest.MonkeyPatch()
+    patch.setattr(kernel_store, "cache_root", lambda: root)
+    yield root
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def quick_cost_curves():
     """Curves measured in tests (on first use, or when the browser test measures again) take 2 rounds
     after the warm-up, not ``ROUNDS``: tests check that a curve is measured, cached, shown and used, the

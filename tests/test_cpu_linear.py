@@ -4,6 +4,7 @@ for few-row calls, and the bench CLI's tree options (``--budget auto``)."""
 from __future__ import annotations
 
 import argparse
+import types
 
 import pytest
 import torch
@@ -21,6 +22,8 @@ from talon.models.cpu_linear import (
     choose_packed_kernel,
     choose_small_row_kernel,
     draft_int8_rows,
+    fastest_each,
+    fastest_seconds,
     int8_kernel_works,
     int8_weights,
     mkl_packs_any_rows,
@@ -61,19 +64,21 @@ def test_the_small_row_choice_is_measured_and_shared_by_every_layer(monkeypatch)
     assert pack_for_device(model) == 4
     rows = {m.plain_rows for m in model if isinstance(m, PackedLinear)}
     assert len(rows) == 1 and rows <= set(range(SMALL_ROWS[-1] + 1))
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0)  # a tie
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", lambda fns, reps=7: [1.0] * len(fns))  # a tie
     use_packed_kernel(model, "onednn")
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)
     assert choose_small_row_kernel(model) == 0  # where the bits differ MKL must win by the margin
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: True)
     assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # where they are the same a tie keeps MKL
     monkeypatch.setattr(
-        "talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0 + 0.05 * (fn.__name__ == "mkl")
+        "talon.models.cpu_linear.fastest_each", lambda fns, reps=7: [1.0 + 0.05 * (fn.__name__ == "mkl") for fn in fns]
     )
     assert choose_small_row_kernel(model) == SMALL_ROWS[-1]  # and 5 % slower still does
     if mkl_packs_any_rows(128, 128):
         use_packed_kernel(model, "mkl")
-        monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", lambda fn, reps=7: 1.0 + (fn.__name__ == "mkl"))
+        monkeypatch.setattr(
+            "talon.models.cpu_linear.fastest_each", lambda fns, reps=7: [1.0 + (fn.__name__ == "mkl") for fn in fns]
+        )
         assert choose_small_row_kernel(model) == 1  # one row takes PyTorch's linear, unmeasured
     onednn = nn.Sequential(nn.Linear(16, 16))
     monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")
@@ -93,12 +98,12 @@ def test_mkl_takes_the_row_counts_from_one_up_to_the_first_where_it_loses(monkey
     pack_for_device(model)
     measured = []
 
-    def timed(fn, reps=7):
-        rows = fn.__defaults__[0][0].shape[0]  # the probe's inputs, one [rows, in] per layer
+    def timed(fns, reps=7):
+        rows = fns[0].__defaults__[0][0].shape[0]  # the probe's inputs, one [rows, in] per layer
         measured.append(rows)
-        return 0.5 if fn.__name__ == "mkl" and rows in mkl_wins_at else 1.0
+        return [0.5 if fn.__name__ == "mkl" and rows in mkl_wins_at else 1.0 for fn in fns]
 
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", timed)
     monkeypatch.setattr("talon.models.cpu_linear.same_outputs", lambda a, b: False)
     assert choose_small_row_kernel(model) == chosen
     assert {m.plain_rows for m in model} == {chosen}
@@ -139,6 +144,28 @@ def test_a_packed_copy_that_computes_otherwise_fails_the_check(monkeypatch):
     assert 1 in MKL_PROBE_ROWS and max(MKL_PROBE_ROWS) > 128  # one row and a 129-row tree are checked
 
 
+def test_kernels_are_timed_in_turn_so_a_busy_spell_slows_each_alike(monkeypatch):
+    """A scripted clock: kernel A takes 0.75, B 1.0, and each of the first 16 calls takes 3.0 more (another
+    process loading beside this one).  Timed one after the other (A's warm-up and 15 calls, then B's), the
+    spell lands on A alone and B looks faster; interleaved (``fastest_each``), both meet it in the first
+    rounds and keep their least afterwards.  Each round starts one kernel later."""
+    clock = types.SimpleNamespace(now=0.0, calls=[])
+    monkeypatch.setattr("talon.models.cpu_linear.time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+
+    def kernel(name: str, cost: float):
+        def run() -> None:
+            clock.calls.append(name)
+            clock.now += cost + (3.0 if len(clock.calls) <= 16 else 0.0)
+
+        return run
+
+    a, b = kernel("A", 0.75), kernel("B", 1.0)
+    assert [fastest_seconds(a), fastest_seconds(b)] == [3.75, 1.0]  # the spell decides
+    clock.calls.clear()
+    assert fastest_each([a, b]) == [0.75, 1.0]
+    assert clock.calls[:6] == ["A", "B", "A", "B", "B", "A"]  # warm-ups, then rounds from A, then from B
+
+
 @needs_mkl_packs
 @pytest.mark.parametrize("mkl_faster", [True, False])
 def test_the_faster_packed_kernel_is_chosen_for_every_float32_layer(monkeypatch, mkl_faster):
@@ -149,10 +176,10 @@ def test_the_faster_packed_kernel_is_chosen_for_every_float32_layer(monkeypatch,
     pack_for_device(model)
     assert packed_kernel(model) == "onednn"
 
-    def timed(fn, reps=15):
-        return 1.0 if (fn.__defaults__[0][0].kernel == "mkl") == mkl_faster else 2.0
+    def timed(fns, reps=15):  # each fn: functools.partial(run_products, packed, inputs)
+        return [1.0 if (fn.args[0][0].kernel == "mkl") == mkl_faster else 2.0 for fn in fns]
 
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", timed)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", timed)
     chosen = "mkl" if mkl_faster else "onednn"
     assert choose_packed_kernel(model) == chosen == packed_kernel(model)
     assert {m.packed.kernel for m in model} == {chosen}

@@ -189,11 +189,11 @@ def test_without_the_kernel_the_load_times_the_others_and_the_setting_does_nothi
     monkeypatch.setattr(stream_gemm, "available", lambda: False)
     timed = []
 
-    def fake(fn, reps=15):
-        timed.append(fn.__defaults__[0][0].kernel)
-        return 1.0
+    def fake(fns, reps=15):
+        timed.extend(fn.args[0][0].kernel for fn in fns)  # functools.partial(run_products, packed, inputs)
+        return [1.0] * len(fns)
 
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", fake)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
     model = nn.Sequential(nn.Linear(64, 48))
     assert pack_linears(model) == 1
     choose_packed_kernel(model)
@@ -207,12 +207,11 @@ def test_the_load_takes_it_where_it_is_timed_fastest(monkeypatch):
     that shares a shape with the first ones (the LM head's unique shape is not timed)."""
     timed_layers = []
 
-    def fake(fn, reps=15):
-        packed = fn.__defaults__[0]
-        timed_layers.append(len(packed))
-        return 0.5 if packed[0].kernel == "stream" else 1.0
+    def fake(fns, reps=15):
+        timed_layers.extend(len(fn.args[0]) for fn in fns)  # functools.partial(run_products, packed, inputs)
+        return [0.5 if fn.args[0][0].kernel == "stream" else 1.0 for fn in fns]
 
-    monkeypatch.setattr("talon.models.cpu_linear.fastest_seconds", fake)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
     model = nn.Sequential(*[nn.Linear(32, 32) for _ in range(20)], nn.Linear(32, 96))
     pack_linears(model)
     assert choose_packed_kernel(model, sample=4) == "stream"

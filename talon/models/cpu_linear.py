@@ -52,7 +52,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from . import stream_gemm
+from . import kernel_store, stream_gemm
 from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
@@ -340,22 +340,30 @@ KERNEL_PROBE_ROWS = (4, 16, 32)
 """Row counts a tree's verification often takes, at which the packed kernels are timed at load."""
 KERNEL_PROBE_REPS = 5
 """Timings per kernel and row count (the least is kept)."""
+KERNEL_PROBE_BYTES = 256 << 20
+"""Float32 weight bytes a packed kernel is timed over at most: far more than any CPU's cache, so the
+weights come from memory as in a forward, and every kernel's copies can be held at once."""
 
 
 def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
     """Time the packed kernels this machine has (oneDNN's; MKL's where ``mkl_packs_any_rows`` holds for
     the first ``sample`` float32 packed layers' shapes; TALON's streaming kernel where
     ``stream_gemm.available()``) at ``KERNEL_PROBE_ROWS`` (least of ``KERNEL_PROBE_REPS`` timings each,
-    summed) and lay every float32 layer out for the fastest.  Timed over every layer that shares a shape
-    with those first ones (all decoder layers of a Llama, not its LM head): the weights as a forward reads
-    them, from memory, where a cache that holds two layers had made the kernel that multiplies fastest
-    from cache look faster than the one that reads memory best.  One kernel's copies at a time; about
-    2 s a kernel on the embedded model on the 2-core AVX2 EPYC (the streaming kernel's first build, once a
-    machine, about 25 s).  Returns the kernel chosen (``"onednn"`` when nothing is float32)."""
+    the kernels interleaved: ``fastest_each``; summed) and lay every float32 layer out for the fastest.
+    Timed over the layers that share a shape with those first ones (the decoder layers of a Llama, not
+    its LM head), up to ``KERNEL_PROBE_BYTES`` of weights: the weights as a forward reads them, from
+    memory, where a cache that holds two layers had made the kernel that multiplies fastest from cache
+    look faster than the one that reads memory best.  About 2 s a kernel on the embedded model on the
+    2-core AVX2 EPYC (the streaming kernel's first build, once a machine, about 25 s).  Returns the
+    kernel chosen (``"onednn"`` when nothing is float32)."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear) and m.weight.dtype == torch.float32]
     layers = [m for m in layers if m.packed is not None]
     shapes = {(m.out_features, m.in_features) for m in layers[:sample]}
-    probe = [m for m in layers if (m.out_features, m.in_features) in shapes]
+    probe, held = [], 0
+    for m in layers:
+        if (m.out_features, m.in_features) in shapes and held < KERNEL_PROBE_BYTES:
+            probe.append(m)
+            held += m.weight.numel() * m.weight.element_size()
     candidates = ["onednn"]
     if probe and all(mkl_packs_any_rows(*shape) for shape in shapes):
         candidates.append("mkl")
@@ -365,33 +373,42 @@ def choose_packed_kernel(module: nn.Module, sample: int = 16) -> str:
         return "onednn"
     seconds = dict.fromkeys(candidates, 0.0)
     with torch.inference_mode():
-        inputs = {rows: [torch.randn(rows, m.in_features) for m in probe] for rows in KERNEL_PROBE_ROWS}
-        for kernel in candidates:
-            packed = [m.packed if m.packed.kernel == kernel else PackedWeight(m.weight, kernel) for m in probe]
-            for rows in KERNEL_PROBE_ROWS:
-
-                def run(packed=packed, inputs=inputs[rows]) -> None:
-                    for weight, x in zip(packed, inputs):
-                        weight(x)
-
-                seconds[kernel] += fastest_seconds(run, KERNEL_PROBE_REPS)
-            del packed
+        copies = {
+            k: [m.packed if m.packed.kernel == k else PackedWeight(m.weight, k) for m in probe] for k in candidates
+        }
+        for rows in KERNEL_PROBE_ROWS:
+            inputs = [torch.randn(rows, m.in_features) for m in probe]
+            timed = fastest_each(
+                [functools.partial(run_products, copies[k], inputs) for k in candidates], KERNEL_PROBE_REPS
+            )
+            for k, t in zip(candidates, timed):
+                seconds[k] += t
+        del copies
     kernel = min(candidates, key=seconds.__getitem__)
     use_packed_kernel(module, kernel)
     return kernel
+
+
+def run_products(packed: Sequence[PackedWeight], inputs: Sequence[torch.Tensor]) -> None:
+    """Each packed weight times its input (what ``choose_packed_kernel`` times)."""
+    for weight, x in zip(packed, inputs):
+        weight(x)
 
 
 class KernelChoices:
     """What a load times, kept per model shape for this process: the packed kernel
     (``choose_packed_kernel``) and the row count up to which PyTorch's own linear serves
     (``choose_small_row_kernel``).  A later load of a model of the same shapes (the tests', the
-    benchmark's and a Space's reloads, a second model of one family) takes them without timing (~7 s of
+    benchmark's and a Space's reloads, a second model of one family) takes them without timing (~6 s of
     the embedded model's load on the 2-core AVX2 EPYC), and so two loads of one model in a process run
-    the same kernels and give the same bits.  A measurement of the machine, the same for every user."""
+    the same kernels and give the same bits.  A measurement of the machine, the same for every user;
+    with ``persist`` it is also kept for the machine's later processes when it was timed on a quiet
+    machine (``talon.models.kernel_store``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, persist: bool = False) -> None:
         self._chosen: dict[tuple, tuple[str, int]] = {}  # key -> (packed kernel, plain rows)
         self._lock = threading.Lock()
+        self.persist = persist
 
     @staticmethod
     def key(module: nn.Module, fused: bool) -> tuple:
@@ -407,34 +424,55 @@ class KernelChoices:
     def lay_out(self, module: nn.Module, fuse: Callable[[nn.Module], Sequence[Product]] | None = None) -> list[Product]:
         """Lay ``module``'s float32 layers out for the packed kernel chosen for its shapes, ``fuse`` it
         (if given) and set every product's ``plain_rows`` to the count chosen; both are timed now where
-        this process has not timed these shapes.  Returns the fused products."""
+        neither this process nor (``persist``) a quiet earlier one has timed these shapes.  Returns the
+        fused products."""
         key = self.key(module, fuse is not None)
         with self._lock:  # two users loading at once time once, and not against each other
             known = self._chosen.get(key)
-            if known is None:
-                kernel = choose_packed_kernel(module)
-            elif known[0] != "onednn":
-                use_packed_kernel(module, known[0])
-            fused = list(fuse(module)) if fuse is not None else []
-            if known is None:
-                self._chosen[key] = (kernel, choose_small_row_kernel(module, fused))
-            else:
+            stored_key = kernel_store.machine_key(key, stream_gemm.source_digest()) if self.persist else None
+            if known is None and stored_key is not None:
+                known = kernel_store.cached_choice(stored_key)
+            if known is not None:
+                if known[0] != "onednn":
+                    use_packed_kernel(module, known[0])
+                fused = list(fuse(module)) if fuse is not None else []
                 set_plain_rows(module, fused, known[1])
+            else:
+                with kernel_store.OtherWork() as others:
+                    kernel = choose_packed_kernel(module)
+                    fused = list(fuse(module)) if fuse is not None else []
+                    known = (kernel, choose_small_row_kernel(module, fused))
+                if stored_key is not None and others.quiet:
+                    kernel_store.store_choice(stored_key, *known, others.share)
+            self._chosen[key] = known
         return fused
 
 
-KERNEL_CHOICES = KernelChoices()
+KERNEL_CHOICES = KernelChoices(persist=True)
 
 
 def fastest_seconds(fn, reps: int = 15) -> float:
     """The least wall clock of ``reps`` calls (after one warm-up): the kernel's own speed, least
     disturbed by whatever else the machine runs."""
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
+    return fastest_each([fn], reps)[0]
+
+
+def fastest_each(fns: Sequence[Callable[[], object]], reps: int = 15) -> list[float]:
+    """Per function of ``fns``, the least wall clock of ``reps`` calls (after one warm-up each), the
+    calls interleaved: round r runs every function once, starting at the r-th (mod len).  Timed one
+    after the other, a busy spell (another process loading, a neighbour's burst) that lasts through one
+    function's calls and not the next's decides which is "faster": two loads of the embedded model at once
+    on the 2-core AVX2 EPYC took PyTorch's one-row linear, 1.7x slower there, in 4 of 6.  Interleaved,
+    every function meets the same spells, and each keeps its least."""
+    for fn in fns:
         fn()
-        best = min(best, time.perf_counter() - t0)
+    best = [float("inf")] * len(fns)
+    for r in range(reps):
+        for k in range(len(fns)):
+            i = (r + k) % len(fns)
+            t0 = time.perf_counter()
+            fns[i]()
+            best[i] = min(best[i], time.perf_counter() - t0)
     return best
 
 
@@ -455,13 +493,13 @@ def choose_small_row_kernel(module: nn.Module, fused: Sequence[Product] = (), sa
     """Measure, on up to ``sample`` of the products ``module``'s forward runs (its ``fused`` products and
     packed layers, half each where both exist: two to four decoder layers of a Llama), whether MKL
     (PyTorch's own linear) beats the packed kernel at each of ``SMALL_ROWS`` from 1 up, least of 15
-    timings each, and set every packed layer's and fused product's ``plain_rows`` to the largest row
-    count before the first where it does not (0 when it never does).  MKL must win by ``MARGIN`` where
-    the two give other bits, so that a busy neighbour does not decide which bits a load gets; where they
-    give the same bits the packed kernel must win by it to take the count (a busy neighbour should not
-    decide the speed either).  Against MKL's packed kernel one row always takes PyTorch's own linear,
-    unmeasured: an unmodified model's bits, as fast here.  About 0.1 s a count measured.  Returns that
-    count."""
+    timings each, the two interleaved (``fastest_each``), and set every packed layer's and fused
+    product's ``plain_rows`` to the largest row count before the first where it does not (0 when it
+    never does).  MKL must win by ``MARGIN`` where the two give other bits, so that a busy neighbour
+    does not decide which bits a load gets; where they give the same bits the packed kernel must win by
+    it to take the count (a busy neighbour should not decide the speed either).  Against MKL's packed
+    kernel one row always takes PyTorch's own linear, unmeasured: an unmodified model's bits, as fast
+    here.  About 0.1 s a count measured.  Returns that count."""
     layers = [m for m in module.modules() if isinstance(m, PackedLinear)]
     own = [m for m in layers if m.packed is not None]
     half = sample // 2 if fused and own else sample
@@ -482,7 +520,8 @@ def choose_small_row_kernel(module: nn.Module, fused: Sequence[Product] = (), sa
                 return [m.packed_product(x) for m, x in zip(probe, inputs)]
 
             margin = 1.0 / MARGIN if same_outputs(mkl(), packed()) else MARGIN
-            if fastest_seconds(mkl) > margin * fastest_seconds(packed):
+            mkl_seconds, packed_seconds = fastest_each([mkl, packed])
+            if mkl_seconds > margin * packed_seconds:
                 break
             plain_rows = rows
     set_plain_rows(module, fused, plain_rows)

@@ -42,7 +42,7 @@ from typing import Protocol
 
 import torch
 
-from .cpu_linear import MARGIN, fastest_seconds, onednn_linear_works
+from .cpu_linear import MARGIN, fastest_each, onednn_linear_works
 from .loaded import LoadedModel
 
 BF16_UNIT = 2.0**-8
@@ -267,7 +267,7 @@ def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:
 def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | None:
     """``model``'s screened head when it can have one (``ScreenedHead.for_model``) and picking the
     token of ``hidden_rows`` random rows with it takes at most ``MARGIN`` of the float32 head's time
-    (least of 15 timings each, about 0.1 s): a CPU whose oneDNN emulates bfloat16 keeps the float32
+    (least of 15 timings each, interleaved; about 0.1 s): a CPU whose oneDNN emulates bfloat16 keeps the float32
     head.  None otherwise."""
     screen = ScreenedHead.for_model(model)
     if screen is None:
@@ -275,8 +275,9 @@ def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | N
     hidden = torch.randn(hidden_rows, screen.weight.shape[1]) * 4
     head = model.get_output_embeddings()
     with torch.inference_mode():
-        full = fastest_seconds(lambda: FullScores(head(hidden)).pick(0.0, None))
-        screened = fastest_seconds(lambda: screen.scores(hidden).pick(0.0, None))
+        full, screened = fastest_each(
+            [lambda: FullScores(head(hidden)).pick(0.0, None), lambda: screen.scores(hidden).pick(0.0, None)]
+        )
     return screen if screened <= MARGIN * full else None
 
 

@@ -27,6 +27,7 @@ load against MKL's and oneDNN's kernels (``cpu_linear.choose_packed_kernel``).
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 
 import torch
@@ -75,6 +76,15 @@ def load_build(isa: str, build_directory: str | None = None, source: Path = SOUR
     return cpp_extension.load(
         name + suffix, [str(source)], extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=build_directory
     )
+
+
+@functools.cache
+def source_digest() -> str:
+    """The kernel's identity where it runs here (its source's digest), else ``""``: a choice timed
+    against another revision of the kernel is timed again."""
+    if not available():
+        return ""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
 
 
 def available() -> bool:

@@ -1,0 +1,137 @@
+"""The CPU kernel choices a load times (``cpu_linear.KernelChoices``), kept for the machine next to the
+model cache (``$TALON_CACHE_DIR/kernel-choices``) when they were timed on a quiet machine.
+
+Which packed kernel a model's linears take and up to how many rows PyTorch's own linear serves are
+timed at load, and hold for the process's life.  Timed while another process works, they can be wrong
+for that whole life: TALON's kernel splits a one-row product over both cores and waits for the slower,
+so a busy neighbour doubles its time while MKL's one-row path, on one core, barely moves (on the 2-core
+AVX2 EPYC 7.1 against 3.1 ms quiet; MKL 6.2 against 5.5), and two loads of the embedded model at once
+gave one-row products to MKL, 1.7x slower on a quiet machine, in 4 of 6 loads.  So a choice is kept
+only when the other processes (and the hypervisor, as steal time) used under ``QUIET_SHARE`` of the
+machine while it was timed (``OtherWork``, from ``/proc``); later loads of those shapes read it instead
+of timing (about 6 s of the embedded model's load on the AVX2 EPYC).  A choice timed on a busy machine,
+or where ``/proc`` is missing, serves its own process only, and the next load times again.
+``$TALON_RETIME_KERNELS=1`` times again and replaces a kept choice.
+
+What a choice depends on is its key: the layers' shapes and dtypes, whether products are fused, the
+thread count, the kernels this machine has (TALON's kernel by its source), PyTorch's version and the
+CPU.  Reading and writing are best-effort: an unreadable or foreign file is timed again, a cache that
+cannot be written is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from ..files import write_text_atomically
+from .device import cpu_identity
+from .embedded import cache_root
+
+CHOICES_DIR = "kernel-choices"
+CHOICE_FORMAT = 1
+"""Bumped when the way choices are timed changes (a kept choice is then timed again)."""
+RETIME_ENV = "TALON_RETIME_KERNELS"
+QUIET_SHARE = 0.1
+"""Largest share of the machine's CPU time (all cores, over the timing's wall clock) that other processes
+and steal may take for a timing to be kept."""
+
+
+def machine_key(layers_key: tuple, kernels: str) -> dict:
+    """The stored key of a model's choices: ``layers_key`` (what ``KernelChoices.key`` tells apart in a
+    process: shapes, fusion, kernels, threads) and ``kernels``, the kernels' own identity (TALON's
+    kernel's source digest, or ``""`` where it does not run), with PyTorch's version and the CPU."""
+    return {
+        "format": CHOICE_FORMAT,
+        "layers": hashlib.sha256(repr(layers_key).encode()).hexdigest(),
+        "kernels": kernels,
+        "torch": torch.__version__,
+        "cpu": cpu_identity(),
+    }
+
+
+def choice_path(key: dict, root: Path | None = None) -> Path:
+    """Where the choice of ``key`` is kept."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return (root or cache_root()) / CHOICES_DIR / f"{digest}.json"
+
+
+def retime() -> bool:
+    """``$TALON_RETIME_KERNELS`` set to 1 / true / yes: time again, whatever is kept."""
+    return os.environ.get(RETIME_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def cached_choice(key: dict, root: Path | None = None) -> tuple[str, int] | None:
+    """The kept ``(packed kernel, plain rows)`` of ``key``, or None (none kept, unreadable, another key,
+    or ``retime()``)."""
+    if retime():
+        return None
+    try:
+        stored = json.loads(choice_path(key, root).read_text())
+        if stored["key"] != key:
+            return None
+        kernel, rows = stored["kernel"], stored["plain_rows"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if kernel not in ("onednn", "mkl", "stream") or not isinstance(rows, int) or rows < 0:
+        return None
+    return kernel, rows
+
+
+def store_choice(key: dict, kernel: str, plain_rows: int, other_share: float, root: Path | None = None) -> Path | None:
+    """Keep a choice timed while others took ``other_share`` of the machine; None where the cache cannot be
+    written."""
+    record = {
+        "key": key,
+        "kernel": kernel,
+        "plain_rows": plain_rows,
+        "other_share": round(other_share, 4),
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        return write_text_atomically(choice_path(key, root), json.dumps(record, indent=1))
+    except OSError:
+        return None
+
+
+def _busy_ticks() -> tuple[int, int] | None:
+    """(every core's busy ticks, steal included; this process's ticks), or None without ``/proc``."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        utime, stime = int(own[11]), int(own[12])  # fields 14 and 15 of proc(5), after the name
+    except (OSError, ValueError, IndexError):
+        return None
+    return user + nice + system + irq + softirq + steal, utime + stime
+
+
+class OtherWork:
+    """Context manager: the share of the machine's CPU time (every core, over the block's wall clock)
+    that other processes and steal took during the block.  ``share`` is None where ``/proc`` is missing
+    or the block was too short to tell; ``quiet`` whether it is known and under ``QUIET_SHARE``."""
+
+    def __init__(self) -> None:
+        self.share: float | None = None
+
+    def __enter__(self) -> OtherWork:
+        self._start, self._t0 = _busy_ticks(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end, seconds = _busy_ticks(), time.monotonic() - self._t0
+        ticks_per_second = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        available = seconds * ticks_per_second * (os.cpu_count() or 1)
+        if self._start is None or end is None or available < 50:  # under half a second of one core
+            return
+        others = (end[0] - self._start[0]) - (end[1] - self._start[1])
+        self.share = max(others, 0) / available
+
+    @property
+    def quiet(self) -> bool:
+        return self.share is not None and self.share < QUIET_SHARE
