@@ -429,8 +429,9 @@ class KernelChoices:
         key = self.key(module, fuse is not None)
         with self._lock:  # two users loading at once time once, and not against each other
             known = self._chosen.get(key)
-            stored_key = kernel_store.machine_key(key, stream_gemm.source_digest()) if self.persist else None
-            if known is None and stored_key is not None:
+            stored_key = None
+            if known is None and self.persist:
+                stored_key = kernel_store.machine_key(key, stream_gemm.source_digest())
                 known = kernel_store.cached_choice(stored_key)
             if known is not None:
                 if known[0] != "onednn":
