@@ -666,7 +666,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "machine, the Tree lab's **Draw the price against N** prices one step's trees with its measured "
                 "cost curve, and **Compare methods** runs TALON at N = auto against a fixed N on your prompt."
             )
-            bench_dir = gr.Dropdown([], value=None, label="Results directory (newest first)", elem_id="bench-dir")
+            bench_dir = gr.Dropdown(
+                [], value=None, label="Results directory (newest first)", elem_id="bench-dir", num_choices_shown=None
+            )
             bench_meta = gr.Markdown(bench_tab.NO_BENCH)
             bench_views = {
                 "methods": gr.Dataframe(

@@ -21,6 +21,7 @@ from talon.engine.cost_measure import (
 )
 from talon.engine.decode import new_trace, run_to_end
 from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, logit_nodes
+from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace
 from talon.tree import STOP_REASONS
 from tests.tiny import prompt_ids, random_head, tiny_target
@@ -75,6 +76,50 @@ def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, 
     assert cost_curve_for(target, drafter, refresh=True) is not None and len(calls) == 2
     fixed = TreeConfig(method="talon", budget=8)
     assert curve_for_run(target, drafter, fixed) is not None and len(calls) == 2  # read, never measured
+
+
+class ScriptedOthers:
+    """``OtherWork`` scripted: others took ``share`` of the machine while the block ran."""
+
+    share: float | None = 0.0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+@pytest.mark.parametrize(("share", "replaced"), [(0.02, True), (0.4, False), (None, True)])
+def test_a_curve_measured_again_on_a_busy_machine_does_not_replace_the_cached_one(
+    target, cache, measured, monkeypatch, share, replaced
+):
+    """Measured again while other processes took 40 % of the CPU: returned (the lab draws it) with the note
+    ``NOT_KEPT``, and runs keep the curve cached before; quiet, or where it cannot be told (no ``/proc``),
+    it replaces it.  The share is kept in the curve either way."""
+    drafter = HeadDrafter(random_head(target), target)
+    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.01}))
+    first = cost_curve_for(target, drafter)
+    assert first.other_share == 0.01 and not first.busy
+    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": share}))
+    lines = []
+    again = cost_curve_for(target, drafter, refresh=True, progress=lines.append)
+    assert again.other_share == share and again.busy is (not replaced) and len(measured) == 2
+    assert (again.note == cost_measure.NOT_KEPT) is (not replaced)
+    assert any("not kept" in line for line in lines) is (not replaced)
+    cached = curve_for_run(target, drafter, TreeConfig(method="talon", budget=8, auto=True))
+    assert cached.measured == (again if replaced else first).measured and cached.note != cost_measure.NOT_KEPT
+    assert len(measured) == 2
+
+
+def test_a_stored_share_reads_back_and_a_foreign_one_is_unknown():
+    curve = CostCurve(plain=0.02, verify=((1, 0.02), (8, 0.03)), other_share=0.25)
+    assert CostCurve.from_dict(curve.to_dict()) == curve and curve.busy
+    for foreign in ("x", -0.1, 1.5, None):
+        assert CostCurve.from_dict({**curve.to_dict(), "other_share": foreign}).other_share is None
+    old = curve.to_dict()
+    del old["other_share"]  # a curve cached before shares were recorded
+    assert CostCurve.from_dict(old).other_share is None and not CostCurve.from_dict(old).busy
 
 
 def test_a_curve_that_cannot_be_cached_is_kept_not_lost(target, cache, measured):

@@ -11,7 +11,7 @@ import types
 import pytest
 from torch import nn
 
-from talon.models import kernel_store, stream_gemm
+from talon.models import device, kernel_store, stream_gemm
 from talon.models.cpu_linear import KernelChoices, PackedLinear, onednn_linear_works, pack_linears
 
 pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
@@ -32,7 +32,7 @@ class Others:
 
     @property
     def quiet(self) -> bool:
-        return self.share is not None and self.share < kernel_store.QUIET_SHARE
+        return self.share is not None and self.share < device.QUIET_SHARE
 
 
 def others_took(share: float | None) -> type[Others]:
@@ -76,7 +76,7 @@ def store(monkeypatch, tmp_path):
 def test_a_choice_timed_on_a_quiet_machine_is_kept_and_later_loads_read_it_without_timing(monkeypatch, store):
     fake, calls = scripted_timings(mkl_rows=2)
     monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
-    monkeypatch.setattr(kernel_store, "OtherWork", others_took(0.02))
+    monkeypatch.setattr(device, "OtherWork", others_took(0.02))
     first = packed_model()
     KernelChoices(persist=True).lay_out(first)
     assert laid_out(first) == ({WINNER}, {2}) and calls
@@ -101,13 +101,13 @@ def test_a_choice_timed_on_a_quiet_machine_is_kept_and_later_loads_read_it_witho
     assert json.loads(kept.read_text())["plain_rows"] == 0
 
 
-@pytest.mark.parametrize("share", [0.5, kernel_store.QUIET_SHARE, None])
+@pytest.mark.parametrize("share", [0.5, device.QUIET_SHARE, None])
 def test_a_choice_timed_while_others_worked_serves_its_own_process_only(monkeypatch, store, share):
     """Others took half the machine, exactly the limit, or it could not be told (no ``/proc``): nothing
     is kept, and the next process times again; this one keeps its choice in memory."""
     fake, calls = scripted_timings(mkl_rows=1)
     monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
-    monkeypatch.setattr(kernel_store, "OtherWork", others_took(share))
+    monkeypatch.setattr(device, "OtherWork", others_took(share))
     choices = KernelChoices(persist=True)
     choices.lay_out(packed_model())
     assert not (store / kernel_store.CHOICES_DIR).exists()
@@ -121,7 +121,7 @@ def test_a_choice_timed_while_others_worked_serves_its_own_process_only(monkeypa
 def test_without_persist_nothing_is_read_or_kept(monkeypatch, store):
     fake, calls = scripted_timings(mkl_rows=1)
     monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
-    monkeypatch.setattr(kernel_store, "OtherWork", others_took(0.0))
+    monkeypatch.setattr(device, "OtherWork", others_took(0.0))
     KernelChoices().lay_out(packed_model())
     assert calls and not (store / kernel_store.CHOICES_DIR).exists()
 
@@ -154,26 +154,26 @@ def test_the_key_names_the_cpu_pytorch_the_kernels_and_the_shapes(monkeypatch):
 def test_other_work_is_every_core_s_busy_time_less_this_process_s(monkeypatch, others, quiet):
     """Scripted ``/proc`` readings over 2 s: the machine's busy ticks (steal included) grew by this
     process's ticks plus ``others`` of every core's time."""
-    available = 2.0 * kernel_store.os.sysconf("SC_CLK_TCK") * kernel_store.os.cpu_count()
+    available = 2.0 * device.os.sysconf("SC_CLK_TCK") * device.os.cpu_count()
     readings = iter([(1000, 400), (1000 + 300 + round(others * available), 400 + 300)])
     clock = iter([10.0, 12.0])
-    monkeypatch.setattr(kernel_store, "_busy_ticks", lambda: next(readings))
-    monkeypatch.setattr(kernel_store, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
-    with kernel_store.OtherWork() as work:
+    monkeypatch.setattr(device, "_busy_ticks", lambda: next(readings))
+    monkeypatch.setattr(device, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    with device.OtherWork() as work:
         pass
     assert work.share == pytest.approx(others, abs=1 / available) and work.quiet is quiet
 
 
 def test_without_proc_the_share_is_unknown_and_not_quiet(monkeypatch):
-    monkeypatch.setattr(kernel_store, "_busy_ticks", lambda: None)
-    with kernel_store.OtherWork() as work:
+    monkeypatch.setattr(device, "_busy_ticks", lambda: None)
+    with device.OtherWork() as work:
         pass
     assert work.share is None and not work.quiet
 
 
 def test_this_machine_s_proc_is_read():
     """On Linux both readings exist: whole tick counts."""
-    start = kernel_store._busy_ticks()
+    start = device._busy_ticks()
     if start is None:
         pytest.skip("no /proc here")
     assert all(isinstance(v, int) and v >= 0 for v in start)

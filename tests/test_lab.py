@@ -11,6 +11,7 @@ import torch
 from talon.config import ConfigError, DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for, hybrid_with_lookup
 from talon.drafters.head import HeadDrafter
+from talon.engine.cost_measure import NOT_KEPT
 from talon.engine.decode import Replay, replay, run_settings, run_to_end
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep, step_context, step_depth_limit
 from talon.models.registry import ModelRegistry
@@ -416,6 +417,14 @@ def test_a_fresh_measurement_is_drawn_and_read_out():
     assert "a drafted step's bookkeeping under 0.01" in tree_lab.measured_note(tiny)
     busy = CostCurve(plain=0.020, verify=((1, 0.020), (16, 0.040), (32, 0.030)), measured="x")
     assert "looks unreliable" in tree_lab.measured_note(busy)
+    shared = dataclasses.replace(curve, other_share=0.35)  # measured while others took 35 % of the CPU
+    assert "measured while it was busy**: other processes took 35% of the CPU" in tree_lab.curve_warning(shared)
+    assert "measured while it was busy" in tree_lab.measured_note(shared)
+    refused = dataclasses.replace(shared, note=NOT_KEPT)
+    text = tree_lab.measured_note(refused)
+    assert text.startswith("Measured again") and "**Not kept**: other processes took 35% of the CPU" in text
+    assert "Runs at N = auto keep the curve measured before" in text and "while it was busy" not in text
+    assert tree_lab.curve_warning(dataclasses.replace(curve, other_share=0.05)) == ""  # quiet enough
 
 
 def test_lab_results_drawn_at_other_settings_are_cleared_and_a_new_step_starts_clean():

@@ -701,6 +701,22 @@ def test_a_plain_step_of_the_cost_rule_says_what_its_price_holds(recorded: RunTr
     )
 
 
+def test_a_tree_kept_at_under_a_token_per_plain_step_says_why_it_beat_the_root_alone(recorded: RunTrace):
+    """The cost rule weighs a tree against the root alone, whose price holds the step's first drafter call
+    (already made): a tree of 1.22 tokens for 1.25 plain steps beats 1 token for 1.08."""
+    from viz.summary import stop_sentence
+
+    step = recorded.steps[0]
+    kept = dataclasses.replace(step, stop=STOP_COST, expected=1.22, price=1.25)
+    text = stop_sentence(kept, {**recorded.tree_config, "auto": True})
+    assert text.endswith(
+        "expected 1.22 tokens for 1.25 plain steps (under one token per plain step, yet the root alone would "
+        "give fewer: its price also holds the drafter's first call, already made)"
+    )
+    paying = dataclasses.replace(step, stop=STOP_COST, expected=2.5, price=1.3)
+    assert stop_sentence(paying, {**recorded.tree_config, "auto": True}).endswith("for 1.30 plain steps")
+
+
 def test_summary_gives_depth_width_and_nodes_per_step(recorded: RunTrace):
     from viz.summary import summary_markdown
 
@@ -742,6 +758,23 @@ def test_async_verdict_never_contradicts_itself(recorded: RunTrace):
     slower = [replace(sync, prefill_seconds=sync.prefill_seconds + f * sync.seconds) for f in (0.01, 0.04)]
     narrow = async_verdict({"sync": slower[0], "async": hits}, {"sync": slower, "async": [hits, hits]})
     assert "Async was faster in all 2 repetitions, in some by less than 3%" in narrow
+
+
+def test_identical_outputs_with_another_mat_say_why_the_trees_differ(recorded: RunTrace):
+    """Async drafts each tree from a guess at the last verdict: the same tokens in fewer, longer steps
+    (another MAT) is said to be expected, not left beside "identical" unexplained."""
+    from dataclasses import replace
+
+    from viz.summary import async_verdict
+
+    sync = replace(recorded, execution="sync")
+    same = async_verdict({"sync": sync, "async": replace(sync, execution="async")})
+    assert "Outputs are identical." in same and "their trees are not" not in same
+    first, second, *rest = recorded.steps
+    merged = replace(first, committed_ids=[*first.committed_ids, *second.committed_ids])
+    fewer = replace(recorded, execution="async", steps=[merged, *rest])  # the same tokens, one step fewer
+    text = async_verdict({"sync": sync, "async": fewer})
+    assert "Outputs are identical (their trees are not: async drafts each tree before the last verdict" in text
 
 
 def test_async_projection_is_a_saving_on_the_sync_median(recorded: RunTrace):

@@ -16,6 +16,7 @@ import gradio as gr
 import pandas as pd
 
 from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
+from talon.engine.cost_measure import NOT_KEPT
 from talon.engine.decode import Replay, replay, replayable, run_settings
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep
 from talon.models.token_text import token_label
@@ -537,8 +538,16 @@ while something else used the machine."""
 
 
 def curve_warning(curve: CostCurve | None) -> str:
-    """A warning when this machine's cost curve does not grow with the tree (a bigger tree measured much
-    cheaper than a smaller one: it was measured while the machine was busy), else ``""``."""
+    """A warning when this machine's cost curve was measured while other processes took a share of the
+    CPU (``CostCurve.busy``), or does not grow with the tree (a bigger tree measured much cheaper than a
+    smaller one: the machine was busy then too), else ``""``."""
+    if curve is not None and curve.busy:
+        return (
+            f"**This machine's cost curve was measured while it was busy**: other processes took "
+            f"{curve.other_share:.0%} of the CPU (measured {curve.measured or '?'}), so its prices are higher than "
+            "this machine's when quiet and auto trees smaller. Press **Measure this machine again** when the "
+            "machine is quiet."
+        )
     if curve is None or len(curve.verify) < 2:
         return ""
     for (n0, s0), (n1, s1) in ((a, b) for k, a in enumerate(curve.verify) for b in curve.verify[k + 1 :]):
@@ -577,10 +586,22 @@ def measured_note(curve: CostCurve) -> str:
         "(the chart)"
         + drafter_note(curve)
         + ". A tree pays where the tokens it commits beat its price; N = auto grows each tree while it does. "
-        + (
-            curve_warning(curve)
-            or "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it."
-        )
+        + (not_kept_note(curve) or curve_warning(curve) or RELIABLE)
+    )
+
+
+RELIABLE = "Its cost rises with the tree's size, as a reliable curve does. Draw the price again to use it."
+
+
+def not_kept_note(curve: CostCurve) -> str:
+    """Where a fresh measurement was not kept (``cost_measure.NOT_KEPT``: the machine was busy), why, and
+    what the runs price with instead; else ``""``."""
+    if curve.note != NOT_KEPT:
+        return ""
+    return (
+        f"**Not kept**: other processes took {curve.other_share:.0%} of the CPU while it was measured, so its "
+        "prices are higher than this machine's when quiet. Runs at N = auto keep the curve measured before; "
+        "the chart and this step's prices use the new one. Measure again when the machine is quiet."
     )
 
 

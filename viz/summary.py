@@ -294,6 +294,11 @@ def stop_sentence(step, tree_config: dict) -> str:
             text += f"; expected {step.expected:.2f} tokens for {step.price:.2f} plain steps"
             if step.tree.num_drafts == 0 and step.price > 1.0:
                 text += " (one plain step and the drafter's call that proposed the candidates it declined)"
+            elif step.tree.num_drafts and step.expected < step.price:
+                text += (
+                    " (under one token per plain step, yet the root alone would give fewer: its price also "
+                    "holds the drafter's first call, already made)"
+                )
         return text
     if stop == STOP_DEPTH:
         if method == "eagle2":
@@ -442,6 +447,11 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     reps = f"{n} interleaved repetitions" if n > 1 else "one run each"
     # each repetition's async run against the sync run beside it (the median of those pairs, which can
     # differ from the ratio of the table's median times when a busy spell hit one pair)
+    if same and round(metrics.mat(sync.steps), 2) != round(metrics.mat(async_runs[0].steps), 2):
+        same_text += (
+            " (their trees are not: async drafts each tree before the last verdict, from a guess at it, so "
+            "the tokens a verification commits, MAT, can differ)"
+        )
     lines = [
         f"Outputs are {same_text}. Measured over {reps}: "
         + (

@@ -35,7 +35,7 @@ from ..models.cpu_linear import (
     mkl_rows,
     packed_kernel,
 )
-from ..models.device import cpu_identity, device_label, synchronize
+from ..models.device import OtherWork, cpu_identity, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
@@ -347,29 +347,31 @@ def measure_curve(
     order = random.Random(0)
     plain: list[float] = []
     ratios: dict[tuple[str, int], list[float]] = {job: [] for job in set(jobs)}
-    try:
-        for k in range(reps + 1):  # round 0 warms up
-            report(f"Measuring this machine's cost curve: round {k + 1} of {reps + 1} (the first warms up)...")
-            order.shuffle(jobs)
-            for job in jobs:
-                unit = pieces.plain_step()
-                seconds = pieces.time(*job)
-                if k > 0:
-                    plain.append(unit)
-                    ratios[job].append(seconds / unit)
-        curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
-        if pieces.widths:
-            report("Measuring this machine's cost curve: the tree builder's own work...")
-            cfg, _ = device_default_tree(target.device.type == "cuda")
-            builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))  # the device's default tree, auto
-            curve = replace(curve, builder=_builder_seconds(pieces, builder, curve, max(reps, BUILDER_STEPS)))
-    finally:
-        pieces.close()
+    with OtherWork() as others:
+        try:
+            for k in range(reps + 1):  # round 0 warms up
+                report(f"Measuring this machine's cost curve: round {k + 1} of {reps + 1} (the first warms up)...")
+                order.shuffle(jobs)
+                for job in jobs:
+                    unit = pieces.plain_step()
+                    seconds = pieces.time(*job)
+                    if k > 0:
+                        plain.append(unit)
+                        ratios[job].append(seconds / unit)
+            curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
+            if pieces.widths:
+                report("Measuring this machine's cost curve: the tree builder's own work...")
+                cfg, _ = device_default_tree(target.device.type == "cuda")
+                builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))  # the device's default tree, auto
+                curve = replace(curve, builder=_builder_seconds(pieces, builder, curve, max(reps, BUILDER_STEPS)))
+        finally:
+            pieces.close()
     return replace(
         curve,
         key=asdict(curve_key(target, drafter)),
         measured=datetime.now(UTC).isoformat(timespec="seconds"),
         note=note,
+        other_share=None if others.share is None else round(others.share, 4),
     )
 
 
@@ -431,6 +433,10 @@ class _Measuring:
 _MEASURING = _Measuring()
 
 
+NOT_KEPT = "measured again while the machine was busy: not kept"
+"""The ``note`` of a curve ``cost_curve_for`` measured again and did not keep."""
+
+
 def cost_curve_for(
     target: LoadedModel,
     drafter: Drafter | None,
@@ -441,7 +447,10 @@ def cost_curve_for(
 ) -> CostCurve | None:
     """The cached cost curve of ``target`` with ``drafter`` on this device; measured (and cached) when
     there is none or ``refresh``, unless ``measure`` is False (then None).  A curve whose cache file
-    cannot be written is still returned (and reused by this process), with a note to ``progress``."""
+    cannot be written is still returned (and reused by this process), with a note to ``progress``.  A
+    curve measured again (``refresh``) while other processes took ``QUIET_SHARE`` of the machine or more
+    (``CostCurve.busy``) does not replace a cached one: it is returned with the note ``NOT_KEPT``, and
+    runs keep the cached curve."""
     key = curve_key(target, drafter or NoDrafter())
     digest = key.digest()
     if not refresh:
@@ -452,6 +461,11 @@ def cost_curve_for(
         curve = None if refresh else cached_curve(key) or _MEASURING.unstored.get(digest)
         if curve is None:  # not measured meanwhile by a run that held the lock
             curve = measure_curve(target, drafter, progress=progress)
+            kept = cached_curve(key) if refresh and curve.busy else None
+            if kept is not None:  # a busy machine's prices must not replace a curve measured before
+                if progress is not None:
+                    progress(f"Measured while other processes used {curve.other_share:.0%} of the CPU: not kept.")
+                return replace(curve, note=NOT_KEPT)
             try:
                 store_curve(curve, key)
                 _MEASURING.unstored.pop(digest, None)

@@ -52,7 +52,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from . import kernel_store, stream_gemm
+from . import device, kernel_store, stream_gemm
 from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
@@ -439,7 +439,7 @@ class KernelChoices:
                 fused = list(fuse(module)) if fuse is not None else []
                 set_plain_rows(module, fused, known[1])
             else:
-                with kernel_store.OtherWork() as others:
+                with device.OtherWork() as others:
                     kernel = choose_packed_kernel(module)
                     fused = list(fuse(module)) if fuse is not None else []
                     known = (kernel, choose_small_row_kernel(module, fused))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,47 @@ def cpu_identity() -> str:
     info = _cpuinfo()
     family = f"family {info['cpu family']} model {info.get('model', '?')}" if "cpu family" in info else ""
     return " · ".join(part for part in (cpu_name(), family, cpu_flags()) if part)
+
+
+QUIET_SHARE = 0.1
+"""Largest share of the machine's CPU time (all cores, over a measurement's wall clock) that other
+processes and steal may take for the measurement to be kept for the machine (kernel choices, cost
+curves measured again)."""
+
+
+def _busy_ticks() -> tuple[int, int] | None:
+    """(every core's busy ticks, steal included; this process's ticks), or None without ``/proc``."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        utime, stime = int(own[11]), int(own[12])  # fields 14 and 15 of proc(5), after the name
+    except (OSError, ValueError, IndexError):
+        return None
+    return user + nice + system + irq + softirq + steal, utime + stime
+
+
+class OtherWork:
+    """Context manager: the share of the machine's CPU time (every core, over the block's wall clock)
+    that other processes and steal took during the block.  ``share`` is None where ``/proc`` is missing
+    or the block was too short to tell; ``quiet`` whether it is known and under ``QUIET_SHARE``."""
+
+    def __init__(self) -> None:
+        self.share: float | None = None
+
+    def __enter__(self) -> OtherWork:
+        self._start, self._t0 = _busy_ticks(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end, seconds = _busy_ticks(), time.monotonic() - self._t0
+        ticks_per_second = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        available = seconds * ticks_per_second * (os.cpu_count() or 1)
+        if self._start is None or end is None or available < 50:  # under half a second of one core
+            return
+        others = (end[0] - self._start[0]) - (end[1] - self._start[1])
+        self.share = max(others, 0) / available
+
+    @property
+    def quiet(self) -> bool:
+        return self.share is not None and self.share < QUIET_SHARE

@@ -7,10 +7,10 @@ for that whole life: TALON's kernel splits a one-row product over both cores and
 so a busy neighbour doubles its time while MKL's one-row path, on one core, barely moves (on the 2-core
 AVX2 EPYC 7.1 against 3.1 ms quiet; MKL 6.2 against 5.5), and two loads of the embedded model at once
 gave one-row products to MKL, 1.7x slower on a quiet machine, in 4 of 6 loads.  So a choice is kept
-only when the other processes (and the hypervisor, as steal time) used under ``QUIET_SHARE`` of the
-machine while it was timed (``OtherWork``, from ``/proc``); later loads of those shapes read it instead
-of timing (about 6 s of the embedded model's load on the AVX2 EPYC).  A choice timed on a busy machine,
-or where ``/proc`` is missing, serves its own process only, and the next load times again.
+only when the other processes (and the hypervisor, as steal time) used under ``device.QUIET_SHARE`` of
+the machine while it was timed (``device.OtherWork``, from ``/proc``); later loads of those shapes read
+it instead of timing (about 6 s of the embedded model's load on the AVX2 EPYC).  A choice timed on a
+busy machine, or where ``/proc`` is missing, serves its own process only, and the next load times again.
 ``$TALON_RETIME_KERNELS=1`` times again and replaces a kept choice.
 
 What a choice depends on is its key: the layers' shapes and dtypes, whether products are fused, the
@@ -37,9 +37,6 @@ CHOICES_DIR = "kernel-choices"
 CHOICE_FORMAT = 1
 """Bumped when the way choices are timed changes (a kept choice is then timed again)."""
 RETIME_ENV = "TALON_RETIME_KERNELS"
-QUIET_SHARE = 0.1
-"""Largest share of the machine's CPU time (all cores, over the timing's wall clock) that other processes
-and steal may take for a timing to be kept."""
 
 
 def machine_key(layers_key: tuple, kernels: str) -> dict:
@@ -97,41 +94,3 @@ def store_choice(key: dict, kernel: str, plain_rows: int, other_share: float, ro
         return write_text_atomically(choice_path(key, root), json.dumps(record, indent=1))
     except OSError:
         return None
-
-
-def _busy_ticks() -> tuple[int, int] | None:
-    """(every core's busy ticks, steal included; this process's ticks), or None without ``/proc``."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
-        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        utime, stime = int(own[11]), int(own[12])  # fields 14 and 15 of proc(5), after the name
-    except (OSError, ValueError, IndexError):
-        return None
-    return user + nice + system + irq + softirq + steal, utime + stime
-
-
-class OtherWork:
-    """Context manager: the share of the machine's CPU time (every core, over the block's wall clock)
-    that other processes and steal took during the block.  ``share`` is None where ``/proc`` is missing
-    or the block was too short to tell; ``quiet`` whether it is known and under ``QUIET_SHARE``."""
-
-    def __init__(self) -> None:
-        self.share: float | None = None
-
-    def __enter__(self) -> OtherWork:
-        self._start, self._t0 = _busy_ticks(), time.monotonic()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        end, seconds = _busy_ticks(), time.monotonic() - self._t0
-        ticks_per_second = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        available = seconds * ticks_per_second * (os.cpu_count() or 1)
-        if self._start is None or end is None or available < 50:  # under half a second of one core
-            return
-        others = (end[0] - self._start[0]) - (end[1] - self._start[1])
-        self.share = max(others, 0) / available
-
-    @property
-    def quiet(self) -> bool:
-        return self.share is not None and self.share < QUIET_SHARE

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..files import write_text_atomically
+from ..models.device import QUIET_SHARE
 from ..models.embedded import cache_root
 
 CURVE_FORMAT = 1
@@ -86,6 +87,8 @@ class CostCurve:
         builder: seconds of the tree builder's own work per drafter call (0: not measured).
         key: what the curve was measured for (``CurveKey`` as a dict).
         measured: when (ISO time), and ``note`` how (command or "measured on first use").
+        other_share: the share of the machine's CPU other processes (and steal) took while it was
+            measured (``talon.models.device.OtherWork``; None: not known).
     """
 
     plain: float
@@ -97,6 +100,7 @@ class CostCurve:
     key: dict = field(default_factory=dict)
     measured: str = ""
     note: str = ""
+    other_share: float | None = None
 
     def verify_seconds(self, nodes: int) -> float:
         return _interpolate(self.verify, nodes)
@@ -146,7 +150,23 @@ class CostCurve:
             key=dict(d.get("key", {})),
             measured=str(d.get("measured", "")),
             note=str(d.get("note", "")),
+            other_share=_share(d.get("other_share")),
         )
+
+    @property
+    def busy(self) -> bool:
+        """Whether it was measured while other processes took a known share of the machine at or over
+        ``QUIET_SHARE`` (its prices are then higher than a quiet machine's)."""
+        return self.other_share is not None and self.other_share >= QUIET_SHARE
+
+
+def _share(value) -> float | None:
+    """A stored ``other_share``: a fraction in [0, 1], else None (not known)."""
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        return None
+    return share if 0.0 <= share <= 1.0 else None
 
 
 def _seconds(value, name: str) -> float:
