@@ -460,7 +460,8 @@ def cost_curve_for(
     with _MEASURING.lock(digest):
         curve = None if refresh else cached_curve(key) or _MEASURING.unstored.get(digest)
         if curve is None:  # not measured meanwhile by a run that held the lock
-            curve = measure_curve(target, drafter, progress=progress)
+            note = "measured again" if refresh else "measured on first use"
+            curve = measure_curve(target, drafter, progress=progress, note=note)
             kept = cached_curve(key) if refresh and curve.busy else None
             if kept is not None:  # a busy machine's prices must not replace a curve measured before
                 if progress is not None:
