@@ -956,3 +956,19 @@ def test_tree_shape_panels_name_the_size_they_draw():
     fig = tree_shape_figure(summary)
     assert [a.text for a in fig.layout.annotations] == ["EAGLE-2, N=24", "TALON, N=24"]
     assert [list(t.y) for t in fig.data] == [[4.0, 2.0], [5.0, 1.0]]
+
+
+def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
+    import pandas as pd
+
+    from viz.bench_charts import ALL, peers_figure
+
+    summary = pd.DataFrame(
+        [
+            {"kind": "methods", "experiment": "e", "temperature": 0.0, "method": m, "drafter": "", "budget": None,
+             "category": ALL, "auto": False, "speedup": s, "MAT": mat, "delta": 0.0, "tokens_per_s": 10.0}
+            for m, s, mat in (("ar", 1.0, 1.0), ("talon", 1.38, 1.91))
+        ]
+    )  # fmt: skip
+    bars = peers_figure(summary).data[0]
+    assert list(bars.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
