@@ -461,10 +461,10 @@ def fastest_seconds(fn, reps: int = 15) -> float:
 def fastest_each(fns: Sequence[Callable[[], object]], reps: int = 15) -> list[float]:
     """Per function of ``fns``, the least wall clock of ``reps`` calls (after one warm-up each), the
     calls interleaved: round r runs every function once, starting at the r-th (mod len).  Timed one
-    after the other, a busy spell (another process loading, a neighbour's burst) that lasts through one
-    function's calls and not the next's decides which is "faster": two loads of the embedded model at once
-    on the 2-core AVX2 EPYC took PyTorch's one-row linear, 1.7x slower there, in 4 of 6.  Interleaved,
-    every function meets the same spells, and each keeps its least."""
+    after the other, a busy spell (a neighbour's burst) that covers one function's calls and not the
+    next's decides which is "faster"; interleaved, every function meets the same spells, and each keeps
+    its least.  A spell that lasts through the whole timing still decides it (another process loading
+    beside this one): ``talon.models.kernel_store`` keeps only choices timed on a quiet machine."""
     for fn in fns:
         fn()
     best = [float("inf")] * len(fns)
