@@ -177,6 +177,9 @@ boxes follow their text's direction; a tab clicked low in the window scrolls its
 its charts are fitted to it; a button that starts work closes the messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
+SAMPLING_COLUMN_WIDTHS = ["7%", "13%", "36%", "12%", "32%"]
+"""The Tree lab's sampling table (``viz.lab_charts.sampling_table``): node, token, children, all refused,
+then drawn from."""
 EXAMPLE_LABEL_CHARS = 26
 
 if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
@@ -570,7 +573,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             reroll_note = gr.Markdown()
             reroll_plot = gr.Plot(label="Re-rolls", elem_id="reroll-plot")
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
-                sampling_df = gr.Dataframe(interactive=False, wrap=True, headers=["Press Re-roll to fill this table"])
+                sampling_df = gr.Dataframe(
+                    interactive=False,
+                    wrap=True,
+                    headers=["Press Re-roll to fill this table"],
+                    column_widths=SAMPLING_COLUMN_WIDTHS,  # wide enough that no header breaks inside a word
+                    elem_id="lab-sampling",
+                )
 
         # ---- Compare methods ---------------------------------------------------------------------------------
         with gr.Tab("Compare methods", id="compare"):

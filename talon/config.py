@@ -187,10 +187,11 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
 
     On a GPU (CUDA graphs), with the paper's K=10, mu=0.03, auto-sized trees ran 1.01-1.06x the fastest
     fixed N (N=24) side by side over every fixed N on an H200 and an H100.  On the 2-core CPUs measured
-    a 25-node tree costs 1.6-2.1 plain steps to verify, so the CPU default has K=6 root children and
-    mu=0.1, and auto ran 1.04-1.11x the fastest fixed N (N=4 to 8, as each machine's curve had it).  The
-    fixed N=24 is where the fixed-size methods and the Tree lab start: a tree big enough for the gate to
-    shape, not the fastest fixed size.  The measurements are in docs/benchmarks.md."""
+    a 25-node tree costs 1.6-2.6 plain steps to verify (2.6 on the AVX2 EPYC, run 40), so the CPU default
+    has K=6 root children and mu=0.1, and auto ran 1.04-1.11x the fastest fixed N (N=4 to 8, as each
+    machine's curve had it).  The fixed N=24 is where the fixed-size methods and the Tree lab start: a
+    tree big enough for the gate to shape, not the fastest fixed size.  The measurements are in
+    docs/benchmarks.md."""
     if on_gpu:
         return (
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
@@ -203,7 +204,7 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),
         "CPU: N = auto (each tree grows while it pays on this machine's measured cost curve: on the 2-core CPUs "
-        "we measured, a tree of 25 nodes costs 1.6-2.1 plain decoding steps to verify, so trees stay small, and "
+        "we measured, a tree of 25 nodes costs 1.6-2.6 plain decoding steps to verify, so trees stay small, and "
         "a step no tree pays for is a plain one), K=6, μ=0.1; auto beat every fixed N side by side there "
         "(docs/benchmarks.md). "
         "Set N to 24 for the fixed-size tree the gate shapes on its own.",
