@@ -972,3 +972,5 @@ def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
     )  # fmt: skip
     bars = peers_figure(summary).data[0]
     assert list(bars.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
+    without_ar = summary.assign(speedup=[float("nan"), None])  # a run without ar has no speedups
+    assert list(peers_figure(without_ar).data[0].text) == ["MAT 1.00", "MAT 1.91"]

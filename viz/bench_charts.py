@@ -424,7 +424,10 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
         x=x,
         y=rows["speedup"],
         marker_color=[color(m) or "#4C78A8" for m in rows["method"]],
-        text=[f"{s:.2f}× · MAT {m:.2f}" for s, m in zip(rows["speedup"], rows["MAT"])],
+        text=[
+            ("" if _num(s) is None else f"{_num(s):.2f}× · ") + f"MAT {m:.2f}"  # no ar in the run: no speedup
+            for s, m in zip(rows["speedup"], rows["MAT"])
+        ],
         textposition="outside",
         cliponaxis=False,
         customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
