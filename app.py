@@ -39,6 +39,7 @@ from ui.shared import (
 )
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
+from viz.lab_charts import SAMPLING_TABLE_WIDTHS
 from viz.tree_figure import NODE_TABLE_WIDTHS
 
 THEME = gr.themes.Default(
@@ -177,9 +178,6 @@ boxes follow their text's direction; a tab clicked low in the window scrolls its
 its charts are fitted to it; a button that starts work closes the messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
-SAMPLING_COLUMN_WIDTHS = ["7%", "13%", "36%", "12%", "32%"]
-"""The Tree lab's sampling table (``viz.lab_charts.sampling_table``): node, token, children, all refused,
-then drawn from."""
 EXAMPLE_LABEL_CHARS = 26
 
 if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at import time
@@ -577,7 +575,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     interactive=False,
                     wrap=True,
                     headers=["Press Re-roll to fill this table"],
-                    column_widths=SAMPLING_COLUMN_WIDTHS,  # wide enough that no header breaks inside a word
+                    column_widths=SAMPLING_TABLE_WIDTHS,
                     elem_id="lab-sampling",
                 )
 

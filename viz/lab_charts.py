@@ -436,6 +436,10 @@ def reroll_figure(
     )
 
 
+SAMPLING_TABLE_WIDTHS = ["7%", "13%", "36%", "12%", "32%"]
+"""``sampling_table``'s column widths: its five columns fit a 1024-px page, headers broken at spaces only."""
+
+
 def sampling_table(
     step,
     target_probs_after: Mapping[int, Sequence[float]],
