@@ -112,6 +112,18 @@ def test_a_curve_measured_again_on_a_busy_machine_does_not_replace_the_cached_on
     assert len(measured) == 2
 
 
+def test_a_busy_measurement_does_not_replace_the_curve_a_process_keeps_where_none_could_be_cached(
+    target, cache, measured, monkeypatch
+):
+    (cache / "cost-curves").write_text("a file where the folder should be")
+    drafter = HeadDrafter(random_head(target), target)
+    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.01}))
+    first = cost_curve_for(target, drafter)
+    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.4}))
+    assert cost_curve_for(target, drafter, refresh=True).note == cost_measure.NOT_KEPT
+    assert cost_curve_for(target, drafter) is first and len(measured) == 2
+
+
 def test_a_stored_share_reads_back_and_a_foreign_one_is_unknown():
     curve = CostCurve(plain=0.02, verify=((1, 0.02), (8, 0.03)), other_share=0.25)
     assert CostCurve.from_dict(curve.to_dict()) == curve and curve.busy

@@ -453,17 +453,20 @@ def cost_curve_for(
     runs keep the cached curve."""
     key = curve_key(target, drafter or NoDrafter())
     digest = key.digest()
+
+    def known() -> CostCurve | None:  # the cached curve, or the one this process keeps where none could be
+        return cached_curve(key) or _MEASURING.unstored.get(digest)
+
     if not refresh:
-        curve = cached_curve(key) or _MEASURING.unstored.get(digest)
+        curve = known()
         if curve is not None or not measure:
             return curve
     with _MEASURING.lock(digest):
-        curve = None if refresh else cached_curve(key) or _MEASURING.unstored.get(digest)
+        curve = None if refresh else known()
         if curve is None:  # not measured meanwhile by a run that held the lock
             note = "measured again" if refresh else "measured on first use"
             curve = measure_curve(target, drafter, progress=progress, note=note)
-            kept = cached_curve(key) if refresh and curve.busy else None
-            if kept is not None:  # a busy machine's prices must not replace a curve measured before
+            if refresh and curve.busy and known() is not None:  # a busy machine's prices must not replace it
                 if progress is not None:
                     progress(f"Measured while other processes used {curve.other_share:.0%} of the CPU: not kept.")
                 return replace(curve, note=NOT_KEPT)
