@@ -519,6 +519,23 @@ def test_a_low_bars_label_goes_above_the_marker_it_would_cover():
     assert not _label_above_marker(0.1, None)  # no line at this depth
 
 
+def test_a_hatched_bars_label_sits_on_a_white_patch_at_its_foot(recorded: RunTrace):
+    from viz.charts import acceptance_per_depth_chart
+
+    short = dataclasses.replace(recorded, steps=recorded.steps[:6])  # six trees: every bar hatched
+    fig = acceptance_per_depth_chart({"run": short})
+    rows = acceptance_per_depth(short.steps)
+    patches = {a.text: a for a in fig.layout.annotations if a.bgcolor}
+    tall = [r for r in rows if r["rate"] is not None and r["rate"] >= 0.25]
+    assert tall and all(r["reached"] < 10 for r in tall)
+    for r in tall:  # on the hatching the label was unreadable: a patch at the bar's foot, none on the bar
+        label = f"{r['rate']:.0%}<br>{r['accepted']}/{r['reached']}"
+        assert patches[label].x == r["depth"] and patches[label].y == 0
+        assert fig.data[0].text[rows.index(r)] == ""
+    whole = acceptance_per_depth_chart({"run": recorded})  # enough trees: labels on the bars, no patch
+    assert not [a for a in whole.layout.annotations if a.bgcolor]
+
+
 def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):
     """Compare methods draws A and B in the adaptation and acceptance charts side by side: one run, one
     colour in both (they had different palettes: A was blue in one and green in the other)."""

@@ -209,6 +209,26 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
             for r, move in zip(rows, moved)
             if move
         ]
+        # a hatched bar's label on a white patch at the bar's foot: drawn on the hatching it was unreadable
+        patched = [
+            show_labels and not move and r["reached"] < FEW_TREES and (r["rate"] or 0) >= LABEL_INSIDE
+            for r, move in zip(rows, moved)
+        ]
+        labels += [
+            {
+                "x": r["depth"] + shift,
+                "y": 0,
+                "yanchor": "bottom",
+                "yshift": 2,
+                "text": _rate_label(r),
+                "showarrow": False,
+                "bgcolor": "rgba(255,255,255,0.85)",
+                "font": {"color": "#263238", "size": 11},
+            }
+            for r, patch in zip(rows, patched)
+            if patch
+        ]
+        moved = [move or patch for move, patch in zip(moved, patched)]
         figs.append(
             go.Bar(
                 x=depths,
