@@ -24,6 +24,7 @@ from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, 
 from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace
 from talon.tree import STOP_REASONS
+from tests.other_work import others_took
 from tests.tiny import prompt_ids, random_head, tiny_target
 
 
@@ -78,18 +79,6 @@ def test_curves_are_measured_once_then_read_back_until_refreshed(target, cache, 
     assert curve_for_run(target, drafter, fixed) is not None and len(calls) == 2  # read, never measured
 
 
-class ScriptedOthers:
-    """``OtherWork`` scripted: others took ``share`` of the machine while the block ran."""
-
-    share: float | None = 0.0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
 @pytest.mark.parametrize(("share", "replaced"), [(0.02, True), (0.4, False), (None, True)])
 def test_a_curve_measured_again_on_a_busy_machine_does_not_replace_the_cached_one(
     target, cache, measured, monkeypatch, share, replaced
@@ -98,10 +87,10 @@ def test_a_curve_measured_again_on_a_busy_machine_does_not_replace_the_cached_on
     ``NOT_KEPT``, and runs keep the curve cached before; quiet, or where it cannot be told (no ``/proc``),
     it replaces it.  The share is kept in the curve either way."""
     drafter = HeadDrafter(random_head(target), target)
-    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.01}))
+    monkeypatch.setattr(cost_measure, "OtherWork", others_took(0.01))
     first = cost_curve_for(target, drafter)
     assert first.other_share == 0.01 and not first.busy
-    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": share}))
+    monkeypatch.setattr(cost_measure, "OtherWork", others_took(share))
     lines = []
     again = cost_curve_for(target, drafter, refresh=True, progress=lines.append)
     assert again.other_share == share and again.busy is (not replaced) and len(measured) == 2
@@ -117,9 +106,9 @@ def test_a_busy_measurement_does_not_replace_the_curve_a_process_keeps_where_non
 ):
     (cache / "cost-curves").write_text("a file where the folder should be")
     drafter = HeadDrafter(random_head(target), target)
-    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.01}))
+    monkeypatch.setattr(cost_measure, "OtherWork", others_took(0.01))
     first = cost_curve_for(target, drafter)
-    monkeypatch.setattr(cost_measure, "OtherWork", type("Others", (ScriptedOthers,), {"share": 0.4}))
+    monkeypatch.setattr(cost_measure, "OtherWork", others_took(0.4))
     assert cost_curve_for(target, drafter, refresh=True).note == cost_measure.NOT_KEPT
     assert cost_curve_for(target, drafter) is first and len(measured) == 2
 

@@ -13,30 +13,11 @@ from torch import nn
 
 from talon.models import device, kernel_store, stream_gemm
 from talon.models.cpu_linear import KernelChoices, PackedLinear, onednn_linear_works, pack_linears
+from tests.other_work import others_took
 
 pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
 
 WINNER = "stream" if stream_gemm.available() else "onednn"
-
-
-class Others:
-    """A scripted ``OtherWork``: others took ``share`` of the machine while the block ran."""
-
-    share = 0.0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    @property
-    def quiet(self) -> bool:
-        return self.share is not None and self.share < device.QUIET_SHARE
-
-
-def others_took(share: float | None) -> type[Others]:
-    return type("ScriptedOthers", (Others,), {"share": share})
 
 
 def scripted_timings(mkl_rows: int):
