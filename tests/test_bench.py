@@ -536,6 +536,16 @@ def test_prompt_files_split_at_newlines_only_and_refuse_what_is_not_a_prompt(tmp
             prompts.read_prompts(path)
 
 
+def test_a_prompt_file_with_an_id_twice_is_refused(tmp_path):
+    """Runs find their prompt's plain decoding by id: two prompts sharing one compared the second's runs
+    with the first's tokens (``matches_ar`` 0.5 for plain decoding itself)."""
+    path = tmp_path / "twice.jsonl"
+    for first, second in (('"a"', '"a"'), ("7", '"7"')):
+        path.write_text(f'{{"id": {first}, "prompt": "hi"}}\n\n{{"id": {second}, "prompt": "yo"}}\n')
+        with pytest.raises(ConfigError, match=r"twice.jsonl:3: id '(a|7)' is on line 1 too; give each prompt"):
+            prompts.read_prompts(path)
+
+
 def test_the_cli_refuses_options_its_mode_would_ignore():
     for argv in (
         ["--prompts", "p.jsonl", "--out-dir", "d"],  # the method list writes --out
@@ -916,3 +926,22 @@ def test_a_suite_whose_every_method_but_plain_decoding_was_skipped_fails(tmp_pat
     out = tmp_path / "s"
     assert cli.main(["--suite", "smoke", "--out-dir", str(out), "--methods", "talon"]) == 1
     assert "Only plain decoding was measured" in capsys.readouterr().err and (out / "runs.csv").is_file()
+
+
+def test_each_checkpoint_holds_the_runs_of_the_prompts_ended_when_it_was_taken(monkeypatch):
+    """An interrupted method-list run reports the last checkpoint's runs: it was handed the list the loop
+    kept appending to, so Ctrl-C during a prompt counted that prompt's runs as saved ("5 runs of 3 whole
+    prompts" for a file holding 4 runs of 2)."""
+    from talon.bench import runner
+    from talon.config import DecodeConfig
+    from tests.tiny import tiny_target
+
+    tiny = tiny_target()
+    monkeypatch.setattr(runner, "ModelRegistry", lambda: type("One", (), {"get": lambda self, spec, progress: tiny})())
+    tree = {"budget": 4, "topk": 2, "mu": 0.05, "depth": 3, "gamma": 3, "auto": False}
+    items = [{"id": "a", "category": "c", "prompt": "w3 w4 w5"}, {"id": "b", "category": "c", "prompt": "w7 w8"}]
+    taken = []
+    spec, decode = runner.ModelSpec("tiny", "ngram", None), DecodeConfig(max_new_tokens=4)
+    result = runner.run_benchmark(items, ["ar", "talon"], spec, tree, decode, log=print, checkpoint=taken.append)
+    assert [[r["prompt_id"] for r in t["runs"]] for t in taken] == [["a", "a"], ["a", "a", "b", "b"]]
+    assert len(result["runs"]) == 4 and all(t["complete"] is False for t in taken)

@@ -39,7 +39,7 @@ def read_prompts(path: str | Path) -> list[dict]:
     """JSONL lines ``{"id", "category", "prompt"}`` in UTF-8 (a byte-order mark allowed); raises
     ``ConfigError`` naming the bad line.  Lines end at newlines only: JSON strings may hold U+2028 and
     other characters that ``str.splitlines`` would also split at."""
-    prompts = []
+    prompts, seen = [], {}
     for n, line in enumerate(_lines(Path(path)), 1):
         if not line.strip():
             continue
@@ -60,6 +60,10 @@ def read_prompts(path: str | Path) -> list[dict]:
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             why = err.args[0] if isinstance(err, KeyError) else err  # a KeyError's str() quotes its message
             raise ConfigError(f'{path}:{n}: expected {{"id", "category", "prompt"}} ({why}).') from err
+        key = prompts[-1]["id"]
+        if key in seen:  # each run is checked against its own prompt's plain decoding, found by id
+            raise ConfigError(f"{path}:{n}: id {key!r} is on line {seen[key]} too; give each prompt its own id.")
+        seen[key] = n
     if not prompts:
         raise ConfigError(f"{path} holds no prompts.")
     return prompts

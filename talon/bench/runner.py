@@ -361,7 +361,8 @@ def run_benchmark(
             )
         mark_matches_ar([r for r in runs if r["prompt_id"] == item["id"]], decode_cfg.temperature)
         if checkpoint is not None:
-            checkpoint({**head, "complete": False, "runs": runs, "summary": None})
+            # a copy: the list grows with the next prompt, and an interrupted run reports what was saved
+            checkpoint({**head, "complete": False, "runs": list(runs), "summary": None})
     return {**head, "complete": True, "runs": runs, "summary": summarize_runs(runs)}
 
 
