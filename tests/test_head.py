@@ -413,6 +413,8 @@ def test_head_training_refuses_what_cannot_run_before_anything_loads(tmp_path, c
     from talon.training import train_head
 
     out = ["--out", str(tmp_path / "w")]
+    afile = tmp_path / "afile"
+    afile.write_text("")
     for flags, said in (
         (["--prompts", "2"], "--prompts must be at least 9"),
         (["--heldout", "0"], "between 0 and 1"),
@@ -421,6 +423,8 @@ def test_head_training_refuses_what_cannot_run_before_anything_loads(tmp_path, c
         (["--init", str(tmp_path / "nothing")], "no head.safetensors there"),
         (["--layout", "speculators"], "add --arch eagle3"),
         (["--epochs", "0"], "--epochs must be at least 1"),
+        (["--ship", str(afile)], f"--ship {afile} is a file"),  # it failed only after training
+        (["--out", str(afile)], f"--out {afile} is a file"),
     ):
         with pytest.raises(SystemExit):
             train_head.main([*out, *flags])
@@ -432,3 +436,31 @@ def test_head_training_refuses_what_cannot_run_before_anything_loads(tmp_path, c
     monkeypatch.setattr(train_head, "run", no_target)
     assert train_head.main([*out, "--target", "someorg/some-model"]) == 2
     assert capsys.readouterr().err.startswith("error: 'someorg/some-model' is not a local directory")
+
+
+def test_a_run_folder_refuses_a_rerun_with_other_settings(tmp_path, capsys, monkeypatch):
+    """A rerun into the same ``--out`` resumes its stages as they are: with another ``--prompts`` it
+    generated two answers, reused the old features and checkpoint and said "done"; it is refused now,
+    naming what changed.  The same settings resume; a folder without a record (older runs) is claimed."""
+    from talon.training import train_head
+
+    ran = []
+    monkeypatch.setattr(train_head, "load_model", lambda spec, progress=None: ran.append(spec) or 1 / 0)
+    out = tmp_path / "run"
+    base = ["--out", str(out), "--prompts", "10", "--heldout", "0.3", "--max-new-tokens", "8"]
+    with pytest.raises(ZeroDivisionError):  # claimed, then the (stubbed) target load
+        train_head.main(base)
+    recorded = json.loads((out / train_head.RUN_SETTINGS).read_text())
+    assert (recorded["prompts"], recorded["max_new_tokens"], recorded["answers"]) == (10, 8, [0.0])
+    with pytest.raises(ZeroDivisionError):  # the same settings: resumed
+        train_head.main(base)
+    assert len(ran) == 2
+    changed = [*base, "--prompts", "12", "--epochs", "3"]
+    assert train_head.main(changed) == 2 and len(ran) == 2  # refused before any model loads
+    err = capsys.readouterr().err
+    assert f"error: {out} holds a run made with --prompts 10 (now 12), --epochs 2 (now 3)" in err
+    assert "use another --out" in err
+    with pytest.raises(ZeroDivisionError):  # --vocab-only reads the answers: their settings only
+        train_head.main([*base, "--epochs", "3", "--vocab-only", "--ship", str(tmp_path / "ship")])
+    assert train_head.main([*base, "--max-new-tokens", "16", "--vocab-only"]) == 2
+    assert "--max-new-tokens 8 (now 16)" in capsys.readouterr().err

@@ -55,7 +55,7 @@ from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save
 from ..drafters.head import HeadNetwork
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
-from ..files import write_atomically
+from ..files import write_atomically, write_text_atomically
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import load_model
 from .prompt_pool import CATEGORY_SHARES, build_prompt_pool
@@ -102,6 +102,42 @@ def load_any_head(directory: Path, target: LoadedModel) -> HeadNetwork:
     """A trained head of either architecture, as decoding loads it (EAGLE-3 layout when the directory
     has ``config.json``)."""
     return load_eagle3(directory, target) if (directory / EAGLE3_CONFIG).is_file() else load_head(directory, target)
+
+
+# ---- what a run folder was made with ---------------------------------------------------------------------
+RUN_SETTINGS = "settings.json"
+DATA_SETTINGS = ("target", "prompts", "heldout", "seed", "max_new_tokens", "answers", "max_len")
+"""What shapes ``sequences.jsonl`` and ``features.pt`` (``gen_batch`` only reseeds sampled answers)."""
+TRAIN_SETTINGS = ("arch", "epochs", "ttt_steps", "lr", "batch_size", "init")
+"""What shapes ``checkpoint.pt`` (a resumed run follows the schedule of its own epochs and batches)."""
+
+
+def _setting(args: TrainArgs, name: str):
+    value = getattr(args, name)
+    return str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+
+
+def claim_run_folder(args: TrainArgs, names: Iterable[str]) -> None:
+    """Record in ``args.out`` the settings ``names`` its stages are made with, or ``ConfigError`` when the
+    folder holds a run made with others: a resumed stage reuses what is there (answers, features, the
+    checkpoint), so a changed ``--prompts`` would train on the old features and report it as the new run."""
+    path = args.out / RUN_SETTINGS
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) else {}
+    changed = [
+        f"--{n.replace('_', '-')} {kept[n]} (now {_setting(args, n)})"
+        for n in names
+        if n in kept and kept[n] != _setting(args, n)
+    ]
+    if changed:
+        raise ConfigError(
+            f"{args.out} holds a run made with {', '.join(changed)}; its stages would be reused as they are: "
+            "use another --out, or the folder's settings to resume it."
+        )
+    write_text_atomically(path, json.dumps({**kept, **{n: _setting(args, n) for n in names}}, indent=1))
 
 
 # ---- files a run may be stopped while writing --------------------------------------------------------
@@ -515,6 +551,7 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
     """``--eval-only``: the head in ``args.eval_only`` on the pool's held-out prompts, as decoding loads
     it (this machine's device and dtype, its draft vocabulary); writes ``eval_only.json``."""
     args.out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(args, DATA_SETTINGS)
     target = load_model(args.target, progress=log)
     head = load_any_head(args.eval_only, target)
     generate_sequences(target, args, log, splits=("heldout",))
@@ -542,6 +579,7 @@ def evaluate_head(args: TrainArgs, log=print) -> dict:
 def run(args: TrainArgs, log=print) -> Path:
     """All stages; returns the exported head directory."""
     args.out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(args, DATA_SETTINGS + TRAIN_SETTINGS)
     target = load_model(args.target, progress=log)
     head = new_head(args.arch, target)
     t0 = time.time()
@@ -668,6 +706,9 @@ def args_problem(args: TrainArgs) -> str | None:
             return "--init warm-starts a head of --arch talon only"
         if not (args.init / HEAD_WEIGHTS).is_file():
             return f"--init {args.init}: no {HEAD_WEIGHTS} there (name a head directory, e.g. one --out/head)"
+    for option, folder in (("--out", args.out), ("--ship", args.ship)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            return f"{option} {folder} is a file: name a folder (it is created if missing)"
     if args.eval_only is not None and not args.eval_only.is_dir():
         return f"--eval-only {args.eval_only}: no such directory (name a head directory)"
     return None
@@ -679,12 +720,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.eval_only:
             evaluate_head(args)
         elif args.vocab_only:
+            args.out.mkdir(parents=True, exist_ok=True)
+            claim_run_folder(args, DATA_SETTINGS)
             target = load_model(args.target)
             generate_sequences(target, args)
             write_draft_vocab(args.ship or args.out / "head", target, args)
         else:
             run(args)
-    except (ModelLoadError, ConfigError) as err:  # a model that does not load: its message says what to do
+    except (ModelLoadError, ConfigError, OSError) as err:  # a model that does not load: its message says what to do
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
