@@ -608,6 +608,11 @@ def test_the_calibration_cli_refuses_bad_input_and_writes_no_empty_table(tmp_pat
     monkeypatch.setattr(calibrate.ModelRegistry, "get", lambda *a, **k: pytest.fail("a model would load"))
     assert calibrate.main(["--out", str(out), "--extra", str(tmp_path / "missing.jsonl")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+    # an --out that cannot take the table is refused before decoding (it failed after, losing the fit)
+    (tmp_path / "afile").write_text("")
+    for bad, said in ((tmp_path, "is a directory"), (tmp_path / "afile" / "c.json", "afile is a file, not a folder")):
+        assert calibrate.main(["--out", str(bad), "--extra"]) == 2
+        assert said in capsys.readouterr().err
 
     monkeypatch.setattr(calibrate.ModelRegistry, "get", lambda self, spec, **k: object())
     monkeypatch.setattr(calibrate, "make_drafter", lambda *a, **k: None)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..bench.prompts import read_prompts
+from ..bench.results import claim_out_file
 from ..config import ASSETS, ConfigError, DecodeConfig, TreeConfig
 from ..drafters.calibration import (
     Calibration,
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         prompts = heldout_prompts()[: args.prompts]
         fit_prompts, score_prompts = prompts[::2], prompts[1::2]
         fit_prompts += [row for path in args.extra for row in read_prompts(path)]  # before any model loads
+        claim_out_file(args.out, overwrite=True)  # a folder or a file in the way fails now, not after decoding
         registry = ModelRegistry()
         target = registry.get(args.target)
         make_drafter(args.drafter, target, registry)  # a drafter that does not load fails before any decoding
@@ -164,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         "match_prior": fit_match_prior(fit_obs),
         "command": "python -m talon.training.calibrate " + " ".join(sys.argv[1:] if argv is None else argv),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     save(table, args.out, meta)
     print(json.dumps({k: scored[k] for k in ("observations", "ece_raw", "ece_untabled", "ece_calibrated")}))
     return 0
