@@ -278,6 +278,24 @@ def test_a_head_is_rewritten_for_the_other_engine_from_the_command_line(target, 
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), name
 
 
+def test_the_export_command_refuses_bad_input_with_a_message(tmp_path, capsys):
+    """A head or target that does not load, OUT through a file, a draft length under one: a message and
+    exit status 2 (they ended in tracebacks, or wrote ``speculative_tokens: -2`` into the config)."""
+    (tmp_path / "afile").write_text("")
+    missing = str(tmp_path / "no-target")
+    assert export_main([str(tmp_path / "no-head"), str(tmp_path / "out"), "--target", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and missing in err and "Traceback" not in err
+    for argv, said in (
+        ([str(tmp_path / "afile" / "out")], "afile is a file: OUT names the folder"),
+        ([str(tmp_path / "out"), "--speculative-tokens", "-2"], "must be at least 1, not -2"),
+    ):
+        with pytest.raises(SystemExit):
+            export_main([str(tmp_path / "head"), *argv, "--target", missing])
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_layer_config_written_as_a_diff_takes_llamas_defaults():
     """speculators writes ``transformer_layer_config`` with ``to_diff_dict``: a Llama-3.1-8B head omits
     ``hidden_size`` 4096 and ``num_attention_heads`` 32 (LlamaConfig's defaults), which the reader

@@ -11,10 +11,13 @@ serves when given only the head).  The provenance in the head's ``talon`` block 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+from ..config import ConfigError
+from ..models.loaded import ModelLoadError
 from ..models.loading import load_model
 from .eagle3_model import EAGLE3_FILES, LAYOUTS, load_eagle3, read_head_files, save_eagle3
 from .head_model import resolve_head_dir
@@ -54,7 +57,7 @@ def export_head(
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m talon.drafters.export_eagle3",
         description="Re-write an EAGLE-3 head in EAGLE's layout or vLLM's speculators format.",
@@ -74,11 +77,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--speculative-tokens", type=int, default=3, help="speculators: vLLM's default draft length")
     p.add_argument("--dtype", choices=list(DTYPES), default="bfloat16", help="dtype of the written weights")
     args = p.parse_args(argv)
-    out = export_head(
-        args.head, args.out, args.target, args.layout, args.verifier, args.speculative_tokens, DTYPES[args.dtype]
-    )
+    if args.speculative_tokens < 1:
+        p.error(f"--speculative-tokens (tokens vLLM drafts a step) must be at least 1, not {args.speculative_tokens}")
+    blocking = next((d for d in (args.out, *args.out.parents) if d.exists() and not d.is_dir()), None)
+    if blocking is not None:
+        p.error(f"{blocking} is a file: OUT names the folder the head is written to")
+    try:
+        out = export_head(
+            args.head, args.out, args.target, args.layout, args.verifier, args.speculative_tokens, DTYPES[args.dtype]
+        )
+    except (ModelLoadError, ConfigError, OSError, ValueError) as err:  # each says what to do; no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"wrote {args.layout} layout -> {out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
