@@ -131,3 +131,17 @@ def test_cli_writes_the_pool(tmp_path, capsys):
     assert rows == pp.build_prompt_pool(seed=2, size=60)
     printed = capsys.readouterr().out
     assert all(cat in printed for cat in pp.CATEGORY_SHARES) and "total" in printed
+
+
+def test_cli_refuses_a_size_or_out_it_cannot_serve_with_a_message(tmp_path, capsys, monkeypatch):
+    """Sizes below one prompt a category, beyond what the templates hold (a traceback, and for a huge size
+    hours of tries before it), and an --out that is a folder: a message and status 2, nothing written."""
+    with pytest.raises(SystemExit):
+        pp.main(["--out", str(tmp_path / "p.jsonl"), "--size", "3"])
+    assert "--size must be at least 9" in capsys.readouterr().err
+    monkeypatch.setattr(pp, "MAX_MISSES", 50)  # spent sooner: the test stays quick
+    assert pp.main(["--out", str(tmp_path / "p.jsonl"), "--size", "100000000"]) == 2
+    assert "ran out of unique prompts" in capsys.readouterr().err and not (tmp_path / "p.jsonl").exists()
+    monkeypatch.undo()
+    assert pp.main(["--out", str(tmp_path), "--size", "20"]) == 2
+    assert f"error: --out {tmp_path}: Is a directory" in capsys.readouterr().err

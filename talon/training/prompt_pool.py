@@ -410,6 +410,10 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+MAX_MISSES = 20_000
+"""Repeats in a row after which a category's templates count as spent."""
+
+
 def build_prompt_pool(seed: int = 0, size: int = 1500) -> list[dict]:
     """``size`` unique prompts ``{"id", "category", "prompt"}``, shuffled, shares per ``CATEGORY_SHARES``.
 
@@ -423,16 +427,18 @@ def build_prompt_pool(seed: int = 0, size: int = 1500) -> list[dict]:
     seen, pool = set(), []
     for cat, quota in _quotas(size).items():
         r = random.Random(f"talon-prompt-pool/{seed}/{cat}")
-        gen, made, tries = _generators(r, snippets, docs)[cat], 0, 0
+        gen, made, misses = _generators(r, snippets, docs)[cat], 0, 0
         while made < quota:
-            tries += 1
-            if tries > 50 * quota + 1000:
+            # a long run of repeats says the templates are spent (a bound on all tries ran for hours
+            # before it said so for a huge size)
+            if misses > MAX_MISSES:
                 raise ValueError(f"category {cat!r} ran out of unique prompts at {made}/{quota}")
             prompt = gen().strip()
             if len(prompt) > MAX_CHARS or _norm(prompt) in seen:
+                misses += 1
                 continue
             seen.add(_norm(prompt))
-            made += 1
+            made, misses = made + 1, 0
             pool.append({"id": f"{cat}-{made:05d}", "category": cat, "prompt": prompt})
     random.Random(f"talon-prompt-pool/{seed}/order").shuffle(pool)
     return pool
@@ -512,11 +518,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    pool = build_prompt_pool(seed=args.seed, size=args.size)
+    if args.size < len(CATEGORY_SHARES):
+        ap.error(f"--size must be at least {len(CATEGORY_SHARES)} (one prompt a category), not {args.size}")
+    try:
+        pool = build_prompt_pool(seed=args.seed, size=args.size)
+    except ValueError as err:
+        print(f"error: {err}: the templates hold fewer unique prompts; choose a smaller --size", file=sys.stderr)
+        return 2
     benchmarks = benchmark_prompts()
     is_disjoint_from_benchmarks(pool, benchmarks=benchmarks)
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in pool)
+    try:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in pool)
+    except OSError as err:
+        print(f"error: --out {args.out}: {err.strerror or err}; name a file in a folder that exists", file=sys.stderr)
+        return 2
     counts = Counter(x["category"] for x in pool)
     words = {c: [len(x["prompt"].split()) for x in pool if x["category"] == c] for c in CATEGORY_SHARES}
     print(f"{'category':13s} {'prompts':>7s} {'mean words':>10s}")
