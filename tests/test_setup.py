@@ -289,3 +289,14 @@ def test_the_price_menu_offers_each_measured_machine_once():
     assert machine_label({"device": "cpu", "cpu": "Intel Xeon", "cpu_flags": "avx2 fma", "cpu_count": 4}) == (
         "CPU (Intel Xeon), AVX2, 4 cores"
     )
+
+
+def test_the_example_pair_command_says_what_to_fix_instead_of_a_traceback(capsys, monkeypatch):
+    """``python -m ui.prompts --max-new 0`` ended in a ``gradio.exceptions.Error`` traceback; it prints
+    the page's message and exits with status 2, before any model loads."""
+    from ui import prompts
+
+    monkeypatch.setattr(prompts, "prepare", lambda *a, **k: pytest.fail("a model would load"))
+    assert prompts.main(["--max-new", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and "new tokens" in err.lower()

@@ -7,6 +7,7 @@ which prompt will grow deeper trees before it shows any of it."""
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -310,7 +311,7 @@ def markdown_table(table: pd.DataFrame) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """``python -m ui.prompts``: the shipped example pair (``PAIR_IDS``) at the app's defaults for this
     machine, decoded as the Compare prompts tab does, with each prompt's mean depth, widest layer and draft
     nodes per step printed as a Markdown table (tree shapes of greedy runs do not depend on timing)."""
@@ -330,11 +331,19 @@ def main(argv: list[str] | None = None) -> None:
         gamma=tree.gamma,
         max_new=args.max_new,
     )
-    runs = {label: prepare(settings.but(prompt=p)).run_to_end() for label, p in zip(LABELS, example_pair())}
+    try:
+        pair = [settings.but(prompt=p) for p in example_pair()]
+        for one in pair:
+            check(one)
+        runs = {label: prepare(one).run_to_end() for label, one in zip(LABELS, pair)}
+    except gr.Error as err:  # the message the page would show: what to fix
+        print(f"error: {err.message}", file=sys.stderr)
+        return 2
     print(markdown_table(prompts_table(runs)))
     print()
     print(prompts_caption(runs))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
