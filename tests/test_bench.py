@@ -570,7 +570,12 @@ def test_a_suites_tree_settings_are_checked_before_a_model_loads(tmp_path, capsy
     from talon.bench import cli
 
     monkeypatch.setattr(cli, "run_suite", lambda *a, **k: pytest.fail("a model would load"))
-    for flags, said in ((["--mu", "2"], "gate mu"), (["--budget", "0"], "Budget N")):
+    for flags, said in (
+        (["--mu", "2"], "gate mu"),
+        (["--budget", "0"], "Budget N"),
+        (["--methods", ","], "--methods names none"),  # ran the suite's whole list unasked
+        (["--experiments", " , "], "--experiments names none"),
+    ):
         assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "s"), *flags]) == 2
         assert said in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
@@ -945,3 +950,31 @@ def test_each_checkpoint_holds_the_runs_of_the_prompts_ended_when_it_was_taken(m
     result = runner.run_benchmark(items, ["ar", "talon"], spec, tree, decode, log=print, checkpoint=taken.append)
     assert [[r["prompt_id"] for r in t["runs"]] for t in taken] == [["a", "a"], ["a", "a", "b", "b"]]
     assert len(result["runs"]) == 4 and all(t["complete"] is False for t in taken)
+
+
+def test_a_suite_refuses_an_assistant_named_on_the_command_line_that_does_not_load(monkeypatch):
+    """``--assistant`` naming a model that does not load skipped ``hf_assisted`` and exited 0 (the
+    method-list mode exits 2); it is refused before any run.  A suite's own default assistant is left to
+    the runs, which skip ``hf_assisted`` where it does not load and say so in the results."""
+    from talon.bench import runner, suites
+    from talon.models.loaded import ModelLoadError
+    from tests.tiny import tiny_target
+
+    tiny = tiny_target()
+
+    class Registry:
+        def get(self, spec, progress=None):
+            if spec != "tiny":
+                raise ModelLoadError(f"{spec!r} is not reachable")
+            return tiny
+
+        get_stock = get  # the peers' unmodified copy
+
+    ran = []
+    monkeypatch.setattr(runner.SuiteRunner, "experiment_rows", lambda self, e: ran.append(e) or iter(()))
+    suite = suites.with_overrides(suites.get_suite("smoke"), assistant="someone/missing", methods=("ar", "hf_assisted"))
+    with pytest.raises(ConfigError, match="Assistant \\(--assistant\\): 'someone/missing' is not reachable"):
+        runner.run_suite(suite, "tiny", registry=Registry(), log=lambda s: None, required=["hf_assisted"])
+    assert not ran
+    runner.run_suite(suite, "tiny", registry=Registry(), log=lambda s: None)  # not named: left to the runs
+    assert ran

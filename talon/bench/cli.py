@@ -369,6 +369,9 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     out_dir, written = Path(args.out_dir), []  # written: whether this run has written results yet
     try:
         methods, experiments = _comma_list(args.methods), _comma_list(args.experiments)
+        for option, named in (("--methods", methods), ("--experiments", experiments)):
+            if named == []:  # "," named none: the suite's whole list would run unasked
+                raise ConfigError(f"{option} names none: a comma list, or leave {option} out for the suite's own")
         suite = with_overrides(
             get_suite(args.suite),
             drafter=args.drafter,
@@ -391,7 +394,8 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
                 written.append(True)
             return write_suite(out_dir, partial, command)
 
-        result = run_suite(suite, args.target, args.limit, log, checkpoint=save)
+        required = ["hf_assisted"] if args.assistant else []  # an assistant named but not loaded is an error
+        result = run_suite(suite, args.target, args.limit, log, checkpoint=save, required=required)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import functools
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -587,15 +587,21 @@ def run_suite(
     log: Log = print,
     registry: ModelRegistry | None = None,
     checkpoint: Callable[[dict], None] | None = None,
+    required: Sequence[str] = (),
 ) -> dict:
     """Run ``suite`` on the target ``target_spec``; returns ``{"runs", "summary", "meta"}`` (rows as
     dicts; ``meta`` without the command and file list, which the CLI adds).  ``checkpoint``, when given,
     receives the runs so far with ``summary`` None (``meta["complete"]`` False) after every prompt, so
     neither a cut run nor a failing summary loses them (``talon.bench.cli.write_suite`` writes the runs
-    before it computes the summary)."""
+    before it computes the summary).  A method of the suite that cannot run is skipped (and said in
+    ``meta["skipped"]``), except one in ``required`` (its model was named on the command line): then
+    ``ConfigError`` before any run."""
     registry = registry or ModelRegistry()
     target = load_named(lambda: registry.get(target_spec, progress=log), "Target (--target)")
     runner = SuiteRunner(suite, target, registry, limit, log, target_spec)
+    planned = {m for e in suite.experiments for m in e.methods}
+    for method in planned.intersection(required):
+        runner.drafter_names[method] = load_named(lambda m=method: runner.methods.drafter_name(m), option_of(method))
     env_before = environment(target)
     t0 = time.perf_counter()
 
