@@ -973,7 +973,7 @@ def test_a_suite_refuses_an_assistant_named_on_the_command_line_that_does_not_lo
     ran = []
     monkeypatch.setattr(runner.SuiteRunner, "experiment_rows", lambda self, e: ran.append(e) or iter(()))
     suite = suites.with_overrides(suites.get_suite("smoke"), assistant="someone/missing", methods=("ar", "hf_assisted"))
-    with pytest.raises(ConfigError, match="Assistant \\(--assistant\\): 'someone/missing' is not reachable"):
+    with pytest.raises(ModelLoadError, match="Assistant \\(--assistant\\): .someone/missing. is not reachable"):
         runner.run_suite(suite, "tiny", registry=Registry(), log=lambda s: None, required=["hf_assisted"])
     assert not ran
     runner.run_suite(suite, "tiny", registry=Registry(), log=lambda s: None)  # not named: left to the runs

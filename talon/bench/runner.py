@@ -595,7 +595,7 @@ def run_suite(
     neither a cut run nor a failing summary loses them (``talon.bench.cli.write_suite`` writes the runs
     before it computes the summary).  A method of the suite that cannot run is skipped (and said in
     ``meta["skipped"]``), except one in ``required`` (its model was named on the command line): then
-    ``ConfigError`` before any run."""
+    its load error (``ModelLoadError`` or ``ConfigError``, naming the option) before any run."""
     registry = registry or ModelRegistry()
     target = load_named(lambda: registry.get(target_spec, progress=log), "Target (--target)")
     runner = SuiteRunner(suite, target, registry, limit, log, target_spec)
