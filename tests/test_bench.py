@@ -480,10 +480,20 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
     # --max-nodes with no auto-sized run would be ignored: refused before any model loads
     assert main([*base, "--methods", "ar,static", "--budget", "8", "--max-nodes", "16"]) == 2
     assert "--max-nodes caps auto-sized trees" in capsys.readouterr().err
+    # with --budget auto given and no tree method, it said "add --budget auto"
+    assert main([*base, "--methods", "ar,hf_generate", "--budget", "auto", "--max-nodes", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "ar and the transformers peers draw no tree" in err and "add --budget auto" not in err
     assert main([*base, "--methods", "ar,talon+nope"]) == 2
     assert "unknown method" in capsys.readouterr().err
     assert main([*base, "--methods", "ar,chain+auto"]) == 2
     assert "can be auto-sized" in capsys.readouterr().err
+    assert main([*base, "--methods", "ar,talon@"]) == 2  # it said only tree methods take @DRAFTER
+    assert "talon@ (no drafter after @: e.g. talon@ngram)" in capsys.readouterr().err
+    from talon.bench.runner import option_of  # a drafter named in the method is fixed in --methods
+
+    assert option_of("talon@bogus+auto") == "Drafter (talon@bogus+auto in --methods)"
+    assert (option_of("talon"), option_of("hf_assisted")) == ("Drafter (--drafter)", "Assistant (--assistant)")
     # options no run here reads are refused too, as is a method list that names nothing
     for flags, said in (
         (["--methods", "ar,talon", "--gamma", "3"], "no method here is chain"),
@@ -575,6 +585,7 @@ def test_a_suites_tree_settings_are_checked_before_a_model_loads(tmp_path, capsy
         (["--budget", "0"], "Budget N"),
         (["--methods", ","], "--methods names none"),  # ran the suite's whole list unasked
         (["--experiments", " , "], "--experiments names none"),
+        (["--gamma", "3"], "suite smoke runs no chain (--methods only narrows"),  # it said "add chain to --methods"
     ):
         assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "s"), *flags]) == 2
         assert said in capsys.readouterr().err
@@ -923,7 +934,7 @@ def test_a_suite_whose_every_method_but_plain_decoding_was_skipped_fails(tmp_pat
     ar_only = [r for r in fake_runs() if r["method"] == "ar"]
     skipped = {"talon": "Drafter (--drafter): 'bogus' is not a local directory"}
 
-    def only_ar(suite, target, limit, log, checkpoint=None):
+    def only_ar(suite, target, limit, log, checkpoint=None, required=()):
         meta = {"complete": True, "skipped": skipped, "device": "cpu"}
         return {"runs": ar_only, "summary": bench_results.summarize(ar_only), "meta": meta}
 

@@ -241,23 +241,35 @@ def tree_overrides(args: argparse.Namespace) -> dict:
     return out
 
 
-def check_options_used(args: argparse.Namespace, methods: list[str]) -> None:
+def check_options_used(args: argparse.Namespace, methods: list[str], suite: str | None = None) -> None:
     """``ConfigError`` for an option that no run of ``methods`` reads (it would be silently ignored):
     ``--max-nodes`` without an auto-sized run, ``--gamma`` without a chain, ``--assistant`` without
     ``hf_assisted``, ``--datastore`` without prompt lookup (``_uses_lookup``), ``--execution async`` without
-    a tree method (plain decoding and the peers run sync)."""
+    a tree method (plain decoding and the peers run sync).  ``suite``: the suite whose runs ``methods``
+    are (its ``--methods`` only narrows its own list, so the advice is another suite, not another method)."""
+
+    def add(method: str) -> str:
+        if suite is None:
+            return f"add {method} to --methods."
+        return f"suite {suite} runs no {method} (--methods only narrows a suite's list): choose a suite that does."
+
     if args.max_nodes is not None and not any(is_auto(m) for m in methods):
+        trees = any(split_method(m)[0] in METHODS and split_method(m)[0] != "ar" for m in methods)
         raise ConfigError(
-            "--max-nodes caps auto-sized trees, and no method here is auto-sized: add --budget auto or "
-            "name METHOD+auto in --methods."
+            "--max-nodes caps auto-sized trees, and no method here is auto-sized: "
+            + (
+                "add --budget auto or name METHOD+auto in --methods."
+                if trees
+                else "ar and the transformers peers draw no tree; add a tree method (talon, eagle2, ...) to --methods."
+            )
         )
     bases = {split_method(m)[0] for m in methods}
     if args.gamma is not None and "chain" not in bases:
-        raise ConfigError("--gamma is the chain's length, and no method here is chain: add chain to --methods.")
+        raise ConfigError(f"--gamma is the chain's length, and no method here is chain: {add('chain')}")
     if args.assistant is not None and "hf_assisted" not in bases:
         raise ConfigError(
             "--assistant is transformers' assisted generation's draft model, and hf_assisted is not among the "
-            "methods: add it to --methods."
+            f"methods: {add('hf_assisted')}"
         )
     if getattr(args, "datastore", None) is not None and not any(_uses_lookup(m, args.drafter) for m in methods):
         raise ConfigError(
@@ -383,7 +395,7 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
             experiments=tuple(experiments) if experiments else None,
             auto=args.budget == "auto",
         )
-        check_options_used(args, [m for e in suite.experiments for m in e.methods])
+        check_options_used(args, [m for e in suite.experiments for m in e.methods], suite=suite.name)
         check_suite_settings(suite, device_default_tree(gpu_available())[0])
         command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         out_dir = results.claim_out_dir(out_dir, args.overwrite)

@@ -375,8 +375,11 @@ def mark_matches_ar(rows: list[dict], temperature: float) -> None:
 
 
 def option_of(method: str) -> str:
-    """The CLI option a method's drafting model comes from, for error messages."""
-    return "Assistant (--assistant)" if method == "hf_assisted" else "Drafter (--drafter)"
+    """The CLI option a method's drafting model comes from, for error messages (a drafter named in the
+    method, ``talon@SPEC``, comes from ``--methods``)."""
+    if method == "hf_assisted":
+        return "Assistant (--assistant)"
+    return f"Drafter ({method} in --methods)" if split_method(method)[1] else "Drafter (--drafter)"
 
 
 def load_named(load: Callable[[], T], option: str) -> T:

@@ -53,8 +53,10 @@ def method_problem(name: str) -> str:
     method, drafter = split_method(name)
     if method not in ALL_METHODS:
         return f"{name} (unknown method)"
-    if drafter is not None and (not drafter or method == "ar" or method in PEER_METHODS):
+    if drafter is not None and (method == "ar" or method in PEER_METHODS):
         return f"{name} (only tree methods take {VARIANT_SEP}DRAFTER)"
+    if drafter is not None and not drafter.strip():
+        return f"{name} (no drafter after {VARIANT_SEP}: e.g. {method}{VARIANT_SEP}ngram)"
     if is_auto(name) and method not in AUTO_METHODS:
         return f"{name} (only {', '.join(AUTO_METHODS)} can be auto-sized)"
     return ""
