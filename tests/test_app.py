@@ -364,7 +364,7 @@ def test_hybrid_method_labels_sources(client):
 
 
 def test_hybrid_refuses_ngram_as_its_model(client):
-    with pytest.raises(Exception, match="hybrid method merges a model drafter"):
+    with pytest.raises(Exception, match="merged with a model drafter \\(the hybrid method"):
         _run(client, PROMPT, method="hybrid", drafter_spec="ngram")
 
 

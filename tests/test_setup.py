@@ -243,6 +243,9 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         check_compare("eagle2", "talon", None, None, *panel(target_spec=str(tmp_path / "gone")))
     with pytest.raises(gr.Error, match=r"^\W?Target model: .* has no config.json"):
         check_async(*panel(target_spec=str(tmp_path)))
+    (tmp_path / "model.gguf").write_text("")  # a file where a folder is wanted: said so, not "no config.json"
+    with pytest.raises(gr.Error, match=r"^\W?Target model: .*model.gguf is a file: point at a model directory"):
+        check_run(*panel(target_spec=str(tmp_path / "model.gguf")))
 
 
 def test_the_load_steps_refuse_a_target_that_cannot_load_with_the_fields_message_once(tmp_path):

@@ -247,8 +247,8 @@ def hybrid_with_lookup(
     would be retrieval twice)."""
     if isinstance(model, NgramDrafter):
         raise ConfigError(
-            "The hybrid method merges a model drafter with prompt lookup: pick the trained head, "
-            "a self-draft ('layers:K') or a draft model as the drafter, not n-gram."
+            "Prompt lookup is merged with a model drafter (the hybrid method, lookup+SPEC): pick the trained "
+            "head, a self-draft ('layers:K') or a draft model as that drafter, not n-gram."
         )
     return HybridDrafter(model, lookup_drafter(vocab, datastore, device), fixed_weight=fixed_weight)
 

@@ -51,6 +51,8 @@ def spec_problem(spec: str) -> str | None:
     if path.exists():
         if (path / "config.json").is_file():
             return None
+        if not path.is_dir():
+            return f"{path} is a file: point at a model directory written by save_pretrained (config, weights...)."
         return (
             f"{path} has no config.json: point at a directory written by save_pretrained (config, weights "
             "and tokenizer)."
