@@ -545,3 +545,11 @@ def test_packed_linear_passes_gradients_through_its_input():
     assert torch.allclose(x.grad, expected, atol=1e-6)
     with torch.inference_mode():
         assert torch.allclose(packed(x.detach()), linear(x.detach()), atol=1e-5)
+
+
+def test_prompt_lookup_refuses_n_gram_as_its_model_partner_naming_both_ways_to_ask(target, registry):
+    """``hybrid`` with the n-gram drafter and ``lookup+ngram`` would be retrieval twice: refused, and the
+    message names both (it spoke of the hybrid method to a user who had typed ``lookup+ngram``)."""
+    for method, spec in (("hybrid", "ngram"), ("talon", "lookup+ngram")):
+        with pytest.raises(ConfigError, match=r"merged with a model drafter \(the hybrid method, lookup\+SPEC\)"):
+            drafter_for(method, spec, target, registry)
