@@ -571,6 +571,8 @@ def test_the_cli_refuses_options_its_mode_would_ignore():
             parse_args(argv)
     args = parse_args(["--prompts", "p.jsonl"])
     assert (args.temperature, args.execution, args.out, args.overwrite) == (0.0, "sync", "results.json", False)
+    with pytest.raises(SystemExit):  # an empty --out wrote results.json into the working folder
+        parse_args(["--prompts", "p.jsonl", "--out", " "])
     assert parse_args(["--suite", "cost", "--out-dir", "d", "--drafter", "ngram", "--threads", "1"]).drafter == "ngram"
 
 
@@ -918,9 +920,11 @@ def test_charts_refuse_a_folder_that_holds_no_results(tmp_path, capsys):
     other.mkdir()
     (other / "r1.json").write_text("{}")
     (tmp_path / "r.json").write_text("{}")
-    for path in (tmp_path / "missing", other, tmp_path / "r.json"):
+    for path, said in ((tmp_path / "missing", "does not exist"), (other, "is not a results directory")):
         assert plots_main([str(path), "--no-png"]) == 2
-        assert "is not a results directory" in capsys.readouterr().err
+        assert f"{path} {said}" in capsys.readouterr().err
+    assert plots_main([str(tmp_path / "r.json"), "--no-png"]) == 2
+    assert "is not a results directory" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists() and [p.name for p in other.iterdir()] == ["r1.json"]
     done = write_fake_results(tmp_path / "done")
     assert plots_main([str(done), "--no-png"]) == 0 and "wrote" in capsys.readouterr().out

@@ -41,11 +41,11 @@ def write_plots(out_dir: Path, png: bool = True) -> tuple[list[Path], str]:
 def record_plots(out_dir: Path, png: bool = True) -> list[Path]:
     """``write_plots`` and list the charts in the directory's meta.json (``files``, ``png``); ``ValueError``
     for a path that is not a results directory (nothing is written there)."""
+    written_by = "name a folder written by python -m talon.bench --suite NAME --out-dir DIR."
+    if not out_dir.exists():
+        raise ValueError(f"{out_dir} does not exist: {written_by}")
     if not out_dir.is_dir() or not any((out_dir / name).is_file() for name in ("runs.csv", results.COST)):
-        raise ValueError(
-            f"{out_dir} is not a results directory (no runs.csv or {results.COST}): name a folder written by "
-            "python -m talon.bench --suite NAME --out-dir DIR."
-        )
+        raise ValueError(f"{out_dir} is not a results directory (no runs.csv or {results.COST}): {written_by}")
     meta, _, _ = results.read_results(out_dir)
     if not meta.get("complete", True):
         raise ValueError(f"{out_dir}: the suite has not finished (meta.json says complete: false)")

@@ -179,6 +179,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"{', '.join(ignored)} {'does' if len(ignored) == 1 else 'do'} not apply to {_MODE_NAMES[_mode(args)]}")
     args.temperature = 0.0 if args.temperature is None else args.temperature
     args.execution = args.execution or "sync"
+    if args.out is not None and not args.out.strip():  # "" wrote results.json into the working folder
+        p.error("--out names the results file: a path such as results.json, not an empty string")
     args.out = args.out or "results.json"
     return args
 
