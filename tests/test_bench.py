@@ -573,6 +573,8 @@ def test_the_cli_refuses_options_its_mode_would_ignore():
     assert (args.temperature, args.execution, args.out, args.overwrite) == (0.0, "sync", "results.json", False)
     with pytest.raises(SystemExit):  # an empty --out wrote results.json into the working folder
         parse_args(["--prompts", "p.jsonl", "--out", " "])
+    with pytest.raises(SystemExit):  # an empty --drafter drafted with n-gram
+        parse_args(["--prompts", "p.jsonl", "--drafter", ""])
     assert parse_args(["--suite", "cost", "--out-dir", "d", "--drafter", "ngram", "--threads", "1"]).drafter == "ngram"
 
 

@@ -181,6 +181,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.execution = args.execution or "sync"
     if args.out is not None and not args.out.strip():  # "" wrote results.json into the working folder
         p.error("--out names the results file: a path such as results.json, not an empty string")
+    if args.drafter is not None and not args.drafter.strip():  # "" drafted with n-gram, unasked
+        p.error("--drafter names a drafter (e.g. head, ngram, layers:4, lookup+head), not an empty string")
     args.out = args.out or "results.json"
     return args
 
