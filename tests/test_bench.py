@@ -927,6 +927,16 @@ def test_charts_refuse_a_folder_that_holds_no_results(tmp_path, capsys):
         assert f"{path} {said}" in capsys.readouterr().err
     assert plots_main([str(tmp_path / "r.json"), "--no-png"]) == 2
     assert "is not a results directory" in capsys.readouterr().err
+    # a suite stopped before its end (Ctrl-C): refused unless --partial, which charts what it measured
+    from talon.bench.cli import write_suite
+
+    write_suite(tmp_path / "cut", {"runs": fake_runs(), "summary": None, "meta": {"complete": False}}, "cmd")
+    assert plots_main([str(tmp_path / "cut"), "--no-png"]) == 2
+    assert "--partial charts the prompts it measured" in capsys.readouterr().err
+    assert plots_main([str(tmp_path / "cut"), "--no-png", "--partial"]) == 0
+    assert "partial results" in capsys.readouterr().err
+    meta = bench_results.read_results(tmp_path / "cut")[0]
+    assert meta["complete"] is False and any(f.endswith(".html") for f in meta["files"])
     assert not (tmp_path / "missing").exists() and [p.name for p in other.iterdir()] == ["r1.json"]
     done = write_fake_results(tmp_path / "done")
     assert plots_main([str(done), "--no-png"]) == 0 and "wrote" in capsys.readouterr().out
