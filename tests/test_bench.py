@@ -1005,3 +1005,28 @@ def test_a_suite_refuses_an_assistant_named_on_the_command_line_that_does_not_lo
     assert not ran
     runner.run_suite(suite, "tiny", registry=Registry(), log=lambda s: None)  # not named: left to the runs
     assert ran
+
+
+def test_a_suite_that_fails_before_writing_leaves_no_empty_folder(tmp_path, capsys, monkeypatch):
+    """A target or drafter that does not load (or Ctrl-C before the first prompt) left the empty
+    ``--out-dir`` it had made; a folder that was there before stays."""
+    from talon.bench import cli
+
+    def no_target(*a, **k):
+        raise ModelLoadError("Target (--target): 'someorg/some-model' is not a local directory")
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_suite", no_target)
+    assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "kept")]) == 2
+    assert (tmp_path / "kept").is_dir()
+    monkeypatch.setattr(cli, "run_suite", stopped)
+    assert cli.main(["--suite", "smoke", "--out-dir", str(tmp_path / "new")]) == 130
+    assert not (tmp_path / "new").exists()
+    monkeypatch.setattr(cli.ModelRegistry, "get", no_target)  # the cost suite loads its target itself
+    assert cli.main(["--suite", "cost", "--out-dir", str(tmp_path / "cost")]) == 2
+    assert not (tmp_path / "cost").exists() and "someorg" in capsys.readouterr().err

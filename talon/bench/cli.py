@@ -383,6 +383,7 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The suite mode (``--suite``): a results directory, the overall table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     out_dir, written = Path(args.out_dir), []  # written: whether this run has written results yet
+    existed = out_dir.exists()
     try:
         methods, experiments = _comma_list(args.methods), _comma_list(args.experiments)
         for option, named in (("--methods", methods), ("--experiments", experiments)):
@@ -414,9 +415,12 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
         result = run_suite(suite, args.target, args.limit, log, checkpoint=save, required=required)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
+        results.drop_if_unused(out_dir, existed)
         return 2
     except KeyboardInterrupt:
         runs = results.read_results(out_dir)[1] if written else None
+        if not written:
+            results.drop_if_unused(out_dir, existed)
         return interrupted([] if runs is None else runs.to_dict("records"), out_dir)
     paths = save(result)
     table = pd.DataFrame([r for r in result["summary"] if r["category"] == results.ALL])
@@ -455,8 +459,10 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
 def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The cost suite: ``cost.csv`` and ``meta.json`` in ``--out-dir``, the table on stdout."""
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    out_dir = Path(args.out_dir)
+    existed = out_dir.exists()
     try:
-        out_dir = results.claim_out_dir(Path(args.out_dir), args.overwrite)
+        out_dir = results.claim_out_dir(out_dir, args.overwrite)
         registry = ModelRegistry()
         started = time.perf_counter()
         target = registry.get(args.target, progress=log)
@@ -464,6 +470,7 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
         rows = measure_cost(target, registry, args.drafter or "head", log=log)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
+        results.drop_if_unused(out_dir, existed)
         return 2
     command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     results.clear_earlier(out_dir)

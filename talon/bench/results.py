@@ -325,6 +325,16 @@ def claim_out_dir(out_dir: Path, overwrite: bool = False) -> Path:
     return out_dir
 
 
+def drop_if_unused(out_dir: Path, existed: bool) -> None:
+    """Remove ``out_dir`` when this run made it (``existed`` False) and failed before writing into it, so
+    that a failed load leaves no empty folder behind (an existing or non-empty folder stays)."""
+    if not existed:
+        try:
+            Path(out_dir).rmdir()  # only an empty folder goes
+        except OSError:
+            pass
+
+
 def _earlier_results(out_dir: Path) -> list[str]:
     return [name for name in RESULT_FILES if (out_dir / name).is_file()]
 
