@@ -1030,3 +1030,20 @@ def test_a_suite_that_fails_before_writing_leaves_no_empty_folder(tmp_path, caps
     monkeypatch.setattr(cli.ModelRegistry, "get", no_target)  # the cost suite loads its target itself
     assert cli.main(["--suite", "cost", "--out-dir", str(tmp_path / "cost")]) == 2
     assert not (tmp_path / "cost").exists() and "someorg" in capsys.readouterr().err
+
+
+def test_the_method_list_table_prints_a_missing_value_as_a_dash(tmp_path, capsys, monkeypatch):
+    """A value no run of a method has (plain decoding's async hit rate) printed "NaN" with --execution
+    async and "None" without; both print "-" now."""
+    from talon.bench import cli, runner
+    from tests.tiny import tiny_target
+
+    tiny = tiny_target()
+    monkeypatch.setattr(runner, "ModelRegistry", lambda: type("One", (), {"get": lambda self, spec, progress: tiny})())
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "c", "prompt": "w3 w4 w5"}\n')
+    for execution in ("sync", "async"):
+        argv = ["--prompts", str(prompts), "--methods", "ar,talon", "--budget", "4", "--max-new-tokens", "4"]
+        assert cli.main([*argv, "--execution", execution, "--out", str(tmp_path / f"{execution}.json")]) == 0
+        table = capsys.readouterr().out
+        assert "NaN" not in table and "None" not in table and " -" in table, table

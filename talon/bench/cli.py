@@ -374,7 +374,9 @@ def main_methods(args: argparse.Namespace) -> int:
     write_json(out, result)
     table = pd.DataFrame(result["summary"]).set_index("method")
     print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
-    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    # a value no run of that method has (ar's hit rate, a peer's depth) prints as "-", whatever its column's type
+    table = table.apply(lambda column: column.fillna("-") if column.dtype == object else column)
+    print(table.to_string(float_format=lambda x: f"{x:.3f}", na_rep="-"))
     print(f"wrote {args.out}")
     return 0
 
