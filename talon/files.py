@@ -21,6 +21,12 @@ FILE_MODE = 0o644
 make it readable by its owner only)."""
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """The first of ``folder`` and its parents that exists and is not a directory (so ``folder`` cannot
+    be made or written into), or None."""
+    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+
+
 def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> Path:
     """Call ``write`` on a binary file, creating ``path``'s folder: first a temporary file of its own in the
     same folder (two processes writing the same path never share one), then renamed over ``path``; if

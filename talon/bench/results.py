@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import metrics
 from ..config import ConfigError
-from ..files import write_text_atomically
+from ..files import file_in_the_way, write_text_atomically
 from .suites import AUTO_SUFFIX, is_auto
 
 RUN_COLUMNS = (
@@ -366,7 +366,7 @@ def claim_out_file(path: Path, overwrite: bool = False) -> Path:
         raise ConfigError(f"--out {path} is a directory: name a file, e.g. {path / 'results.json'}.")
     if path.exists() and not overwrite:
         raise ConfigError(f"{path} already exists: choose a new --out, or pass --overwrite to replace it.")
-    blocking = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    blocking = file_in_the_way(path.parent)
     if blocking is not None:
         raise ConfigError(f"--out {path}: {blocking} is a file, not a folder: name a file in a folder.")
     path.parent.mkdir(parents=True, exist_ok=True)

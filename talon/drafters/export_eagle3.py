@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..config import ConfigError
+from ..files import file_in_the_way
 from ..models.loaded import ModelLoadError
 from ..models.loading import load_model
 from .eagle3_model import EAGLE3_FILES, LAYOUTS, load_eagle3, read_head_files, save_eagle3
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.speculative_tokens < 1:
         p.error(f"--speculative-tokens (tokens vLLM drafts a step) must be at least 1, not {args.speculative_tokens}")
-    blocking = next((d for d in (args.out, *args.out.parents) if d.exists() and not d.is_dir()), None)
+    blocking = file_in_the_way(args.out)
     if blocking is not None:
         p.error(f"{blocking} is a file: OUT names the folder the head is written to")
     try:

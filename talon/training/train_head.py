@@ -55,7 +55,7 @@ from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save
 from ..drafters.head import HeadNetwork
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
-from ..files import write_atomically, write_text_atomically
+from ..files import file_in_the_way, write_atomically, write_text_atomically
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import load_model
 from .prompt_pool import CATEGORY_SHARES, build_prompt_pool
@@ -707,8 +707,9 @@ def args_problem(args: TrainArgs) -> str | None:
         if not (args.init / HEAD_WEIGHTS).is_file():
             return f"--init {args.init}: no {HEAD_WEIGHTS} there (name a head directory, e.g. one --out/head)"
     for option, folder in (("--out", args.out), ("--ship", args.ship)):
-        if folder is not None and folder.exists() and not folder.is_dir():
-            return f"{option} {folder} is a file: name a folder (it is created if missing)"
+        blocking = None if folder is None else file_in_the_way(folder)
+        if blocking is not None:
+            return f"{option} {blocking} is a file: name a folder (it is created if missing)"
     if args.eval_only is not None and not args.eval_only.is_dir():
         return f"--eval-only {args.eval_only}: no such directory (name a head directory)"
     return None
