@@ -155,6 +155,21 @@ def _rate_label(row: dict) -> str:
     return "" if row["rate"] is None else f"{row['rate']:.0%}<br>{row['accepted']}/{row['reached']}"
 
 
+def _label_off_bar(row: dict, x: float, above_marker: bool) -> dict:
+    """A bar's label as an annotation at ``x``: above the line's marker it would cover, or on a white
+    patch at the foot of a hatched bar."""
+    place = {"y": row["conditional"], "yshift": 7} if above_marker else {"y": 0, "yshift": 2}
+    return {
+        "x": x,
+        **place,
+        "yanchor": "bottom",
+        "text": _rate_label(row),
+        "showarrow": False,
+        **({} if above_marker else {"bgcolor": "rgba(255,255,255,0.85)"}),
+        "font": {"color": "#263238", "size": 11},
+    }
+
+
 def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | None = None) -> go.Figure:
     """Acceptance per depth, both rates (``talon.metrics.acceptance_per_depth``), per run: bars =
     accepted at d ÷ trees that reached d, labelled with both counts and hatched where fewer than
@@ -196,38 +211,13 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         shift = (drawn.index(label) - (len(drawn) - 1) / 2) * 0.8 / len(drawn)
         show_labels = deepest <= 15
         moved = [show_labels and _label_above_marker(r["rate"], r["conditional"]) for r in rows]
-        labels += [
-            {
-                "x": r["depth"] + shift,
-                "y": r["conditional"],
-                "yanchor": "bottom",
-                "yshift": 7,  # clear of the marker
-                "text": _rate_label(r),
-                "showarrow": False,
-                "font": {"color": "#263238", "size": 11},
-            }
-            for r, move in zip(rows, moved)
-            if move
-        ]
         # a hatched bar's label on a white patch at the bar's foot: drawn on the hatching it was unreadable
         patched = [
             show_labels and not move and r["reached"] < FEW_TREES and (r["rate"] or 0) >= LABEL_INSIDE
             for r, move in zip(rows, moved)
         ]
-        labels += [
-            {
-                "x": r["depth"] + shift,
-                "y": 0,
-                "yanchor": "bottom",
-                "yshift": 2,
-                "text": _rate_label(r),
-                "showarrow": False,
-                "bgcolor": "rgba(255,255,255,0.85)",
-                "font": {"color": "#263238", "size": 11},
-            }
-            for r, patch in zip(rows, patched)
-            if patch
-        ]
+        labels += [_label_off_bar(r, r["depth"] + shift, above_marker=True) for r, move in zip(rows, moved) if move]
+        labels += [_label_off_bar(r, r["depth"] + shift, above_marker=False) for r, p in zip(rows, patched) if p]
         moved = [move or patch for move, patch in zip(moved, patched)]
         figs.append(
             go.Bar(
