@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         print(f"{d}: wrote {', '.join(p.name for p in paths) or 'no charts (no data)'}")
-        if results.read_results(Path(d))[0].get("complete") is False:
+        meta = results.read_meta(Path(d))
+        if meta.get("complete") is False:
             print(f"{d}: partial results: the suite stopped before its end", file=sys.stderr)
         if paths and not any(p.suffix == ".png" for p in paths) and not args.no_png:
-            print(f"{d}: {results.read_results(Path(d))[0].get('png', 'PNG skipped.')}", file=sys.stderr)
+            print(f"{d}: {meta.get('png', 'PNG skipped.')}", file=sys.stderr)
     return 0
 
 

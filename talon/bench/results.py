@@ -391,11 +391,17 @@ def read_cost(directory: str | Path) -> pd.DataFrame:
     return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=list(COST_COLUMNS))
 
 
+def read_meta(directory: str | Path) -> dict:
+    """A results directory's ``meta.json`` (an empty dict when it has none)."""
+    path = Path(directory) / META
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def read_results(directory: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """``(meta, runs, summary)`` of a results directory; list columns parsed back from JSON.  A missing
     file gives an empty dict / frame with the schema's columns."""
     d = Path(directory)
-    meta = json.loads((d / META).read_text(encoding="utf-8")) if (d / META).is_file() else {}
+    meta = read_meta(d)
     frames = []
     for name, columns in (("runs.csv", RUN_COLUMNS), ("summary.csv", SUMMARY_COLUMNS)):
         path = d / name
