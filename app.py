@@ -534,7 +534,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown(
                 "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "
                 "length γ; priced in plain decoding steps (by this machine's cost curve when the run had one, "
-                "else the cost suite's table); ★ marks the most tokens per unit of price at this step."
+                "else the cost suite's table); ★ marks the most tokens per unit of price at this step. *Measured "
+                "ms* is one timing of each tree on this machine as it is loaded now: noisy, and slower than the "
+                "prices say while other work shares the CPU."
             )
             lab_methods = gr.Dataframe(
                 interactive=False,

@@ -20,6 +20,7 @@ from talon.metrics import CONFIDENCE_EDGES, representative_step
 from talon.models.registry import ModelRegistry
 from talon.trace import RunTrace
 from ui.tree_lab import AUTO_RUN_LAB_BUDGET
+from viz import summary
 
 pytestmark = pytest.mark.app
 
@@ -317,7 +318,7 @@ def test_compare_aligns_the_two_runs_by_output_position_and_repeats_them(client)
     table = out["table"]
     assert [row[0] for row in table["data"]] == ["ar: autoregressive", "A: static tree, N=16", "B: TALON, N=16"]
     column = {h: [row[k] for row in table["data"]] for k, h in enumerate(table["headers"])}
-    assert all(s is not None and s > 0 for s in column["speedup over plain decoding (median)"])
+    assert all(s is not None and s > 0 for s in column[summary.SPEEDUP_COLUMN])
     assert column["repetitions"] == [2, 2, 2] and all("–" in s for s in column["spread (low–high)"])
     verdict = out["verdict"]
     assert "× plain decoding in this app (spread" in verdict and "over 2 repetitions" in verdict

@@ -107,6 +107,11 @@ def opening_note(trace: RunTrace, number: int) -> str:
     n = len(trace.steps)
     if n < 2 or number == n:
         return ""
+    if deepest(trace) == 0:
+        return (
+            f"*Opened on step {number} of {n}: no step of this run drafted, so every step shows its root and the "
+            "bonus token. Move the slider to see any step.*"
+        )
     return (
         f"*Opened on step {number}: a typical tree of this run (median depth, {deepest_note(trace)}); "
         f"the run's last step is {n}, often cut short by the end of the run. Move the slider to see any step.*"

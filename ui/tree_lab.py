@@ -31,7 +31,7 @@ from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waitin
 from .progress_bar import reporter
 from .session import LabState, Session
 from .settings import budget_setting, tree_config
-from .shared import DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, make_drafter, measured_curves
+from .shared import BUSY_STEP_RATIO, DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, make_drafter, measured_curves
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -402,10 +402,30 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
         )
         + f" (measured here: draft {step.draft_seconds * 1e3:.0f} ms, verify {step.verify_seconds * 1e3:.0f} ms)"
         + f". {lab_stop_line(step, cfg)}{note}"
+        + busier_than_priced(step, cost if step.price is not None else None, state.frozen.curve)
     )
     has_gate = any(layer.tokens for layer in step.gate or [])
     gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: token_label(tok, t)) if has_gate else None
     return fig, caption, gr.update(value=gate, visible=gate is not None)
+
+
+def busier_than_priced(step: StepRecord, price: float | None, curve: CostCurve | None) -> str:
+    """A sentence when the rebuilt tree's measured draft + verify time is well over what its price stands
+    for on this machine's cost curve (``price`` plain steps x the curve's plain step; ``BUSY_STEP_RATIO``):
+    the machine is busier now than when the curve was measured, so the measured times and the prices (and
+    the ★ that follows them) disagree.  ``""`` otherwise, or without a price by this machine's curve."""
+    if not price or curve is None or not curve.plain:
+        return ""
+    priced = price * curve.plain
+    took = step.draft_seconds + step.verify_seconds
+    if took <= BUSY_STEP_RATIO * priced:
+        return ""
+    return (
+        f"\n\n**The machine is busier than when its cost curve was measured**: this tree took {took * 1e3:.0f} ms, "
+        f"{took / priced:.1f}× the {priced * 1e3:.0f} ms its price stands for ({price:.2f} plain steps of "
+        f"{curve.plain * 1e3:.0f} ms). Prices, the ★ in the table below and auto trees follow the curve; the measured "
+        "times follow the load now, one timing each."
+    )
 
 
 def lab_stop_line(step: StepRecord, cfg: TreeConfig) -> str:

@@ -172,12 +172,12 @@ def _label_off_bar(row: dict, x: float, above_marker: bool) -> dict:
 
 def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | None = None) -> go.Figure:
     """Acceptance per depth, both rates (``talon.metrics.acceptance_per_depth``), per run: bars =
-    accepted at d ÷ trees that reached d, labelled with both counts and hatched where fewer than
-    ``FEW_TREES`` trees reached d; line = accepted at d ÷ trees whose node at d − 1 was accepted and had
+    accepted at d ÷ trees drafted to d, labelled with both counts and hatched where fewer than
+    ``FEW_TREES`` trees were drafted to d; line = accepted at d ÷ trees whose node at d − 1 was accepted and had
     children (the drafter's acceptance given everything above was right).  The hover gives the counts,
     and the steps that ran out of tree at d (everything above accepted, nothing drafted at d).
     ``max_depth``: the x range to show (the deepest tree of all runs by default)."""
-    title = "Acceptance per depth: of trees that reached d (bars), given d−1 was accepted (line)"
+    title = "Acceptance per depth: of trees drafted to d (bars), given d−1 was accepted (line)"
     y_title = "share accepted at depth d"
     traces = {k: t for k, t in traces.items() if t is not None}
     per_run = {label: acceptance_per_depth(t.steps) for label, t in traces.items()}
@@ -223,7 +223,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
             go.Bar(
                 x=depths,
                 y=[r["rate"] for r in rows],
-                name=f"{prefix}accepted at d ÷ reached d",
+                name=f"{prefix}accepted at d ÷ drafted to d",
                 # hatched where few trees reached the depth: a 100 % bar of one tree is not "always accepted"
                 marker={
                     "color": color,
@@ -239,7 +239,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 insidetextanchor="start",
                 textangle=0,
                 textfont={"color": "#263238", "size": 11},
-                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees that reached it"
+                hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees drafted to it"
                 "%{customdata[5]})"
                 f"<extra>{label}</extra>",
             )

@@ -15,8 +15,9 @@ decoding has MAT = 1.
 
 **δ (delta)**: drafter calls per target forward (one batched call per tree layer grown).
 
-**Acceptance per depth, two rates**: *accepted at d ÷ trees that reached d* (of the steps whose tree
-had a node at depth d, the share that accepted one), and *accepted at d ÷ trees whose node at d − 1 was
+**Acceptance per depth, two rates**: *accepted at d ÷ trees drafted to d* (of the steps whose tree
+had a node at depth d, the share that accepted one; the verifier may never have checked that depth, when
+a node above it was refused), and *accepted at d ÷ trees whose node at d − 1 was
 accepted* (and had children there: the target checked depth d): the drafter's acceptance at depth d given
 everything above was right. Steps whose accepted path ended at a leaf ran out of tree: the tree, not the
 drafter, ended them.
@@ -86,7 +87,7 @@ HOW_TO_READ = """
   those at μ or above. **Colour by source** (hybrid runs): blue for the model's drafts, purple for
   prompt lookup's.
 * **Acceptance per depth** (Charts, Compare methods, Compare prompts): each bar is the share of trees
-  that reached depth d whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar
+  drafted to depth d whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar
   stands on fewer than ten trees, so its share is rough (one tree gives 0 % or 100 %).
 * **Why TALON's shape changes**: with a fixed Budget N, TALON spends exactly N nodes. Its **first
   layer** is the root's **Top-K**: K children (K=6 on a CPU, 10 on a GPU) with no gate, so it is K wide
@@ -190,7 +191,7 @@ def acceptance_markdown(trace: RunTrace, max_rows: int = 8) -> str:
     if not rows:
         return ""
     lines = [
-        "| depth d | trees that reached d | accepted at d ÷ reached d | accepted at d ÷ d−1 accepted (tree went on) |",
+        "| depth d | trees drafted to d | accepted at d ÷ drafted to d | accepted at d ÷ d−1 accepted (tree went on) |",
         "| --- | --- | --- | --- |",
     ]
     for r in rows[:max_rows]:
@@ -217,7 +218,7 @@ def summary_markdown(trace: RunTrace) -> str:
         *shape_rows(trace),
         ("Tokens / s (generated ÷ wall time of prefill + steps)", f"{s['tokens_per_second']:.1f}"),
         ("Draft share of step time", f"{s['draft_share']:.0%}"),
-        ("Wall time", f"{s['seconds']:.2f} s"),
+        ("Time: prefill + steps (the page's own work not counted)", f"{s['seconds']:.2f} s"),
     ]
     if trace.stop_reason:
         rows.append(("Stopped by", STOPPED_BY.get(trace.stop_reason, trace.stop_reason)))
@@ -383,7 +384,7 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
         rows.append(
             {  # every time a median over the repetitions, as the wall time (the first run alone misled)
                 "run": label,
-                "wall s (median)": round(times["median"], 3),
+                "wall s (median)": round(times["median"], 2),
                 "spread s": f"{times['low']:.2f}–{times['high']:.2f}" if times["n"] > 1 else "one run",
                 "MAT": round(metrics.summarize(trace)["mat"], 2),
                 "draft s, target idle (median)": _median_phase(runs, lambda st: st.draft_seconds),
@@ -405,7 +406,7 @@ def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] 
         rows.append(
             {
                 "run": "async, projected",
-                "wall s (median)": round(medians["sync"] * share, 3),
+                "wall s (median)": round(medians["sync"] * share, 2),
                 "MAT": round(metrics.mat(sync.steps), 2),
                 "guess hit rate (mean)": round(hit, 2),
             }
@@ -505,6 +506,9 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
     return " ".join(lines)
 
 
+SPEEDUP_COLUMN = "speedup over plain decoding (median ratio)"
+"""``comparison_table``'s answer: the median over the repetitions of plain decoding's time ÷ the run's, each
+repetition's pair measured together (so not the ratio of the median tokens/s beside it)."""
 COMPARISON_WIDTHS = ["15%", "11%", "10%", "9%", "7%", "9%", "9%", "8%", "9%", "13%"]
 """``comparison_table``'s column widths: the run's name widest, every header whole at 1024 px."""
 
@@ -527,7 +531,7 @@ def comparison_table(traces: dict[str, RunTrace], repeats: dict[str, list[float]
         rows.append(
             {  # the answer first: a table wider than the page scrolls, and its first columns stay in view
                 "run": label,
-                "speedup over plain decoding (median)": round(speed["median"], 2) if ar_times else None,
+                SPEEDUP_COLUMN: round(speed["median"], 2) if ar_times else None,
                 "spread (low–high)": f"{speed['low']:.2f}–{speed['high']:.2f}" if speed["n"] > 1 else "one run",
                 "tokens/s (median)": round(rate["median"], 1),
                 "MAT τ": round(s["mat"], 2),
