@@ -303,3 +303,29 @@ def test_the_example_pair_command_says_what_to_fix_instead_of_a_traceback(capsys
     assert prompts.main(["--max-new", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err and "new tokens" in err.lower()
+
+
+def test_the_busy_note_compares_plain_steps_or_else_priced_steps_with_the_cost_curve(monkeypatch):
+    import dataclasses
+
+    from tests.viz_fakes import random_trace
+    from ui import shared
+
+    monkeypatch.setattr(shared.os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)  # a quiet load average
+    curve = {"plain": 0.060}
+
+    def run(step_seconds: float, price: float | None) -> object:
+        trace = random_trace(4, 6)
+        steps = [
+            dataclasses.replace(s, verify_seconds=step_seconds, draft_seconds=0.0, price=price) for s in trace.steps
+        ]
+        return dataclasses.replace(trace, steps=steps, cost_curve=curve)
+
+    assert shared.priced_step_ratio([run(0.120, 2.0)]) == pytest.approx(1.0)
+    assert shared.busy_note([], [run(0.120, 2.0)]) == ""  # as fast as its prices say
+    slow = shared.busy_note([], [run(0.240, 2.0)])
+    assert slow.startswith("**The machine is busy**") and "the steps took 2.0× what their prices stand for" in slow
+    assert shared.busy_note([], [run(0.240, None)]) == ""  # nothing priced: nothing to compare with
+    plain = run(0.120, None)  # plain steps of 120 ms against the curve's 60: the plain-step sentence, alone
+    both = shared.busy_note([plain], [run(0.240, 2.0)])
+    assert "a plain decoding step took 120 ms, 2.0× the 60 ms" in both and "what their prices stand for" not in both

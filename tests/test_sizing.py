@@ -416,6 +416,22 @@ def test_the_curve_key_names_the_rows_mkl_takes():
     assert "mkl_rows=0" in keys[0] and "mkl_rows=2" in keys[1]
 
 
+def test_the_curve_key_names_the_openmp_wait_only_where_the_environment_sets_it(monkeypatch):
+    # The app waits passively (``ui`` sets OMP_WAIT_POLICY=PASSIVE), which makes a small CPU step dearer than
+    # under the default wait a benchmark runs with: the two must not share a cost curve.
+    from talon.engine.cost_measure import curve_key
+    from tests.tiny import tiny_target
+
+    target, drafter = tiny_target(), SimpleNamespace(name="none")
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    default = curve_key(target, drafter)
+    assert "openmp_wait" not in default.kernels  # curves cached before the wait was in the key keep their keys
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    passive = curve_key(target, drafter)
+    assert passive.kernels.endswith(", openmp_wait=(OMP_WAIT_POLICY=PASSIVE)") and passive.digest() != default.digest()
+
+
 def test_the_curve_key_names_this_cpu():
     # A cached curve is another machine's if the VM moved host: the key holds what tells CPUs apart.
     from talon.models.device import CPU_FLAGS, cpu_flags, cpu_identity

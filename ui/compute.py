@@ -24,7 +24,7 @@ machine, or torch limited to fewer threads than cores).
 **Waiting passively.**  One team alone spins between regions by default, which is fast on a quiet machine
 and collapses when another process wants the cores (a spinning thread holds the core its partner needs:
 a decode took 4-5x as long next to a benchmark); ``ui/__init__.py`` therefore sets
-``OMP_WAIT_POLICY=PASSIVE`` unless the environment chose (about 12 % slower when the machine is quiet).
+``OMP_WAIT_POLICY=PASSIVE`` unless the environment chose (10-20 % slower when the machine is quiet).
 
 **What stays outside.**  Loading a model (reading and converting files, up to half a minute the first
 time) runs on the handler's short-lived thread, not in the queue, so one user's load never stalls

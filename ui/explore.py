@@ -29,7 +29,7 @@ from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, RunStopped, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
-from .shared import gpu_seconds
+from .shared import busy_note, gpu_seconds
 from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
@@ -376,17 +376,18 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
     number, fig, table, cap = opening_view(trace, color_mode, live.id) if session.follow else (None,) * 4
     queue_note = (
         f"\n\n*The machine was shared during this run: {plural(live.waits, 'step')} waited for other users' "
-        f"work ({live.waited:.1f} s in all), which the wall time above leaves out.*"
+        f"work ({live.waited:.1f} s in all), which the time above leaves out.*"
         if live.waits
         else ""
     )
+    busy = busy_note([], [trace])
     return (
         slider_update(trace, number, session.follow),
         fig if session.follow else gr.update(),
         text_view.pieces(live.id, trace.steps, number if session.follow else None),
         table if session.follow else gr.update(),
         cap if session.follow else gr.update(),
-        summary.summary_markdown(trace) + queue_note,
+        summary.summary_markdown(trace) + queue_note + (f"\n\n{busy}" if busy else ""),
         colour_choices(trace, color_mode),
         *charts_of(trace, session.calibration_prior),
     )

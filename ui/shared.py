@@ -290,11 +290,26 @@ def plain_step_seconds(traces) -> float | None:
     return times[len(times) // 2] if times else None
 
 
+def priced_step_ratio(traces) -> float | None:
+    """The median, over the priced steps of ``traces`` (each run's first step left out: it warms up), of a
+    step's wall time ÷ what its price stands for (its price in plain steps × the run's cost curve's plain
+    step); about 1 on the machine the curve was measured on, as quiet as then.  None without priced steps."""
+    ratios = sorted(
+        s.step_seconds / (s.price * t.cost_curve["plain"])
+        for t in traces
+        if t.cost_curve and t.cost_curve.get("plain")
+        for s in t.steps[1:]
+        if s.price
+    )
+    return ratios[len(ratios) // 2] if ratios else None
+
+
 def busy_note(plain_runs, reference=None) -> str:
     """A sentence when the machine looks busy, else ``""``: the load average above the cores (other
     processes want the CPU; this app's own work counts about one core per job), or plain decoding steps
     (``plain_runs``, traces of ``ar``) far slower than the cost curve measured here (``reference``: traces
-    whose ``cost_curve`` to compare with; the plain runs' own by default)."""
+    whose ``cost_curve`` to compare with; the plain runs' own by default), or, without plain runs to time,
+    the ``reference`` runs' priced steps far slower than their prices stand for (``priced_step_ratio``)."""
     notes = []
     cores = os.cpu_count() or 1
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -309,6 +324,12 @@ def busy_note(plain_runs, reference=None) -> str:
                 f"a plain decoding step took {step * 1e3:.0f} ms, {ratio:.1f}× the {curve['plain'] * 1e3:.0f} ms "
                 "measured when this machine's cost curve was made"
             )
+    priced = None if step else priced_step_ratio(reference or [])
+    if priced is not None and priced > BUSY_STEP_RATIO:
+        notes.append(
+            f"the steps took {priced:.1f}× what their prices stand for on this machine's cost curve, measured "
+            "when it was quieter"
+        )
     if not notes:
         return ""
     return (

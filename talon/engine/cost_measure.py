@@ -35,7 +35,7 @@ from ..models.cpu_linear import (
     mkl_rows,
     packed_kernel,
 )
-from ..models.device import OtherWork, cpu_identity, device_label, synchronize
+from ..models.device import OtherWork, cpu_identity, device_label, openmp_wait, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
@@ -310,7 +310,9 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
             + (f", draft_half_rows={rows}" if (rows := draft_half_rows()) else "")
             if target.device.type == "cpu" and not isinstance(drafter, NoDrafter)
             else ""
-        ),
+        )
+        # the default wait keeps the curves cached before the wait was part of the key
+        + (f", openmp_wait=({wait})" if target.device.type == "cpu" and (wait := openmp_wait()) else ""),
         torch=torch.__version__,
         method=MEASUREMENT,
         cpu=cpu_identity(),
