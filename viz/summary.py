@@ -216,9 +216,9 @@ def summary_markdown(trace: RunTrace) -> str:
         ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"),
         ("δ (drafter calls / target forward)", f"{s['delta']:.2f}"),
         *shape_rows(trace),
-        ("Tokens / s (generated ÷ wall time of prefill + steps)", f"{s['tokens_per_second']:.1f}"),
-        ("Draft share of step time", f"{s['draft_share']:.0%}"),
+        ("Tokens / s (generated ÷ the time below)", f"{s['tokens_per_second']:.1f}"),
         ("Time: prefill + steps (the page's own work not counted)", f"{s['seconds']:.2f} s"),
+        ("Draft share of step time", f"{s['draft_share']:.0%}"),
     ]
     if trace.stop_reason:
         rows.append(("Stopped by", STOPPED_BY.get(trace.stop_reason, trace.stop_reason)))
