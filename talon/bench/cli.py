@@ -77,7 +77,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=list(SUITE_NAMES),
         help="run a named suite (talon.bench.suites; 'cost': the timings of one step's pieces, "
         "talon.bench.cost, which also replace this machine's cached cost curve for --target and --drafter, "
-        "the one auto-sized trees here are sized by: run it on a quiet machine) instead of --prompts",
+        "the one auto-sized trees here are sized by: run it on a quiet machine; the app waits passively and "
+        "keeps its own, which OMP_WAIT_POLICY=PASSIVE before this command replaces) instead of --prompts",
     )
     p.add_argument("--out-dir", help="suite mode: directory for runs.csv, summary.csv, meta.json")
     p.add_argument(
