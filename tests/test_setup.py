@@ -326,6 +326,26 @@ def test_the_busy_note_compares_plain_steps_or_else_priced_steps_with_the_cost_c
     slow = shared.busy_note([], [run(0.240, 2.0)])
     assert slow.startswith("**The machine is busy**") and "the steps took 2.0× what their prices stand for" in slow
     assert shared.busy_note([], [run(0.240, None)]) == ""  # nothing priced: nothing to compare with
+    overlapped = dataclasses.replace(run(0.240, 2.0), execution="async")  # drafting beside verifying: unpriced
+    assert shared.priced_step_ratio([overlapped]) is None and shared.busy_note([], [overlapped]) == ""
     plain = run(0.120, None)  # plain steps of 120 ms against the curve's 60: the plain-step sentence, alone
     both = shared.busy_note([plain], [run(0.240, 2.0)])
     assert "a plain decoding step took 120 ms, 2.0× the 60 ms" in both and "what their prices stand for" not in both
+
+
+def test_a_table_shows_each_number_column_to_its_decimals_and_keeps_its_numbers():
+    import gradio as gr
+    import pandas as pd
+
+    from ui.table_view import MISSING, with_decimals
+
+    table = pd.DataFrame(
+        {"run": ["ar", "B", "C"], "speedup": [1.0, 1.3, None], "tokens/s": [10.84, 13.7, 9.0], "reps": [3, 3, None]}
+    )
+    shown = gr.Dataframe().postprocess(with_decimals(table, {"speedup": 2, "tokens/s": 1, "not a column": 3}))
+    assert shown.metadata["display_value"] == [
+        ["ar", "1.00", "10.8", "3"],  # a count in a float column (a cell is missing) still reads as a count
+        ["B", "1.30", "13.7", "3"],
+        ["C", MISSING, "9.0", MISSING],
+    ]
+    assert [row[1:3] for row in shown.data][:2] == [[1.0, 10.84], [1.3, 13.7]]  # what a client reads: numbers

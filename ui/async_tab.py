@@ -13,6 +13,7 @@ from .compute import QUEUE_NOTE_SECONDS, model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import busy_note, gpu_seconds
+from .table_view import with_decimals
 
 REPEATS = 3
 """Repetitions of the sync / async pair by default."""
@@ -61,7 +62,7 @@ def run_sync_async(session: Session, repeats, progress=gr.Progress(), *panel):
                 notes = [n for n in (verdict, shared_note(waited), busy) if n]
                 yield (
                     charts.timeline_chart(first, charts.FIRST_TIMELINE_TITLE if repeats > 1 else charts.TIMELINE_TITLE),
-                    summary.async_table(first, runs),
+                    with_decimals(summary.async_table(first, runs), summary.ASYNC_DECIMALS),
                     "\n\n".join(notes),
                 )
     finally:

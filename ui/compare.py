@@ -19,6 +19,7 @@ from .compute import model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
 from .shared import busy_note, gpu_seconds
+from .table_view import with_decimals
 
 NO_COMPARE = (
     "Press **Run comparison** to decode the prompt with both methods and with plain decoding, repeated and interleaved."
@@ -85,7 +86,8 @@ def compare_view(session: Session, position, color_mode):
     methods = {k: v for k, v in labelled.items() if not k.startswith("ar")}
     adaptation = lab_charts.adaptation_figure(methods)
     acceptance = charts.acceptance_per_depth_chart(methods)
-    return slider, figs[0], figs[1], table, caption, adaptation, *numbers, verdict_markdown(session), acceptance
+    shown = with_decimals(table, summary.COMPARISON_DECIMALS)
+    return slider, figs[0], figs[1], shown, caption, adaptation, *numbers, verdict_markdown(session), acceptance
 
 
 def run_name(trace: RunTrace) -> str:

@@ -291,13 +291,15 @@ def plain_step_seconds(traces) -> float | None:
 
 
 def priced_step_ratio(traces) -> float | None:
-    """The median, over the priced steps of ``traces`` (each run's first step left out: it warms up), of a
-    step's wall time ÷ what its price stands for (its price in plain steps × the run's cost curve's plain
-    step); about 1 on the machine the curve was measured on, as quiet as then.  None without priced steps."""
+    """The median, over the priced steps of the synchronous runs among ``traces`` (each run's first step
+    left out: it warms up), of a step's wall time ÷ what its price stands for (its price in plain steps ×
+    the run's cost curve's plain step); about 1 on the machine the curve was measured on, as quiet as then.
+    None without such steps.  An asynchronous run's steps overlap drafting with verification on the same
+    cores, which a price does not describe."""
     ratios = sorted(
         s.step_seconds / (s.price * t.cost_curve["plain"])
         for t in traces
-        if t.cost_curve and t.cost_curve.get("plain")
+        if t.cost_curve and t.cost_curve.get("plain") and t.execution != "async"
         for s in t.steps[1:]
         if s.price
     )

@@ -32,6 +32,7 @@ from .progress_bar import reporter
 from .session import LabState, Session
 from .settings import budget_setting, tree_config
 from .shared import BUSY_STEP_RATIO, DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, make_drafter, measured_curves
+from .table_view import with_decimals
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -467,7 +468,8 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    return lab_charts.methods_table(rows, price_note="plain steps")
+    table = lab_charts.methods_table(rows, price_note="plain steps")
+    return with_decimals(table, lab_charts.methods_decimals(table))
 
 
 def _reason(method: str, message: str) -> str:

@@ -110,6 +110,17 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
     )
 
 
+METHODS_DECIMALS = {"tokens per unit of price": 2, "measured ms (draft + verify)": 1}
+"""Decimals ``methods_table``'s number columns are shown to (``ui.table_view``); its price column, named by
+its unit, is shown to ``PRICE_DECIMALS``."""
+PRICE_DECIMALS = 2
+
+
+def methods_decimals(table: pd.DataFrame) -> dict[str, int]:
+    """``METHODS_DECIMALS`` with ``table``'s price column (``price (<unit>)``) added."""
+    return {**METHODS_DECIMALS, **{c: PRICE_DECIMALS for c in table.columns if str(c).startswith("price (")}}
+
+
 def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.DataFrame:
     """Every method at the frozen step: rows keyed by method label, each a dict with ``nodes``,
     ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price, in plain decoding steps, or

@@ -362,6 +362,18 @@ def _median_phase(runs: list[RunTrace], seconds) -> float | None:
     return round(metrics.spread([sum(seconds(st) for st in run.steps) for run in runs])["median"], 3)
 
 
+ASYNC_DECIMALS = {
+    "wall s (median)": 2,
+    "MAT": 2,
+    "draft s, target idle (median)": 3,
+    "verify s (median)": 3,
+    "drafted ahead s, while verifying (median)": 3,
+    "target waited for the guessed tree s (median)": 3,
+    "guess hit rate (mean)": 2,
+}
+"""Decimals each number column of ``async_table`` is shown to (``ui.table_view``)."""
+
+
 def async_table(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]] | None = None) -> pd.DataFrame:
     """Sync vs async runs of one method, over the repetitions: wall time (median and spread), MAT, the
     drafting the target waits for (sync: all of it; async: the first tree and the redrafts after a wrong
@@ -509,6 +521,16 @@ def async_verdict(traces: dict[str, RunTrace], repeats: dict[str, list[RunTrace]
 SPEEDUP_COLUMN = "speedup over plain decoding (median ratio)"
 """``comparison_table``'s answer: the median over the repetitions of plain decoding's time ÷ the run's, each
 repetition's pair measured together (so not the ratio of the median tokens/s beside it)."""
+COMPARISON_DECIMALS = {
+    SPEEDUP_COLUMN: 2,
+    "tokens/s (median)": 1,
+    "MAT τ": 2,
+    "δ (drafter calls / step)": 2,
+    "draft nodes / step": 1,
+    "mean depth": 2,
+    "widest layer (mean)": 1,
+}
+"""Decimals each number column of ``comparison_table`` is shown to (``ui.table_view``)."""
 COMPARISON_WIDTHS = ["15%", "11%", "10%", "9%", "7%", "9%", "9%", "8%", "9%", "13%"]
 """``comparison_table``'s column widths: the run's name widest, every header whole at 1024 px."""
 
