@@ -611,7 +611,7 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
 
 
 def test_methods_table_marks_the_winner_and_the_chains_own_size():
-    from viz.lab_charts import methods_table
+    from viz.lab_charts import PRICE_DECIMALS, methods_decimals, methods_table
 
     rows = {
         "TALON": {
@@ -650,6 +650,8 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
     assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (γ, not N=16)"
     assert "price (plain steps)" in table.columns
     assert list(table.columns[:2]) == ["method", "best"]  # the answer stays in view when the table scrolls
+    decimals = methods_decimals(table)  # names the table's own columns: a rename must follow
+    assert set(decimals) <= set(table.columns) and decimals["price (plain steps)"] == PRICE_DECIMALS
 
 
 @pytest.mark.parametrize(
@@ -799,7 +801,7 @@ def test_async_projection_is_a_saving_on_the_sync_median(recorded: RunTrace):
     from dataclasses import replace
 
     from talon.metrics import projected_async_seconds
-    from viz.summary import async_table
+    from viz.summary import ASYNC_DECIMALS, async_table
 
     slow = replace(recorded, execution="sync", prefill_seconds=recorded.prefill_seconds + recorded.seconds)
     sync = replace(recorded, execution="sync")
@@ -809,10 +811,11 @@ def test_async_projection_is_a_saving_on_the_sync_median(recorded: RunTrace):
     share = projected_async_seconds(slow, 1.0) / slow.seconds
     assert walls["async, projected"] == pytest.approx(round(sync.seconds * share, 2))
     assert walls["async, projected"] <= walls["sync"]
+    assert set(ASYNC_DECIMALS) <= set(table.columns)  # the shown decimals name real columns
 
 
 def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: RunTrace):
-    from viz.summary import SPEEDUP_COLUMN, comparison_table
+    from viz.summary import COMPARISON_DECIMALS, SPEEDUP_COLUMN, comparison_table
 
     table = comparison_table(
         {"ar: plain": recorded, "B: TALON": recorded}, {"ar: plain": [4.0, 5.0, 6.0], "B: TALON": [2.0, 4.0, 5.0]}
@@ -821,6 +824,7 @@ def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: Run
     assert row[SPEEDUP_COLUMN] == pytest.approx(1.25)  # 4/2, 5/4, 6/5 -> median 1.25
     assert row["spread (low–high)"] == "1.20–2.00" and row["repetitions"] == 3
     assert list(table.columns[:2]) == ["run", SPEEDUP_COLUMN]  # the answer first
+    assert set(COMPARISON_DECIMALS) <= set(table.columns)  # the shown decimals name real columns
 
 
 def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded: RunTrace):
