@@ -184,11 +184,12 @@ if ON_SPACES and not SETUP_PROBLEM:  # ZeroGPU wants the models on CUDA at impor
     REGISTRY.get(DEFAULT_TARGET)
 
 
-def side_budget(side: str) -> gr.Textbox:
-    """Compare methods: the Budget N of one side (A or B) of the comparison, blank for the panel's.  A text
-    box, not a number box: a number box shows 0 (auto) when empty, so "blank" could not be seen or left."""
+def side_budget(side: str, value: str) -> gr.Textbox:
+    """Compare methods: the Budget N of one side (A or B) of the comparison, starting at ``value``; blank for
+    the panel's.  A text box, not a number box: a number box shows 0 (auto) when empty, so "blank" could not
+    be seen or left."""
     return gr.Textbox(
-        "",
+        value,
         label=f"{side}'s Budget N",
         placeholder="as above",
         info="blank: the Budget N above; auto; or a number",
@@ -586,13 +587,17 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown(
                 "Same prompt and settings, two methods, and plain decoding for the speedup, repeated and "
                 "interleaved (plain, A, B, plain, A, B, ...) so a busy spell of the machine hits all three alike. "
-                "The trees are shown at the same output token: the step of each run that committed it."
+                "The trees are shown at the same output token: the step of each run that committed it. "
+                "It opens on TALON twice: spending a fixed 24 draft nodes every step (A), and sized by the cost "
+                "rule (B, N = auto: each tree grows while it pays on this machine, and a step no tree pays for "
+                "is a plain one). The fixed tree commits more tokens a step; which one is faster depends on "
+                "what verifying a big tree costs here."
             )
             with gr.Row():
                 method_a = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[0], label="Method A", scale=3)
-                budget_a = side_budget("A")
+                budget_a = side_budget("A", compare.DEFAULT_BUDGETS[0])
                 method_b = gr.Dropdown(METHOD_CHOICES, value=compare.DEFAULT_METHODS[1], label="Method B", scale=3)
-                budget_b = side_budget("B")
+                budget_b = side_budget("B", compare.DEFAULT_BUDGETS[1])
             with gr.Row():
                 repeats = gr.Slider(
                     1,

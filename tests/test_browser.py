@@ -293,6 +293,9 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
         "() => (document.querySelector('#compare-table')?.innerText || '').includes('B: ')", timeout=240_000
     )
     assert page.evaluate(FITS_JS, "compare-table")
+    # the tab's own pair, whatever the panel's N (4 here): TALON at a fixed 24 against TALON at N = auto
+    table = page.locator("#compare-table").inner_text()
+    assert "A: TALON, N=24" in table and "B: TALON, N=auto" in table, table
     page.close()
 
 

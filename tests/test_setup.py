@@ -67,17 +67,17 @@ def test_unreadable_examples_give_none(tmp_path):
     assert read_examples()  # the shipped file
 
 
-@pytest.mark.parametrize("budget", [0, 24])
-def test_compare_tabs_default_methods_run_at_the_panels_budget(budget):
-    # The tab's two default methods must both accept the settings panel's starting N (0 = auto on the CPU).
-    from ui.compare import DEFAULT_METHODS
+@pytest.mark.parametrize("budget", [0, 8, 24])
+def test_compare_tabs_default_pair_is_one_method_fixed_against_auto_whatever_the_panels_budget(budget):
+    # The tab opens on a contrast the cost rule explains: the same method at a fixed N and at N = auto, both
+    # set in the side boxes, so the panel's N (auto, or one a user set) changes neither side.
+    from ui.compare import DEFAULT_BUDGETS, DEFAULT_METHODS, side_settings
     from ui.settings import RunSettings
-    from ui.shared import DEFAULT_BUDGET
 
-    for method in DEFAULT_METHODS:
-        for n in (budget, DEFAULT_BUDGET):
-            tree, _ = RunSettings(method=method, budget=n).configs()
-            assert tree.method == method and tree.auto == (n == 0)
+    panel = RunSettings(method="talon", budget=budget)
+    sides = [side_settings(panel, m, n).configs()[0] for m, n in zip(DEFAULT_METHODS, DEFAULT_BUDGETS)]
+    assert [t.method for t in sides] == ["talon", "talon"]
+    assert [t.auto for t in sides] == [False, True] and sides[0].budget == 24
 
 
 @pytest.mark.parametrize(

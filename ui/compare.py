@@ -132,9 +132,15 @@ def go_to_step(session: Session, which: str, number, color_mode):
 
 REPEATS = 3
 """Repetitions of the Compare runs by default (each one: autoregressive, A, B, interleaved)."""
-DEFAULT_METHODS = ("eagle2", "talon")
-"""Method A and method B when the tab opens: the two dynamic trees, both of which run at every Budget N
-the settings panel starts at (a static tree has no "auto" size)."""
+DEFAULT_METHODS = ("talon", "talon")
+"""Method A and method B when the tab opens: TALON twice, at ``DEFAULT_BUDGETS``."""
+DEFAULT_BUDGETS = ("24", "auto")
+"""A's and B's Budget N boxes when the tab opens: TALON spending a fixed 24 nodes every step (the size the
+fixed-size methods and the Tree lab start at) against TALON sized by the cost rule, the lesson of the tab
+in one click: the fixed tree commits more tokens a step, the sized one more tokens a second where a big
+tree costs more than it earns (on a 2-core CPU).  Two different methods at N = auto, e.g. EAGLE-2 and
+TALON, often draw the same small trees there.  Both boxes are set, so the pair stays a contrast whatever
+the panel's N."""
 
 
 def check_compare(method_a, method_b, budget_a, budget_b, *panel) -> None:
