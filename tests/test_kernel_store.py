@@ -120,8 +120,15 @@ def test_a_broken_or_foreign_file_is_timed_again(monkeypatch, store):
         assert kernel_store.cached_choice(key) is None
 
 
-def test_the_key_names_the_cpu_pytorch_the_kernels_and_the_shapes(monkeypatch):
+def test_the_key_names_the_cpu_pytorch_the_kernels_the_shapes_and_a_set_openmp_wait(monkeypatch):
+    for name in device.OPENMP_WAIT_ENV:
+        monkeypatch.delenv(name, raising=False)
     base = kernel_store.machine_key(("layers",), "kernel")
+    assert "openmp_wait" not in base  # choices timed under the default wait keep the keys they had
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the app's
+    passive = kernel_store.machine_key(("layers",), "kernel")
+    assert passive != base and passive["openmp_wait"] == "OMP_WAIT_POLICY=PASSIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
     assert kernel_store.machine_key(("other layers",), "kernel") != base
     assert kernel_store.machine_key(("layers",), "another revision") != base
     monkeypatch.setattr(kernel_store, "cpu_identity", lambda: "another CPU")

@@ -14,9 +14,11 @@ busy machine, or where ``/proc`` is missing, serves its own process only, and th
 ``$TALON_RETIME_KERNELS=1`` times again and replaces a kept choice.
 
 What a choice depends on is its key: the layers' shapes and dtypes, whether products are fused, the
-thread count, the kernels this machine has (TALON's kernel by its source), PyTorch's version and the
-CPU.  Reading and writing are best-effort: an unreadable or foreign file is timed again, a cache that
-cannot be written is skipped.
+thread count, the kernels this machine has (TALON's kernel by its source), PyTorch's version, the CPU,
+and OpenMP's wait settings where the environment sets them (the app waits passively, which slows a
+kernel that splits one row over both cores more than MKL's one-core path, so its choices are its own).
+Reading and writing are best-effort: an unreadable or foreign file is timed again, a cache that cannot be
+written is skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ..files import write_text_atomically
-from .device import cpu_identity
+from .device import cpu_identity, openmp_wait
 from .embedded import cache_root
 
 CHOICES_DIR = "kernel-choices"
@@ -42,14 +44,18 @@ RETIME_ENV = "TALON_RETIME_KERNELS"
 def machine_key(layers_key: tuple, kernels: str) -> dict:
     """The stored key of a model's choices: ``layers_key`` (what ``KernelChoices.key`` tells apart in a
     process: shapes, fusion, kernels, threads) and ``kernels``, the kernels' own identity (TALON's
-    kernel's source digest, or ``""`` where it does not run), with PyTorch's version and the CPU."""
-    return {
+    kernel's source digest, or ``""`` where it does not run), with PyTorch's version, the CPU and OpenMP's
+    wait settings (only where set: choices timed under the default wait keep their keys)."""
+    key = {
         "format": CHOICE_FORMAT,
         "layers": hashlib.sha256(repr(layers_key).encode()).hexdigest(),
         "kernels": kernels,
         "torch": torch.__version__,
         "cpu": cpu_identity(),
     }
+    if wait := openmp_wait():
+        key["openmp_wait"] = wait
+    return key
 
 
 def choice_path(key: dict, root: Path | None = None) -> Path:
