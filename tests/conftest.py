@@ -1,6 +1,7 @@
 """Test tiers: plain tests are fast unit tests (no model); ``engine`` tests load the real embedded
-model; ``app`` tests launch the Gradio app; ``slow`` ones take seconds each; ``thorough`` ones (the
-largest statistical checks) are left out of CI.  Fast tier:
+model; ``app`` tests launch the Gradio app; ``slow`` ones take seconds each, or are the cases of a
+tiny-model matrix the fast tier leaves out (``tests/tiers.py``); ``thorough`` ones (the largest
+statistical checks) are left out of CI.  Fast tier:
 ``pytest -n 2 -m "not engine and not app and not slow and not thorough"`` (the README lists every tier)."""
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from talon.models.loaded import ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.training.train_head import _batch, head_loss
 from talon.tree import DraftTree
+from tests.tiers import fast_only
 from tests.tiny import VOCAB, greedy_generate, prompt_ids, start_at, tiny_target
 
 LAYERS = 8  # target layers: EAGLE's default features are the states entering layers 2, 4 and 5
@@ -228,14 +229,17 @@ TALON = TreeConfig(method="talon", budget=10, topk=3, mu=0.05)
 
 @pytest.mark.parametrize(
     ("method", "layout"),
-    [
-        (TALON, "eagle"),
-        (TALON, "specforge"),
-        (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "eagle"),
-        (TreeConfig(method="static", budget=10, depth=4), "specforge"),
-        (TreeConfig(method="chain", gamma=4), "eagle"),
-    ],
-    ids=["talon-eagle", "talon-specforge", "eagle2-eagle", "static-specforge", "chain-eagle"],
+    fast_only(
+        ("talon-eagle", "talon-specforge"),
+        [
+            (TALON, "eagle"),
+            (TALON, "specforge"),
+            (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "eagle"),
+            (TreeConfig(method="static", budget=10, depth=4), "specforge"),
+            (TreeConfig(method="chain", gamma=4), "eagle"),
+        ],
+        ["talon-eagle", "talon-specforge", "eagle2-eagle", "static-specforge", "chain-eagle"],
+    ),
 )
 def test_every_tree_method_with_an_eagle3_head_is_greedy_lossless(target, greedy, tmp_path, method, layout):
     """Sync on one prompt, async (the drafter drafts ahead from a guessed outcome) on another; every

@@ -22,6 +22,7 @@ from talon.models.gpu_linear import (
 )
 from talon.runtime import graphs
 from tests.test_tiny_engine import assert_head_method_equals_plain
+from tests.tiers import fast_only
 from tests.tiny import random_head, tiny_target
 
 
@@ -73,7 +74,10 @@ def test_a_cpu_model_is_left_as_it_is(monkeypatch, mode):
     assert type(target.model.lm_head) is nn.Linear
 
 
-@pytest.mark.parametrize("method", ["talon", "eagle2", "hybrid", "talon-auto"])
+KERNEL_METHODS = ["talon", "eagle2", "hybrid", "talon-auto"]
+
+
+@pytest.mark.parametrize("method", fast_only(("talon-auto",), KERNEL_METHODS, KERNEL_METHODS))
 def test_every_method_with_the_zero_bias_path_on_static_runners_equals_its_plain_decoding(monkeypatch, method):
     """Every bias-less linear of the target and the head takes the zero-bias product at every row count
     above one (``lt`` mode, on the CPU's BLAS here): each method's greedy output equals plain decoding,

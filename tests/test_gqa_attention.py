@@ -24,6 +24,7 @@ from talon.models.gqa_attention import (
 )
 from talon.runtime import graphs
 from tests.test_tiny_engine import assert_head_method_equals_plain, random_tree
+from tests.tiers import fast_only
 from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_config, tiny_target
 
 NEW_TOKENS = 24
@@ -145,7 +146,10 @@ def matmul_kernel(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("method", ["talon", "eagle2", "hybrid", "talon-auto"])
+KERNEL_METHODS = ["talon", "eagle2", "hybrid", "talon-auto"]
+
+
+@pytest.mark.parametrize("method", fast_only(("talon-auto",), KERNEL_METHODS, KERNEL_METHODS))
 def test_every_method_with_the_matmul_kernel_on_static_runners_equals_its_plain_decoding(matmul_kernel, method):
     """The GPU's combination (batched-matmul attention in the target and the head, padded static forwards
     over key spans whose hidden rows hold stale values) on the CPU: each method's greedy output equals

@@ -24,6 +24,7 @@ from tests.test_tiny_engine import (
     curve_of,
     random_tree,
 )
+from tests.tiers import fast_only
 from tests.tiny import greedy_generate, greedy_references, prompt_ids, random_head, tiny_target
 
 
@@ -94,8 +95,12 @@ def test_padded_tree_forward_equals_the_eager_forward(target, static):
     assert static == [(16, 11)] + [(16, 14)] * 3  # the prompt (11 rows), then the trees
 
 
+STATIC_CASES = [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")]
+
+
 @pytest.mark.parametrize(
-    ("method", "execution"), [(m, "sync") for m in METHODS] + [("talon", "async"), ("hybrid", "async")]
+    ("method", "execution"),
+    fast_only(("talon-auto-sync", "hybrid-async"), STATIC_CASES, [f"{m}-{e}" for m, e in STATIC_CASES]),
 )
 def test_every_method_on_static_runners_equals_generate(target, head, static, method, execution):
     # the eager path's tests (test_tiny_engine.py) take all three prompts
@@ -171,14 +176,17 @@ def test_a_run_longer_than_every_runner_stays_eager(target, monkeypatch, static)
 
 @pytest.mark.parametrize(
     "cfg",
-    [
-        TreeConfig(
-            method="static",
-            static_paths=tuple((r,) for r in range(64)) + tuple((r, s) for r in range(64) for s in range(15)),
-        ),
-        TreeConfig(method="eagle2", budget=4, topk=64, depth=20),
-    ],
-    ids=["static tree past the budget", "eagle2 expanding past the budget"],
+    fast_only(
+        ["static tree past the budget"],
+        [
+            TreeConfig(
+                method="static",
+                static_paths=tuple((r,) for r in range(64)) + tuple((r, s) for r in range(64) for s in range(15)),
+            ),
+            TreeConfig(method="eagle2", budget=4, topk=64, depth=20),
+        ],
+        ["static tree past the budget", "eagle2 expanding past the budget"],
+    ),
 )
 def test_trees_holding_more_rows_than_the_budget_fit_the_static_buffers(target, static, cfg):
     """An explicit static tree of 1,024 nodes (budget 16), and EAGLE-2 feeding its drafter 64 nodes a layer

@@ -342,8 +342,14 @@ def _drafter(kind: str, method: str, target, registry):
     return head if method != "hybrid" else hybrid_with_lookup(head, target.vocab_size, device=target.device)
 
 
+@pytest.mark.parametrize(
+    "every_step",
+    # the first, a middle and the last step in the fast tier (a replay decodes up to its step, so every
+    # step costs half the run's length in decodes); every step with the slow tier
+    [pytest.param(False, id="three-steps"), pytest.param(True, id="every-step", marks=pytest.mark.slow)],
+)
 @pytest.mark.parametrize("kind, cfg, decode", REPLAYED)
-def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, kind, cfg, decode):
+def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, kind, cfg, decode, every_step):
     """The run decoded again up to a step holds the run's own state there (caches, the drafter's learned
     state, the calibration an auto tree is sized by): the step rebuilt at the run's settings, no deeper
     than the run could draft, is the run's tree with the run's verdict, at every step."""
@@ -352,7 +358,8 @@ def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, ki
         target, _drafter(kind, cfg.method, target, registry), cfg, decode, prompt_ids=prompt_ids(7), cost_curve=curve
     )
     assert len(run.steps) > 3
-    for k in range(len(run.steps)):
+    last = len(run.steps) - 1
+    for k in range(len(run.steps)) if every_step else (0, last // 2, last):
         replayed = replay(run, target, _drafter(kind, cfg.method, target, registry), k)
         lab = FrozenStep.of_run(target, registry, "layers:1", run, k, replayed=replayed)
         got = lab.explore(run_settings(run)[0], k)  # no deeper than the run could draft there, by default

@@ -172,6 +172,25 @@ def test_compare_calls_a_method_faster_every_time_by_a_little_neither_a_tie_nor_
     assert "One repetition: no spread to judge a winner by" in verdict_markdown(session)
 
 
+def test_compare_says_why_one_side_is_faster_by_tokens_a_step_over_price_a_step():
+    # The default pair (a fixed N against N = auto) differs in tokens a step and in what a step costs; the
+    # verdict divides them, which is what the cost rule maximises and what the speedups follow.
+    from dataclasses import replace
+
+    from talon.trace import RunTrace
+    from ui.compare import priced_speed_line
+
+    recorded = RunTrace.from_json((Path(__file__).parent / "data" / "recorded_talon_head.json").read_text())
+
+    def priced(price: float) -> RunTrace:
+        return replace(recorded, steps=[replace(s, price=price) for s in recorded.steps])
+
+    tokens = sum(len(s.committed_ids) for s in recorded.steps) / len(recorded.steps)
+    line = priced_speed_line(priced(4.0), priced(2.0))
+    assert f"A {tokens:.2f} ÷ 4.00 = {tokens / 4:.2f}×, B {tokens:.2f} ÷ 2.00 = {tokens / 2:.2f}× plain" in line
+    assert priced_speed_line(recorded, priced(2.0)) == ""  # a run with no cost curve: no prices to divide by
+
+
 def test_the_labs_source_colours_are_offered_for_the_hybrid_method_only():
     # Picking "source" for a TALON tree painted every node "model".
     from ui.tree_lab import lab_colour_choices

@@ -42,6 +42,7 @@ from tests.test_eagle3 import (
     write_eagle_layout,
     write_specforge_layout,
 )
+from tests.tiers import fast_only
 from tests.tiny import greedy_generate, prompt_ids, start_at, tiny_target
 
 WRITERS = {"eagle": write_eagle_layout, "specforge": write_specforge_layout}
@@ -158,14 +159,17 @@ def test_a_speculators_head_computes_what_its_eagle_layout_twin_computes(target,
 
 @pytest.mark.parametrize(
     ("method", "layout"),
-    [
-        (TALON, "eagle"),
-        (TALON, "specforge"),
-        (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "specforge"),
-        (TreeConfig(method="static", budget=10, depth=4), "eagle"),
-        (TreeConfig(method="chain", gamma=4), "specforge"),
-    ],
-    ids=["talon-eagle", "talon-specforge", "eagle2-specforge", "static-eagle", "chain-specforge"],
+    fast_only(
+        ("talon-eagle", "talon-specforge"),
+        [
+            (TALON, "eagle"),
+            (TALON, "specforge"),
+            (TreeConfig(method="eagle2", budget=10, topk=3, depth=4), "specforge"),
+            (TreeConfig(method="static", budget=10, depth=4), "eagle"),
+            (TreeConfig(method="chain", gamma=4), "specforge"),
+        ],
+        ["talon-eagle", "talon-specforge", "eagle2-specforge", "static-eagle", "chain-specforge"],
+    ),
 )
 def test_every_tree_method_with_a_speculators_head_is_greedy_lossless(target, greedy, tmp_path, method, layout):
     """Through the factory's ``eagle3:DIR`` spec, sync on one prompt and async on another."""

@@ -274,6 +274,25 @@ def panel_line(trace: RunTrace, budget: bool = True) -> str:
     )
 
 
+def priced_speed_line(a: RunTrace, b: RunTrace) -> str:
+    """Why one side is faster, in the cost rule's terms: each run's tokens a step (MAT) over its mean price
+    a step in plain decoding steps (this machine's cost curve) is its predicted speed over plain decoding.
+    ``""`` unless every step of both runs is priced (a fixed-size run is priced only where a curve was
+    cached before it ran)."""
+    parts = []
+    for label, trace in (("A", a), ("B", b)):
+        price = metrics.mean_price(trace.steps)
+        if not price:
+            return ""
+        tokens = metrics.mat(trace.steps)
+        parts.append(f"{label} {tokens:.2f} ÷ {price:.2f} = {tokens / price:.2f}×")
+    return (
+        "**Why**: speed ≈ tokens a step ÷ what a step costs (in plain decoding steps, by this machine's cost "
+        f"curve): {', '.join(parts)} plain decoding. N = auto grows each tree only while its expected tokens ÷ "
+        "cost rise."
+    )
+
+
 def verdict_markdown(session: Session) -> str:
     """What the repetitions say: the speedups over plain decoding (median and spread, at which settings),
     whether A or B is faster in every repetition or the spread is too wide to call, and whether the
@@ -322,6 +341,9 @@ def verdict_markdown(session: Session) -> str:
             f"{spread['low']:.2f}–{spread['high']:.2f}); the spread is wider than the difference."
         )
     a, b = session.compare["A"], session.compare["B"]
+    why = priced_speed_line(a, b)
+    if why:
+        lines.append(why)
     if same_trees(a, b):
         lines.append(
             "Both methods drafted **the same tree at every step** here (the same nodes, verdicts and tokens), so "
