@@ -3,7 +3,6 @@ training-time-test masks, and a tiny end-to-end training run whose loss goes dow
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -217,8 +216,36 @@ def test_shipped_head_loads_for_the_embedded_target(target):
     assert meta["heldout_eval"]["top1"] >= 0.6
     head = load_head(SHIPPED_HEAD, target)
     assert head.config.target_sha256 == meta["target_sha256"]
-    with pytest.raises(ModelLoadError, match="trained for"):  # a target whose weights hash differently
-        load_head(SHIPPED_HEAD, dataclasses.replace(target, name="another model"), checksum="f" * 64)
+
+
+@pytest.mark.engine
+def test_the_shipped_head_loads_for_the_weights_the_embedded_model_was_quantized_from():
+    """Without the embedded package (a Space) the target is the Hub's original SmolLM2-135M-Instruct, whose
+    4-bit quantization the embedded model is: simulated here by moving every matrix weight of the embedded
+    model by up to half a 4-bit level (an original lies within that), the head loads; three levels off, it
+    is refused."""
+    from talon.drafters.head_fingerprint import BLOCK, LEVELS
+    from talon.drafters.head_model import target_checksum
+    from talon.models.loading import load_model
+
+    lm = load_model("embedded", stock=True)
+    stored = {n: p.detach().clone() for n, p in lm.model.named_parameters() if p.dim() == 2}
+    g = torch.Generator().manual_seed(0)
+
+    def moved(levels: float) -> None:
+        with torch.no_grad():
+            for name, p in lm.model.named_parameters():
+                if name in stored:
+                    blocks = stored[name].reshape(-1, BLOCK)
+                    step = (blocks.amax(1, keepdim=True) - blocks.amin(1, keepdim=True)) / (LEVELS - 1)
+                    p.copy_((blocks + (torch.rand(blocks.shape, generator=g) - 0.5) * 2 * levels * step).view(p.shape))
+
+    moved(0.49)
+    assert target_checksum(lm) != json.loads((SHIPPED_HEAD / HEAD_CONFIG).read_text())["target_sha256"]
+    assert load_head(SHIPPED_HEAD, lm) is not None
+    moved(3.0)
+    with pytest.raises(ModelLoadError, match="trained for"):
+        load_head(SHIPPED_HEAD, lm)
 
 
 @pytest.mark.engine

@@ -24,7 +24,7 @@ from .model import ModelDrafter
 from .ngram import NgramDrafter
 
 BUILT_IN_DRAFTERS = (
-    ("head", "the trained draft head shipped for the embedded target"),
+    ("head", "the trained draft head shipped for the embedded target (or the weights that target was quantized from)"),
     ("head:DIR_OR_HUB_ID", ""),
     (
         "eagle3:DIR_OR_HUB_ID",

@@ -16,7 +16,8 @@ Architecture (EAGLE-3 flavoured, see ``docs/head.md``):
 
 The token embedding and LM head are the target's, so a head file holds only ~4.5 M parameters.
 A head records the target it was trained for and a checksum of that target's weights, and refuses
-to load against another target.
+to load against another target, unless the target's weights are ones a 4-bit quantization turned into
+its target's (``head_fingerprint``: the Hub's original of the embedded 4-bit model).
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ from ..models.hub import hub_reachable
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.loading import looks_like_path
 from ..models.row_ops import use_row_ops
+from .head_fingerprint import FINGERPRINT
+from .head_fingerprint import matches as fingerprint_matches
 
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
 HEAD_FORMAT = 1
 DRAFT_VOCAB = "draft_vocab.json"
 """Optional: ``{"ids": [token ids, ascending], ...provenance}``, the tokens the head may draft."""
-HEAD_FILES = [HEAD_WEIGHTS, HEAD_CONFIG, DRAFT_VOCAB]
+HEAD_FILES = [HEAD_WEIGHTS, HEAD_CONFIG, DRAFT_VOCAB, FINGERPRINT]
 SHIPPED_HEAD = ASSETS / "heads" / "smollm2-135m-instruct"
 """The head trained for the embedded SmolLM2-135M-Instruct (``python -m talon.training.train_head``)."""
 
@@ -257,7 +260,8 @@ def resolve_head_dir(spec: str, files: Sequence[str] = tuple(HEAD_FILES), what: 
 def load_head(
     spec: str | Path, target: LoadedModel, checksum: str | None = None, full_vocab: bool = False
 ) -> DraftHead:
-    """Load a head for ``target``; refuses a head trained for another target (checksum mismatch).
+    """Load a head for ``target``; refuses a head trained for another target (checksum mismatch, and
+    the target's weights do not match the head's ``head_fingerprint``).
     ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
     from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``.  It runs in
     ``drafter_dtype`` (bfloat16 on the CPU: a drafter's rounding shapes the tree, never the output), its
@@ -273,7 +277,7 @@ def load_head(
     if config.format != HEAD_FORMAT:
         raise ModelLoadError(f"Draft head format {config.format} is not supported (expected {HEAD_FORMAT}).")
     actual = checksum or target_checksum(target)
-    if config.target_sha256 != actual:
+    if config.target_sha256 != actual and not fingerprint_matches(target, directory):
         raise ModelLoadError(
             f"The draft head in {directory} was trained for {config.target_name} (weights sha256 "
             f"{config.target_sha256[:12]}...), not for {target.name} ({actual[:12]}...). Use a head trained "

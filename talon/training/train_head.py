@@ -53,6 +53,7 @@ from transformers import DynamicCache
 from ..config import ConfigError
 from ..drafters.eagle3_model import EAGLE3_CONFIG, Eagle3Head, load_eagle3, save_eagle3
 from ..drafters.head import HeadNetwork
+from ..drafters.head_fingerprint import write_fingerprint
 from ..drafters.head_model import DRAFT_VOCAB, HEAD_WEIGHTS, DraftHead, HeadConfig, load_head
 from ..engine.stopping import cut_at_eos
 from ..files import file_in_the_way, write_atomically, write_text_atomically
@@ -599,6 +600,7 @@ def run(args: TrainArgs, log=print) -> Path:
         save_eagle3(head, export, target, extra, layout=args.layout)
     else:
         head.save(export, extra=extra)
+        write_fingerprint(target, export)  # the head also serves the weights its target was quantized from
     if args.ship:
         for name in (p.name for p in export.iterdir()):  # each file whole: a crash never leaves half of one
             write_atomically(args.ship / name, lambda f, name=name: f.write((export / name).read_bytes()))
