@@ -188,6 +188,9 @@ def test_compare_says_why_one_side_is_faster_by_tokens_a_step_over_price_a_step(
     tokens = sum(len(s.committed_ids) for s in recorded.steps) / len(recorded.steps)
     line = priced_speed_line(priced(4.0), priced(2.0))
     assert f"A {tokens:.2f} ÷ 4.00 = {tokens / 4:.2f}×, B {tokens:.2f} ÷ 2.00 = {tokens / 2:.2f}× plain" in line
+    assert "N = auto grows" not in line  # neither side is auto-sized: the rule is not what chose their size
+    auto = replace(priced(2.0), tree_config={**recorded.tree_config, "auto": True})
+    assert "N = auto grows each tree only while" in priced_speed_line(priced(4.0), auto)
     assert priced_speed_line(recorded, priced(2.0)) == ""  # a run with no cost curve: no prices to divide by
 
 

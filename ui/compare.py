@@ -286,10 +286,11 @@ def priced_speed_line(a: RunTrace, b: RunTrace) -> str:
             return ""
         tokens = metrics.mat(trace.steps)
         parts.append(f"{label} {tokens:.2f} ÷ {price:.2f} = {tokens / price:.2f}×")
+    rule = any(t.tree_config.get("auto") for t in (a, b))
     return (
         "**Why**: speed ≈ tokens a step ÷ what a step costs (in plain decoding steps, by this machine's cost "
-        f"curve): {', '.join(parts)} plain decoding. N = auto grows each tree only while its expected tokens ÷ "
-        "cost rise."
+        f"curve): {', '.join(parts)} plain decoding."
+        + (" N = auto grows each tree only while its expected tokens ÷ cost rise." if rule else "")
     )
 
 
