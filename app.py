@@ -263,7 +263,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 allow_custom_value=True,
                 label="Drafter",
                 elem_id="drafter",
-                info="The trained head (1 layer) is for the embedded target; prompt lookup copies from the context. "
+                info="The trained head (1 layer) is for the embedded target and the Hub weights it was quantized "
+                "from (another target drafts with prompt lookup instead); prompt lookup copies from the context. "
                 "Or type a local model directory / Hugging Face id that shares the target's tokenizer, "
                 "head:DIR for another trained head, or eagle3:DIR_OR_HUB_ID for an EAGLE-3 head.",
             )

@@ -371,3 +371,20 @@ def test_a_table_shows_each_number_column_to_its_decimals_and_keeps_its_numbers(
         ["C", MISSING, "9.0", MISSING],
     ]
     assert [row[1:3] for row in shown.data][:2] == [[1.0, 10.84], [1.3, 13.7]]  # what a client reads: numbers
+
+
+def test_the_default_head_on_weights_it_does_not_fit_drafts_with_prompt_lookup_and_says_so():
+    # A Space's default target is the Hub's original of the embedded model, which the head loads for only
+    # where its fingerprint fits; on any other weights the default drafter must still run.
+    import gradio as gr
+
+    from talon.drafters.ngram import NgramDrafter
+    from tests.tiny import tiny_target
+    from ui.shared import make_drafter
+
+    target = tiny_target()
+    said: list[str] = []
+    assert isinstance(make_drafter("talon", "head", target, said), NgramDrafter)
+    assert len(said) == 1 and said[0].startswith("The trained head does not fit tiny-llama")
+    with pytest.raises(gr.Error, match="Drafter: The draft head .* was trained for"):
+        make_drafter("hybrid", "head", target)  # hybrid already merges prompt lookup: no silent swap

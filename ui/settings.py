@@ -247,12 +247,15 @@ def load_models(settings: RunSettings, methods: Sequence[str] = ()) -> None:
     method), before a run's page changes: a model that cannot load is refused with its field's message
     (``gr.Error``) and leaves every output as it was; loaded models stay in the registry, so the run reuses
     them.  No output shows progress here (an output would keep an error mark), so a first load says so in
-    a note."""
+    a note, as does a default head that does not fit the target (``make_drafter``)."""
     if loaded_target(settings.target_spec) is None:
         gr.Info(f"Loading the target model {target_spec(settings.target_spec)} (its first use here)...")
     target = load_target(settings.target_spec)
+    fell_back: list[str] = []
     for method in methods or (settings.method,):
-        make_drafter(method, settings.drafter_spec, target)
+        make_drafter(method, settings.drafter_spec, target, fell_back)
+    if fell_back:  # the model's load and its cost curve's measurement can follow: keep it in view a while
+        gr.Warning(fell_back[0], duration=30, title="Drafter")
 
 
 @model_work()

@@ -18,7 +18,7 @@ from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
 from talon.drafters.factory import DRAFTER_HELP, drafter_for
-from talon.drafters.head_model import SHIPPED_HEAD
+from talon.drafters.head_model import SHIPPED_HEAD, HeadMismatch
 from talon.models.cpu_linear import cpu_linear_mode, draft_int8_mode
 from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
@@ -87,7 +87,12 @@ def measured_like_this_app(meta: dict) -> bool:
 
 
 DEFAULT_TARGET = default_target_spec()
-DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() and DEFAULT_TARGET == EMBEDDED else "ngram"
+DEFAULT_DRAFTER = "head" if SHIPPED_HEAD.is_dir() else "ngram"
+"""The Drafter box's starting value: the shipped head, trained for the embedded target, which also loads
+for the Hub's original weights of it (a Space's default target) where its fingerprint fits them; where it
+fits no target's weights, a run falls back to ``FALLBACK_DRAFTER`` with a note (``make_drafter``)."""
+FALLBACK_DRAFTER = "ngram"
+"""What drafts when the shipped head does not fit the target: prompt lookup, which needs no model."""
 DEFAULT_TREE, DEFAULT_NOTE = device_default_tree(ON_GPU)
 DEFAULT_BUDGET = 0
 """The Budget N slider's starting value: 0 = auto, trees sized by the cost rule (the fastest setting side
@@ -166,10 +171,28 @@ def loaded_target(spec: str | None) -> LoadedModel | None:
     return REGISTRY.get(spec) if not SETUP_PROBLEM and spec in REGISTRY.loaded() else None
 
 
-def make_drafter(method: str, spec: str | None, target: LoadedModel) -> Drafter | None:
-    """A fresh drafter for ``method``; ``gr.Error`` naming the Drafter field."""
+def make_drafter(
+    method: str, spec: str | None, target: LoadedModel, fell_back: list[str] | None = None
+) -> Drafter | None:
+    """A fresh drafter for ``method``; ``gr.Error`` naming the Drafter field.  The shipped head (``head``,
+    the default) on a target whose weights it does not fit drafts with ``FALLBACK_DRAFTER`` instead, so the
+    default drafter runs with any target (hybrid, which merges a model drafter with prompt lookup, keeps
+    the error); the sentence saying so is appended to ``fell_back`` where given (``settings.load_models``
+    shows it once, before a run)."""
+    chosen = (spec or DEFAULT_DRAFTER).strip()
     try:
-        return drafter_for(method, (spec or DEFAULT_DRAFTER).strip(), target, REGISTRY)
+        try:
+            return drafter_for(method, chosen, target, REGISTRY)
+        except HeadMismatch:
+            if chosen != "head" or method == "hybrid":
+                raise
+            if fell_back is not None:
+                fell_back.append(
+                    f"The trained head does not fit {target.name}: it was trained for the embedded "
+                    "SmolLM2-135M-Instruct and also loads for the weights that model was quantized from. Runs "
+                    "draft with prompt lookup (ngram) instead."
+                )
+            return drafter_for(method, FALLBACK_DRAFTER, target, REGISTRY)
     except (ModelLoadError, ConfigError) as err:
         raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
 

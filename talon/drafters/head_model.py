@@ -49,6 +49,11 @@ from ..models.row_ops import use_row_ops
 from .head_fingerprint import FINGERPRINT
 from .head_fingerprint import matches as fingerprint_matches
 
+
+class HeadMismatch(ModelLoadError):
+    """A head trained for other weights than the target's (neither its checksum nor its fingerprint fits)."""
+
+
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "head_config.json"
 HEAD_FORMAT = 1
@@ -278,7 +283,7 @@ def load_head(
         raise ModelLoadError(f"Draft head format {config.format} is not supported (expected {HEAD_FORMAT}).")
     actual = checksum or target_checksum(target)
     if config.target_sha256 != actual and not fingerprint_matches(target, directory):
-        raise ModelLoadError(
+        raise HeadMismatch(
             f"The draft head in {directory} was trained for {config.target_name} (weights sha256 "
             f"{config.target_sha256[:12]}...), not for {target.name} ({actual[:12]}...). Use a head trained "
             "for this target, or another drafter."
