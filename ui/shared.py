@@ -17,7 +17,7 @@ from talon.bench import results
 from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
-from talon.drafters.factory import DRAFTER_HELP, drafter_for
+from talon.drafters.factory import DRAFTER_HELP, drafter_for, shipped_or_given_head
 from talon.drafters.head_model import SHIPPED_HEAD, HeadMismatch
 from talon.models.cpu_linear import cpu_linear_mode, draft_int8_mode
 from talon.models.device import gpu_available, pick_device
@@ -181,20 +181,31 @@ def make_drafter(
     shows it once, before a run)."""
     chosen = (spec or DEFAULT_DRAFTER).strip()
     try:
-        try:
-            return drafter_for(method, chosen, target, REGISTRY)
-        except HeadMismatch:
-            if chosen != "head" or method == "hybrid":
-                raise
+        if chosen == "head" and method not in ("ar", "hybrid") and not shipped_head_fits(target):
             if fell_back is not None:
                 fell_back.append(
                     f"The trained head does not fit {target.name}: it was trained for the embedded "
                     "SmolLM2-135M-Instruct and also loads for the weights that model was quantized from. Runs "
                     "draft with prompt lookup (ngram) instead."
                 )
-            return drafter_for(method, FALLBACK_DRAFTER, target, REGISTRY)
+            chosen = FALLBACK_DRAFTER
+        return drafter_for(method, chosen, target, REGISTRY)
     except (ModelLoadError, ConfigError) as err:
         raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
+
+
+def shipped_head_fits(target: LoadedModel) -> bool:
+    """Whether the shipped head loads for ``target`` (checksum or fingerprint), decided once per loaded
+    target: a refusal would otherwise hash every weight of the target again at every run."""
+
+    def fits() -> bool:
+        try:
+            shipped_or_given_head("", target, REGISTRY)
+        except HeadMismatch:
+            return False
+        return True
+
+    return REGISTRY.get_derived(("shipped head fits", *target.cache_key), fits)
 
 
 def model_name(spec: str) -> str:

@@ -11,10 +11,11 @@ tokens a step were 2.92 against 2.71 on the embedded weights: docs/head.md).
 
 A fingerprint (``FINGERPRINT`` beside the head's weights) samples ``SAMPLES`` weights of every matrix of
 the head's target, each with its block's level spacing (``(max - min) / 15``).  A target matches when it
-has the same matrices (names and shapes) and every sampled weight lies within one level spacing of the
-fingerprint's value: an original lies within half of one of its quantization, while another model's
-weights differ by about their own spread, several spacings (a share ``MATCH_SHARE`` of the samples must
-fit, so one outlier is not decisive either way).  The draft tokens are verified by the target as always,
+has the same matrices (names and shapes) and its sampled weights lie within one level spacing of the
+fingerprint's values (a share ``MATCH_SHARE`` of them must, so one outlier is not decisive either way):
+an original lies within half of one of its quantization, while another model's weights differ by about
+their own spread, several spacings.  Only the sampled weights are read, so a check costs little even
+for a large target.  The draft tokens are verified by the target as always,
 so a head loaded this way changes speed, never the output.
 """
 
@@ -43,13 +44,17 @@ MATCH_SHARE = 0.99
 
 
 def _matrices(target: LoadedModel) -> dict[str, torch.Tensor]:
-    """The target's 2-D weights whose rows split into whole blocks, by state-dict name, as float32 on
-    the CPU."""
+    """The target's 2-D weights whose rows split into whole blocks, by state-dict name (not copied)."""
     return {
-        name: t.detach().to("cpu", torch.float32)
+        name: t.detach()
         for name, t in sorted(target.model.state_dict().items())
         if t.dim() == 2 and t.shape[1] % BLOCK == 0
     }
+
+
+def _taken(w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``rows`` of ``w`` (any view whose last dimension is what is sampled), as float32 on the CPU."""
+    return w[rows.to(w.device)].to("cpu", torch.float32)
 
 
 def _positions(name: str, count: int) -> torch.Tensor:
@@ -65,12 +70,11 @@ def fingerprint(target: LoadedModel) -> dict[str, torch.Tensor]:
     spacing)."""
     out = {}
     for name, w in _matrices(target).items():
-        blocks = w.reshape(-1, BLOCK)
         where = _positions(name, w.numel())
-        block = blocks[where // BLOCK]
+        block = _taken(w.reshape(-1, BLOCK), where // BLOCK)
         spacing = (block.amax(1) - block.amin(1)) / (LEVELS - 1)
         out[f"{name}.shape"] = torch.tensor(list(w.shape), dtype=torch.int64)
-        out[f"{name}.value"] = w.reshape(-1)[where].contiguous()
+        out[f"{name}.value"] = _taken(w.reshape(-1), where).contiguous()
         out[f"{name}.spacing"] = spacing.contiguous()
     return out
 
@@ -99,7 +103,7 @@ def matches(target: LoadedModel, directory: str | Path) -> bool:
         w = matrices[name]
         if list(w.shape) != stored[f"{name}.shape"].tolist():
             return False
-        got = w.reshape(-1)[_positions(name, w.numel())]
+        got = _taken(w.reshape(-1), _positions(name, w.numel()))
         fit += int(((got - stored[f"{name}.value"]).abs() <= stored[f"{name}.spacing"]).sum())
         total += SAMPLES
     return fit >= MATCH_SHARE * total
