@@ -208,7 +208,8 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     target.fill("nobody/no-such-model")  # a Hub id, offline: the load step refuses it (a missing folder: the check)
     target.press("Enter")
     page.locator("#run").click()
-    page.locator(".toast-body").get_by_text(re.compile("^Target model: ")).wait_for(timeout=60_000)
+    # the run waits its turn behind this page's lab work still queued (under CI's second worker, a minute)
+    page.locator(".toast-body").get_by_text(re.compile("^Target model: ")).wait_for(timeout=240_000)
     assert page.locator("#step-caption").inner_text() == caption and _nodes(page, "tree-plot") == drafts + 1
     assert page.locator("#tree-plot .error, #step-caption .error, #run-summary .error").count() == 0
     page.get_by_role("tab", name="Tree lab").click()
