@@ -242,7 +242,7 @@ def test_the_shipped_head_loads_for_the_weights_the_embedded_model_was_quantized
 
     moved(0.49)
     assert target_checksum(lm) != json.loads((SHIPPED_HEAD / HEAD_CONFIG).read_text())["target_sha256"]
-    assert load_head(SHIPPED_HEAD, lm) is not None
+    assert load_head(SHIPPED_HEAD, lm).fits_by_fingerprint
     moved(3.0)
     with pytest.raises(ModelLoadError, match="trained for"):
         load_head(SHIPPED_HEAD, lm)

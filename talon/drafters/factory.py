@@ -157,7 +157,10 @@ def shipped_or_given_head(location: str, target: LoadedModel, registry: ModelReg
     shipped = SHIPPED_HEAD.is_dir() and directory.resolve() == SHIPPED_HEAD.resolve()
     name = "trained EAGLE-style head" if shipped else f"EAGLE-style head {location}"
     key = ("head", str(directory.resolve()), *target.cache_key)
-    return registry.get_derived(key, lambda: load_head(directory, target)), name
+    head = registry.get_derived(key, lambda: load_head(directory, target))
+    if head.fits_by_fingerprint:  # what a user reads beside the run: the head meets weights it was not trained on
+        name += f" for {head.config.target_name}, loaded by its fingerprint"
+    return head, name
 
 
 def eagle3_head(location: str, target: LoadedModel, registry: ModelRegistry) -> Eagle3Head:

@@ -155,6 +155,7 @@ class DraftHead(nn.Module):
         self.rotary = LlamaRotaryEmbedding(self.llama_config)
         self.draft_ids: torch.Tensor | None = None  # [V_d] token ids the head may draft (None: all)
         self.draft_lm_head: nn.Linear | None = None  # [H] -> [V_d]: those rows of the target's LM head
+        self.fits_by_fingerprint = False  # loaded for other weights than its own target's (``load_head``)
 
     def use_draft_vocab(self, ids: Sequence[int], lm_head: nn.Module) -> None:
         """Restrict drafting to the tokens ``ids``: keep a copy of their LM-head rows (``[V_d, H]``, in
@@ -295,6 +296,7 @@ def load_head(
             f"hidden states 0..{layers} only."
         )
     head = DraftHead(config)
+    head.fits_by_fingerprint = config.target_sha256 != actual
     state = load_file(directory / HEAD_WEIGHTS)
     missing, unexpected = head.load_state_dict(state, strict=False)
     if unexpected or any(not k.startswith("rotary.") for k in missing):
