@@ -129,8 +129,9 @@ PAGE_JS = """
     }
     const info = box.closest('.block')?.querySelector('[data-testid=block-info], label span');
     const label = (info?.textContent || 'This field').trim();
+    const range = !isFinite(hi) ? `${lo} or more` : !isFinite(lo) ? `${hi} or less` : `${lo}–${hi}`;
     note(box, typed < lo || typed > hi
-      ? `${label}: ${typed} is outside ${lo}–${hi}, so it was set to ${kept}.`
+      ? `${label}: ${typed} is outside ${range}, so it was set to ${kept}.`
       : `${label}: ${typed} is not a whole number, so it was set to ${kept}.`, kept);
     box.value = String(kept);
     box.dispatchEvent(new Event('input', { bubbles: true }));
@@ -497,7 +498,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 )
                 freeze_btn = gr.Button("Freeze this step", variant="primary", elem_id="lab-freeze")
             lab_status = gr.Markdown(tree_lab.NOT_FROZEN, elem_id="lab-status")
-            with gr.Group(elem_classes=["lab-controls"], elem_id="lab-controls"):
+            with gr.Group(elem_classes=["lab-controls"]):
                 gr.Markdown("**Lab settings** (this frozen step only)")
                 with gr.Row():
                     lab_method = gr.Dropdown(
@@ -537,8 +538,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "
                 "length γ; priced in plain decoding steps (by this machine's cost curve when the run had one, "
                 "else the cost suite's table); ★ marks the most tokens per unit of price at this step. *Measured "
-                "ms* is one timing of each tree on this machine as it is loaded now: noisy, and slower than the "
-                "prices say while other work shares the CPU."
+                "ms* is one timing of each tree, built and verified again for this table on this machine as it "
+                "is loaded now: noisy (the lab method's row is not the caption's timing above, though the tree "
+                "is the same), and slower than the prices say while other work shares the CPU."
             )
             lab_methods = gr.Dataframe(
                 interactive=False,

@@ -19,6 +19,7 @@ from talon.engine.frozen_step import FrozenStep
 from talon.metrics import CONFIDENCE_EDGES, representative_step
 from talon.models.registry import ModelRegistry
 from talon.trace import RunTrace
+from ui.explore import opening_step
 from ui.tree_lab import AUTO_RUN_LAB_BUDGET
 from viz import summary
 
@@ -89,7 +90,7 @@ def test_run_figure_matches_trace_and_every_view_counts_steps_from_one(client):
     trace = _exported_trace(client)
     n = len(trace.steps)
     assert trace.prompt == PROMPT and n
-    shown = representative_step(trace.steps) + 1  # a finished run opens on a typical step, not the last
+    shown = opening_step(trace)  # a finished run opens on a typical step, not the last
     step = trace.steps[shown - 1]
     assert _figure_nodes(out["plot"]) == len(step.tree)
     assert len(out["table"]["data"]) == len(step.tree)
@@ -131,7 +132,7 @@ def test_export_loads_back_with_its_prompt_and_settings(client, app_url):
     settings, view, note = out[:SETTINGS], dict(zip(VIEW, out[SETTINGS : SETTINGS + len(VIEW)])), out[-1]
     assert settings[0] == PROMPT and settings[3] == "eagle2" and settings[4] == 12 and settings[7] == 4
     assert settings[10] == 20 and settings[12] == "sync"
-    opened = representative_step(original.steps) + 1  # where the run opened when it finished
+    opened = opening_step(original)  # where the run opened when it finished
     assert view["caption"].startswith(f"**Step {opened} of {len(original.steps)}**")
     assert f"*Opened on step {opened}: a typical tree" in view["caption"] or opened == len(original.steps)
     assert _figure_nodes(view["plot"]) == len(original.steps[opened - 1].tree)

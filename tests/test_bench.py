@@ -379,6 +379,17 @@ def test_result_dirs_newest_first(tmp_path):
     assert bench_results.describe(tmp_path / "new").startswith("new · fake · 2026-03-01")
 
 
+def test_results_of_the_same_name_are_told_apart_by_their_path(tmp_path):
+    """The Benchmark tab's list: two runs' ``cost-auto-a`` under different folders read as their paths."""
+    for where in ("r36/cost-auto-a", "r20/cost-auto-a", "r20/headline"):
+        write_fake_results(tmp_path / where)
+    dirs = bench_results.result_dirs(tmp_path)
+    names = dict(zip(dirs, bench_results.dir_names(dirs, tmp_path)))
+    assert sorted(names.values()) == ["headline", "r20/cost-auto-a", "r36/cost-auto-a"]
+    shown = tmp_path / "r36/cost-auto-a"
+    assert bench_results.describe(shown, names[shown]).startswith("r36/cost-auto-a · fake · ")
+
+
 # ---- peers and CLI ----------------------------------------------------------------------------------
 def test_peer_generate_arguments():
     assert generate_kwargs("hf_generate", 0.0) == {"do_sample": False}

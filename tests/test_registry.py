@@ -159,7 +159,7 @@ def test_a_mistyped_drafter_name_is_told_the_built_in_ones():
     from talon.drafters.factory import BUILT_IN_DRAFTERS, DRAFTER_HELP, make_drafter
 
     target = tiny_target(4)
-    with pytest.raises(ModelLoadError, match="If you meant a built-in drafter: head, ") as err:
+    with pytest.raises(ModelLoadError, match=r"^Not a built-in drafter \(head, head:DIR_OR_HUB_ID, ") as err:
         make_drafter("heads", target, ModelRegistry())
     assert all(form in str(err.value) and f"'{form}'" in DRAFTER_HELP for form, _ in BUILT_IN_DRAFTERS)
     with pytest.raises(ModelLoadError) as err:

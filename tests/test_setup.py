@@ -238,11 +238,16 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
     with pytest.raises(gr.Error, match=r"^\W?Method A: A static tree has a fixed size"):
         check_compare("static", "talon", None, None, *panel())
     check_compare("static", "talon", 8, None, *panel())  # A's own N: a static tree of 8 beside auto TALON
-    with pytest.raises(gr.Error, match=r"^\W?Method B: Budget N must be a whole number"):
+    rule = r"Budget N is 0 \(auto\) or a whole number of draft nodes from 1 to 128"
+    with pytest.raises(gr.Error, match=rf"^\W?Method B: {rule} \(got 2.5\)"):
         check_compare("talon", "talon", 0, 2.5, *panel())
-    with pytest.raises(gr.Error, match=r"^\W?Budget N must be a number"):
+    for typed, shown in (("abc", "'abc'"), (-5, "-5"), (100_000, "100000")):  # each refusal says what N takes
+        with pytest.raises(gr.Error, match=rf"^\W?Method A: {rule} \(got {shown}\)"):
+            check_compare("talon", "talon", typed, None, *panel())
+    check_compare("talon", "talon", " Auto ", "", *panel())
+    with pytest.raises(gr.Error, match=rf"^\W?{rule} \(got 'many'\)"):
         check_run(*panel(budget="many"))
-    with pytest.raises(gr.Error, match=r"^\W?Budget N must be a whole number \(got 2.5\)"):
+    with pytest.raises(gr.Error, match=rf"^\W?{rule} \(got 2.5\)"):
         check_run(*panel(budget=2.5))  # was run as N=2 while the slider showed 3
     check_run(*panel(budget=3.0, seed="7"))
     with pytest.raises(gr.Error, match="no drafter to overlap"):
@@ -388,3 +393,41 @@ def test_the_default_head_on_weights_it_does_not_fit_drafts_with_prompt_lookup_a
     assert len(said) == 1 and said[0].startswith("The trained head does not fit tiny-llama")
     with pytest.raises(gr.Error, match="Drafter: The draft head .* was trained for"):
         make_drafter("hybrid", "head", target)  # hybrid already merges prompt lookup: no silent swap
+
+
+def test_a_mistyped_drafter_is_told_the_built_in_forms_once():
+    """The Drafter box's refusal of a bare word lists the built-in forms once, first (a typo is the likely
+    cause), not the load's advice and then every form's description again."""
+    import gradio as gr
+
+    from talon.drafters.factory import DRAFTER_FORMS
+    from tests.tiny import tiny_target
+    from ui.shared import make_drafter
+
+    with pytest.raises(gr.Error) as err:
+        make_drafter("talon", "zzz-not-a-drafter", tiny_target())
+    message = str(err.value.message)
+    assert message.startswith(f"Drafter: Not a built-in drafter ({DRAFTER_FORMS}), nor a model: ")
+    assert message.count("head:DIR_OR_HUB_ID") == 1
+    with pytest.raises(gr.Error) as err:  # a path: the load's own message, then the forms
+        make_drafter("talon", "/no/such/drafter-dir", tiny_target())
+    assert str(err.value.message).count(DRAFTER_FORMS) == 1
+
+
+def test_the_prompts_table_shows_its_means_to_fixed_decimals():
+    """Compare prompts: a mean depth of exactly 2 reads 2.00 beside 1.15 (as the caption says it), a MAT of
+    1.6 reads 1.60 beside 2.32; the cells keep their numbers."""
+    import gradio as gr
+
+    from tests.viz_fakes import random_trace
+    from ui.prompts import PROMPTS_DECIMALS, prompts_table, prompts_view
+    from ui.session import Session
+
+    session = Session()
+    session.prompts.update(A=random_trace(steps=4, seed=1), B=random_trace(steps=6, seed=2))
+    view = prompts_view(session, "verdict")
+    table = prompts_table({k: session.prompts[k] for k in "AB"})
+    shown = gr.Dataframe().postprocess(view[2]).metadata["display_value"]
+    for row, (_, values) in zip(shown, table.iterrows()):
+        for column, decimals in PROMPTS_DECIMALS.items():
+            assert row[list(table.columns).index(column)] == f"{values[column]:.{decimals}f}"

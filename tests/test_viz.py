@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from talon.metrics import acceptance_by_depth, acceptance_per_depth, mat
+from talon.metrics import acceptance_by_depth, acceptance_per_depth, mat, representative_step
 from talon.trace import RunTrace, StepRecord
 from talon.tree import STOP_COST, DraftTree
 from viz.charts import (
@@ -168,19 +168,16 @@ def test_layout_random_trees(n: int, wide: float):
 # ---- tree figure ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
 def test_figure_node_count(trace: RunTrace, mode: str):
-    """One point per tree node (root included) in the node traces; in verdict mode exactly one
-    extra point, the bonus token, in its own trace; none in the other modes."""
+    """One point per tree node (root included) in the node traces, and in every colour mode exactly one
+    extra point, the bonus token (the caption counts it: "+ bonus"), in its own trace."""
     for s in list(trace.steps) + random_steps():
         fig = tree_figure(s, mode)
         ids = points_by_id(fig)
         assert sorted(ids) == list(range(len(s.tree)))
         bonus = bonus_traces(fig)
-        if mode == "verdict":
-            assert len(bonus) == 1 and len(bonus[0].x) == 1
-            assert list(bonus[0].customdata) == [len(s.tree)]
-            assert "bonus" in bonus[0].text[0]
-        else:
-            assert bonus == []
+        assert len(bonus) == 1 and len(bonus[0].x) == 1
+        assert list(bonus[0].customdata) == [len(s.tree)]
+        assert "bonus" in bonus[0].text[0] and bonus[0].marker.symbol == "star"
 
 
 def test_verdict_colours_match_statuses(trace: RunTrace):
@@ -845,6 +842,23 @@ def test_a_run_without_drafts_opens_without_calling_its_step_a_typical_tree(reco
     assert "a typical tree of this run (median depth" in opening_note(recorded, 2)
 
 
+def test_a_run_of_mostly_plain_steps_opens_on_a_step_that_drafted(recorded: RunTrace):
+    """Hybrid at temperature 2 made plain steps of 75 % of a run and opened on a root alone: the view opens
+    on a typical tree among the steps that drafted, and says how many were plain."""
+    from ui.explore import opening_note, opening_step
+
+    drafted = [s for s in recorded.steps if s.tree.num_drafts][:2]
+    steps = [random_step(1, index=i) for i in range(6)] + drafted
+    steps = [dataclasses.replace(s, index=i) for i, s in enumerate(steps)]
+    mostly_plain = dataclasses.replace(recorded, steps=steps)
+    number = opening_step(mostly_plain)
+    assert number in (7, 8) and steps[number - 1].tree.num_drafts
+    assert opening_note(mostly_plain, number).startswith(
+        f"*Opened on step {number}: a typical tree among the steps that drafted; 75% of this run's steps were plain"
+    )
+    assert opening_step(recorded) == representative_step(recorded.steps) + 1  # a run that drafts: as before
+
+
 def test_the_lab_says_when_a_tree_took_far_longer_than_its_price_stands_for():
     from talon.runtime.cost_curve import CostCurve
     from ui.tree_lab import busier_than_priced
@@ -1016,3 +1030,19 @@ def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
     assert list(bars.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
     without_ar = summary.assign(speedup=[float("nan"), None])  # a run without ar has no speedups
     assert list(peers_figure(without_ar).data[0].text) == ["MAT 1.00", "MAT 1.91"]
+
+
+def test_an_export_is_named_once_by_the_app_and_titled_by_whole_words(recorded: RunTrace):
+    from ui.explore import export_name, page_title
+
+    assert re.fullmatch(r"talon_\d{8}-\d{6}_trace\.json", export_name(recorded, "trace.json"))  # TALON: not talon_talon
+    eagle = dataclasses.replace(recorded, tree_config={**recorded.tree_config, "method": "eagle2"})
+    assert re.fullmatch(r"talon_eagle2_\d{8}-\d{6}_step3\.html", export_name(eagle, "step3.html"))
+    long = dataclasses.replace(
+        recorded,
+        prompt="Write a Python function `is_palindrome(s)` that ignores case and "
+        "non-letters, with a docstring and two examples.",
+    )
+    title = page_title(long, 2)
+    assert title.startswith(f"TALON tree, step 2 of {len(recorded.steps)}: Write a Python function")
+    assert title.endswith(" non-letters,…") and len(title.split(": ", 1)[1]) <= 80

@@ -101,7 +101,7 @@ def bench_load():
     over a lone sweep or cost table; a line says when there is none from this device and what is shown
     instead."""
     dirs = results.result_dirs(bench_root())
-    choices = [(results.describe(d), str(d)) for d in dirs]
+    choices = [(results.describe(d, name), str(d)) for d, name in zip(dirs, results.dir_names(dirs, bench_root()))]
     metas = {d: _meta(d) for d in dirs}
     local = [d for d in dirs if str(metas[d].get("device", "")).startswith(DEVICE_KIND)]
     pool = [d for d in local if measured_like_this_app(metas[d])] or local or dirs

@@ -68,7 +68,7 @@ def compare_view(session: Session, position, color_mode):
             numbers.append(gr.update())
             continue
         step = trace.steps[step_at(trace, position)]
-        numbers.append(step.index + 1)
+        numbers.append(gr.update(value=step.index + 1, maximum=len(trace.steps)))  # past it: clamped, with a note
         start = first_position(trace, step.index)
         title = (
             f"{label}: {run_name(trace)} · step {step.index + 1} of "

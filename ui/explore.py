@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import gradio as gr
 
 from talon import metrics
 from talon.drafters.calibration import Calibration
-from talon.metrics import representative_step, trace_json
+from talon.metrics import plain_share, representative_step, trace_json
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
@@ -98,14 +99,27 @@ def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
 
 def opening_step(trace: RunTrace) -> int:
     """The step (from 1) a finished run opens on: a representative one (median depth, not the often
-    truncated last step: ``talon.metrics.representative_step``)."""
-    return representative_step(trace.steps) + 1
+    truncated last step: ``talon.metrics.representative_step``), among the steps that drafted where the
+    typical step is a plain one (a run of mostly plain steps would open on a tree of one root)."""
+    number = representative_step(trace.steps) + 1
+    drafted = [s for s in trace.steps if s.tree.num_drafts]
+    if drafted and not trace.steps[number - 1].tree.num_drafts:
+        number = representative_step(drafted) + 1
+    return number
 
 
 def opening_note(trace: RunTrace, number: int) -> str:
     """A line under the caption saying why the view opened on this step."""
     n = len(trace.steps)
-    if n < 2 or number == n:
+    if n < 2:
+        return ""
+    if number == opening_step(trace) != representative_step(trace.steps) + 1:  # the typical step is a plain one
+        return (
+            f"*Opened on step {number}: a typical tree among the steps that drafted; {plain_share(trace.steps):.0%} "
+            "of this run's steps were plain decoding steps (no tree paid for its verification: the root and "
+            f"the bonus token only). {deepest_note(trace).capitalize()}. Move the slider to see any step.*"
+        )
+    if number == n:
         return ""
     if deepest(trace) == 0:
         return (
@@ -506,7 +520,13 @@ def export_name(trace: RunTrace, suffix: str) -> str:
     """A download's file name: the run's method, ``suffix`` (e.g. ``"step3.html"``) and when it was saved,
     so that a browser's downloads of several runs keep apart."""
     method = re.sub(r"[^A-Za-z0-9]+", "-", str(trace.tree_config.get("method") or "run"))
-    return f"talon_{method}_{time.strftime('%Y%m%d-%H%M%S')}_{suffix}"
+    app_and_method = "talon" if method == "talon" else f"talon_{method}"  # not talon_talon_...
+    return f"{app_and_method}_{time.strftime('%Y%m%d-%H%M%S')}_{suffix}"
+
+
+def page_title(trace: RunTrace, number: int) -> str:
+    """An exported tree's ``<title>``: the step and the prompt's first words (cut between words)."""
+    return f"TALON tree, step {number} of {len(trace.steps)}: {textwrap.shorten(trace.prompt, 80, placeholder='…')}"
 
 
 def export_json(session: Session) -> str:
@@ -529,7 +549,7 @@ def export_html(session: Session, number, color_mode) -> str:
         step,
         mode,
         max_depth=deepest(trace),
-        page_title=f"TALON tree, step {number} of {len(trace.steps)}: {trace.prompt[:80]}",
+        page_title=page_title(trace, number),
         heading=html_heading(trace, step),
     )
     path.write_text(page, encoding="utf-8")

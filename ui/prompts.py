@@ -23,6 +23,7 @@ from .compute import model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
 from .shared import DEFAULT_BUDGET, DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
+from .table_view import with_decimals
 
 PAIR_IDS = ("list-1", "chat-1")
 """The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
@@ -151,7 +152,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
     return (
         gr.update(visible=True),
         gr.update(visible=False),
-        prompts_table(runs),
+        with_decimals(prompts_table(runs), PROMPTS_DECIMALS),
         prompts_caption(runs),
         *sliders,
         *figs,
@@ -199,6 +200,10 @@ def show_prompt_step(session: Session, which: str, number, color_mode):
         raise gr.Error("Pick prompt A or B.", print_exception=False)
     check_both_run(session)
     return prompt_tree(session, which, number, color_mode)
+
+
+PROMPTS_DECIMALS = {"mean depth": 2, "draft nodes / step": 1, "MAT": 2}
+"""Decimals ``prompts_table``'s number columns show: 2.00 as the caption says it, beside 1.15."""
 
 
 def prompts_table(runs: dict[str, RunTrace]):

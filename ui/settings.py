@@ -41,6 +41,23 @@ def _number(value, name: str, kind=float):
     return kind(number)
 
 
+BUDGET_RULE = f"Budget N is 0 (auto) or a whole number of draft nodes from 1 to {BUDGET_MAX}"
+"""What every Budget N refusal says: what the field takes."""
+
+
+def _budget(value) -> int:
+    """Budget N's field as a number of draft nodes (0: auto); ``ConfigError`` saying what it takes."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return 0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{BUDGET_RULE} (got {value!r}).") from None
+    if not number.is_integer() or not 0 <= number <= BUDGET_MAX:
+        raise ConfigError(f"{BUDGET_RULE} (got {number:g}).")
+    return int(number)
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """The settings panel as the user left it (widget values, not validated yet): every tab's runs are
@@ -72,9 +89,7 @@ class RunSettings:
     def configs(self) -> tuple[TreeConfig, DecodeConfig]:
         """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field).  Budget N 0 is the
         slider's "auto" position: the cost rule sizes each tree, capped at ``AUTO_CAP`` nodes."""
-        budget = _number(self.budget, "Budget N", int)
-        if budget > BUDGET_MAX:  # the slider's top; a typed or API value could ask for any size
-            raise ConfigError(f"Budget N must be at most {BUDGET_MAX} here (got {budget}); 0 is auto.")
+        budget = _budget(self.budget)  # at most the slider's top: a typed or API value could ask for any size
         auto = budget == 0 and self.method in AUTO_METHODS
         if budget == 0 and self.method == "static":
             raise ConfigError(

@@ -17,7 +17,7 @@ from talon.bench import results
 from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
-from talon.drafters.factory import DRAFTER_HELP, drafter_for, shipped_or_given_head
+from talon.drafters.factory import DRAFTER_FORMS, drafter_for, shipped_or_given_head
 from talon.drafters.head_model import SHIPPED_HEAD, HeadMismatch
 from talon.models.cpu_linear import cpu_linear_mode, draft_int8_mode
 from talon.models.device import gpu_available, pick_device
@@ -134,7 +134,10 @@ TARGET_ADVICE = (
     "Type 'embedded' for the built-in SmolLM2-135M-Instruct, or a local model directory (or a Hub id where "
     "the Hub can be reached)."
 )
-DRAFTER_ADVICE = f"Type {DRAFTER_HELP}."
+DRAFTER_ADVICE = (
+    f"A drafter is one of {DRAFTER_FORMS}, or a small LM's local directory / Hugging Face id with the target's "
+    "tokenizer (the Drafter box's note says what each drafts with)."
+)
 
 
 def target_spec(spec: str | None) -> str:
@@ -191,7 +194,8 @@ def make_drafter(
             chosen = FALLBACK_DRAFTER
         return drafter_for(method, chosen, target, REGISTRY)
     except (ModelLoadError, ConfigError) as err:
-        raise gr.Error(f"Drafter: {err} {DRAFTER_ADVICE}", print_exception=False) from None
+        advice = "" if DRAFTER_FORMS in str(err) else f" {DRAFTER_ADVICE}"  # a mistyped name's message lists them
+        raise gr.Error(f"Drafter: {err}{advice}", print_exception=False) from None
 
 
 def shipped_head_fits(target: LoadedModel) -> bool:

@@ -6,8 +6,8 @@ Drawing conventions (see ``docs/viz.md``):
   the y axis is reversed so a node's first child is drawn on top;
 * edges are thin grey lines; the accepted path (root -> deepest accepted node) is thicker and green;
 * the bonus token (the target's own token after the accepted path) is laid out as an extra child
-  of the last accepted node in every colour mode, so nodes never move when only the colouring
-  changes; it is *drawn* (gold star, labelled "bonus", dashed edge) only in verdict mode;
+  of the last accepted node and drawn in every colour mode (gold star, labelled "bonus", dotted
+  edge): it is the target's own token, not a draft, so no colouring of drafts applies to it;
 * the root is a dark diamond in every mode (it is the last committed token, not a draft).
 
 Every node trace carries ``meta="node"`` (the bonus trace ``meta="bonus"``) and the node ids in
@@ -305,65 +305,68 @@ def default_title(step: StepRecord) -> str:
 
 
 # ---- the draft nodes, one function per colour mode -------------------------------------------------------
+def _bonus_edge(step: StepRecord, lay: TreeLayout) -> dict:
+    """The dotted edge from the last accepted node to the bonus token (drawn under the nodes)."""
+    bx, by = _edge_xy([(step.accepted_path[-1], len(step.tree))], lay)
+    return _scatter(
+        x=bx,
+        y=by,
+        mode="lines",
+        line={"color": VERDICT_COLORS[BONUS], "width": 3, "dash": "dot"},
+        hoverinfo="skip",
+        showlegend=False,
+        meta="bonus-edge",
+    )
+
+
+def _bonus_point(step: StepRecord, lay: TreeLayout, st: _Style) -> dict:
+    """The bonus token: a gold star labelled "bonus ...", the target's own token, in every colour mode."""
+    bonus_id = len(step.tree)
+    label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
+    return _scatter(
+        x=[lay.x[bonus_id]],
+        y=[lay.y[bonus_id]],
+        mode="markers+text",
+        name="bonus token",
+        meta="bonus",
+        customdata=[bonus_id],
+        text=[f"<b>{label}</b>"],
+        textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
+        textfont={"size": st.label_font, "color": "#8A5A00"},
+        hovertext=[_bonus_hover(step)],
+        hovertemplate="%{hovertext}<extra></extra>",
+        marker={
+            "color": VERDICT_COLORS[BONUS],
+            "symbol": "star",
+            "size": st.marker + 9,
+            "line": {"color": "#6D4C00", "width": 1},
+        },
+        cliponaxis=False,
+    )
+
+
 def _verdict_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
-    """Nodes grouped by verdict (accepted / rejected / not reached), then the bonus token and its edge."""
-    last, bonus_id = step.accepted_path[-1], len(step.tree)
-    bx, by = _edge_xy([(last, bonus_id)], lay)
-    traces = [
-        _scatter(
-            x=bx,
-            y=by,
-            mode="lines",
-            line={"color": VERDICT_COLORS[BONUS], "width": 3, "dash": "dot"},
-            hoverinfo="skip",
-            showlegend=False,
-            meta="bonus-edge",
-        )
-    ]
+    """Drafts grouped by verdict (accepted / rejected / not reached)."""
     groups: dict[str, list[int]] = {}
     for i in range(1, len(step.tree)):
         groups.setdefault(step.status[i], []).append(i)
     order = [ACCEPTED, REJECTED, NOT_REACHED] + sorted(set(groups) - {ACCEPTED, REJECTED, NOT_REACHED})
-    for status in (s for s in order if groups.get(s)):
-        traces.append(
-            _node_trace(
-                step,
-                groups[status],
-                lay,
-                st,
-                status,
-                {
-                    "color": VERDICT_COLORS.get(status, OTHER_COLOR),
-                    "size": st.marker,
-                    "symbol": "circle",
-                    "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1},
-                },
-            )
-        )
-    label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
-    traces.append(
-        _scatter(
-            x=[lay.x[bonus_id]],
-            y=[lay.y[bonus_id]],
-            mode="markers+text",
-            name="bonus token",
-            meta="bonus",
-            customdata=[bonus_id],
-            text=[f"<b>{label}</b>"],
-            textposition=[_label_position(st, lay.x[bonus_id], inner=False)],
-            textfont={"size": st.label_font, "color": "#8A5A00"},
-            hovertext=[_bonus_hover(step)],
-            hovertemplate="%{hovertext}<extra></extra>",
-            marker={
-                "color": VERDICT_COLORS[BONUS],
-                "symbol": "star",
-                "size": st.marker + 9,
-                "line": {"color": "#6D4C00", "width": 1},
+    return [
+        _node_trace(
+            step,
+            groups[status],
+            lay,
+            st,
+            status,
+            {
+                "color": VERDICT_COLORS.get(status, OTHER_COLOR),
+                "size": st.marker,
+                "symbol": "circle",
+                "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1},
             },
-            cliponaxis=False,
         )
-    )
-    return traces
+        for status in (s for s in order if groups.get(s))
+    ]
 
 
 def _confidence_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
@@ -450,7 +453,7 @@ NODE_TRACES = {
     "relative": _relative_nodes,
     "source": _source_nodes,
 }
-"""Colour mode -> the function drawing the draft nodes (and, for verdicts, the bonus token)."""
+"""Colour mode -> the function drawing the draft nodes."""
 
 
 def tree_figure(
@@ -478,8 +481,8 @@ def tree_figure(
             is drawn in the middle of that extent, at the same scale.
 
     Returns:
-        the figure; node traces have ``meta="node"`` (one point per tree node, root included) and,
-        in verdict mode only, one extra trace ``meta="bonus"`` with the bonus point.
+        the figure; node traces have ``meta="node"`` (one point per tree node, root included) and
+        one extra trace ``meta="bonus"`` holds the bonus point.
     """
     if color_mode not in COLOR_MODES:
         raise ValueError(f"color_mode must be one of {COLOR_MODES}, not {color_mode!r}")
@@ -528,7 +531,9 @@ def tree_figure(
         "line": {"color": "#FFFFFF", "width": 1},
     }
     traces.append(_node_trace(step, [0], lay, st, "root", root_marker))
+    traces.append(_bonus_edge(step, lay))
     traces += NODE_TRACES[color_mode](step, lay, st)
+    traces.append(_bonus_point(step, lay, st))
 
     x_hi = depth_span + 0.9
     # A tree narrower than the shared extent sits in its middle (same scale), not as a strip at the top
@@ -593,7 +598,7 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
-NODE_TABLE_WIDTHS = ["4%", "6%", "6%", "9%", "8%", "11%", "11%", "11%", "11%", "10%", "13%"]
+NODE_TABLE_WIDTHS = ["4%", "7%", "6.5%", "8%", "7.5%", "11%", "11%", "11%", "11%", "9%", "14%"]
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -427,6 +428,22 @@ def result_dirs(root: str | Path) -> list[Path]:
     return sorted(found, key=date, reverse=True)
 
 
+def dir_names(dirs: Sequence[Path], root: str | Path) -> list[str]:
+    """What tells ``dirs`` (under ``root``) apart: each one's name, or its path below ``root`` where
+    another has the same name (``epyc-avx2-r36/cost-auto-a`` beside ``zen4-r20/cost-auto-a``)."""
+    counts = Counter(d.name for d in dirs)
+
+    def name(d: Path) -> str:
+        if counts[d.name] == 1:
+            return d.name
+        try:
+            return d.relative_to(root).as_posix()
+        except ValueError:
+            return str(d)
+
+    return [name(d) for d in dirs]
+
+
 def ran_part(meta: dict) -> list[str]:
     """The experiments a suite run was limited to with ``--experiments`` (empty: it ran whole)."""
     if "--experiments" not in str(meta.get("command", "")):
@@ -434,9 +451,9 @@ def ran_part(meta: dict) -> list[str]:
     return [str(e["name"]) for e in meta.get("experiments") or [] if isinstance(e, dict) and e.get("name")]
 
 
-def describe(directory: str | Path) -> str:
-    """A one-line label for a results directory: its name, suite (with the experiments run where a part
-    of it ran), date, device, and the dtype where it is not float32."""
+def describe(directory: str | Path, name: str | None = None) -> str:
+    """A one-line label for a results directory: its ``name`` (default: the directory's own), suite (with
+    the experiments run where a part of it ran), date, device, and the dtype where it is not float32."""
     d = Path(directory)
     try:
         meta = json.loads((d / META).read_text(encoding="utf-8"))
@@ -444,7 +461,7 @@ def describe(directory: str | Path) -> str:
         meta = {}
     suite = str(meta.get("suite", "?"))
     part = ran_part(meta)
-    parts = [d.name, f"{suite}: {', '.join(part)}" if part else suite]
+    parts = [name or d.name, f"{suite}: {', '.join(part)}" if part else suite]
     parts += [str(meta.get("date", "?"))[:16].replace("T", " "), meta.get("device", "?")]
     parts += [meta["dtype"]] if meta.get("dtype") not in (None, "float32") else []
     return " · ".join(str(p) for p in parts)
