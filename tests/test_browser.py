@@ -242,6 +242,10 @@ FITS_JS = """(id) => {
   const t = document.querySelector(`#${id} table`);
   return t ? t.scrollWidth <= t.parentElement.clientWidth + 1 : null;
 }"""
+CLIPPED_HEADERS_JS = """(id) => [...document.querySelectorAll(`#${id} th`)].filter((th) =>
+  [...th.querySelectorAll('*')].some((e) => getComputedStyle(e).overflow === 'hidden' && e.scrollWidth > e.clientWidth)
+).map((th) => th.innerText.trim())"""
+"""The headers of table ``id`` whose text is cut off (a one-word header in a column too narrow for it)."""
 
 
 def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser, app_url):
@@ -271,6 +275,7 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
     page.get_by_text("Nodes of this step").click()
     page.locator("#nodes-table table").wait_for(timeout=30_000)
     assert page.evaluate(FITS_JS, "nodes-table")
+    assert page.evaluate(CLIPPED_HEADERS_JS, "nodes-table") == []  # "parent" read "paren"
     # Charts redrawn by a run while their tab was hidden fit the tab when it is opened again (they kept
     # Plotly's default 700 px in a 958 px box)
     widths = "() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent)"
@@ -297,6 +302,14 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
     # the tab's own pair, whatever the panel's N (4 here): TALON at a fixed 24 against TALON at N = auto
     table = page.locator("#compare-table").inner_text()
     assert "A: TALON, N=24" in table and "B: TALON, N=auto" in table, table
+    # a step past A's last is set to its last, with a note naming the range (it said "1–Infinity" for a
+    # number below 1, and nothing for one past the end)
+    step_a = page.locator("#step-a input")
+    steps = step_a.get_attribute("max")  # the box knows A's last step
+    assert steps and int(steps) >= 2
+    step_a.fill("999")
+    step_a.press("Enter")
+    page.locator("#step-a .talon-clamped").get_by_text(f"999 is outside 1–{steps}, so it was set to {steps}").wait_for()
     page.close()
 
 

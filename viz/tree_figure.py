@@ -598,7 +598,7 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
-NODE_TABLE_WIDTHS = ["4%", "7%", "6.5%", "8%", "7.5%", "11%", "11%", "11%", "11%", "9%", "14%"]
+NODE_TABLE_WIDTHS = ["4%", "8.5%", "6.5%", "8%", "7.5%", "11%", "11%", "11%", "11%", "8.5%", "13%"]
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only."""
 
 
