@@ -425,13 +425,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
 
         # ---- Compare prompts ---------------------------------------------------------------------------------
         with gr.Tab("Compare prompts", id="prompts"):
-            gr.Markdown(
-                "**The lesson of this app.** Two prompts, the same method and settings (above): where the drafter "
-                "is sure (lists, code, math), TALON's gate lets few candidates through and the tree grows deep "
-                "and narrow; on open chat it stays shallow: at a fixed N the budget goes to width, and with N = "
-                "auto the tree stays small (a step no tree pays for is a plain one). Both are drawn on one depth "
-                "and width scale."
-            )
+            lesson = gr.Markdown(prompts.LESSON, elem_id="prompts-lesson")
             pair_a, pair_b = prompts.example_pair()
             with gr.Row():
                 prompt_a = gr.Textbox(label="Prompt A", value=pair_a, lines=2, max_lines=6, elem_id="prompt-a")
@@ -869,8 +863,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
     )
     prompts_stop_btn.click(prompts.stop_prompts, session, None, queue=False)
+    predict.change(prompts.intro, predict, lesson, queue=False, api_visibility="private")  # no answer given away
     refused_first(reveal_btn.click, prompts.check_reveal, [session, guess])(
-        prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md]
+        prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md, lesson]
     )
     refused_first(prompt_a_step.release, prompts.check_both_run, session)(
         prompts.show_prompt_step,

@@ -136,7 +136,7 @@ def test_export_loads_back_with_its_prompt_and_settings(client, app_url):
     assert view["caption"].startswith(f"**Step {opened} of {len(original.steps)}**")
     assert f"*Opened on step {opened}: a typical tree" in view["caption"] or opened == len(original.steps)
     assert _figure_nodes(view["plot"]) == len(original.steps[opened - 1].tree)
-    assert "Loaded a eagle2 run" in note and original.target in note
+    assert "Loaded an EAGLE-2 run" in note and original.target in note
     assert RunTrace.from_json(Path(other.predict(api_name="/export_json")).read_text()) == original
 
 
@@ -517,9 +517,10 @@ def test_class_mode_hides_the_trees_until_the_guess(client):
     assert not out["table"]["data"] and out["plot_a"] is None and out["plot_b"] is None  # nothing to peek at
     with pytest.raises(Exception, match="Pick an answer first"):
         client.predict(None, "verdict", api_name="/reveal")
-    revealed = dict(zip((*PROMPTS_OUT, "verdict"), client.predict("A", "verdict", api_name="/reveal")))
+    revealed = dict(zip((*PROMPTS_OUT, "verdict", "lesson"), client.predict("A", "verdict", api_name="/reveal")))
     assert len(revealed["table"]["data"]) == 2 and revealed["plot_a"] is not None
     assert revealed["verdict"].startswith("You said: *A grows deeper trees*.")
+    assert revealed["lesson"].startswith("**The lesson of this app.**")  # hidden until the answer is in
     revealed = {"verdict": revealed["verdict"]}
     assert ("**Right.**" in revealed["verdict"]) != ("**Not this time.**" in revealed["verdict"])
 

@@ -397,7 +397,7 @@ def test_a_refused_file_and_a_new_run_leave_no_stale_load_note_or_download(brows
     saved = tmp_path / "trace.json"
     download.value.save_as(saved)
     page.locator("#trace-upload input[type=file]").set_input_files(str(saved))
-    page.locator("#load-note").get_by_text("Loaded a").wait_for(timeout=60_000)
+    page.locator("#load-note").get_by_text("Loaded a TALON run").wait_for(timeout=60_000)
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2, 3]")
     page.locator('#trace-upload button[aria-label="Clear"]').click()  # as a person takes the last file away

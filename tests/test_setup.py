@@ -431,3 +431,13 @@ def test_the_prompts_table_shows_its_means_to_fixed_decimals():
     for row, (_, values) in zip(shown, table.iterrows()):
         for column, decimals in PROMPTS_DECIMALS.items():
             assert row[list(table.columns).index(column)] == f"{values[column]:.{decimals}f}"
+
+
+def test_class_mode_hides_the_lesson_that_answers_its_question():
+    """Compare prompts' intro said where trees grow deep ("lists, code, math ... deep and narrow") above the
+    class mode's question; in class mode it asks instead, and the lesson comes back with the answer."""
+    from ui.prompts import LESSON, intro
+
+    assert intro(False) == LESSON and "deep and narrow" in LESSON
+    asked = intro(True)
+    assert not any(word in asked for word in ("deep and narrow", "shallow", "lists", "chat", "sure"))

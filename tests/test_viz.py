@@ -376,6 +376,11 @@ def test_chart_values(trace: RunTrace):
     assert [a + b for a, b in zip(acc.y, bonus.y)] == [len(s.committed_ids) for s in trace.steps]
     assert list(acc.x) == [s.index + 1 for s in trace.steps]  # steps numbered from 1
     assert line.y[0] == pytest.approx(mat(trace.steps))
+    for k, s in enumerate(trace.steps):  # the hover names the accepted drafts, then the bonus token apart
+        if len(s.committed_ids) == s.accepted_tokens + 1:  # nothing cut off by the end of the run
+            accepted = "".join(s.node_text[i] for i in s.accepted_path[1:])
+            assert acc.customdata[k] == html.escape(visible_text(accepted, 60), quote=False)
+            assert bonus.customdata[k] == html.escape(visible_text(s.target_text[s.accepted_path[-1]], 60), quote=False)
     bars, line = acceptance_by_depth_chart(trace).data
     assert list(bars.y) == acceptance_by_depth(trace.steps)
     assert list(line.y) == [r["conditional"] for r in acceptance_per_depth(trace.steps)]
@@ -1046,3 +1051,10 @@ def test_an_export_is_named_once_by_the_app_and_titled_by_whole_words(recorded: 
     title = page_title(long, 2)
     assert title.startswith(f"TALON tree, step 2 of {len(recorded.steps)}: Write a Python function")
     assert title.endswith(" non-letters,…") and len(title.split(": ", 1)[1]) <= 80
+
+
+def test_a_loaded_run_is_named_as_the_page_names_its_method(recorded: RunTrace):
+    from ui.explore import run_kind
+
+    named = lambda method: run_kind(dataclasses.replace(recorded, tree_config={"method": method}))  # noqa: E731
+    assert (named("ar"), named("eagle2"), named("talon")) == ("an autoregressive", "an EAGLE-2", "a TALON")

@@ -97,6 +97,13 @@ def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
     )
 
 
+def run_kind(trace: RunTrace) -> str:
+    """A run's method as a sentence names it, with its article: "an autoregressive", "a TALON", "an EAGLE-2"."""
+    method = str(trace.tree_config.get("method", "?"))
+    name = summary.METHOD_NAMES.get(method, method)
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def opening_step(trace: RunTrace) -> int:
     """The step (from 1) a finished run opens on: a representative one (median depth, not the often
     truncated last step: ``talon.metrics.representative_step``), among the steps that drafted where the
@@ -630,7 +637,7 @@ def load_trace(session: Session, file, color_mode):
     number, fig, table, cap = opening_view(trace, color_mode, run_id)  # as the finished run opened
     settings = settings_of(trace)
     loaded = (
-        f"Loaded a {trace.tree_config.get('method', '?')} run of {plural(len(trace.steps), 'step')} "
+        f"Loaded {run_kind(trace)} run of {plural(len(trace.steps), 'step')} "
         f"({len(trace.output_ids)} tokens) made with {trace.target}"
         + (f" and {trace.drafter}" if trace.drafter else "")
         + f" on {trace.device}; its prompt and settings "

@@ -37,6 +37,26 @@ NO_PROMPTS = (
     "Press **Run both prompts**: each is decoded with the method and settings above, then shown side by side "
     "on one scale."
 )
+LESSON = (
+    "**The lesson of this app.** Two prompts, the same method and settings (above): where the drafter "
+    "is sure (lists, code, math), TALON's gate lets few candidates through and the tree grows deep "
+    "and narrow; on open chat it stays shallow: at a fixed N the budget goes to width, and with N = "
+    "auto the tree stays small (a step no tree pays for is a plain one). Both are drawn on one depth "
+    "and width scale."
+)
+"""The tab's intro: the answer the class mode asks for, so it shows only outside class mode or once revealed."""
+CLASS_INTRO = (
+    "**Class mode.** Two prompts, the same method and settings (above). Before anything is shown, the class "
+    "predicts which prompt will grow deeper draft trees, and why; the lesson follows the answer."
+)
+
+
+def intro(predict: bool) -> str:
+    """The tab's intro for the class mode's checkbox: the lesson, or in class mode a question that does not
+    give the answer away (``reveal`` brings the lesson back)."""
+    return CLASS_INTRO if predict else LESSON
+
+
 HIDDEN = (
     "**Both prompts are decoded.** Which one grew deeper trees: the predictable or the open one? Discuss, "
     "answer below, then press **Reveal**."
@@ -282,7 +302,7 @@ def check_reveal(session: Session, guess) -> None:
 
 
 def reveal(session: Session, guess, color_mode):
-    """The class's guess is in: show the results and say whether it was right."""
+    """The class's guess is in: show the results, say whether it was right, and bring the lesson back."""
     check_reveal(session, guess)
     runs = _runs(session)
     session.prompts["guess"] = guess
@@ -290,7 +310,7 @@ def reveal(session: Session, guess, color_mode):
     said = dict((v, k) for k, v in GUESS_CHOICES)[guess]
     right = "**Right.**" if guess == truth else "**Not this time.**"
     verdict = f"You said: *{said}*. {right} The caption above says by how much."
-    return (*prompts_view(session, color_mode), verdict)
+    return (*prompts_view(session, color_mode), verdict, LESSON)
 
 
 def export_prompts(session: Session) -> list[str] | None:

@@ -16,7 +16,7 @@ from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_st
 from talon.trace import RunTrace, StepRecord
 
 from .style import RUN_COLORS, TEMPLATE
-from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_label, committed_tokens, visible_text
+from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_tokens, visible_text
 
 CHART_HEIGHT = 300
 DRAFT_COLOR = "#F58518"
@@ -94,7 +94,11 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
     acc = [_accepted_committed(s) for s in steps]
     bonus = [len(s.committed_ids) - a for s, a in zip(steps, acc)]
-    text = [html.escape(visible_text(committed_label(s), 60), quote=False) for s in steps]
+
+    def shown(texts: list[str]) -> str:
+        return html.escape(visible_text("".join(texts), 60), quote=False)
+
+    tokens = [committed_tokens(s) for s in steps]  # the accepted drafts' texts, then the bonus token's
     tau = mat(steps)
     traces = [
         go.Bar(
@@ -102,10 +106,17 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
             y=acc,
             name="accepted drafts",
             marker_color=PATH_COLOR,
-            customdata=text,
+            customdata=[shown(t[:a]) for t, a in zip(tokens, acc)],
             hovertemplate="%{y} accepted: %{customdata}<extra></extra>",
         ),
-        go.Bar(x=x, y=bonus, name="bonus token", marker_color=BONUS_COLOR, hovertemplate="%{y} bonus<extra></extra>"),
+        go.Bar(
+            x=x,
+            y=bonus,
+            name="bonus token",
+            marker_color=BONUS_COLOR,
+            customdata=[shown(t[a:]) for t, a in zip(tokens, acc)],
+            hovertemplate="%{y} bonus: %{customdata}<extra></extra>",
+        ),
         go.Scatter(
             x=[x[0] - 0.5, x[-1] + 0.5],
             y=[tau, tau],
