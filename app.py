@@ -797,6 +797,15 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         preprocess=False,
     )
     step_slider.change(lambda n: n, step_slider, lab_step, queue=False, api_visibility="private", preprocess=False)
+    # the gate explained one step: another step on show (moved, played) takes it away rather than leave it stale
+    step_slider.change(
+        explore.hide_moved_gate,
+        [session, step_slider],
+        [explore_gate, gate_note],
+        queue=False,
+        api_visibility="private",
+        preprocess=False,
+    )
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
     play_out = [step_slider, *step_out, timer]

@@ -418,6 +418,9 @@ def test_freezing_a_step_of_an_auto_sized_run_says_what_the_lab_builds_instead(c
     _run(client, drafter_spec=LAB_DRAFTER, max_new=12)  # a fixed N: the lab starts at the run's own
     status, *sliders = _freeze(client, 1)
     assert "N=auto" not in status and sliders[1]["value"] == RUN_ARGS["budget"]
+    _run(client, drafter_spec=LAB_DRAFTER, method="ar", budget=0, max_new=12)  # no N of its own (it read 128)
+    status, *sliders = _freeze(client, 1)
+    assert sliders[1]["value"] == AUTO_RUN_LAB_BUDGET
 
 
 def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, target):

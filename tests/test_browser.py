@@ -545,8 +545,19 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     page.locator("#run").click()
     page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
     assert page.locator("#gate-note").inner_text().strip() == ""
-    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    page.wait_for_function("() => !document.querySelector('#run-summary').innerText.includes('Stopped by')")
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)  # this run's: it has ended
     page.get_by_role("tab", name="Tree lab").click()
     page.get_by_text("No step frozen yet").wait_for(timeout=30_000)
     assert not page.get_by_text(re.compile(r"^Frozen: step")).count()
+    # another step on show takes the gate away too: it stayed under the next step's tree, "Step 1's tree..."
+    page.get_by_role("tab", name="Explore").click()
+    page.locator("#show-gate").click()
+    page.locator("#explore-gate .js-plotly-plot").wait_for(timeout=120_000)
+    box.click()
+    box.press("Control+a")
+    box.press_sequentially("2", delay=50)
+    box.press("Enter")
+    page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
+    assert page.locator("#gate-note").inner_text().strip() == ""
     page.close()

@@ -595,12 +595,26 @@ def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.P
         )
     number = max(1, min(int(number or 1), len(trace.steps)))
     state = frozen_for(session, number, target_spec, drafter_spec, progress)
+    session.gate_step = number
     return gate_view(state, trace, number)
 
 
 def hide_gate():
     """The gate panel hidden and its note cleared (a new run or a loaded trace replaces the one it explained)."""
     return gr.update(value=None, visible=False), ""
+
+
+def hide_moved_gate(session: Session, number):
+    """``hide_gate`` where step ``number`` (from 1), now on show, is not the one the gate explains (moved to,
+    or played past); nothing changes where it is (a step set again to the same one)."""
+    try:
+        same = session.gate_step is not None and int(number) == session.gate_step
+    except (TypeError, ValueError):
+        same = False
+    if same:
+        return gr.skip(), gr.skip()
+    session.gate_step = None
+    return hide_gate()
 
 
 def read_trace(file) -> RunTrace:

@@ -183,6 +183,8 @@ class Session:
     lab_version: int = 0
     """Counts the lab's setting changes and freezes: a sweep, price chart or re-roll that ends after one
     was drawn for what the lab no longer shows, and is dropped."""
+    gate_step: int | None = None
+    """The step (from 1) Explore's "Why this shape?" explains, while its gate is on show."""
     specs: tuple[str, str] | None = None
     """The Target and Drafter fields the run on show was made with (what the lab freezes its steps with,
     whatever is typed there since); None for a loaded trace, which names models, not paths."""

@@ -15,7 +15,7 @@ from functools import partial
 import gradio as gr
 import pandas as pd
 
-from talon.config import AUTO_METHODS, METHOD_NAMES, ConfigError, TreeConfig
+from talon.config import AUTO_METHODS, BUDGET_METHODS, METHOD_NAMES, ConfigError, TreeConfig
 from talon.engine.cost_measure import NOT_KEPT
 from talon.engine.decode import Replay, replay, replayable, run_settings
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep
@@ -48,7 +48,8 @@ NOT_FROZEN = (
 REROLLS = 200
 AUTO_RUN_LAB_BUDGET = 24
 """The lab's budget N (draft nodes) when it freezes a step of an auto-sized run (the lab builds trees of a
-fixed N; its price chart shows the N the cost rule picks)."""
+fixed N; its price chart shows the N the cost rule picks) or of a run without a budget (plain decoding, the
+chain: their panel's N was not the run's)."""
 LIMIT_NOTE_DEPTH = 8
 """The frozen step's status line mentions the run's end from a depth limit below this (layers)."""
 SWEEP_VALUES = {
@@ -340,7 +341,8 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     status = status_line(session)
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
-    budget = budget_setting(cfg) or AUTO_RUN_LAB_BUDGET
+    # an auto-sized run's N is a cap, and plain decoding and the chain have none: the lab starts at the fixed N
+    budget = (budget_setting(cfg) if cfg.get("method") in BUDGET_METHODS else None) or AUTO_RUN_LAB_BUDGET
     return (
         status,
         gr.update(value=method),
