@@ -925,7 +925,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
         tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
     )
-    refused_first(sweep_btn.click, tree_lab.check_frozen, session)(
+    refused_first(sweep_btn.click, tree_lab.check_sweep, [session, sweep_field, lab_method])(
         tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot
     )
     refused_first(reroll_btn.click, tree_lab.check_rerollable, session)(

@@ -453,6 +453,11 @@ def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, targe
     for k in (6, 0):  # EAGLE-2 needs K >= 1: its K sweep starts there, also with the slider at K=0
         roots = _figure(client.predict("topk", "eagle2", 16, k, 0.03, 5, 4, api_name="/sweep"))
         assert roots["data"][0]["x"][0] == 1
+        assert roots["layout"]["title"]["text"].endswith(f"<br><sup>EAGLE-2 · N=16 · K={max(k, 1)} · depth 5</sup>")
+    chain = _figure(client.predict("budget", "chain", 16, 6, 0.03, 5, 4, api_name="/sweep"))  # named as swept
+    assert (
+        "TALON · N=16 · K=6 · μ=0.03 (the chain has no N, K or μ: swept as TALON)" in chain["layout"]["title"]["text"]
+    )
 
 
 def test_the_lab_needs_a_run_and_a_frozen_step(app_url):

@@ -963,6 +963,29 @@ def test_the_lab_sweep_puts_the_widest_layer_on_its_own_axis_and_labels_the_curr
     mu_rows = [{**r, "mu": m} for r, m in zip(rows, (0.001, 0.03, 1.0))]
     mu = sweep_figure(mu_rows, "mu", 0.03)
     assert mu.layout.xaxis.type == "log" and mu.layout.annotations[0].x == pytest.approx(math.log10(0.03))
+    # the title names the tree swept, and K=0's note stands only where K=0 was swept (EAGLE-2 starts at 1)
+    k_rows = [{**r, "topk": k} for r, k in zip(rows, (0, 1, 6))]
+    talon = sweep_figure(k_rows, "topk", 6, swept="TALON · N=24 · K=6 · μ=0.1").layout.title.text
+    assert "(K=0: the gate picks" in talon and talon.endswith("<br><sup>TALON · N=24 · K=6 · μ=0.1</sup>")
+    assert "K=0" not in sweep_figure(k_rows[1:], "topk", 6, swept="EAGLE-2 · N=24 · K=6").layout.title.text
+
+
+def test_a_sweep_of_a_setting_the_lab_method_ignores_is_refused_with_what_to_do():
+    import gradio as gr
+
+    from ui.session import LabState, Session
+    from ui.tree_lab import check_sweep
+
+    session = Session()
+    session.lab = LabState.__new__(LabState)  # a frozen step: the check reads no more of it
+    check_sweep(session, "mu", "talon")
+    check_sweep(session, "budget", "chain")  # the chain is swept as TALON
+    with pytest.raises(
+        gr.Error, match=r"^\W?The confidence gate μ does not shape .* \(EAGLE-2\): .* TALON and hybrid tr"
+    ):
+        check_sweep(session, "mu", "eagle2")
+    with pytest.raises(gr.Error, match=r"\(static tree\): .* shapes TALON, hybrid and EAGLE-2 trees"):
+        check_sweep(session, "topk", "static")
 
 
 def test_the_reroll_chart_keeps_digit_tokens_as_categories_and_tells_alike_tokens_apart():

@@ -124,6 +124,27 @@ def check_frozen(session: Session) -> None:
     _lab(session)
 
 
+SWEPT_BY = {"budget": BUDGET_METHODS, "mu": ("talon", "hybrid"), "topk": ("talon", "hybrid", "eagle2")}
+"""The lab methods whose trees each swept setting shapes (as ``viz.summary.tree_parts`` names them); the chain
+is swept as TALON."""
+
+
+def check_sweep(session: Session, field, method) -> None:
+    """``gr.Error`` unless the lab holds a frozen step and the lab method's trees read the swept ``field``:
+    a sweep of a setting the method ignores (μ for EAGLE-2, K for a static tree) drew flat lines."""
+    check_frozen(session)
+    method = "talon" if method == "chain" else method
+    if field in SWEPT_BY and method not in SWEPT_BY[field]:
+        names = [METHOD_NAMES[m] for m in SWEPT_BY[field]]
+        readers = ", ".join(names[:-1]) + f" and {names[-1]}"
+        raise gr.Error(
+            f"The {lab_charts.SWEEP_AXIS_NAMES[field]} does not shape the Lab method's trees "
+            f"({METHOD_NAMES.get(method, method)}): its sweep would be flat. It shapes {readers} trees: pick one "
+            "as the Lab method, or sweep another setting.",
+            print_exception=False,
+        )
+
+
 def check_rerollable(session: Session) -> None:
     """``gr.Error`` unless the lab holds a frozen step with a tree drawn."""
     if _lab(session).last is None:
@@ -499,7 +520,8 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     """Accepted drafts, depth and widest layer at the frozen step against N, mu or K (EAGLE-2 from K=1)."""
     state, version = _lab(session), session.lab_version
     field = field if field in SWEEP_VALUES else "budget"
-    method = method if method != "chain" else "talon"
+    chain = method == "chain"
+    method = "talon" if chain else method
     if field == "topk" and method == "eagle2":  # K is swept: a K=0 on the slider must not stop the sweep
         topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
@@ -508,7 +530,8 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
     now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
     if not _still_current(session, version):  # the settings changed while it was drawn
         return gr.skip()
-    return lab_charts.sweep_figure(rows, field, getattr(cfg, field), now)
+    swept = " · ".join(tree_parts(vars(cfg))) + (" (the chain has no N, K or μ: swept as TALON)" if chain else "")
+    return lab_charts.sweep_figure(rows, field, getattr(cfg, field), now, swept)
 
 
 # ---- the price of a tree --------------------------------------------------------------------------------------

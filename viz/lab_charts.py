@@ -326,14 +326,16 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
 
 SWEEP_AXIS_NAMES = {"budget": "budget N (draft nodes)", "mu": "confidence gate μ", "topk": "root width K"}
 SWEEP_TITLE_NOTES = {"topk": " (K=0: the gate picks the root's children too)"}
+"""A title's note on a swept value that needs one, where the sweep holds it (EAGLE-2's K starts at 1)."""
 
 
 def sweep_figure(
-    rows: Sequence[dict], field: str, current: float | None = None, current_text: str | None = None
+    rows: Sequence[dict], field: str, current: float | None = None, current_text: str | None = None, swept: str = ""
 ) -> go.Figure:
     """Accepted drafts and depth reached (left axis, 0 to a few) and the widest layer (right axis, up to
     the budget) at the frozen step against ``field`` (``budget``, ``mu`` on a log scale, or ``topk``); a
-    dotted line at the current value, labelled "now: ``current_text``" (default: the value)."""
+    dotted line at the current value, labelled "now: ``current_text``" (default: the value); ``swept``:
+    the tree whose setting is swept, in the title's second line (e.g. "EAGLE-2 · N=24 · K=6 · depth 5")."""
     name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
     for key, label, color, axis in (
@@ -353,6 +355,7 @@ def sweep_figure(
             )
         )
     log_x = field == "mu"
+    note = SWEEP_TITLE_NOTES.get(field, "") if any(not r[field] for r in rows) else ""  # K=0 swept (not EAGLE-2)
     few = max((max(r["accepted"], r["depth"]) for r in rows), default=0) <= 8  # a tick a unit while they fit
     if current is not None:
         fig.add_vline(x=current, line={"dash": "dot", "color": "#555"})
@@ -368,7 +371,7 @@ def sweep_figure(
         )
     return _layout(
         fig,
-        f"This step's tree against {name}{SWEEP_TITLE_NOTES.get(field, '')}",
+        f"This step's tree against {name}{note}" + (f"<br><sup>{swept}</sup>" if swept else ""),
         height=340,
         xaxis={"title": {"text": name}, "type": "log" if log_x else "linear"},
         yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1 if few else None},
