@@ -30,6 +30,7 @@ from viz.tree_figure import (
     COLOR_MODES,
     RELATIVE_FLOOR,
     SOURCE_COLORS,
+    SOURCE_NAMES,
     VERDICT_COLORS,
     node_table,
     relative_path_probs,
@@ -225,7 +226,9 @@ def test_source_mode_colours():
         if i == 0:
             assert t.name == "root"
         else:
-            assert t.name == s.tree.source[i] and t.marker.color == SOURCE_COLORS[t.name]
+            source = s.tree.source[i]  # named as the help text and the Drafter box name it
+            assert t.name == SOURCE_NAMES[source] and t.marker.color == SOURCE_COLORS[source]
+    assert SOURCE_NAMES["retrieval"] == "prompt lookup"
 
 
 def test_hover_text_every_node(trace: RunTrace):

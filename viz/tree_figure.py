@@ -62,6 +62,8 @@ VERDICT_COLORS = {
 }
 SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#B279A2"}
 """Not the verdict colours: a red node must not mean "rejected" in one mode and "prompt lookup" in another."""
+SOURCE_NAMES = {"model": "model", "retrieval": "prompt lookup"}
+"""A node's source as the legend names it: the help text and the Drafter box call retrieval prompt lookup."""
 OTHER_COLOR = "#9E9E9E"
 PATH_COLOR = "#2E9E44"
 EDGE_COLOR = "#B0B7C3"
@@ -440,7 +442,7 @@ def _source_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
             groups[src],
             lay,
             st,
-            src,
+            SOURCE_NAMES.get(src, src),
             {"color": SOURCE_COLORS.get(src, OTHER_COLOR), "size": st.marker, "line": _outline(step, groups[src])},
         )
         for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s))
