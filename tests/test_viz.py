@@ -839,6 +839,10 @@ def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded:
     text = caption(recorded, recorded.steps[-1])
     assert "  \nThe run ends here: " in text and ".." not in text
     assert "The run ends here" not in caption(recorded, recorded.steps[0])
+    n = len(recorded.steps)
+    assert caption(recorded, recorded.steps[2]).startswith(f"**Step 3 of {n}**: ")
+    running = dataclasses.replace(recorded, stop_reason="")  # steps still arriving: the count is not the run's
+    assert caption(running, running.steps[2]).startswith(f"**Step 3 of {n} so far**: ")
 
 
 def test_a_run_without_drafts_opens_without_calling_its_step_a_typical_tree(recorded: RunTrace):

@@ -54,11 +54,12 @@ END_NOTES = {
 
 # ---- one step's view ----------------------------------------------------------------------------------
 def caption(trace: RunTrace, step: StepRecord) -> str:
-    """``Step k of n: ...`` (numbered from 1, like the slider and the figure), and at the last step of a
-    finished run why it ended there."""
+    """``Step k of n: ...`` (numbered from 1, like the slider and the figure; "of n so far" while the run
+    decodes), and at the last step of a finished run why it ended there."""
     n = len(trace.steps)
+    so_far = "" if trace.stop_reason else " so far"  # a run still decoding: n grows while this step stays on show
     text = (
-        f"**Step {step.index + 1} of {n}**: {plural(step.tree.num_drafts, 'draft node')} in "
+        f"**Step {step.index + 1} of {n}{so_far}**: {plural(step.tree.num_drafts, 'draft node')} in "
         f"{plural(step.tree.max_depth, 'layer')} (widest {step.tree.widest_layer}), "
         f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
     )
