@@ -857,8 +857,12 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings], pressed=batch("prompts")
         )
         .success(prompts.running_view, None, prompts_view_out, queue=False, api_visibility="private")
-        .success(  # a new pair asks afresh: the last answer and its verdict go
-            lambda: ("", None), None, [reveal_md, guess], queue=False, api_visibility="private"
+        .success(  # a new pair asks afresh: the last answer and its verdict go, and in class mode the lesson
+            lambda p: ("", None, prompts.intro(p)),
+            predict,
+            [reveal_md, guess, lesson],
+            queue=False,
+            api_visibility="private",
         )
         .success(
             prompts.run_prompts,

@@ -516,6 +516,21 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
     )
     page.locator("#prompt-a-plot").scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "compare-prompts.png"))
+    # class mode asks before it tells: the tab's intro stated the answer ("lists, code, math ... deep and
+    # narrow") above the question; it comes back with Reveal and goes again for the next pair
+    lesson = page.locator("#prompts-lesson")
+    assert "deep and narrow" in lesson.inner_text()
+    page.locator("#predict-mode input").check()
+    page.wait_for_function("() => document.querySelector('#prompts-lesson').innerText.startsWith('Class mode.')")
+    for _ in range(2):
+        page.locator("#prompts-run").click()
+        page.wait_for_function("() => !document.querySelector('#prompts-verdict').innerText.includes('You said')")
+        page.locator("#prompts-guess").wait_for(timeout=300_000)  # the new pair, hidden behind the question
+        assert lesson.inner_text().startswith("Class mode.") and "deep and narrow" not in lesson.inner_text()
+        page.locator("#prompts-guess").get_by_role("radio", name="A grows deeper trees").check()
+        page.locator("#prompts-reveal").click()
+        page.locator("#prompts-verdict").get_by_text("You said").wait_for(timeout=120_000)
+        page.wait_for_function("() => document.querySelector('#prompts-lesson').innerText.includes('deep and narrow')")
     page.close()
 
 
