@@ -28,6 +28,10 @@ BUDGET_METHODS = ("talon", "hybrid", "eagle2", "static")
 """Methods whose tree size a Budget N sets (the chain has its length γ; plain decoding no tree)."""
 AUTO_METHODS = ("talon", "hybrid", "eagle2")
 """Methods whose tree size the cost rule can choose (``TreeConfig.auto``)."""
+ROOT_WIDTH_METHODS = ("talon", "hybrid", "eagle2")
+"""Methods whose trees the root width K shapes (TALON's Top-K root, EAGLE-2's top-k per expanded node)."""
+GATE_METHODS = ("talon", "hybrid")
+"""Methods whose trees the confidence gate μ shapes."""
 AUTO_CAP = 128
 """The cap on draft nodes of an auto-sized tree when none is given."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from talon import metrics
+from talon.config import GATE_METHODS
 from talon.drafters.calibration import Calibration
 from talon.metrics import plain_share, representative_step, trace_json
 from talon.trace import RunTrace, StepRecord
@@ -577,9 +578,6 @@ def html_heading(trace: RunTrace, step: StepRecord) -> str:
 
 
 # ---- the gate of a step, without the lab --------------------------------------------------------------------
-GATE_METHODS = ("talon", "hybrid")
-
-
 @model_work()
 def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
     """TALON's gate at step ``number`` (from 1) of the run on show, one click from the tree: the step is

@@ -15,7 +15,15 @@ from functools import partial
 import gradio as gr
 import pandas as pd
 
-from talon.config import AUTO_METHODS, BUDGET_METHODS, METHOD_NAMES, ConfigError, TreeConfig
+from talon.config import (
+    AUTO_METHODS,
+    BUDGET_METHODS,
+    GATE_METHODS,
+    METHOD_NAMES,
+    ROOT_WIDTH_METHODS,
+    ConfigError,
+    TreeConfig,
+)
 from talon.engine.cost_measure import NOT_KEPT
 from talon.engine.decode import Replay, replay, replayable, run_settings
 from talon.engine.frozen_step import LAB_METHODS, FrozenStep
@@ -124,9 +132,8 @@ def check_frozen(session: Session) -> None:
     _lab(session)
 
 
-SWEPT_BY = {"budget": BUDGET_METHODS, "mu": ("talon", "hybrid"), "topk": ("talon", "hybrid", "eagle2")}
-"""The lab methods whose trees each swept setting shapes (as ``viz.summary.tree_parts`` names them); the chain
-is swept as TALON."""
+SWEPT_BY = {"budget": BUDGET_METHODS, "mu": GATE_METHODS, "topk": ROOT_WIDTH_METHODS}
+"""The lab methods whose trees each swept setting shapes; the chain is swept as TALON."""
 
 
 def check_sweep(session: Session, field, method) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from talon import metrics
-from talon.config import AUTO_CAP, BUDGET_METHODS, METHOD_NAMES
+from talon.config import AUTO_CAP, BUDGET_METHODS, GATE_METHODS, METHOD_NAMES, ROOT_WIDTH_METHODS
 from talon.trace import RunTrace
 from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_END, STOP_PLAIN, STOP_REASONS
 
@@ -135,9 +135,9 @@ def tree_parts(cfg: dict) -> list[str]:
     parts = [METHOD_NAMES.get(method, method)]
     if method in BUDGET_METHODS:
         parts.append(budget_text(cfg))
-    if method in ("talon", "hybrid", "eagle2"):
+    if method in ROOT_WIDTH_METHODS:
         parts.append(f"K={cfg.get('topk')}")
-    if method in ("talon", "hybrid"):
+    if method in GATE_METHODS:
         parts.append(f"μ={cfg.get('mu'):g}" if isinstance(cfg.get("mu"), (int, float)) else "μ=?")
     if method in ("eagle2", "static"):
         parts.append(f"depth {cfg.get('depth')}")
@@ -248,7 +248,7 @@ def growth_sentence(step, tree_config: dict) -> str:
     widths = step.layer_widths[1:]
     if method == "ar" or not widths:
         return "no drafts (a plain decoding step)" if method != "ar" else "plain decoding: no tree"
-    if method in ("talon", "hybrid"):
+    if method in GATE_METHODS:
         k = tree_config.get("topk")
         first = (
             f"gated root: {widths[0]} {'child' if widths[0] == 1 else 'children'} passed the gate (K=0)"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..config import AUTO_CAP, AUTO_METHODS, ConfigError, TreeConfig
+from ..config import AUTO_CAP, AUTO_METHODS, GATE_METHODS, ConfigError, TreeConfig
 from ..drafters.base import Drafter
 from ..drafters.calibration import Calibration
 from ..drafters.factory import drafter_for
@@ -324,7 +324,7 @@ class FrozenStep:
                 drafter,
                 self.context,
                 self.verifier.features,
-                record_gate=cfg.method in ("talon", "hybrid"),
+                record_gate=cfg.method in GATE_METHODS,
                 rule=self.rule(cfg, curve),
                 max_depth=self.depth_limit if max_depth is None else max_depth,
             )
