@@ -63,10 +63,14 @@ CSS = """
 #nodes-table th, #nodes-table th * {
   word-break: normal !important; overflow-wrap: normal !important; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
+.talon-steps:has(input[type=range]:disabled) .max_value { visibility: hidden; }
 """
 """The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async, a step's nodes) wrap
 their headers at spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for
-its box ends in "…" before the caret instead of running under it."""
+its box ends in "…" before the caret instead of running under it.  A slider that walks a run's steps
+(``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
+step (or none yet) had a slider reading 1–2."""
+STEPS_CLASS = ["talon-steps"]
 SHOW_RUN_JS = """
 () => {
   // A run starts: on a short screen its caption and tree are below the settings; bring them up.
@@ -392,8 +396,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     label="Step (one target forward each; from 1)",
                     interactive=False,
                     elem_id="step-slider",
+                    elem_classes=STEPS_CLASS,
                 )
-                play_btn = gr.Button("▶ Play", scale=0, elem_id="play")
+                play_btn = gr.Button(explore.PLAY_LABEL, scale=0, elem_id="play")
                 pause_btn = gr.Button("‖ Pause", scale=0)  # ⏸ is missing from fonts without emoji
                 speed = gr.Dropdown(
                     explore.PLAY_SPEEDS,
@@ -461,12 +466,24 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     with gr.Column(min_width=300):
                         prompt_a_plot = gr.Plot(label="Prompt A", elem_id="prompt-a-plot")
                         prompt_a_step = gr.Slider(
-                            1, 2, value=1, step=1, label="Step of prompt A (from 1)", interactive=False
+                            1,
+                            2,
+                            value=1,
+                            step=1,
+                            label="Step of prompt A (from 1)",
+                            interactive=False,
+                            elem_classes=STEPS_CLASS,
                         )
                     with gr.Column(min_width=300):
                         prompt_b_plot = gr.Plot(label="Prompt B", elem_id="prompt-b-plot")
                         prompt_b_step = gr.Slider(
-                            1, 2, value=1, step=1, label="Step of prompt B (from 1)", interactive=False
+                            1,
+                            2,
+                            value=1,
+                            step=1,
+                            label="Step of prompt B (from 1)",
+                            interactive=False,
+                            elem_classes=STEPS_CLASS,
                         )
                 with gr.Row():
                     prompt_a_heat = gr.Plot(label="Tree shape of prompt A", elem_id="prompt-a-heat")
@@ -619,7 +636,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             compare_caption = gr.Markdown(compare.NO_COMPARE, elem_id="compare-caption")
             with gr.Row():
                 position = gr.Slider(
-                    1, 2, value=1, step=1, label="Output token (position from 1)", interactive=False, scale=3
+                    1,
+                    2,
+                    value=1,
+                    step=1,
+                    label="Output token (position from 1)",
+                    interactive=False,
+                    scale=3,
+                    elem_classes=STEPS_CLASS,
                 )
                 step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1, elem_id="step-a")
                 step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
@@ -808,10 +832,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
-    play_out = [step_slider, *step_out, timer]
+    play_out = [step_slider, *step_out, play_btn, timer]
     play_btn.click(explore.play, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
     speed.input(explore.play_speed, [session, speed], timer, queue=False, show_progress="hidden")
-    pause_btn.click(explore.pause, session, timer, queue=False)
+    pause_btn.click(explore.pause, session, [play_btn, timer], queue=False)
     timer.tick(explore.advance, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_results = [sweep_plot, price_plot, price_note, reroll_plot, sampling_df, reroll_note]

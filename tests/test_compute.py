@@ -255,7 +255,7 @@ def test_stop_while_a_run_is_prepared_ends_it_before_its_first_step(target, monk
 
 def test_pause_stops_play_even_with_a_tick_on_its_way(target):
     """A timer tick that left before Pause was pressed steps no further and turns the timer off."""
-    from ui.explore import advance, pause, play
+    from ui.explore import PLAY_LABEL, PLAYING_LABEL, advance, pause, play
     from ui.session import Session
 
     session = Session(
@@ -263,15 +263,19 @@ def test_pause_stops_play_even_with_a_tick_on_its_way(target):
             target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=6), prompt_ids=prompt_ids(3)
         )
     )
-    number, *_, timer = play(session, 1, "verdict")
-    assert number == 1 and timer.active and session.playing
-    number, *_, timer = advance(session, number, "verdict")
-    assert number == 2 and timer.active
-    assert not pause(session).active
+    number, *_, label, timer = play(session, 1, "verdict")
+    assert number == 1 and timer.active and session.playing and label["value"] == PLAYING_LABEL
+    number, *_, label, timer = advance(session, number, "verdict")
+    assert number == 2 and timer.active and label["value"] == PLAYING_LABEL
+    label, timer = pause(session)
+    assert not timer.active and label["value"] == PLAY_LABEL  # Play no longer says it is playing
     out = advance(session, number, "verdict")  # the tick already on its way
     assert not out[-1].active and all(isinstance(x, dict) for x in out[:-1])  # nothing moved
+    assert out[-2]["value"] == PLAY_LABEL
     number, *_, timer = play(session, 6, "verdict")  # Play at the last step starts again from step 1
     assert number == 1 and timer.active
+    number, *_, label, timer = advance(session, 5, "verdict")  # the last step: Play stops and says so
+    assert number == 6 and not timer.active and label["value"] == PLAY_LABEL
 
 
 def test_play_speed_sets_the_timer_and_keeps_it_while_playing(target):
@@ -323,7 +327,7 @@ def test_play_before_any_run_says_what_to_do(monkeypatch):
 
     told = []
     monkeypatch.setattr(explore.gr, "Info", told.append)
-    *_, caption, timer = explore.play(Session(), 1, "verdict")
+    *_, caption, _, timer = explore.play(Session(), 1, "verdict")
     assert told == [explore.NOTHING_TO_PLAY] and caption == explore.NO_RUN and not timer.active
 
 

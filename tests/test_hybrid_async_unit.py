@@ -316,6 +316,16 @@ def test_timeline_has_a_drafter_and_a_target_lane_per_run_and_marks_discarded_dr
     assert charts.timeline_chart({}).layout.annotations  # empty -> a note, no error
 
 
+def test_timeline_leaves_out_the_threads_hand_over():
+    """A wait of ~10 µs a step (the hand-over between the target's and the drafter's threads) drew a
+    hairline and a legend entry beside a table saying the target waited 0.000 s: waits under
+    ``WAIT_SHOWN_SECONDS`` are not drawn, longer ones are."""
+    steps = [_step(k, 0.2, 0.5, k * 0.7, hit=True, spec=0.1, wait=w) for k, w in enumerate((1e-5, 2e-5, 0.05))]
+    fig = charts.timeline_chart({"async": _trace(steps, "async")})
+    waits = [t for t in fig.data if t.name == "target waits for drafter"]
+    assert len(waits) == 1 and list(waits[0].x) == [0.05]
+
+
 def test_async_table_and_verdict_are_plain():
     sync = _trace([_step(k, 0.2, 0.5, k) for k in range(3)])
     asyn = _trace([_step(k, 0.2, 0.5, k, hit=k == 0, spec=0.2) for k in range(3)], "async")

@@ -154,6 +154,25 @@ def test_layout_sample_trace(trace: RunTrace):
         assert lay.x[: len(s.tree)] == tree_layout(s.tree).x
 
 
+def test_layout_keeps_room_below_the_bonus_star():
+    """The bonus star is drawn larger than a node: an inner node right below it in its column had its
+    label (drawn above the node) under the star, so the next node below is kept BONUS_ROOM further off."""
+    from talon.tree import DraftTree
+    from viz.layout import BONUS_ROOM
+
+    parent = [-1, 0, 0, 1, 2, 2, 4]  # the bonus hangs off node 1, beside node 2's subtree below it
+    tree = DraftTree.with_root(0)
+    for p in parent[1:]:
+        tree.add(p, 5, -1.0, "model")
+    plain = tidy_layout(parent + [1])
+    lay = tree_layout(tree, bonus_parent=1)
+    bonus = len(tree)
+    assert plain.y[4] - plain.y[bonus] == 1.0  # node 4 (inner, depth 2) right below the bonus
+    assert lay.y[4] - lay.y[bonus] == 1.0 + BONUS_ROOM
+    assert_tidy(parent + [1], lay)
+    assert tidy_layout(parent, room_below={6: 2.0}) == tidy_layout(parent)  # room below the lowest: no change
+
+
 @pytest.mark.parametrize("n", [60, 120])
 @pytest.mark.parametrize("wide", [0.1, 0.5, 0.9])
 def test_layout_random_trees(n: int, wide: float):
@@ -558,6 +577,16 @@ def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):
     # plain decoding: empty axes said nothing; it says why there are no dots, as the other charts do
     empty = adaptation_figure({"ar": dataclasses.replace(recorded, steps=[])})
     assert not empty.data and [a.text for a in empty.layout.annotations] == ["no draft trees in this run"]
+    assert empty.layout.xaxis.visible is False and empty.layout.yaxis.visible is False  # no empty frame
+
+
+def test_a_plain_decoding_runs_timing_shows_verification_alone():
+    """A run that never drafted listed "draft" in the timing chart's legend over bars of a few
+    microseconds (building its root-only trees): it shows the target's forwards alone and says so."""
+    plain = RunTrace("p", [1], {"method": "ar"}, {}, "t", "", "cpu", steps=[random_step(1, k, k) for k in range(4)])
+    fig = timing_chart(plain)
+    assert [t.name for t in fig.data] == ["verify"] and "nothing drafted" in fig.layout.title.text
+    assert [t.name for t in timing_chart(random_trace(4, 20)).data] == ["draft", "verify"]
 
 
 def test_heatmaps_share_depth_axis_and_colour_scale(recorded: RunTrace):
@@ -900,6 +929,27 @@ def test_the_gate_chart_draws_every_status_a_candidate_can_have():
     assert tuple(alone) == (0.4, 1.6)
     spread = [x for t in gate_figure([root], 0.1).data for x in t.x]
     assert all(alone[0] < x < alone[1] for x in spread)
+
+
+def test_the_gate_charts_log_axis_reads_as_probabilities_without_crowding():
+    """One layer's candidates span a decade or two: plotly labelled every minor tick with a digit, a
+    column of 2-9s; the axis is labelled at 1, 2 and 5 x each power of ten, as decimals, over a few
+    decades, and once a decade over more.  A single kind of mark keeps its legend entry."""
+    import math
+
+    from talon.tree import ADMITTED, BELOW_GATE, GateLayer
+    from viz.lab_charts import gate_figure, log_ticks
+
+    assert log_ticks(0.02, 0.6)["ticktext"] == ["0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert log_ticks(0.003, 0.9)["tickvals"] == [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1]
+    assert log_ticks(1e-6, 0.5) == {"dtick": 1, "exponentformat": "power"}
+    one = GateLayer(1, [0] * 3, [4, 5, 6], [math.log(p) for p in (0.6, 0.1, 0.03)], [ADMITTED] * 3, math.log(0.6), None)
+    fig = gate_figure([one], 0.1)
+    assert list(fig.layout.yaxis.ticktext) == ["0.02", "0.05", "0.1", "0.2", "0.5"]
+    assert fig.layout.showlegend is True
+    paths = [math.log(0.3), math.log(1e-6)]
+    deep = GateLayer(2, [1, 1], [7, 8], paths, [ADMITTED, BELOW_GATE], math.log(0.3), math.log(0.03))
+    assert gate_figure([one, deep], 0.1).layout.yaxis.dtick == 1
 
 
 def test_depth_ticks_stop_at_the_bonus_column(recorded: RunTrace):

@@ -453,9 +453,19 @@ def _seconds_a_step(speed) -> float:
     return seconds if seconds > 0 else 1.0
 
 
+PLAY_LABEL, PLAYING_LABEL = "▶ Play", "▶ Playing…"
+"""Play's label, and its label while Play steps through the run (Pause stops it)."""
+
+
+def play_button(playing: bool) -> dict:
+    """Play's label for ``playing``: it says so while the run is being played."""
+    return gr.update(value=PLAYING_LABEL if playing else PLAY_LABEL)
+
+
 def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool, speed=1.0):
     fig, text, table, cap = show_step(session, number, color_mode)
-    return number, fig, text, table, cap, gr.Timer(_seconds_a_step(speed), active=timer_active)
+    timer = gr.Timer(_seconds_a_step(speed), active=timer_active)
+    return number, fig, text, table, cap, play_button(timer_active), timer
 
 
 NOTHING_TO_PLAY = "Nothing to play yet: press Run (or load a saved trace in Export / load), then Play."
@@ -473,10 +483,10 @@ def play(session: Session, number, color_mode, speed=1.0):
     trace = session.trace
     if trace is None or not trace.steps:
         gr.Info(NOTHING_TO_PLAY)
-        return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, gr.Timer(active=False)
+        return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, play_button(False), gr.Timer(active=False)
     if _streaming(session):  # the stream moves the step on show itself, and its steps' texts are not filled
         gr.Info(PLAY_WHILE_RUNNING)
-        return (*(gr.update(),) * 5, gr.Timer(active=False))
+        return (*(gr.update(),) * 5, play_button(False), gr.Timer(active=False))
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number
     session.playing = len(trace.steps) > 1
@@ -489,9 +499,10 @@ def play_speed(session: Session, speed):
 
 
 def pause(session: Session):
-    """Pause: the timer stops, and a tick already on its way steps no further (``advance``)."""
+    """Pause: the timer stops, Play reads "Play" again, and a tick already on its way steps no further
+    (``advance``)."""
     session.playing = False
-    return gr.Timer(active=False)
+    return play_button(False), gr.Timer(active=False)
 
 
 def advance(session: Session, number, color_mode, speed=1.0):
@@ -500,7 +511,7 @@ def advance(session: Session, number, color_mode, speed=1.0):
     trace = session.trace
     if not session.playing or trace is None or not trace.steps or _streaming(session):
         session.playing = False
-        return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), gr.Timer(active=False)
+        return (*(gr.update(),) * 5, play_button(False), gr.Timer(active=False))
     nxt = min(int(number or 1) + 1, len(trace.steps))
     session.playing = nxt < len(trace.steps)
     return _play_frame(session, nxt, color_mode, session.playing, speed)

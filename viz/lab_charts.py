@@ -102,12 +102,31 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
         )
     # A fixed width per layer: with one layer, autoscaling would spread one column's points over the chart
     depths = [layer.depth for layer in gate]
+    probs = [y for t in fig.data for y in t.y if y is not None and y > 0]
+    ticks = log_ticks(min(probs), max(probs)) if probs else {}
     return _layout(
         fig,
         title,
+        showlegend=True,  # one kind of mark is still a kind the reader must be told
         xaxis={"title": {"text": "layer (depth)"}, "dtick": 1, "range": [min(depths) - 0.6, max(depths) + 0.6]},
-        yaxis={"title": {"text": "path probability (log)"}, "type": "log", "exponentformat": "power"},
+        yaxis={"title": {"text": "path probability (log)"}, "type": "log", **ticks},
     )
+
+
+def log_ticks(low: float, high: float, most_decades: float = 3.0) -> dict:
+    """A log axis's ticks for probabilities from ``low`` to ``high`` (both > 0): over at most
+    ``most_decades`` decades, 1, 2 and 5 times each power of ten, written as decimals (0.5, 0.02); over
+    more, one labelled tick a decade.  Plotly's own labels a small range with a digit at every minor tick,
+    which stacked into an unreadable column over one layer's few candidates."""
+    if high / low > 10**most_decades:
+        return {"dtick": 1, "exponentformat": "power"}
+    values = [
+        m * 10.0**e
+        for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+        for m in (1, 2, 5)
+        if low / 1.5 <= m * 10.0**e <= high * 1.5
+    ]
+    return {"tickvals": values, "ticktext": [f"{v:.10g}" for v in values]}
 
 
 METHODS_DECIMALS = {"tokens per unit of price": 2, "measured ms (draft + verify)": 1}
@@ -406,14 +425,15 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
                 "%{customdata[1]} accepted<extra>" + label + "</extra>",
             )
         )
-    if not fig.data:  # plain decoding: no drafter, no trees (the other charts say the same)
+    drew = bool(fig.data)
+    if not drew:  # plain decoding: no drafter, no trees (the other charts say the same, without axes)
         _centre_note(fig, "no draft trees in this run", size=13)
     return _layout(
         fig,
         "Adaptation: the drafter's confidence at the root vs the depth the tree reached",
         height=340,
-        xaxis={"title": {"text": "drafter's top-1 probability at the root"}, "range": [0, 1.02]},
-        yaxis={"title": {"text": "tree depth (draft layers)"}, "rangemode": "tozero"},
+        xaxis={"title": {"text": "drafter's top-1 probability at the root"}, "range": [0, 1.02], "visible": drew},
+        yaxis={"title": {"text": "tree depth (draft layers)"}, "rangemode": "tozero", "visible": drew},
     )
 
 

@@ -17,7 +17,7 @@ so the first child is drawn on top.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from talon.tree import DraftTree, children_lists
@@ -52,12 +52,14 @@ class TreeLayout:
         return (max(self.y) - min(self.y) + 1.0) if self.y else 0.0
 
 
-def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
+def tidy_layout(parent: Sequence[int], sep: float = 1.0, room_below: Mapping[int, float] | None = None) -> TreeLayout:
     """Lay out the tree given by ``parent`` (``parent[0] == -1``; ``parent[i] < i`` otherwise).
 
     Args:
         parent: per node, the index of its parent; node 0 is the root.
         sep: minimum distance between two nodes at the same depth (in y units).
+        room_below: per node, extra distance (y units) kept free below it at its own depth, for a mark
+            drawn larger than the others.
 
     Returns:
         a :class:`TreeLayout` with one ``(x, y)`` per node index.
@@ -66,6 +68,7 @@ def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
     if n == 0:
         return TreeLayout([], [])
     kids = children_lists(parent)
+    room = room_below or {}
     depth = [0] * n
     for i in range(1, n):
         depth[i] = depth[parent[i]] + 1
@@ -79,7 +82,7 @@ def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
     for v in range(n - 1, -1, -1):  # children have larger indices, so they are done first
         children = kids[v]
         if not children:
-            top[v], bot[v] = [0.0], [0.0]
+            top[v], bot[v] = [0.0], [room.get(v, 0.0)]
             continue
         acc_top: list[float] = []
         acc_bot: list[float] = []
@@ -104,7 +107,7 @@ def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
         for c, off in zip(children, offsets):
             rel[c] = off - centre
         top[v] = [0.0] + [t - centre for t in acc_top]
-        bot[v] = [0.0] + [b - centre for b in acc_bot]
+        bot[v] = [room.get(v, 0.0)] + [b - centre for b in acc_bot]
 
     y = [0.0] * n
     for i in range(1, n):  # parents first
@@ -113,14 +116,20 @@ def tidy_layout(parent: Sequence[int], sep: float = 1.0) -> TreeLayout:
     return TreeLayout([float(d) for d in depth], [v - low for v in y])
 
 
+BONUS_ROOM = 0.5
+"""Extra room (in rows) kept below the bonus token: its star is drawn larger than a node, and an inner node
+right below it had its label (above the node) under the star."""
+
+
 def tree_layout(tree: DraftTree, bonus_parent: int | None = None, sep: float = 1.0) -> TreeLayout:
     """Layout of a :class:`~talon.tree.DraftTree`, optionally with one extra node.
 
     Args:
         tree: the draft tree (node 0 = root).
         bonus_parent: when given, an extra node (the bonus token) is laid out as the last child of
-            this node and its coordinates are appended at index ``len(tree)``; pass it in every
-            colour mode so that nodes do not move when only the colouring changes.
+            this node, with ``BONUS_ROOM`` kept free below it, and its coordinates are appended at index
+            ``len(tree)``; pass it in every colour mode so that nodes do not move when only the
+            colouring changes.
         sep: minimum distance between two nodes at the same depth.
 
     Returns:
@@ -131,4 +140,5 @@ def tree_layout(tree: DraftTree, bonus_parent: int | None = None, sep: float = 1
         if not 0 <= bonus_parent < len(parent):
             raise ValueError(f"bonus parent {bonus_parent} is not a node of this tree")
         parent.append(bonus_parent)
+        return tidy_layout(parent, sep=sep, room_below={len(tree): BONUS_ROOM * sep})
     return tidy_layout(parent, sep=sep)
