@@ -661,7 +661,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             chart_committed = gr.Plot(label="Tokens committed per step")
             chart_acceptance = gr.Plot(label="Acceptance per depth, both rates", elem_id="chart-acceptance")
             chart_shape = gr.Plot(label="Tree shape")
-            chart_timing = gr.Plot(label="Draft vs verify time")
+            chart_timing = gr.Plot(label="Time per step")
             chart_timeline = gr.Plot(label="Timeline of drafter and target")
             chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth")
             chart_calibration = gr.Plot(label="Calibration: draft probability", elem_id="chart-calibration")

@@ -313,12 +313,18 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
     page.close()
 
 
+MAX_END = "#step-slider .max_value"
+"""The step slider's upper end, as Gradio draws it beside the track."""
+
+
 def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url):
     """Before any run, each button that acts on a run, a frozen step or a comparison answers with a message
     and leaves its outputs as they were (no error mark over the lab's controls, plots or files)."""
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
+    # the step slider, off before any run, shows no upper end (Gradio needs one above 1: it read "1 ... 2")
+    assert page.evaluate(f"() => getComputedStyle(document.querySelector({MAX_END!r})).visibility") == "hidden"
     for tab, act, message, outputs in (
         ("Tree lab", "#lab-freeze", "No run to freeze a step of", "#lab-status, #lab-step, #lab-method, #lab-budget"),
         ("Tree lab", "#price-draw", "Freeze a step first", "#price-plot, #price-note"),
@@ -388,6 +394,12 @@ def test_a_refused_file_and_a_new_run_leave_no_stale_load_note_or_download(brows
     page.locator("#run").wait_for(timeout=60_000)
     page.locator("#run").click()
     page.get_by_text("Stopped by").wait_for(timeout=240_000)  # the run has ended
+    # Play says it plays until Pause (it kept its label), and the slider of a many-step run shows its end
+    assert page.evaluate(f"() => getComputedStyle(document.querySelector({MAX_END!r})).visibility") == "visible"
+    page.locator("#play").click()
+    page.locator("#play").get_by_text("Playing…").wait_for(timeout=30_000)
+    page.get_by_role("button", name="‖ Pause").click()
+    page.locator("#play").get_by_text("▶ Play", exact=True).wait_for(timeout=30_000)
     page.get_by_role("tab", name="Export / load").click()
     page.locator("#export-json").click()
     link = page.locator("#export-file a").first
