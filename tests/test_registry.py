@@ -156,12 +156,12 @@ def test_a_head_reading_a_layer_its_target_lacks_is_refused_at_load(tmp_path):
 def test_a_mistyped_drafter_name_is_told_the_built_in_ones():
     """``--drafter heads`` was looked up as a Hub id and refused as one; a bare word now also lists the
     built-in drafters, while a path or an owner/name id keeps the load's own message."""
-    from talon.drafters.factory import BUILT_IN_DRAFTERS, DRAFTER_HELP, make_drafter
+    from talon.drafters.factory import BUILT_IN_DRAFTERS, DRAFTER_HELP, NotADrafter, make_drafter
 
     target = tiny_target(4)
-    with pytest.raises(ModelLoadError, match=r"^Not a built-in drafter \(head, head:DIR_OR_HUB_ID, ") as err:
+    with pytest.raises(NotADrafter, match=r"^Not a built-in drafter \(head, head:DIR_OR_HUB_ID, ") as err:
         make_drafter("heads", target, ModelRegistry())
     assert all(form in str(err.value) and f"'{form}'" in DRAFTER_HELP for form, _ in BUILT_IN_DRAFTERS)
     with pytest.raises(ModelLoadError) as err:
         make_drafter("someorg/some-model", target, ModelRegistry())
-    assert "built-in" not in str(err.value)
+    assert "built-in" not in str(err.value) and not isinstance(err.value, NotADrafter)

@@ -17,7 +17,7 @@ from talon.bench import results
 from talon.bench.cost import curve_from_rows
 from talon.config import ASSETS, ConfigError, device_default_tree
 from talon.drafters.base import Drafter
-from talon.drafters.factory import DRAFTER_FORMS, drafter_for, shipped_or_given_head
+from talon.drafters.factory import DRAFTER_FORMS, NotADrafter, drafter_for, shipped_or_given_head
 from talon.drafters.head_model import SHIPPED_HEAD, HeadMismatch
 from talon.models.cpu_linear import cpu_linear_mode, draft_int8_mode
 from talon.models.device import gpu_available, pick_device
@@ -194,7 +194,7 @@ def make_drafter(
             chosen = FALLBACK_DRAFTER
         return drafter_for(method, chosen, target, REGISTRY)
     except (ModelLoadError, ConfigError) as err:
-        advice = "" if DRAFTER_FORMS in str(err) else f" {DRAFTER_ADVICE}"  # a mistyped name's message lists them
+        advice = "" if isinstance(err, NotADrafter) else f" {DRAFTER_ADVICE}"  # its message lists the forms
         raise gr.Error(f"Drafter: {err}{advice}", print_exception=False) from None
 
 

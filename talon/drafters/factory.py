@@ -38,6 +38,13 @@ BUILT_IN_DRAFTERS = (
 """The drafter spec forms other than a small LM's directory or Hub id, each with what it names."""
 DRAFTER_FORMS = ", ".join(form for form, _ in BUILT_IN_DRAFTERS)
 """The built-in drafter forms in a few words (``head, head:DIR_OR_HUB_ID, ...``), for a message."""
+
+
+class NotADrafter(ModelLoadError):
+    """A bare word that names no built-in drafter and loads no model: most likely a built-in name mistyped.
+    Its message lists the built-in forms, so a caller adds no list of its own."""
+
+
 DRAFTER_HELP = (
     ", ".join(f"'{form}'" + (f" ({said})" if said else "") for form, said in BUILT_IN_DRAFTERS)
     + ", or a local directory / Hugging Face id of a small LM with the target's tokenizer"
@@ -202,7 +209,7 @@ def make_drafter(
             if parsed.kind != "model" or "/" in parsed.location or "\\" in parsed.location:
                 raise  # a path or an owner/name Hub id: the load's own message says what to do
             # a bare word ("heads", "ngrams"): most likely a built-in drafter's name mistyped
-            raise ModelLoadError(f"Not a built-in drafter ({DRAFTER_FORMS}), nor a model: {err}") from err
+            raise NotADrafter(f"Not a built-in drafter ({DRAFTER_FORMS}), nor a model: {err}") from err
     drafter.calibration_prior = registry.get_derived(
         ("calibration", str(directory.resolve())), lambda: load_drafter_tables(directory)
     )
