@@ -290,6 +290,29 @@ def test_a_run_made_here_is_frozen_with_the_models_it_was_made_with(run, monkeyp
     assert asked == ["the-run's-target", "typed-since"]
 
 
+def test_freeze_sets_the_runs_settings_once_and_then_keeps_the_labs(run, monkeypatch):
+    """The first Freeze of a run sets the lab's sliders to the run's settings; another step of the same run
+    keeps what the sliders hold (EAGLE-2 at N=40 came back as TALON at N=24 at every Freeze) and says so;
+    a new run's first Freeze sets them again."""
+    import dataclasses
+
+    import gradio as gr
+
+    from ui import tree_lab
+    from ui.session import Session
+
+    monkeypatch.setattr(tree_lab, "frozen_for", lambda session, *args: None)
+    monkeypatch.setattr(tree_lab, "status_line", lambda session: "Frozen.")
+    session = Session(trace=run)
+    status, method, budget, *_, shown = tree_lab.freeze(session, 2, "embedded", "layers:1")
+    assert status == "Frozen." and method["value"] == "talon" and budget["value"] == 12 and shown == 2
+    status, *settings, shown = tree_lab.freeze(session, 3, "embedded", "layers:1")
+    assert status == "Frozen." + tree_lab.KEPT_SETTINGS and settings == [gr.skip()] * 6 and shown == 3
+    session.trace = dataclasses.replace(run)  # a new run
+    status, method, *_ = tree_lab.freeze(session, 1, "embedded", "layers:1")
+    assert status == "Frozen." and method["value"] == "talon"
+
+
 def test_at_a_step_with_one_token_left_the_lab_says_there_is_no_price_to_draw_and_no_winner(target, registry, run):
     """Every tree is the root alone there: the price chart is not drawn (a note says why), and the methods
     table marks a tie, not four winners."""

@@ -183,6 +183,9 @@ class Session:
     lab_version: int = 0
     """Counts the lab's setting changes and freezes: a sweep, price chart or re-roll that ends after one
     was drawn for what the lab no longer shows, and is dropped."""
+    lab_settings_from: RunTrace | None = None
+    """The run whose settings the lab's sliders were set to by its first Freeze (another step of that run
+    keeps what the sliders hold since)."""
     gate_step: int | None = None
     """The step (from 1) Explore's "Why this shape?" explains, while its gate is on show."""
     specs: tuple[str, str] | None = None

@@ -358,15 +358,24 @@ def _depth_limit_note(frozen: FrozenStep) -> str:
     )
 
 
+KEPT_SETTINGS = " The lab's settings stay as you left them (the first step frozen of a new run sets them to its own)."
+"""The status line's note when Freeze took another step of the run the lab holds."""
+
+
 @model_work()
 def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Progress()):
     """Freeze step ``number`` (from 1) of the session's run: prefill the target and the drafter at its
-    context once.  Returns the status line, the lab's sliders set to the run's settings and the step
-    frozen (``number`` clamped to the run's steps)."""
+    context once.  Returns the status line, the lab's sliders and the step frozen (``number`` clamped to
+    the run's steps).  The first step frozen of a run sets the sliders to the run's settings; another step
+    of the same run keeps the ones the lab has (a person comparing, say, EAGLE-2 at N=40 over several steps
+    had to set it again after every Freeze)."""
     trace = _trace_for_lab(session)
     number = max(1, min(int(number or 1), len(trace.steps)))
     frozen_for(session, number, target_spec, drafter_spec, progress)
     status = status_line(session)
+    if session.lab_settings_from is trace:
+        return status + KEPT_SETTINGS, *(gr.skip() for _ in range(6)), number
+    session.lab_settings_from = trace
     cfg = trace.tree_config
     method = cfg.get("method") if cfg.get("method") in dict(LAB_METHOD_CHOICES).values() else "talon"
     # an auto-sized run's N is a cap, and plain decoding and the chain have none: the lab starts at the fixed N
