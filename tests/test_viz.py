@@ -25,6 +25,7 @@ from viz.charts import (
     tree_shape_heatmap,
 )
 from viz.layout import TreeLayout, tidy_layout, tree_layout
+from viz.style import NOTE_HEIGHT
 from viz.tree_figure import (
     COLOR_MODE_LABELS,
     COLOR_MODES,
@@ -587,6 +588,19 @@ def test_a_plain_decoding_runs_timing_shows_verification_alone():
     fig = timing_chart(plain)
     assert [t.name for t in fig.data] == ["verify"] and "nothing drafted" in fig.layout.title.text
     assert [t.name for t in timing_chart(random_trace(4, 20)).data] == ["draft", "verify"]
+    # nor "accepted drafts" in the committed tokens' legend, and no empty 300-px frames: a note's height
+    assert [t.name for t in committed_tokens_chart(plain).data][:1] == ["bonus token"]
+    assert "accepted drafts" in [t.name for t in committed_tokens_chart(random_trace(4, 20)).data]
+    shape = tree_shape_heatmap(plain)
+    assert shape.layout.height == NOTE_HEIGHT and shape.layout.annotations[0].text == "no draft trees in this run"
+
+
+def test_a_short_runs_step_axis_has_a_tick_per_step():
+    """A run of one step drew its step axis as 0.6, 0.8, 1, 1.2, 1.4: short runs tick every step."""
+    one = RunTrace("p", [1], {"method": "talon"}, {}, "t", "d", "cpu", steps=[random_step(6, 1, 0)])
+    for fig in (committed_tokens_chart(one), timing_chart(one), tree_shape_heatmap(one)):
+        assert (fig.layout.xaxis.tick0, fig.layout.xaxis.dtick) == (1, 1), fig.layout.title.text
+    assert timing_chart(random_trace(40, 10)).layout.xaxis.dtick is None  # plotly's own spacing for long runs
 
 
 def test_heatmaps_share_depth_axis_and_colour_scale(recorded: RunTrace):

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_stats
 from talon.trace import RunTrace, StepRecord
 
-from .style import RUN_COLORS, TEMPLATE
+from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE
 from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_tokens, visible_text
 
 CHART_HEIGHT = 300
@@ -38,7 +38,8 @@ def _figure(
     **layout,
 ) -> go.Figure:
     """Build the figure in one go (``update_layout`` on a figure with traces is slow).  With no
-    traces, or with ``note``, a grey note is shown in the middle of the plot."""
+    traces, or with ``note``, a grey note is shown in the middle of the plot; with no traces the figure is
+    only ``NOTE_HEIGHT`` tall (a plain run's Charts were four 300-px frames around one line each)."""
     if not traces:
         note = note or "no steps yet"
     xaxis = {"title": {"text": x_title, "font": {"size": 11}}, "zeroline": False, **(xaxis or {})}
@@ -76,7 +77,15 @@ def _figure(
             }
         ]
     base.update(layout)
+    if not traces:
+        base["height"] = NOTE_HEIGHT
     return go.Figure(data=traces, layout=base)
+
+
+def step_axis(steps: int) -> dict:
+    """An x axis of step numbers for ``steps`` steps: a tick at every step of a short run (plotly put
+    ticks at 0.6, 0.8, 1.2 ... under a run of one step), plotly's own spacing beyond."""
+    return {"tick0": 1, "dtick": 1} if steps <= 15 else {}
 
 
 def _accepted_committed(step: StepRecord) -> int:
@@ -101,7 +110,7 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     tokens = [committed_tokens(s) for s in steps]  # the accepted drafts' texts, then the bonus token's
     tau = mat(steps)
     traces = [
-        go.Bar(
+        go.Bar(  # left out below for a run that drafted nothing: a legend entry of nothing
             x=x,
             y=acc,
             name="accepted drafts",
@@ -128,11 +137,12 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     ]
     small = max(len(s.committed_ids) for s in steps) <= 12
     return _figure(
-        traces,
+        traces if drafted(trace) else traces[1:],
         title,
         "step",
         "tokens",
         barmode="stack",
+        xaxis=step_axis(len(steps)),
         yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})},
     )
 
@@ -347,6 +357,7 @@ def tree_shape_heatmap(
         "depth",
         hovermode="closest",
         showlegend=True,
+        xaxis=step_axis(len(steps)),
         yaxis={
             "range": [(max_depth or deepest) + 0.5, 0.5],
             "tickmode": "linear",
@@ -518,8 +529,9 @@ def timing_chart(trace: RunTrace) -> go.Figure:
         marker_color=VERIFY_COLOR,
         hovertemplate="verify %{y:.4f} s<extra></extra>",
     )
+    axis = step_axis(len(steps))
     if not drafted(trace):
-        return _figure([verify], "Time per step (one target forward; nothing drafted)", "step", "seconds")
+        return _figure([verify], "Time per step (one target forward; nothing drafted)", "step", "seconds", xaxis=axis)
     draft = go.Bar(
         x=x,
         y=[s.draft_seconds for s in steps],
@@ -527,7 +539,7 @@ def timing_chart(trace: RunTrace) -> go.Figure:
         marker_color=DRAFT_COLOR,
         hovertemplate="draft %{y:.4f} s<extra></extra>",
     )
-    return _figure([draft, verify], "Draft vs verify time per step", "step", "seconds", barmode="stack")
+    return _figure([draft, verify], "Draft vs verify time per step", "step", "seconds", barmode="stack", xaxis=axis)
 
 
 SPECULATE_KEPT_COLOR = "#54A24B"

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from talon.trace import RunTrace
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
 
-from .style import RUN_COLORS, TEMPLATE, new_figure
+from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, new_figure
 from .tree_figure import visible_text
 
 STATUS_STYLE = {
@@ -431,7 +431,7 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
     return _layout(
         fig,
         "Adaptation: the drafter's confidence at the root vs the depth the tree reached",
-        height=340,
+        height=340 if drew else NOTE_HEIGHT,
         xaxis={"title": {"text": "drafter's top-1 probability at the root"}, "range": [0, 1.02], "visible": drew},
         yaxis={"title": {"text": "tree depth (draft layers)"}, "rangemode": "tozero", "visible": drew},
     )

@@ -20,6 +20,9 @@ TEMPLATE: dict = {
 }
 
 
+NOTE_HEIGHT = 150
+"""The height in px of a chart with nothing to draw: its title and a note saying why."""
+
 CATEGORY_COLORS = (
     "#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B", "#FF9DA6", "#9D755D", "#BAB0AC",
 )  # fmt: skip
