@@ -559,6 +559,26 @@ def test_a_hatched_bars_label_sits_on_a_white_patch_at_its_foot(recorded: RunTra
         assert fig.data[0].text[rows.index(r)] == ""
     whole = acceptance_per_depth_chart({"run": recorded})  # enough trees: labels on the bars, no patch
     assert not [a for a in whole.layout.annotations if a.bgcolor]
+    assert "hatched bars: fewer than 10 trees" in fig.layout.xaxis.title.text  # the hatching had no legend
+    assert "hatched" not in acceptance_per_depth_chart({"run": random_trace(30, 2)}).layout.xaxis.title.text
+
+
+def test_two_runs_labels_off_their_bars_take_their_runs_colour():
+    """Compare prompts: a 0 % bar of one run is no bar at all, and its "0% 0/1" stood between the two runs'
+    places: a label outside its bar (or moved off it) is written in its run's colour; inside a bar it
+    stays dark."""
+    from viz.charts import LABEL_INSIDE, acceptance_per_depth_chart
+    from viz.style import RUN_COLORS
+
+    a, b = random_trace(12, 8, seed=1), random_trace(12, 8, seed=50)
+    fig = acceptance_per_depth_chart({"A": a, "B": b})
+    bars = [t for t in fig.data if t.type == "bar"]
+    for k, (bar, trace) in enumerate(zip(bars, (a, b))):
+        for r, ink in zip(acceptance_per_depth(trace.steps), bar.textfont.color):
+            assert ink == (RUN_COLORS[k] if (r["rate"] or 0) < LABEL_INSIDE else "#263238")
+    assert {a.font.color for a in fig.layout.annotations} <= set(RUN_COLORS[:2])
+    single = acceptance_per_depth_chart({"run": a})
+    assert set(single.data[0].textfont.color) == {"#263238"}
 
 
 def test_a_run_keeps_its_colour_from_chart_to_chart(recorded: RunTrace):

@@ -176,9 +176,9 @@ def _rate_label(row: dict) -> str:
     return "" if row["rate"] is None else f"{row['rate']:.0%}<br>{row['accepted']}/{row['reached']}"
 
 
-def _label_off_bar(row: dict, x: float, above_marker: bool) -> dict:
-    """A bar's label as an annotation at ``x``: above the line's marker it would cover, or on a white
-    patch at the foot of a hatched bar."""
+def _label_off_bar(row: dict, x: float, above_marker: bool, color: str = "#263238") -> dict:
+    """A bar's label as an annotation at ``x`` in ``color``: above the line's marker it would cover, or on
+    a white patch at the foot of a hatched bar."""
     place = {"y": row["conditional"], "yshift": 7} if above_marker else {"y": 0, "yshift": 2}
     return {
         "x": x,
@@ -187,8 +187,12 @@ def _label_off_bar(row: dict, x: float, above_marker: bool) -> dict:
         "text": _rate_label(row),
         "showarrow": False,
         **({} if above_marker else {"bgcolor": "rgba(255,255,255,0.85)"}),
-        "font": {"color": "#263238", "size": 11},
+        "font": {"color": color, "size": 11},
     }
+
+
+HATCH_NOTE = f"  ·  hatched bars: fewer than {FEW_TREES} trees drafted to d, a rough share"
+"""Said under the acceptance chart's axis when a bar is hatched (the hatching had no legend)."""
 
 
 def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | None = None) -> go.Figure:
@@ -213,6 +217,8 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         if not rows:
             continue
         color = RUN_COLORS[k % len(RUN_COLORS)]  # by the run's place, as in the other charts
+        # beside another run's, a label in its run's colour: a 0 % bar has no bar to tell whose it is
+        ink = "#263238" if single else color
         prefix = "" if single else f"{label}: "
         few = f"; under {FEW_TREES}, hatched: a rough share"
         custom = [
@@ -237,8 +243,8 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
             show_labels and not move and r["reached"] < FEW_TREES and (r["rate"] or 0) >= LABEL_INSIDE
             for r, move in zip(rows, moved)
         ]
-        labels += [_label_off_bar(r, r["depth"] + shift, above_marker=True) for r, move in zip(rows, moved) if move]
-        labels += [_label_off_bar(r, r["depth"] + shift, above_marker=False) for r, p in zip(rows, patched) if p]
+        labels += [_label_off_bar(r, r["depth"] + shift, True, ink) for r, move in zip(rows, moved) if move]
+        labels += [_label_off_bar(r, r["depth"] + shift, False, ink) for r, p in zip(rows, patched) if p]
         moved = [move or patch for move, patch in zip(moved, patched)]
         figs.append(
             go.Bar(
@@ -259,7 +265,7 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 textposition=["inside" if (r["rate"] or 0) >= LABEL_INSIDE else "outside" for r in rows],
                 insidetextanchor="start",
                 textangle=0,
-                textfont={"color": "#263238", "size": 11},
+                textfont={"color": [ink if (r["rate"] or 0) < LABEL_INSIDE else "#263238" for r in rows], "size": 11},
                 hovertemplate="depth %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} trees drafted to it"
                 "%{customdata[5]})"
                 f"<extra>{label}</extra>",
@@ -279,10 +285,11 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
                 f"<extra>{label}</extra>",
             )
         )
+    hatched = any(r["reached"] < FEW_TREES for rows in per_run.values() for r in rows)
     return _figure(
         figs,
         title,
-        "depth",
+        f"depth{HATCH_NOTE if hatched else ''}",
         y_title,
         hovermode="closest",
         barmode="group",
