@@ -1059,6 +1059,11 @@ def test_the_lab_sweep_puts_the_widest_layer_on_its_own_axis_and_labels_the_curr
     talon = sweep_figure(k_rows, "topk", 6, swept="TALON · N=24 · K=6 · μ=0.1").layout.title.text
     assert "(K=0: the gate picks" in talon and talon.endswith("<br><sup>TALON · N=24 · K=6 · μ=0.1</sup>")
     assert "K=0" not in sweep_figure(k_rows[1:], "topk", 6, swept="EAGLE-2 · N=24 · K=6").layout.title.text
+    # the accepted line under the depth's, wider (where they meet it was hidden); whole nodes on the right
+    # axis (plotly lined them up with the left one's ticks at 1.95, 3.91 nodes); μ's ticks as decimals
+    assert fig.data[0].name == "accepted drafts" and fig.data[0].line.width > fig.data[1].line.width
+    assert fig.layout.yaxis2.dtick == 13 and fig.layout.yaxis2.tick0 == 0
+    assert "0.01" in mu.layout.xaxis.ticktext and "0.5" in mu.layout.xaxis.ticktext
 
 
 def test_a_sweep_of_a_setting_the_lab_method_ignores_is_refused_with_what_to_do():

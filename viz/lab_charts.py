@@ -357,10 +357,12 @@ def sweep_figure(
     the tree whose setting is swept, in the title's second line (e.g. "EAGLE-2 · N=24 · K=6 · depth 5")."""
     name = SWEEP_AXIS_NAMES.get(field, field)
     fig = new_figure()
-    for key, label, color, axis in (
-        ("accepted", "accepted drafts", "#2E9E44", "y"),
-        ("depth", "depth reached (layers)", "#4C78A8", "y"),
-        ("widest", "widest layer (nodes, right axis)", "#F58518", "y2"),
+    # accepted drafts under the depth, wider: where every layer is accepted the two lines meet, and the
+    # depth's thin line drawn over the accepted one's thick one keeps both in view
+    for key, label, color, axis, width, size in (
+        ("accepted", "accepted drafts", "#2E9E44", "y", 6, 12),
+        ("depth", "depth reached (layers)", "#4C78A8", "y", 2, 6),
+        ("widest", "widest layer (nodes, right axis)", "#F58518", "y2", 2, 6),
     ):
         fig.add_trace(
             go.Scatter(
@@ -369,11 +371,15 @@ def sweep_figure(
                 yaxis=axis,
                 mode="lines+markers",
                 name=label,
-                line={"color": color, "dash": "dash" if axis == "y2" else "solid"},
+                line={"color": color, "dash": "dash" if axis == "y2" else "solid", "width": width},
+                marker={"size": size},
                 hovertemplate=f"{field}=%{{x}}: {label} %{{y}}<extra></extra>",
             )
         )
     log_x = field == "mu"
+    swept_values = [r[field] for r in rows if r[field] and r[field] > 0]
+    mu_ticks = log_ticks(min(swept_values), max(swept_values)) if log_x and swept_values else {}
+    widest = max((r["widest"] for r in rows), default=1)
     note = SWEEP_TITLE_NOTES.get(field, "") if any(not r[field] for r in rows) else ""  # K=0 swept (not EAGLE-2)
     few = max((max(r["accepted"], r["depth"]) for r in rows), default=0) <= 8  # a tick a unit while they fit
     if current is not None:
@@ -392,7 +398,7 @@ def sweep_figure(
         fig,
         f"This step's tree against {name}{note}" + (f"<br><sup>{swept}</sup>" if swept else ""),
         height=340,
-        xaxis={"title": {"text": name}, "type": "log" if log_x else "linear"},
+        xaxis={"title": {"text": name}, "type": "log" if log_x else "linear", **(mu_ticks if log_x else {})},
         yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1 if few else None},
         yaxis2={
             "title": {"text": "widest layer (nodes)", "font": {"color": "#F58518"}},
@@ -400,6 +406,10 @@ def sweep_figure(
             "side": "right",
             "rangemode": "tozero",
             "showgrid": False,
+            # whole nodes: plotly lined the ticks up with the left axis's at 1.95, 3.91, 5.86 nodes
+            "tickmode": "linear",
+            "tick0": 0,
+            "dtick": max(1, math.ceil(widest / 5)),
         },
         margin={"l": 55, "r": 60, "t": 60, "b": 100},
     )
