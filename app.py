@@ -449,7 +449,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             prompts_caption = gr.Markdown(prompts.NO_PROMPTS, elem_id="prompts-caption")
             with gr.Group(visible=False) as question:
                 guess = gr.Radio(
-                    prompts.GUESS_CHOICES, label="Which prompt will grow deeper trees?", elem_id="prompts-guess"
+                    prompts.GUESS_CHOICES,
+                    label="Which prompt grows deeper trees? (your answer)",
+                    elem_id="prompts-guess",
                 )
                 reveal_btn = gr.Button("Reveal", variant="primary", elem_id="prompts-reveal")
             reveal_md = gr.Markdown(elem_id="prompts-verdict")

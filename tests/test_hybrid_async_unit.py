@@ -324,6 +324,10 @@ def test_timeline_leaves_out_the_threads_hand_over():
     fig = charts.timeline_chart({"async": _trace(steps, "async")})
     waits = [t for t in fig.data if t.name == "target waits for drafter"]
     assert len(waits) == 1 and list(waits[0].x) == [0.05]
+    # the prefill is on the clock too: drawn on the target's lane before step 1 (the lanes began 0.5 s in)
+    prefill = [t for t in fig.data if t.name.startswith("prefill")]
+    assert len(prefill) == 1 and list(prefill[0].base) == [0.0] and list(prefill[0].x) == [0.5]
+    assert list(prefill[0].y) == ["async · target"] and prefill[0].customdata[0][0] == "before step 1"
 
 
 def test_async_table_and_verdict_are_plain():

@@ -552,10 +552,12 @@ def timing_chart(trace: RunTrace) -> go.Figure:
 SPECULATE_KEPT_COLOR = "#54A24B"
 SPECULATE_DISCARDED_COLOR = "#BAB0AC"
 WAIT_COLOR = "#E45756"
+PREFILL_COLOR = "#BFC5CC"
 
 
 def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool) -> go.Bar:
-    """Horizontal bars on ``lane``, one per ``(start, seconds, step number from 1)``."""
+    """Horizontal bars on ``lane``, one per ``(start, seconds, step number from 1)`` (0: the prefill,
+    before step 1)."""
     return go.Bar(
         y=[lane] * len(spans),
         x=[d for _, d, _ in spans],
@@ -565,8 +567,8 @@ def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], colo
         legendgroup=name,
         showlegend=show_legend,
         marker={"color": color, "line": {"width": 0}},
-        customdata=[[k, s, d * 1000] for s, d, k in spans],
-        hovertemplate=f"{name}<br>step %{{customdata[0]}}<br>start %{{customdata[1]:.3f}} s · "
+        customdata=[[f"step {k}" if k else "before step 1", s, d * 1000] for s, d, k in spans],
+        hovertemplate=f"{name}<br>%{{customdata[0]}}<br>start %{{customdata[1]:.3f}} s · "
         "%{customdata[2]:.1f} ms<extra></extra>",
     )
 
@@ -581,11 +583,12 @@ FIRST_TIMELINE_TITLE = "Timeline of the first repetition: drafter and target lan
 
 
 def timeline_chart(traces: dict[str, RunTrace], title: str = TIMELINE_TITLE) -> go.Figure:
-    """Gantt-style lanes, a drafter lane and a target lane per run, of every draft and verify phase
-    (seconds since the run started, prefill included).  Async runs also show the drafter's
+    """Gantt-style lanes, a drafter lane and a target lane per run, of the prefill and every draft and
+    verify phase (seconds since the run started).  Async runs also show the drafter's
     speculative drafting during verification, kept (its tree was used) or discarded (a wrong guess),
     and the target's waits for it, so the mutual waiting of sync runs and the overlap are visible."""
     kinds = {
+        "prefill": ("prefill (the prompt, target and drafter)", PREFILL_COLOR),
         "draft": ("draft", DRAFT_COLOR),
         "verify": ("verify", VERIFY_COLOR),
         "kept": ("speculative draft, kept", SPECULATE_KEPT_COLOR),
@@ -597,6 +600,8 @@ def timeline_chart(traces: dict[str, RunTrace], title: str = TIMELINE_TITLE) -> 
     for label, trace in traces.items():
         drafter_lane, target_lane = f"{label} · drafter", f"{label} · target"
         lanes += [drafter_lane, target_lane]
+        if trace.prefill_seconds > 0 and trace.steps:  # on the clock too: the lanes began 0.4 s in, unsaid
+            spans.setdefault(("prefill", target_lane), []).append((0.0, trace.prefill_seconds, 0))
         for st in trace.steps:
             if st.drafter_forwards and not _from_speculation(trace, st):
                 spans.setdefault(("draft", drafter_lane), []).append((st.draft_start, st.draft_seconds, st.index + 1))
