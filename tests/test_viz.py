@@ -155,6 +155,20 @@ def test_layout_sample_trace(trace: RunTrace):
         assert lay.x[: len(s.tree)] == tree_layout(s.tree).x
 
 
+def test_a_label_of_punctuation_alone_is_drawn_larger():
+    """A full stop or a comma at the labels' size was a speck beside its node: marks alone are drawn bold and
+    ``PUNCTUATION_BOOST`` px larger; words, whitespace signs and the empty token are not."""
+    from viz.tree_figure import PUNCTUATION_BOOST
+
+    step = random_step(6, 3)
+    step.node_text[1:6] = [".", " (", "ing", " ", ",\n"]
+    fig = tree_figure(step, "verdict")
+    texts = {i: t for tr in fig.data if tr.meta == "node" for i, t in zip(tr.customdata, tr.text)}
+    big = f"font-size:{11 + PUNCTUATION_BOOST}px"
+    assert big in texts[1] and ">.<" in texts[1] and big in texts[2] and big in texts[5]  # ".", "␣(", ",⏎"
+    assert "font-size" not in texts[3] and "font-size" not in texts[4]  # a word; a space alone (␣)
+
+
 def test_layout_keeps_room_below_the_bonus_star():
     """The bonus star is drawn larger than a node: an inner node right below it in its column had its
     label (drawn above the node) under the star, so the next node below is kept BONUS_ROOM further off."""
@@ -984,6 +998,8 @@ def test_the_gate_charts_log_axis_reads_as_probabilities_without_crowding():
     paths = [math.log(0.3), math.log(1e-6)]
     deep = GateLayer(2, [1, 1], [7, 8], paths, [ADMITTED, BELOW_GATE], math.log(0.3), math.log(0.03))
     assert gate_figure([one, deep], 0.1).layout.yaxis.dtick == 1
+    # over many decades the chart grows (nine decades in 380 px piled a layer's circles into a column)
+    assert fig.layout.height == 380 and 380 < gate_figure([one, deep], 0.1).layout.height <= 560
 
 
 def test_depth_ticks_stop_at_the_bonus_column(recorded: RunTrace):

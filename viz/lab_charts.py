@@ -104,13 +104,20 @@ def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = st
     depths = [layer.depth for layer in gate]
     probs = [y for t in fig.data for y in t.y if y is not None and y > 0]
     ticks = log_ticks(min(probs), max(probs)) if probs else {}
+    decades = math.log10(max(probs) / min(probs)) if probs else 0.0
     return _layout(
         fig,
         title,
+        # taller over many decades: nine in the default 380 px piled a layer's open circles into a column
+        height=int(min(GATE_HEIGHT_MAX, 380 + GATE_PX_PER_DECADE * max(0.0, decades - 4))),
         showlegend=True,  # one kind of mark is still a kind the reader must be told
         xaxis={"title": {"text": "layer (depth)"}, "dtick": 1, "range": [min(depths) - 0.6, max(depths) + 0.6]},
         yaxis={"title": {"text": "path probability (log)"}, "type": "log", **ticks},
     )
+
+
+GATE_PX_PER_DECADE, GATE_HEIGHT_MAX = 30, 560
+"""The gate chart grows this many px per decade of path probability past four, up to the most."""
 
 
 def log_ticks(low: float, high: float, most_decades: float = 3.0) -> dict:

@@ -75,6 +75,7 @@ LEGEND_TOP_PX = TITLE_TOP_PX + 24
 CONFIDENCE_SCALE = "Viridis"
 
 _WHITESPACE = str.maketrans({" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"})
+_WHITESPACE_SIGNS = set("␣⏎⇥␍∅…")  # what visible_text draws for whitespace, nothing, and a cut
 
 
 def visible_text(text: str, max_chars: int | None = None) -> str:
@@ -223,8 +224,24 @@ def _edge_xy(pairs: Sequence[tuple[int, int]], lay: TreeLayout) -> tuple[list, l
     return xs, ys
 
 
+PUNCTUATION_BOOST = 5
+"""How many px larger a label of punctuation alone (".", ",", ")") is drawn: at the labels' size a full
+stop was a speck beside its node, readable only by hovering."""
+
+
+def _punctuation_only(label: str) -> bool:
+    """Whether ``label`` (a token as drawn, whitespace made visible) is marks alone, no letter or digit."""
+    return not any(c.isalnum() for c in label) and any(c not in _WHITESPACE_SIGNS for c in label)
+
+
 def _labels(step: StepRecord, ids: Sequence[int], st: _Style, lay: TreeLayout) -> tuple[list, list]:
-    text = [_esc(visible_text(step.node_text[i], st.label_chars)) for i in ids]
+    shown = [visible_text(step.node_text[i], st.label_chars) for i in ids]
+    text = [
+        f'<b><span style="font-size:{st.label_font + PUNCTUATION_BOOST}px">{_esc(t)}</span></b>'
+        if _punctuation_only(t)
+        else _esc(t)
+        for t in shown
+    ]
     text = [f"<b>{t}</b>" if i == 0 else t for i, t in zip(ids, text)]  # the root stands out
     inner = set(step.tree.parent[1:]) | set(step.accepted_path)  # path: clear of the bonus edge
     return text, [_label_position(st, lay.x[i], i in inner) for i in ids]
