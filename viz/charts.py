@@ -529,23 +529,16 @@ def timing_chart(trace: RunTrace) -> go.Figure:
     if not steps:
         return _figure([], "Draft vs verify time per step", "step", "seconds")
     x = [s.index + 1 for s in steps]  # steps are numbered from 1 wherever a person reads them
-    verify = go.Bar(
-        x=x,
-        y=[s.verify_seconds for s in steps],
-        name="verify",
-        marker_color=VERIFY_COLOR,
-        hovertemplate="verify %{y:.4f} s<extra></extra>",
-    )
+
+    def phase(name: str, seconds: list[float], color: str) -> go.Bar:
+        hover = f"{name} %{{y:.4f}} s<extra></extra>"
+        return go.Bar(x=x, y=seconds, name=name, marker_color=color, hovertemplate=hover)
+
+    verify = phase("verify", [s.verify_seconds for s in steps], VERIFY_COLOR)
     axis = step_axis(len(steps))
     if not drafted(trace):
         return _figure([verify], "Time per step (one target forward; nothing drafted)", "step", "seconds", xaxis=axis)
-    draft = go.Bar(
-        x=x,
-        y=[s.draft_seconds for s in steps],
-        name="draft",
-        marker_color=DRAFT_COLOR,
-        hovertemplate="draft %{y:.4f} s<extra></extra>",
-    )
+    draft = phase("draft", [s.draft_seconds for s in steps], DRAFT_COLOR)
     return _figure([draft, verify], "Draft vs verify time per step", "step", "seconds", barmode="stack", xaxis=axis)
 
 
