@@ -50,7 +50,7 @@ serves lacks letters (offline, "TALON" in a heading drew T, L, O and N from a se
 Source Sans A), and without the bold face bold text fell back to another font.  Text at 600 takes the
 bold face."""
 CSS = """
-#tree-plot, #lab-plot, #compare-a, #compare-b, #prompt-a-plot, #prompt-b-plot { min-height: 420px; }
+#tree-plot, #lab-plot, #compare-a, #compare-b, #prompt-a-plot, #prompt-b-plot { min-height: 340px; }
 .tab-nav button, [role="tab"] { padding-left: 9px !important; padding-right: 9px !important; }
 #title h1 { margin: 0 0 2px 0; font-size: 1.6em; }
 #title p { margin: 0; }
