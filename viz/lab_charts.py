@@ -405,7 +405,7 @@ def sweep_figure(
         fig,
         f"This step's tree against {name}{note}" + (f"<br><sup>{swept}</sup>" if swept else ""),
         height=340,
-        xaxis={"title": {"text": name}, "type": "log" if log_x else "linear", **(mu_ticks if log_x else {})},
+        xaxis={"title": {"text": name}, "type": "log" if log_x else "linear", **mu_ticks},
         yaxis={"title": {"text": "accepted drafts / depth"}, "rangemode": "tozero", "dtick": 1 if few else None},
         yaxis2={
             "title": {"text": "widest layer (nodes)", "font": {"color": "#F58518"}},
