@@ -831,6 +831,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         queue=False,
         api_visibility="private",
         preprocess=False,
+        show_progress="hidden",
     )
     color_mode.input(explore.show_step, [session, step_slider, color_mode], step_out, show_progress="hidden")
     timer = gr.Timer(1.0, active=False)
@@ -852,7 +853,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )
     for new_run in (run_starts, upload_starts):  # what explained the run before goes with it
-        new_run(explore.hide_gate, None, [explore_gate, gate_note], queue=False, api_visibility="private")
+        new_run(
+            explore.hide_gate,
+            None,
+            [explore_gate, gate_note],
+            queue=False,
+            api_visibility="private",
+            show_progress="hidden",  # a timer flashed in the emptied note ("0.3s")
+        )
         new_run(lambda: None, None, export_file, queue=False, api_visibility="private")  # its file, too
         new_run(
             tree_lab.unfrozen,
