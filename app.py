@@ -71,6 +71,13 @@ its box ends in "…" before the caret instead of running under it.  A slider th
 (``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
 step (or none yet) had a slider reading 1–2."""
 STEPS_CLASS = ["talon-steps"]
+
+
+def steps_slider(label: str, **extra) -> gr.Slider:
+    """A slider that walks a run's steps (or positions), from 1: off until a run gives it an end above 1."""
+    return gr.Slider(1, 2, value=1, step=1, label=label, interactive=False, elem_classes=STEPS_CLASS, **extra)
+
+
 SHOW_RUN_JS = """
 () => {
   // A run starts: on a short screen its caption and tree are below the settings; bring them up.
@@ -388,16 +395,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             caption = gr.Markdown(explore.NO_RUN, elem_id="step-caption")
             tree_plot = gr.Plot(label="Draft tree of this step", elem_id="tree-plot")
             with gr.Row():
-                step_slider = gr.Slider(
-                    1,
-                    2,
-                    value=1,
-                    step=1,
-                    label="Step (one target forward each; from 1)",
-                    interactive=False,
-                    elem_id="step-slider",
-                    elem_classes=STEPS_CLASS,
-                )
+                step_slider = steps_slider("Step (one target forward each; from 1)", elem_id="step-slider")
                 play_btn = gr.Button(explore.PLAY_LABEL, scale=0, elem_id="play")
                 pause_btn = gr.Button("‖ Pause", scale=0)  # ⏸ is missing from fonts without emoji
                 speed = gr.Dropdown(
@@ -467,26 +465,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 with gr.Row():
                     with gr.Column(min_width=300):
                         prompt_a_plot = gr.Plot(label="Prompt A", elem_id="prompt-a-plot")
-                        prompt_a_step = gr.Slider(
-                            1,
-                            2,
-                            value=1,
-                            step=1,
-                            label="Step of prompt A (from 1)",
-                            interactive=False,
-                            elem_classes=STEPS_CLASS,
-                        )
+                        prompt_a_step = steps_slider("Step of prompt A (from 1)")
                     with gr.Column(min_width=300):
                         prompt_b_plot = gr.Plot(label="Prompt B", elem_id="prompt-b-plot")
-                        prompt_b_step = gr.Slider(
-                            1,
-                            2,
-                            value=1,
-                            step=1,
-                            label="Step of prompt B (from 1)",
-                            interactive=False,
-                            elem_classes=STEPS_CLASS,
-                        )
+                        prompt_b_step = steps_slider("Step of prompt B (from 1)")
                 with gr.Row():
                     prompt_a_heat = gr.Plot(label="Tree shape of prompt A", elem_id="prompt-a-heat")
                     prompt_b_heat = gr.Plot(label="Tree shape of prompt B", elem_id="prompt-b-heat")
@@ -637,16 +619,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             )
             compare_caption = gr.Markdown(compare.NO_COMPARE, elem_id="compare-caption")
             with gr.Row():
-                position = gr.Slider(
-                    1,
-                    2,
-                    value=1,
-                    step=1,
-                    label="Output token (position from 1)",
-                    interactive=False,
-                    scale=3,
-                    elem_classes=STEPS_CLASS,
-                )
+                position = steps_slider("Output token (position from 1)", scale=3)
                 step_a = gr.Number(1, precision=0, label="Go to step of A", minimum=1, scale=1, elem_id="step-a")
                 step_b = gr.Number(1, precision=0, label="Go to step of B", minimum=1, scale=1)
             plot_a = gr.Plot(label="Method A", elem_id="compare-a")

@@ -462,6 +462,13 @@ def play_button(playing: bool) -> dict:
     return gr.update(value=PLAYING_LABEL if playing else PLAY_LABEL)
 
 
+def _not_moved(caption=None) -> tuple:
+    """Play's outputs where no step is shown: nothing moved (``caption``: a note instead), Play reads "Play"
+    and the timer is off."""
+    shown = gr.update() if caption is None else caption
+    return (*(gr.update(),) * 4, shown, play_button(False), gr.Timer(active=False))
+
+
 def _play_frame(session: Session, number: int, color_mode: str, timer_active: bool, speed=1.0):
     fig, text, table, cap = show_step(session, number, color_mode)
     timer = gr.Timer(_seconds_a_step(speed), active=timer_active)
@@ -483,10 +490,10 @@ def play(session: Session, number, color_mode, speed=1.0):
     trace = session.trace
     if trace is None or not trace.steps:
         gr.Info(NOTHING_TO_PLAY)
-        return gr.update(), gr.update(), gr.update(), gr.update(), NO_RUN, play_button(False), gr.Timer(active=False)
+        return _not_moved(NO_RUN)
     if _streaming(session):  # the stream moves the step on show itself, and its steps' texts are not filled
         gr.Info(PLAY_WHILE_RUNNING)
-        return (*(gr.update(),) * 5, play_button(False), gr.Timer(active=False))
+        return _not_moved()
     number = int(number or 1)
     start = 1 if number >= len(trace.steps) else number
     session.playing = len(trace.steps) > 1
@@ -511,7 +518,7 @@ def advance(session: Session, number, color_mode, speed=1.0):
     trace = session.trace
     if not session.playing or trace is None or not trace.steps or _streaming(session):
         session.playing = False
-        return (*(gr.update(),) * 5, play_button(False), gr.Timer(active=False))
+        return _not_moved()
     nxt = min(int(number or 1) + 1, len(trace.steps))
     session.playing = nxt < len(trace.steps)
     return _play_frame(session, nxt, color_mode, session.playing, speed)

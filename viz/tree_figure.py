@@ -75,7 +75,7 @@ LEGEND_TOP_PX = TITLE_TOP_PX + 24
 CONFIDENCE_SCALE = "Viridis"
 
 _WHITESPACE = str.maketrans({" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"})
-_WHITESPACE_SIGNS = set("␣⏎⇥␍∅…")  # what visible_text draws for whitespace, nothing, and a cut
+_WHITESPACE_SIGNS = {*"".join(_WHITESPACE.values()), "∅", "…"}  # visible_text's signs: whitespace, nothing, a cut
 
 
 def visible_text(text: str, max_chars: int | None = None) -> str:
