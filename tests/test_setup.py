@@ -222,6 +222,7 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
     from ui.explore import check_run
     from ui.prompts import check_prompts
     from ui.settings import SETTING_NAMES, RunSettings, check_prompt_length
+    from ui.shared import TARGET_ADVICE
 
     def panel(**changes) -> list:
         settings = RunSettings(prompt="List three colours.", budget=0).but(**changes)
@@ -266,10 +267,13 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         check_prompt_length([0] * 4436, "cpu", 19_825)
     check_prompt_length([0] * 4436, "cuda", 19_825)  # no limit on a GPU
     # a Target folder that is not there, or holds no model, is refused before any load step starts
-    with pytest.raises(gr.Error, match=r"^\W?Target model: There is no directory"):
+    # (the choices said once: by the loader's sentence where it lists them, else by the app's advice)
+    with pytest.raises(gr.Error, match=r"^\W?Target model: There is no directory") as refused:
         check_compare("eagle2", "talon", None, None, *panel(target_spec=str(tmp_path / "gone")))
-    with pytest.raises(gr.Error, match=r"^\W?Target model: .* has no config.json"):
+    assert refused.value.message.count("'embedded'") == 1 and TARGET_ADVICE not in refused.value.message
+    with pytest.raises(gr.Error, match=r"^\W?Target model: .* has no config.json") as refused:
         check_async(*panel(target_spec=str(tmp_path)))
+    assert refused.value.message.count("'embedded'") == 1 and refused.value.message.endswith(TARGET_ADVICE)
     (tmp_path / "model.gguf").write_text("")  # a file where a folder is wanted: said so, not "no config.json"
     with pytest.raises(gr.Error, match=r"^\W?Target model: .*model.gguf is a file: point at a model directory"):
         check_run(*panel(target_spec=str(tmp_path / "model.gguf")))

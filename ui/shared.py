@@ -24,7 +24,7 @@ from talon.models.device import gpu_available, pick_device
 from talon.models.embedded import EMBEDDED, default_target_spec
 from talon.models.gpu_linear import gpu_linear_mode
 from talon.models.gqa_attention import gpu_attention_mode
-from talon.models.loaded import LoadedModel, ModelLoadError
+from talon.models.loaded import ListsTheChoices, LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
 from talon.runtime.graphs import graphs_setting
@@ -157,13 +157,13 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
         report = reporter(progress) or (lambda line: None)
         return REGISTRY.get(spec, progress=report)
     except (ModelLoadError, ConfigError) as err:
-        raise target_refusal(str(err)) from None
+        raise target_refusal(err) from None
 
 
-def target_refusal(problem: str) -> gr.Error:
+def target_refusal(problem: ModelLoadError | ConfigError) -> gr.Error:
     """The message for a Target field no model loads from: the field, the ``problem``, and the choices
-    (unless the problem names them already)."""
-    advice = "" if "'embedded'" in problem else f" {TARGET_ADVICE}"
+    (unless the problem lists them already)."""
+    advice = "" if isinstance(problem, ListsTheChoices) else f" {TARGET_ADVICE}"
     return gr.Error(f"Target model: {problem}{advice}", print_exception=False)
 
 

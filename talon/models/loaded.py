@@ -20,6 +20,11 @@ class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says what to do about it."""
 
 
+class ListsTheChoices(ModelLoadError):
+    """A load error whose message lists what a model spec may be ('embedded', a local directory, a Hub id),
+    so a caller that adds such a list of its own leaves it out."""
+
+
 class TokenScreen(Protocol):
     """What picks the target's tokens from its last hidden states without a float32 LM head over the
     whole vocabulary (``talon.models.lm_head.ScreenedHead``)."""

@@ -18,7 +18,7 @@ from .gpu_linear import use_row_linears
 from .gqa_attention import use_gqa_attention
 from .hub import hub_reachable
 from .lm_head import screen_for
-from .loaded import LoadedModel, ModelLoadError, Progress
+from .loaded import ListsTheChoices, LoadedModel, ModelLoadError, Progress
 from .row_invariant import make_row_invariant
 from .row_ops import use_row_ops
 
@@ -38,13 +38,13 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~", "\\")) or spec.count("/") > 1 or "\\" in spec
 
 
-def spec_problem(spec: str) -> str | None:
+def spec_problem(spec: str) -> ModelLoadError | None:
     """Why ``spec`` names no model that could load, when that shows without loading anything (empty; a
     path that does not exist; a folder without ``config.json``), else None: what ``load_model`` refuses
     first, and what a settings check may say before a load starts."""
     spec = (spec or "").strip()
     if not spec:
-        return "No model given: use 'embedded', a local directory or a Hugging Face id."
+        return ListsTheChoices("No model given: use 'embedded', a local directory or a Hugging Face id.")
     if spec == EMBEDDED:
         return None
     path = Path(spec).expanduser()
@@ -52,13 +52,15 @@ def spec_problem(spec: str) -> str | None:
         if (path / "config.json").is_file():
             return None
         if not path.is_dir():
-            return f"{path} is a file: point at a model directory written by save_pretrained (config, weights...)."
-        return (
+            return ModelLoadError(
+                f"{path} is a file: point at a model directory written by save_pretrained (config, weights...)."
+            )
+        return ModelLoadError(
             f"{path} has no config.json: point at a directory written by save_pretrained (config, weights "
             "and tokenizer)."
         )
     if looks_like_path(spec):
-        return (
+        return ListsTheChoices(
             f"There is no directory {spec!r} on this machine: give the path of a model directory "
             "written by save_pretrained, a Hugging Face id such as 'owner/name', or 'embedded'."
         )
@@ -86,7 +88,7 @@ def load_model(
     spec = (spec or "").strip()
     problem = spec_problem(spec)
     if problem:
-        raise ModelLoadError(problem)
+        raise problem
     if spec == EMBEDDED:
         source, name, local_only = str(embedded_model_dir(progress)), EMBEDDED_NAME, True
     elif Path(spec).expanduser().exists():
