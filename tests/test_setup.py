@@ -102,18 +102,38 @@ def test_compare_side_budget_box_refuses_what_is_not_a_budget():
             side_settings(RunSettings(method="talon", budget=24), "talon", typed).configs()
 
 
-def test_compare_settings_line_says_auto_where_the_cost_rule_sized_the_trees():
-    from dataclasses import asdict
+def test_compare_settings_line_says_n_as_the_sides_with_a_tree_ran_it():
+    # N=auto (cap 128) where the cost rule sized the trees; a plain run beside a tree method does not lend
+    # the line its config's cap ("N=128" under "A (hybrid, N=auto (cap 128))"); and plain decoding timed
+    # against the app's plain run is said to be the machine's noise, not a method's slowdown.
+    from dataclasses import asdict, replace
 
-    from talon.config import DecodeConfig, TreeConfig
+    from talon.config import TreeConfig
     from talon.trace import RunTrace
-    from ui.compare import panel_line
+    from ui.compare import PLAIN_AGAINST_PLAIN, verdict_markdown
+    from ui.session import Session
 
-    def line(tree: TreeConfig) -> str:
-        return panel_line(RunTrace("p", [1], asdict(tree), asdict(DecodeConfig()), "t", "d", "cpu"))
+    recorded = RunTrace.from_json((Path(__file__).parent / "data" / "recorded_talon_head.json").read_text())
 
-    assert line(TreeConfig(method="talon", budget=128, auto=True)).startswith("N=auto (cap 128) · K=")
-    assert line(TreeConfig(method="static", budget=24)).startswith("N=24 · K=")
+    def verdict(a: TreeConfig, b: TreeConfig) -> str:
+        sides = {k: replace(recorded, tree_config=asdict(t)) for k, t in (("A", a), ("B", b))}
+        session = Session()
+        session.compare = {**sides, "repeats": {"ar": [recorded], "A": [sides["A"]], "B": [sides["B"]]}}
+        return verdict_markdown(session)
+
+    auto = TreeConfig(method="hybrid", budget=128, auto=True)
+    text = verdict(auto, TreeConfig(method="ar", budget=128))
+    assert "Settings, both methods (each uses those that apply to it): N=auto (cap 128) · K=" in text
+    assert "N=128" not in text and text.count(PLAIN_AGAINST_PLAIN) == 1
+    assert text.index(PLAIN_AGAINST_PLAIN) > text.index("**B (")
+    text = verdict(TreeConfig(method="static", budget=24), TreeConfig(method="static", budget=24))
+    assert "Settings, both methods (each uses those that apply to it): N=24 · K=" in text
+    assert PLAIN_AGAINST_PLAIN not in text
+    text = verdict(TreeConfig(method="static", budget=24), auto)
+    assert "Other settings, both methods (each uses those that apply to it): K=" in text
+    text = verdict(TreeConfig(method="ar"), TreeConfig(method="ar"))
+    assert "Settings, both methods (each uses those that apply to it): K=" in text
+    assert text.count(PLAIN_AGAINST_PLAIN) == 2
 
 
 def test_a_loaded_trace_gives_back_settings_its_controls_accept_and_that_run_the_same_way():

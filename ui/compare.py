@@ -260,15 +260,13 @@ def repeat_seconds(session: Session) -> dict[str, list[float]]:
     return {k: [t.seconds for t in v] for k, v in session.compare.get("repeats", {}).items()}
 
 
-def panel_line(trace: RunTrace, budget: bool = True) -> str:
-    """The settings a comparison ran with, whatever the method: N (``auto`` with its cap where the cost rule
-    sized ``trace``'s trees; left out unless ``budget``), K, μ, depth, γ, temperature, tokens, device."""
+def panel_line(trace: RunTrace) -> str:
+    """The settings a comparison ran with besides N (each side's label or the verdict says its N): K, μ,
+    depth, γ, temperature, tokens, device."""
     cfg, dec = trace.tree_config, trace.decode_config
     temperature = dec.get("temperature") or 0
     return (
-        (f"{summary.budget_text(cfg)} · " if budget else "")
-        + f"K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · "
-        f"γ={cfg.get('gamma')} · "
+        f"K={cfg.get('topk')} · μ={cfg.get('mu'):g} · depth {cfg.get('depth')} · γ={cfg.get('gamma')} · "
         + ("greedy" if not temperature else f"T={temperature:g}, seed {dec.get('seed')}")
         + f" · max {summary.plural(dec.get('max_new_tokens'), 'new token')} · {trace.device}"
     )
@@ -294,6 +292,12 @@ def priced_speed_line(a: RunTrace, b: RunTrace) -> str:
     )
 
 
+PLAIN_AGAINST_PLAIN = (
+    ": plain decoding itself, timed against the app's own plain run, so its distance from 1.00× is this machine's noise"
+)
+"""Said after a side that is plain decoding (its speed over plain decoding is no method's doing)."""
+
+
 def verdict_markdown(session: Session) -> str:
     """What the repetitions say: the speedups over plain decoding (median and spread, at which settings),
     whether A or B is faster in every repetition or the spread is too wide to call, and whether the
@@ -313,6 +317,7 @@ def verdict_markdown(session: Session) -> str:
         lines.append(
             f"**{label[k]}**: {speed['median']:.2f}× plain decoding in this app"
             + (f" (spread {speed['low']:.2f}–{speed['high']:.2f}× over {n} repetitions)" if n > 1 else " (one run)")
+            + (PLAIN_AGAINST_PLAIN if session.compare[k].tree_config["method"] == "ar" else "")
         )
     call = metrics.paired_verdict(ratios)
     spread = metrics.spread(ratios)
@@ -350,10 +355,13 @@ def verdict_markdown(session: Session) -> str:
             "Both methods drafted **the same tree at every step** here (the same nodes, verdicts and tokens), so "
             "any difference in their speed is the machine's noise, not the method's."
         )
+    # N as the side(s) that have one ran it (a plain run's config holds the panel's cap, not a size it used)
     sizes = {summary.budget_text(t.tree_config) for t in (a, b) if t.tree_config["method"] in BUDGET_METHODS}
+    settings = panel_line(b)
     if len(sizes) > 1:  # each side's N is in its label
-        lines.append(f"Other settings, both methods (each uses those that apply to it): {panel_line(b, budget=False)}.")
+        lines.append(f"Other settings, both methods (each uses those that apply to it): {settings}.")
     else:
-        lines.append(f"Settings, both methods (each uses those that apply to it): {panel_line(b)}.")
+        size = f"{sizes.pop()} · " if sizes else ""
+        lines.append(f"Settings, both methods (each uses those that apply to it): {size}{settings}.")
     busy = busy_note(runs.get("ar", []), [*runs.get("A", []), *runs.get("B", [])])
     return "  \n".join(lines) + (f"\n\n{busy}" if busy else "")
