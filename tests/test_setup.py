@@ -465,3 +465,20 @@ def test_class_mode_hides_the_lesson_that_answers_its_question():
     assert intro(False) == LESSON and "deep and narrow" in LESSON
     asked = intro(True)
     assert not any(word in asked for word in ("deep and narrow", "shallow", "lists", "chat", "sure"))
+
+
+def test_a_trace_with_no_step_is_refused_when_loaded(tmp_path):
+    # Loaded, it read "Loaded a TALON run of 0 steps", then every tab said no run had been loaded.
+    from dataclasses import replace
+
+    import gradio as gr
+
+    from talon.trace import RunTrace
+    from ui.explore import check_trace_file
+
+    recorded = Path(__file__).parent / "data" / "recorded_talon_head.json"
+    check_trace_file(str(recorded))
+    empty = tmp_path / "no-steps.json"
+    empty.write_text(replace(RunTrace.from_json(recorded.read_text()), steps=[]).to_json())
+    with pytest.raises(gr.Error, match=r"not a TALON trace: it holds no decoding step .*'Export trace \(JSON\)'"):
+        check_trace_file(str(empty))

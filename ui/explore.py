@@ -640,11 +640,15 @@ def read_trace(file) -> RunTrace:
     if file is None:
         raise gr.Error("Choose a trace JSON file first.", print_exception=False)
     try:
-        return RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
+        trace = RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         reason = "it is not text"
     except (ValueError, OSError) as err:
         reason = str(err)
+    else:
+        if trace.steps:
+            return trace
+        reason = "it holds no decoding step (every view draws a step)"
     raise gr.Error(
         f"That file is not a TALON trace: {reason}. Load a file saved with 'Export trace (JSON)' on this tab.",
         print_exception=False,
