@@ -933,8 +933,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         tree_lab.price, [session, price_curve, *lab_settings], [price_plot, price_note]
     )
     # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
-    refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
-        tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
+    # Then the tree's caption and the every-method table are priced again by the curve just measured.
+    (
+        refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
+            tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
+        )
+        .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
+        .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
     refused_first(sweep_btn.click, tree_lab.check_sweep, [session, sweep_field, lab_method])(
         tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot

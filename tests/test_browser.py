@@ -178,6 +178,7 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
 
     # Measuring the machine again (~15 s): its progress counts rounds on the price chart, where a person sees
     # it (the note it ends in has no height until then)
+    priced_before = page.locator("#lab-caption").inner_text()
     page.locator("#price-remeasure").click()
     rounds = cost_measure.ROUNDS + 1  # the warm-up's included (tests take fewer: conftest)
     bar = page.locator("#price-plot").get_by_text(re.compile(rf"round [2-9] of {rounds} .* - \d+\.\d%"))
@@ -188,6 +189,13 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page.wait_for_function(  # ... and the curve it measured is drawn there
         "() => document.querySelector('#price-plot .js-plotly-plot')?.layout?.title?.text?.includes('on this machine')",
         timeout=30_000,
+    )
+    # ... and the tree is drawn again, its caption priced by the new curve (it kept the old curve's price)
+    page.wait_for_function(
+        "(before) => { const c = document.querySelector('#lab-caption').innerText;"
+        " return c !== before && c.includes('priced at'); }",
+        arg=priced_before,
+        timeout=60_000,
     )
 
     # Run with an empty prompt: a message says what to do, and the last run, its lab step stay on show
