@@ -64,13 +64,16 @@ CSS = """
   word-break: normal !important; overflow-wrap: normal !important; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 .talon-steps:has(input[type=range]:disabled) .max_value { visibility: hidden; }
+.talon-chart:has([aria-label="Empty value"]) { display: none; }
 """
 """The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async, a step's nodes) wrap
 their headers at spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for
 its box ends in "…" before the caret instead of running under it.  A slider that walks a run's steps
 (``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
-step (or none yet) had a slider reading 1–2."""
+step (or none yet) had a slider reading 1–2.  The Charts tab's charts (``CHART_CLASS``) are hidden while they
+are empty: before a run has ended it read as eight blank frames."""
 STEPS_CLASS = ["talon-steps"]
+CHART_CLASS = ["talon-chart"]
 
 
 def steps_slider(label: str, **extra) -> gr.Slider:
@@ -630,17 +633,23 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         # ---- Charts ------------------------------------------------------------------------------------
         with gr.Tab("Charts", id="charts"):
             gr.Markdown(
-                "Charts of the current run (the one started with **Run**, or a loaded trace), drawn when it ends. "
-                "Compare prompts and Compare methods have their own."
+                "Charts of the current run (the one started with **Run** on Explore, or a loaded trace), drawn when "
+                "it ends: until then this tab is empty. Compare prompts and Compare methods have their own."
             )
-            chart_committed = gr.Plot(label="Tokens committed per step")
-            chart_acceptance = gr.Plot(label="Acceptance per depth, both rates", elem_id="chart-acceptance")
-            chart_shape = gr.Plot(label="Tree shape")
-            chart_timing = gr.Plot(label="Time per step")
-            chart_timeline = gr.Plot(label="Timeline of drafter and target")
-            chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth")
-            chart_calibration = gr.Plot(label="Calibration: draft probability", elem_id="chart-calibration")
-            chart_path_calibration = gr.Plot(label="Calibration: path probability", elem_id="chart-path-calibration")
+            chart_committed = gr.Plot(label="Tokens committed per step", elem_classes=CHART_CLASS)
+            chart_acceptance = gr.Plot(
+                label="Acceptance per depth, both rates", elem_id="chart-acceptance", elem_classes=CHART_CLASS
+            )
+            chart_shape = gr.Plot(label="Tree shape", elem_classes=CHART_CLASS)
+            chart_timing = gr.Plot(label="Time per step", elem_classes=CHART_CLASS)
+            chart_timeline = gr.Plot(label="Timeline of drafter and target", elem_classes=CHART_CLASS)
+            chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth", elem_classes=CHART_CLASS)
+            chart_calibration = gr.Plot(
+                label="Calibration: draft probability", elem_id="chart-calibration", elem_classes=CHART_CLASS
+            )
+            chart_path_calibration = gr.Plot(
+                label="Calibration: path probability", elem_id="chart-path-calibration", elem_classes=CHART_CLASS
+            )
 
         # ---- Sync vs async -----------------------------------------------------------------------------
         with gr.Tab("Sync vs async", id="async"):
