@@ -16,6 +16,7 @@ from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_st
 from talon.trace import RunTrace, StepRecord
 
 from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE
+from .summary import STOPPED_BY, plural
 from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_tokens, visible_text
 
 CHART_HEIGHT = 300
@@ -135,7 +136,9 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
             hovertemplate=f"MAT (run mean) {tau:.2f}<extra></extra>",
         ),
     ]
-    small = max(len(s.committed_ids) for s in steps) <= 12
+    top = max(len(s.committed_ids) for s in steps)
+    cut = [_cut_note(s, trace.stop_reason) for s in steps if len(s.committed_ids) < s.accepted_tokens + 1]
+    room = {"range": [0, top * 1.1 + 1.6]} if cut else {}  # the note's two lines above the tallest bar
     return _figure(
         traces if drafted(trace) else traces[1:],
         title,
@@ -143,8 +146,27 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
         "tokens",
         barmode="stack",
         xaxis=step_axis(len(steps)),
-        yaxis={"rangemode": "tozero", **({"dtick": 1} if small else {})},
+        yaxis={"rangemode": "tozero", **({"dtick": 1} if top <= 12 else {}), **room},
+        annotations=cut,
     )
+
+
+def _cut_note(step: StepRecord, stop_reason: str) -> dict:
+    """A note over ``step``'s bar where the run ended inside it: the verifier accepted more than the output
+    kept (so the Tree shape chart's accepted depth is past this bar, and there is no bonus token)."""
+    kept = len(step.committed_ids)
+    return {
+        "x": step.index + 1,
+        "y": kept,
+        "yanchor": "bottom",
+        "showarrow": False,
+        "text": f"run ended here:<br>{STOPPED_BY.get(stop_reason, 'its end')}",
+        "font": {"size": 10, "color": "#555"},
+        "hovertext": (
+            f"The verifier accepted {plural(step.accepted_tokens, 'draft')} and a bonus token here; the run ended "
+            f"after {plural(kept, 'token')} of them."
+        ),
+    }
 
 
 def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
