@@ -698,7 +698,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 ),
                 "peers": gr.Plot(label="Speedup vs autoregressive"),
                 "categories": gr.Dataframe(
-                    interactive=False, wrap=True, label="Per category: MAT and speedup (Table 1 layout)"
+                    interactive=False,
+                    wrap=True,
+                    label="Per category: MAT and speedup (Table 1 layout: EAGLE-2 and TALON at a fixed N, and TALON "
+                    "auto-sized; every method pooled is in the table above)",
                 ),
                 "shape": gr.Dataframe(
                     interactive=False,
@@ -711,10 +714,22 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "budget_sweep": gr.Plot(label="Budget N sweep"),
                 "mu_sweep": gr.Plot(label="μ sweep"),
                 "topk_sweep": gr.Plot(label="Root width K sweep (K=0: gated root)"),
+                "sweeps": gr.Dataframe(
+                    interactive=False,
+                    wrap=True,
+                    label="The sweeps' points, pooled over all prompts · × best fixed N: the speedup over the "
+                    "method's fastest fixed N in the same run (which N pays on the machine measured)",
+                ),
                 "sources": gr.Dataframe(interactive=False, wrap=True, label="Hybrid drafting vs its sources alone"),
                 "lossless": gr.Dataframe(interactive=False, wrap=True, label="Greedy runs identical to autoregressive"),
                 "cost": gr.Plot(label="Cost of a step's pieces"),
-                "cost_table": gr.Dataframe(interactive=False, wrap=True, label="Cost suite"),
+                "cost_table": gr.Dataframe(
+                    interactive=False,
+                    wrap=True,
+                    label="Cost suite · LM-head rows: the rows the target's LM head scores in that piece's one call "
+                    "(in a wide tree, the inner nodes and the likely leaves; an unlikely leaf reached is scored "
+                    "in a second call)",
+                ),
             }
             bench_outputs = [bench_meta, *(bench_views[name] for name in bench_tab.VIEWS)]
 

@@ -741,6 +741,11 @@ def test_tables(frames):
     one = runs[(runs["method"] != "ar") & (runs["temperature"] == 0)].iloc[[0]]
     sweep = pd.concat([one.assign(method=m, budget=n) for m in ("chain", "talon") for n in (8, 32)])
     assert list(bench_charts.lossless_table(sweep)["method"]) == ["chain", "TALON, N=8", "TALON, N=32"]
+    # a method's sizes in order, its auto-sized variant after them, whatever order the runs came in
+    shuffled = pd.concat(
+        [one.assign(method=m, budget=n) for m, n in (("talon", 32), ("talon+auto", 128), ("talon", 8))]
+    )
+    assert list(bench_charts.lossless_table(shuffled)["method"]) == ["TALON, N=8", "TALON, N=32", "TALON, auto N"]
     # the experiment column only where there are several to tell apart
     assert "experiment" not in bench_charts.lossless_table(sweep).columns
     two = bench_charts.lossless_table(pd.concat([sweep, sweep.assign(experiment="other")]))
@@ -763,6 +768,27 @@ def test_tables(frames):
         for v in ("MAT", "speedup")
     ]
     assert sources["hybrid (head), N=16 MAT (T=0)"].iloc[-1] == pytest.approx(3.0)
+
+
+def test_the_sweep_table_holds_the_points_the_sweep_charts_draw(frames):
+    # "Which N on my hardware?": a sweep's chart had no numbers to read; the table has each point, the
+    # auto-sized variant after its method's fixed sizes, and each row's speedup over the best fixed N.
+    _, summary = frames
+    table = bench_charts.tables(pd.DataFrame(), summary)["sweeps"]
+    assert list(table.columns) == list(bench_charts.SWEEP_COLUMNS)
+    budget = table[table["swept"] == "Budget N"]
+    assert list(zip(budget["method"], budget["setting"])) == [
+        *(("EAGLE-2", f"N={n}") for n in (8, 16, 32)),
+        *(("TALON", f"N={n}") for n in (8, 16, 32)),
+        ("TALON, auto N", "auto (cap 128)"),
+    ]
+    talon = budget[budget["method"].str.startswith("TALON")].set_index("setting")["× best fixed N"]
+    assert talon["N=32"] == 1.0 and talon["N=8"] < 1.0
+    assert talon["auto (cap 128)"] == 1.11  # as the chart's legend says: 1.11× the best fixed N (32)
+    assert list(table.loc[table["swept"] == "Confidence gate μ", "setting"]) == ["μ=0.01", "μ=0.1"]
+    assert list(table.loc[table["swept"] == "Root width K", "setting"]) == ["K=0", "K=6"]
+    assert table.loc[table["swept"] != "Budget N", "× best fixed N"].isna().all()  # N is not what they vary
+    assert bench_charts.sweep_table(summary[summary["kind"] == "methods"]).empty
 
 
 def test_figures_draw_every_experiment(frames):

@@ -29,7 +29,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     monkeypatch.setenv("TALON_BENCH_DIR", str(tmp_path))
     client = Client(app_url, verbose=False)
     dropdown, meta, *views = client.predict(api_name="/bench_load")
-    methods, categories, shape, lossless, peers, budget, mu, topk, tree_shape, sources, cost, cost_table = map(
+    methods, categories, shape, lossless, peers, budget, mu, topk, sweeps, tree_shape, sources, cost, cost_table = map(
         _value, views
     )
     assert dropdown["value"] == str(tmp_path / "newer")
@@ -54,6 +54,9 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
     }
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
     assert _figure(topk)["data"]
+    # the sweeps' points as numbers beside the charts (which N pays on the machine measured)
+    assert sweeps["headers"][:5] == ["swept", "method", "setting", "speedup over AR", "× best fixed N"]
+    assert ["Budget N", "TALON, auto N", "auto (cap 128)"] == sweeps["data"][6][:3]
 
     assert cost is None and cost_table is None  # the fake suite has no cost table: its views are hidden
 

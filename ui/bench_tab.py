@@ -33,6 +33,7 @@ VIEWS = (
     "budget_sweep",
     "mu_sweep",
     "topk_sweep",
+    "sweeps",
     "tree_shape",
     "sources",
     "cost",

@@ -376,9 +376,16 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     # a Budget N apart only where it sizes the tree (a chain in a budget sweep records N but ignores it)
     budget = greedy["budget"] if "budget" in greedy.columns else pd.Series(float("nan"), greedy.index)
     size = budget.where(greedy["method"].map(fixed_size))
-    for (exp, *_), g in greedy.groupby([greedy["experiment"], greedy["method"], size], sort=False, dropna=False):
+    keys = []  # per experiment, a method's sizes in order and its auto-sized variant after them
+    experiments = list(dict.fromkeys(greedy["experiment"]))
+    families = list(dict.fromkeys(m.removesuffix(AUTO_SUFFIX) for m in greedy["method"]))
+    groups = greedy.groupby([greedy["experiment"], greedy["method"], size], sort=False, dropna=False)
+    for (exp, method, n), g in groups:
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
+        keys.append(
+            (experiments.index(exp), families.index(method.removesuffix(AUTO_SUFFIX)), is_auto(method), n, len(out))
+        )
         out.append(
             {
                 "experiment": exp,
@@ -388,8 +395,63 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "differing prompts": ", ".join(dict.fromkeys(diff)),
             }
         )
+    out = [out[k[-1]] for k in sorted(keys, key=lambda k: (*k[:3], 0 if pd.isna(k[3]) else k[3], k[4]))]
     table = pd.DataFrame(out, columns=cols)
     return table if table["experiment"].nunique() > 1 else table.drop(columns="experiment")
+
+
+SWEEP_COLUMNS = (
+    "swept",
+    "method",
+    "setting",
+    "speedup over AR",
+    "× best fixed N",
+    "MAT τ",
+    "draft share of time",
+    "mean nodes",
+    "mean depth",
+)
+"""The sweep table's columns."""
+
+
+def sweep_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Every point of the sweeps (N, μ, K) pooled over all prompts, the numbers the sweep charts draw:
+    per method, its settings in order, an auto-sized variant after its method's fixed sizes.  ``× best fixed
+    N``: in a budget sweep, a row's speedup over its method's best fixed N (1.00 marks that N), which answers
+    "which N on this machine"."""
+    out = []
+    for kind, (param, _, _) in SWEEP_AXES.items():
+        rows = _rows(summary, (kind,))
+        rows = rows[rows["method"] != "ar"] if not rows.empty else rows
+        base = rows["method"].map(lambda m: m.removesuffix(AUTO_SUFFIX))
+        for family in dict.fromkeys(base):
+            mine = rows[base == family]
+            fixed, auto = mine[~mine["method"].map(is_auto)], mine[mine["method"].map(is_auto)]
+            best = fixed["speedup"].max() if param == "budget" and not fixed.empty else None
+            for r in [*fixed.sort_values(param).itertuples(), *auto.itertuples()]:
+                out.append(
+                    {
+                        "swept": SWEEP_TITLES[param].removesuffix(" sweep"),
+                        "method": label(r.method),
+                        "setting": _sweep_setting(param, r),
+                        "speedup over AR": _num(r.speedup),
+                        "× best fixed N": _num(r.speedup / best) if best else None,
+                        "MAT τ": _num(r.MAT),
+                        "draft share of time": _num(r.draft_share),
+                        "mean nodes": _num(r.mean_tree_nodes, 1),
+                        "mean depth": _num(r.mean_depth),
+                    }
+                )
+    return pd.DataFrame(out, columns=list(SWEEP_COLUMNS))
+
+
+def _sweep_setting(param: str, row) -> str:
+    """The swept value of a sweep's summary ``row`` as the app writes it: ``N=8``, ``auto (cap 128)`` (an
+    auto-sized variant in a budget sweep), ``μ=0.03``, ``K=0``."""
+    value = getattr(row, param)
+    if param == "budget":
+        return f"auto (cap {int(value)})" if is_auto(row.method) else f"N={int(value)}"
+    return f"μ={float(value):g}" if param == "mu" else f"K={int(value)}"
 
 
 def sources_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -399,11 +461,12 @@ def sources_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def tables(runs: pd.DataFrame, summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Every table by name: ``methods``, ``categories``, ``shape``, ``lossless``, ``sources``."""
+    """Every table by name: ``methods``, ``categories``, ``shape``, ``sweeps``, ``lossless``, ``sources``."""
     return {
         "methods": methods_table(summary),
         "categories": category_table(summary),
         "shape": shape_table(summary),
+        "sweeps": sweep_table(summary),
         "lossless": lossless_table(runs),
         "sources": sources_table(summary),
     }
@@ -498,7 +561,7 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
         values = sorted({float(v) for v in rows[param]})
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
     fig.update_xaxes(title_text=x_title, row=1, col=2)
-    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", nticks=8, row=1, col=1)  # plotly's own read 0, 0.5, 1 under a 1.36
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)
     fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999"}, row=1, col=1)
     return _layout(fig, title)
