@@ -1197,17 +1197,16 @@ def test_a_loaded_run_is_named_as_the_page_names_its_method(recorded: RunTrace):
 
 def test_a_step_the_run_ended_inside_is_marked_on_the_committed_chart():
     # The run's last step accepted 3 drafts, the output kept 2: the Tree shape chart's accepted depth 3
-    # beside a bar of 2 accepted drafts and no bonus read as a contradiction; the bar now says why.
+    # beside a bar of 2 accepted drafts and no bonus read as a contradiction; a mark over the bar says why.
     trace = random_trace(5, 30, seed=2)
     whole = committed_tokens_chart(trace)
-    assert not whole.layout.annotations and whole.layout.yaxis.range is None
+    assert [t.name for t in whole.data] == ["accepted drafts", "bonus token", f"MAT {mat(trace.steps):.2f}"]
     last = max(trace.steps, key=lambda s: s.accepted_tokens)  # a step with drafts to cut
     assert last.accepted_tokens >= 1
     kept = last.committed_ids[: last.accepted_tokens]  # the bonus token and nothing else cut
     steps = [dataclasses.replace(s, committed_ids=kept) if s is last else s for s in trace.steps]
     cut = dataclasses.replace(trace, steps=steps, stop_reason="max_new_tokens")
-    fig = committed_tokens_chart(cut)
-    (note,) = fig.layout.annotations
-    assert note.x == last.index + 1 and note.y == len(kept)
-    assert note.text == "run ended here:<br>max new tokens" and "after " + f"{len(kept)} token" in note.hovertext
-    assert fig.layout.yaxis.range[1] > max(len(s.committed_ids) for s in steps) + 1  # room for the note
+    mark = committed_tokens_chart(cut).data[-1]
+    assert mark.name == "run ended inside this step (max new tokens)"
+    assert list(mark.x) == [last.index + 1] and mark.y[0] > len(kept)
+    assert f"the output kept {len(kept)} token" in mark.hovertext[0]

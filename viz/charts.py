@@ -137,8 +137,9 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
         ),
     ]
     top = max(len(s.committed_ids) for s in steps)
-    cut = [_cut_note(s, trace.stop_reason) for s in steps if len(s.committed_ids) < s.accepted_tokens + 1]
-    room = {"range": [0, top * 1.1 + 1.6]} if cut else {}  # the note's two lines above the tallest bar
+    cut = [s for s in steps if len(s.committed_ids) < s.accepted_tokens + 1]
+    if cut:
+        traces.append(_cut_marker(cut, trace.stop_reason))
     return _figure(
         traces if drafted(trace) else traces[1:],
         title,
@@ -146,27 +147,27 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
         "tokens",
         barmode="stack",
         xaxis=step_axis(len(steps)),
-        yaxis={"rangemode": "tozero", **({"dtick": 1} if top <= 12 else {}), **room},
-        annotations=cut,
+        yaxis={"rangemode": "tozero", **({"dtick": 1} if top <= 12 else {})},
     )
 
 
-def _cut_note(step: StepRecord, stop_reason: str) -> dict:
-    """A note over ``step``'s bar where the run ended inside it: the verifier accepted more than the output
-    kept (so the Tree shape chart's accepted depth is past this bar, and there is no bonus token)."""
-    kept = len(step.committed_ids)
-    return {
-        "x": step.index + 1,
-        "y": kept,
-        "yanchor": "bottom",
-        "showarrow": False,
-        "text": f"run ended here:<br>{STOPPED_BY.get(stop_reason, 'its end')}",
-        "font": {"size": 10, "color": "#555"},
-        "hovertext": (
-            f"The verifier accepted {plural(step.accepted_tokens, 'draft')} and a bonus token here; the run ended "
-            f"after {plural(kept, 'token')} of them."
-        ),
-    }
+def _cut_marker(steps: Sequence[StepRecord], stop_reason: str) -> go.Scatter:
+    """A mark over the bar of each step the run ended inside (its last): the verifier accepted more than
+    the output kept, so the Tree shape chart's accepted depth is past the bar and there is no bonus token.
+    A legend entry says what ended the run (a note on the bar crossed the MAT line and its neighbours)."""
+    return go.Scatter(
+        x=[s.index + 1 for s in steps],
+        y=[len(s.committed_ids) + 0.35 for s in steps],
+        mode="markers",
+        name=f"run ended inside this step ({STOPPED_BY.get(stop_reason, 'its end')})",
+        marker={"symbol": "triangle-down", "size": 11, "color": "#37474F"},
+        hovertext=[
+            f"the run ended here: the verifier accepted {plural(s.accepted_tokens, 'draft')} and a bonus token, "
+            f"the output kept {plural(len(s.committed_ids), 'token')}"
+            for s in steps
+        ],
+        hovertemplate="%{hovertext}<extra></extra>",
+    )
 
 
 def acceptance_by_depth_chart(trace: RunTrace) -> go.Figure:
