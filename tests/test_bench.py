@@ -380,12 +380,14 @@ def test_result_dirs_newest_first(tmp_path):
 
 
 def test_results_of_the_same_name_are_told_apart_by_their_path(tmp_path):
-    """The Benchmark tab's list: two runs' ``cost-auto-a`` under different folders read as their paths."""
-    for where in ("r36/cost-auto-a", "r20/cost-auto-a", "r20/headline"):
+    """The Benchmark tab's list: two runs' ``cost-auto-a`` under different folders read as their paths, and
+    so does a result alone in its folder (its "cost-without-b" read as from nowhere beside its sibling
+    "xeon-amx-r35/cost-without-a")."""
+    for where in ("r36/cost-auto-a", "r20/cost-auto-a", "r20/headline", "top"):
         write_fake_results(tmp_path / where)
     dirs = bench_results.result_dirs(tmp_path)
     names = dict(zip(dirs, bench_results.dir_names(dirs, tmp_path)))
-    assert sorted(names.values()) == ["headline", "r20/cost-auto-a", "r36/cost-auto-a"]
+    assert sorted(names.values()) == ["r20/cost-auto-a", "r20/headline", "r36/cost-auto-a", "top"]
     shown = tmp_path / "r36/cost-auto-a"
     assert bench_results.describe(shown, names[shown]).startswith("r36/cost-auto-a · fake · ")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -429,13 +428,11 @@ def result_dirs(root: str | Path) -> list[Path]:
 
 
 def dir_names(dirs: Sequence[Path], root: str | Path) -> list[str]:
-    """What tells ``dirs`` (under ``root``) apart: each one's name, or its path below ``root`` where
-    another has the same name (``epyc-avx2-r36/cost-auto-a`` beside ``zen4-r20/cost-auto-a``)."""
-    counts = Counter(d.name for d in dirs)
+    """What tells ``dirs`` (under ``root``) apart: each one's path below ``root`` (``epyc-avx2-r36/cost-auto-a``:
+    the folder names the machine or the run, and a sibling named alone read as from nowhere), or its full
+    path where it is not below ``root``."""
 
     def name(d: Path) -> str:
-        if counts[d.name] == 1:
-            return d.name
         try:
             return d.relative_to(root).as_posix()
         except ValueError:
