@@ -109,8 +109,10 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     page = browser.new_page(viewport={"width": 1024, "height": 900})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
-    for name in TABS:  # every tab fits at 1024 px: none is folded into an overflow menu
-        assert page.get_by_role("tab", name=name).is_visible(), name
+    # every tab fits at 1024 px: none is folded into an overflow menu (the tab bar lays itself out after the
+    # page's first controls appear, so each tab gets a moment to show; a folded one never does)
+    for name in TABS:
+        page.get_by_role("tab", name=name).wait_for(state="visible", timeout=15_000)
 
     page.get_by_text(re.compile(r"^extraction: Extract every")).first.click()
     page.wait_for_function(
