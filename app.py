@@ -76,6 +76,11 @@ STEPS_CLASS = ["talon-steps"]
 CHART_CLASS = ["talon-chart"]
 
 
+def run_chart(label: str, **extra) -> gr.Plot:
+    """A chart of the Charts tab: hidden while it is empty (``CHART_CLASS``)."""
+    return gr.Plot(label=label, elem_classes=CHART_CLASS, **extra)
+
+
 def steps_slider(label: str, **extra) -> gr.Slider:
     """A slider that walks a run's steps (or positions), from 1: off until a run gives it an end above 1."""
     return gr.Slider(1, 2, value=1, step=1, label=label, interactive=False, elem_classes=STEPS_CLASS, **extra)
@@ -636,20 +641,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "Charts of the current run (the one started with **Run** on Explore, or a loaded trace), drawn when "
                 "it ends: until then this tab is empty. Compare prompts and Compare methods have their own."
             )
-            chart_committed = gr.Plot(label="Tokens committed per step", elem_classes=CHART_CLASS)
-            chart_acceptance = gr.Plot(
-                label="Acceptance per depth, both rates", elem_id="chart-acceptance", elem_classes=CHART_CLASS
-            )
-            chart_shape = gr.Plot(label="Tree shape", elem_classes=CHART_CLASS)
-            chart_timing = gr.Plot(label="Time per step", elem_classes=CHART_CLASS)
-            chart_timeline = gr.Plot(label="Timeline of drafter and target", elem_classes=CHART_CLASS)
-            chart_adaptation = gr.Plot(label="Adaptation: confidence at the root vs depth", elem_classes=CHART_CLASS)
-            chart_calibration = gr.Plot(
-                label="Calibration: draft probability", elem_id="chart-calibration", elem_classes=CHART_CLASS
-            )
-            chart_path_calibration = gr.Plot(
-                label="Calibration: path probability", elem_id="chart-path-calibration", elem_classes=CHART_CLASS
-            )
+            chart_committed = run_chart("Tokens committed per step")
+            chart_acceptance = run_chart("Acceptance per depth, both rates", elem_id="chart-acceptance")
+            chart_shape = run_chart("Tree shape")
+            chart_timing = run_chart("Time per step")
+            chart_timeline = run_chart("Timeline of drafter and target")
+            chart_adaptation = run_chart("Adaptation: confidence at the root vs depth")
+            chart_calibration = run_chart("Calibration: draft probability", elem_id="chart-calibration")
+            chart_path_calibration = run_chart("Calibration: path probability", elem_id="chart-path-calibration")
 
         # ---- Sync vs async -----------------------------------------------------------------------------
         with gr.Tab("Sync vs async", id="async"):

@@ -376,26 +376,23 @@ def lossless_table(runs: pd.DataFrame) -> pd.DataFrame:
     # a Budget N apart only where it sizes the tree (a chain in a budget sweep records N but ignores it)
     budget = greedy["budget"] if "budget" in greedy.columns else pd.Series(float("nan"), greedy.index)
     size = budget.where(greedy["method"].map(fixed_size))
-    keys = []  # per experiment, a method's sizes in order and its auto-sized variant after them
     experiments = list(dict.fromkeys(greedy["experiment"]))
     families = list(dict.fromkeys(m.removesuffix(AUTO_SUFFIX) for m in greedy["method"]))
     groups = greedy.groupby([greedy["experiment"], greedy["method"], size], sort=False, dropna=False)
     for (exp, method, n), g in groups:
         same = g["matches_ar"].astype(bool)
         diff = g.loc[~same, "prompt_id"].astype(str)
-        keys.append(
-            (experiments.index(exp), families.index(method.removesuffix(AUTO_SUFFIX)), is_auto(method), n, len(out))
-        )
-        out.append(
-            {
-                "experiment": exp,
-                "method": row_label(next(g.itertuples())),
-                "greedy runs": len(g),
-                "same tokens as AR": int(same.sum()),
-                "differing prompts": ", ".join(dict.fromkeys(diff)),
-            }
-        )
-    out = [out[k[-1]] for k in sorted(keys, key=lambda k: (*k[:3], 0 if pd.isna(k[3]) else k[3], k[4]))]
+        # per experiment, a method's sizes in order and its auto-sized variant after them (a stable sort below)
+        order = (experiments.index(exp), families.index(method.removesuffix(AUTO_SUFFIX)), is_auto(method))
+        row = {
+            "experiment": exp,
+            "method": row_label(next(g.itertuples())),
+            "greedy runs": len(g),
+            "same tokens as AR": int(same.sum()),
+            "differing prompts": ", ".join(dict.fromkeys(diff)),
+        }
+        out.append(((*order, 0 if pd.isna(n) else n), row))
+    out = [row for _, row in sorted(out, key=lambda pair: pair[0])]
     table = pd.DataFrame(out, columns=cols)
     return table if table["experiment"].nunique() > 1 else table.drop(columns="experiment")
 
