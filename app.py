@@ -839,15 +839,24 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_results = [sweep_plot, price_plot, price_note, reroll_plot, sampling_df, reroll_note]
     lab_out = [lab_plot, lab_caption, gate_plot]
-    (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
+
+    def lab_redrawn(listener, redraw=tree_lab.redraw, table=tree_lab.every_method, **options):
+        """The lab's tree, caption and gate drawn again at its settings, then its every-method table.
+
+        `listener` is the event (or the `.success` of the chain) that starts the pair; `options` go to the
+        redraw, and its trigger mode to the table too (a held variant draws what the gate froze).
+        """
+        drawn = listener(redraw, [session, *lab_settings, lab_color], lab_out, **options)
+        return drawn.success(table, [session, *lab_settings[1:]], lab_methods, trigger_mode=options.get("trigger_mode"))
+
+    gate_froze = (  # the gate froze its step: the Tree lab opens on it as after its own Freeze
         refused_first(gate_btn.click, explore.check_gate, session)(
             explore.show_gate, [session, step_slider, target, drafter], [explore_gate, gate_note]
         )
         .success(tree_lab.follow_gate, [session, step_slider, target, drafter], [lab_status, *lab_settings, lab_step])
         .success(tree_lab.results_after_gate, session, lab_results, queue=False, api_visibility="private")
-        .success(tree_lab.redraw_held, [session, *lab_settings, lab_color], lab_out)
-        .success(tree_lab.every_method_held, [session, *lab_settings[1:]], lab_methods)
     )
+    lab_redrawn(gate_froze.success, tree_lab.redraw_held, tree_lab.every_method_held)
     for new_run in (run_starts, upload_starts):  # what explained the run before goes with it
         new_run(
             explore.hide_gate,
@@ -924,7 +933,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
 
     # ---- wiring: Tree lab ---------------------------------------------------------------------------------
-    (
+    froze = (
         refused_first(freeze_btn.click, tree_lab.check_freezable, session)(
             tree_lab.freeze,
             [session, lab_step, target, drafter],
@@ -933,18 +942,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         )
         .success(tree_lab.results_cleared, session, lab_results, queue=False, api_visibility="private")
         .success(tree_lab.lab_colour_choices, [lab_method, lab_color], lab_color, queue=False, api_visibility="private")
-        .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out)
-        .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
     )
+    lab_redrawn(froze.success)
     for control in (lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma):
-        changed = control.release(
-            tree_lab.redraw,
-            [session, *lab_settings, lab_color],
-            lab_out,
-            trigger_mode="always_last",
-            show_progress="minimal",
-        )
-        changed.success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods, trigger_mode="always_last")
+        lab_redrawn(control.release, trigger_mode="always_last", show_progress="minimal")
         # at once, not after the redraw: a result still being drawn at the old settings is then dropped
         control.release(tree_lab.results_outdated, session, lab_results, queue=False, api_visibility="private")
     lab_color.input(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
@@ -957,13 +958,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     )
     # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
     # Then the tree's caption and the every-method table are priced again by the curve just measured.
-    (
-        refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
-            tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
-        )
-        .success(tree_lab.redraw, [session, *lab_settings, lab_color], lab_out, show_progress="minimal")
-        .success(tree_lab.every_method, [session, *lab_settings[1:]], lab_methods)
+    remeasured = refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
+        tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
     )
+    lab_redrawn(remeasured.success, show_progress="minimal")
     refused_first(sweep_btn.click, tree_lab.check_sweep, [session, sweep_field, lab_method])(
         tree_lab.sweep, [session, sweep_field, *lab_settings], sweep_plot
     )
