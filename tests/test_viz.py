@@ -550,12 +550,47 @@ def test_acceptance_chart_draws_both_rates_for_each_run(recorded: RunTrace):
 
 
 def test_a_low_bars_label_goes_above_the_marker_it_would_cover():
-    from viz.charts import _label_above_marker
+    from viz.charts import _label_height
 
-    assert _label_above_marker(0.12, 0.33) and _label_above_marker(0.0, 0.0)  # the two the page showed
-    assert not _label_above_marker(0.12, 1.0) and not _label_above_marker(0.2, 0.05)  # clear of the label
-    assert not _label_above_marker(0.5, 0.6) and not _label_above_marker(None, 0.1)  # inside the bar; no bar
-    assert not _label_above_marker(0.1, None)  # no line at this depth
+    assert _label_height(0.12, [0.33]) == 0.33 and _label_height(0.0, [0.0]) == 0.0  # the two the page showed
+    assert _label_height(0.12, [1.0]) is None and _label_height(0.2, [0.05]) is None  # clear of the label
+    assert _label_height(0.5, [0.6]) is None and _label_height(None, [0.1]) is None  # inside the bar; no bar
+    assert _label_height(0.1, [None]) is None  # no line at this depth
+    # the other run's marker at this depth counts too, and a label moved over one marker steps over the
+    # next one it would then cover (the highest in its way wins)
+    assert _label_height(0.1, [None, 0.2]) == 0.2
+    assert _label_height(0.1, [0.2, 0.45]) == 0.45 and _label_height(0.1, [0.2, 0.9]) == 0.2
+
+
+def test_two_runs_low_bar_labels_clear_the_other_runs_marker():
+    """Compare prompts at many depths: a low bar's label above its bar sat level with the other run's line
+    marker a bar's width away; it now goes above every marker at its depth that it would cover."""
+    from viz.charts import LABEL_BAND, LABEL_INSIDE, acceptance_per_depth_chart
+
+    a, b = random_trace(20, 8, seed=26), random_trace(20, 8, seed=126)  # B's marker over one of A's low bars
+    fig = acceptance_per_depth_chart({"A": a, "B": b})
+    rows = {label: acceptance_per_depth(t.steps) for label, t in (("A", a), ("B", b))}
+    markers = {}
+    for rs in rows.values():
+        for r in rs:
+            markers.setdefault(r["depth"], []).append(r["conditional"])
+    moved = [n for n in fig.layout.annotations if n.yshift == 7]
+    only_other = 0
+    for shift, bar, rs in zip((-0.2, 0.2), [t for t in fig.data if t.type == "bar"], rows.values()):
+        for r, text in zip(rs, bar.text):
+            if r["rate"] is None or r["rate"] >= LABEL_INSIDE:
+                continue
+            crowd = [m for m in markers[r["depth"]] if m is not None and r["rate"] - 0.05 <= m <= r["rate"] + 0.3]
+            label = f"{r['rate']:.0%}<br>{r['accepted']}/{r['reached']}"
+            if not crowd:
+                assert text == label  # above its own bar, as before
+                continue
+            only_other += r["conditional"] not in crowd  # only another run's marker in the way
+            [note] = [n for n in moved if n.text == label and n.x == pytest.approx(r["depth"] + shift)]
+            assert text == "" and note.y >= max(crowd)
+            # nothing of any run at this depth sits inside the label's band
+            assert not [m for m in markers[r["depth"]] if m is not None and note.y < m <= note.y + LABEL_BAND]
+    assert only_other
 
 
 def test_a_hatched_bars_label_sits_on_a_white_patch_at_its_foot(recorded: RunTrace):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
@@ -186,12 +187,19 @@ LABEL_BAND = 0.3
 """How far above a low bar its label reaches (a share of the y axis: two 11 px lines of a 260 px plot)."""
 
 
-def _label_above_marker(rate: float | None, conditional: float | None) -> bool:
-    """Whether a low bar's label, set above the bar, would cover the line's marker at that depth (it
-    falls between the bar's top and the label's), so the label goes above the marker instead."""
-    if rate is None or rate >= LABEL_INSIDE or conditional is None:
-        return False
-    return rate - 0.05 <= conditional <= rate + LABEL_BAND
+def _label_height(rate: float | None, markers: Iterable[float | None]) -> float | None:
+    """Where a low bar's label goes so that it covers no line marker at its depth: None where it keeps its
+    own place (inside a bar tall enough, or just above a low bar no marker crowds), else the y of the
+    highest marker in its way, the label sitting just above it (a marker it would then cover moves it on).
+    ``markers``: every run's line at that depth (a neighbour's marker stands a bar's width away, less than
+    a label is wide once the chart has many depths)."""
+    if rate is None or rate >= LABEL_INSIDE:
+        return None
+    height, floor, top = None, rate - 0.05, rate + LABEL_BAND
+    for marker in sorted(m for m in markers if m is not None):
+        if floor <= marker <= top:
+            height, top = marker, marker + LABEL_BAND
+    return height
 
 
 def _rate_label(row: dict) -> str:
@@ -199,17 +207,17 @@ def _rate_label(row: dict) -> str:
     return "" if row["rate"] is None else f"{row['rate']:.0%}<br>{row['accepted']}/{row['reached']}"
 
 
-def _label_off_bar(row: dict, x: float, above_marker: bool, color: str = "#263238") -> dict:
-    """A bar's label as an annotation at ``x`` in ``color``: above the line's marker it would cover, or on
-    a white patch at the foot of a hatched bar."""
-    place = {"y": row["conditional"], "yshift": 7} if above_marker else {"y": 0, "yshift": 2}
+def _label_off_bar(row: dict, x: float, height: float | None, color: str = "#263238") -> dict:
+    """A bar's label as an annotation at ``x`` in ``color``: just above ``height`` (the marker it would
+    cover, ``_label_height``), or, with no height, on a white patch at the foot of a hatched bar."""
+    place = {"y": 0, "yshift": 2} if height is None else {"y": height, "yshift": 7}
     return {
         "x": x,
         **place,
         "yanchor": "bottom",
         "text": _rate_label(row),
         "showarrow": False,
-        **({} if above_marker else {"bgcolor": "rgba(255,255,255,0.85)"}),
+        **({"bgcolor": "rgba(255,255,255,0.85)"} if height is None else {}),
         "font": {"color": color, "size": 11},
     }
 
@@ -236,6 +244,10 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
     figs, labels = [], []
     single = len(per_run) == 1
     drawn = [label for label, rows in per_run.items() if rows]  # a run of plain steps has no bars
+    markers = defaultdict(list)  # depth -> every run's line there: a low bar's label steps over them all
+    for rows in per_run.values():
+        for r in rows:
+            markers[r["depth"]].append(r["conditional"])
     for k, (label, rows) in enumerate(per_run.items()):
         if not rows:
             continue
@@ -260,15 +272,12 @@ def acceptance_per_depth_chart(traces: Mapping[str, RunTrace], max_depth: int | 
         # group's 0.8 into equal widths), not on the seam between two runs' bars.
         shift = (drawn.index(label) - (len(drawn) - 1) / 2) * 0.8 / len(drawn)
         show_labels = deepest <= 15
-        moved = [show_labels and _label_above_marker(r["rate"], r["conditional"]) for r in rows]
+        heights = [_label_height(r["rate"], markers[r["depth"]]) if show_labels else None for r in rows]
         # a hatched bar's label on a white patch at the bar's foot: drawn on the hatching it was unreadable
-        patched = [
-            show_labels and not move and r["reached"] < FEW_TREES and (r["rate"] or 0) >= LABEL_INSIDE
-            for r, move in zip(rows, moved)
-        ]
-        labels += [_label_off_bar(r, r["depth"] + shift, True, ink) for r, move in zip(rows, moved) if move]
-        labels += [_label_off_bar(r, r["depth"] + shift, False, ink) for r, p in zip(rows, patched) if p]
-        moved = [move or patch for move, patch in zip(moved, patched)]
+        patched = [show_labels and r["reached"] < FEW_TREES and (r["rate"] or 0) >= LABEL_INSIDE for r in rows]
+        labels += [_label_off_bar(r, r["depth"] + shift, h, ink) for r, h in zip(rows, heights) if h is not None]
+        labels += [_label_off_bar(r, r["depth"] + shift, None, ink) for r, p in zip(rows, patched) if p]
+        moved = [h is not None or patch for h, patch in zip(heights, patched)]
         figs.append(
             go.Bar(
                 x=depths,
