@@ -261,7 +261,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
                 info=f"0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's "
-                f"measured cost curve, up to {BUDGET_MAX} nodes (measured on the first auto run: 20-30 s on a "
+                f"measured cost curve, up to {BUDGET_MAX} nodes (measured on the first auto run: about 40 s on a "
                 "2-core CPU). 1 or more: every tree spends exactly N nodes, however sure the drafter is.",
                 elem_id="budget",
             )
@@ -468,7 +468,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     column_widths=["23%", "10%", "8%", "8%", "12%", "9%", "8%", "8%", "6%", "8%"],  # no word split
                     label="Each prompt's trees",
                     elem_id="prompts-table",
-                    headers=["Press Run both prompts to fill this table"],
+                    headers=[prompts.EMPTY_TABLE],
                 )
                 with gr.Row():
                     with gr.Column(min_width=300):
@@ -890,7 +890,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         prompts_dist,
         prompts_accept,
     ]
-    pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False)
+    pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False).then(
+        prompts.pair_chosen,
+        [session, prompt_a, prompt_b, predict],
+        [*prompts_view_out, reveal_md, guess, lesson],
+        queue=False,
+        api_visibility="private",
+    )
     (
         checked_and_loaded(
             prompts_btn, prompts.check_prompts, [prompt_a, prompt_b, *settings], pressed=batch("prompts")
@@ -959,7 +965,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     # The note is empty (no height) until the measurement ends: its progress shows on the chart below it.
     # Then the tree's caption and the every-method table are priced again by the curve just measured.
     remeasured = refused_first(remeasure_btn.click, tree_lab.check_frozen, session)(
-        tree_lab.remeasure, [session, lab_method], [price_plot, price_note], show_progress_on=price_plot
+        tree_lab.remeasure, [session, lab_method], [price_plot, price_note, price_curve], show_progress_on=price_plot
     )
     lab_redrawn(remeasured.success, show_progress="minimal")
     refused_first(sweep_btn.click, tree_lab.check_sweep, [session, sweep_field, lab_method])(

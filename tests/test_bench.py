@@ -810,6 +810,8 @@ def test_figures_draw_every_experiment(frames):
     assert mu.layout.xaxis.type == "log" and {t.name for t in mu.data} == {"TALON"}
     topk = figs["topk_sweep"]
     assert list(next(t for t in topk.data if t.xaxis == "x").x) == [0, 6]
+    # every panel from 0: a MAT axis zoomed to its points drew a 1.5 % change as a steep climb
+    assert all(getattr(topk.layout, f"yaxis{k}").rangemode == "tozero" for k in ("", "2", "3"))
     shape = figs["tree_shape"]
     assert {t.name for t in shape.data} == set(CATEGORIES) and len(shape.data) == 2 * len(CATEGORIES)
     for fig in figs.values():
@@ -913,6 +915,9 @@ def test_cost_results_round_trip_and_draw(tmp_path):
     fig = bench_charts.cost_figure(cost)
     assert {t.name for t in fig.data} == {"verify a tree of n nodes", "one draft-head call over n nodes"}
     assert bench_charts.cost_table(cost)["× AR step"].iloc[0] == 1.0
+    # n counts the root, Budget N does not: both say how they meet (16 nodes read as N=16)
+    assert "Budget N + 1" in fig.layout.xaxis.title.text
+    assert "verify a tree (nodes incl. root: Budget N + 1)" in set(bench_charts.cost_table(cost)["piece"])
     assert bench_charts.figures(pd.DataFrame(), include_empty=False, cost=cost).keys() == {"cost"}
     assert bench_results.read_cost(tmp_path / "none").empty
 

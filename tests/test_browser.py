@@ -181,12 +181,16 @@ def test_example_run_then_the_lab_redraws_the_frozen_step(browser, app_url, tmp_
     # Measuring the machine again (~15 s): its progress counts rounds on the price chart, where a person sees
     # it (the note it ends in has no height until then)
     priced_before = page.locator("#lab-caption").inner_text()
+    page.locator("#price-curve input").click()  # a projection chosen: the measurement turns the menu back
+    page.get_by_role("option", name=re.compile(r"^projection: GPU")).first.click()
+    assert page.locator("#price-curve input").input_value().startswith("projection: GPU")
     page.locator("#price-remeasure").click()
     rounds = cost_measure.ROUNDS + 1  # the warm-up's included (tests take fewer: conftest)
     bar = page.locator("#price-plot").get_by_text(re.compile(rf"round [2-9] of {rounds} .* - \d+\.\d%"))
     bar.wait_for(timeout=60_000)
     assert bar.is_visible() and float(re.search(r"([\d.]+)%", bar.inner_text()).group(1)) > 0
     page.locator("#price-note").get_by_text("Measured again").wait_for(timeout=120_000)
+    assert page.locator("#price-curve input").input_value() == "this machine's cost curve"  # what it draws now
     assert "a step's first call" in page.locator("#price-note").inner_text()  # the drafter's share, priced
     page.wait_for_function(  # ... and the curve it measured is drawn there
         "() => document.querySelector('#price-plot .js-plotly-plot')?.layout?.title?.text?.includes('on this machine')",

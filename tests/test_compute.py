@@ -229,13 +229,13 @@ def test_stop_while_a_run_is_prepared_ends_it_before_its_first_step(target, monk
 
     def progress(share, desc=""):
         rounds.append(desc)
-        if len(rounds) == 2:  # Stop pressed during the measurement's first round
+        if len(rounds) == 3:  # Stop pressed during the measurement's first round (after its preparation)
             assert session.stop() == "preparing"
 
     panel = RunSettings(prompt="x", method="talon", budget=0, target_spec="tiny", drafter_spec="layers:1")
     with pytest.raises(RunStopped), session.preparing() as stop:
         prepare(panel, progress, stop=stop.is_set)
-    assert len(rounds) == 2 and "round 2" in rounds[-1]  # stopped at the next round's start
+    assert len(rounds) == 3 and "round 2" in rounds[-1]  # stopped at the next round's start
     assert cached_curve(curve_key(target, drafter)) is None
     assert session.stop() is None  # nothing left to stop
 
@@ -513,7 +513,7 @@ def test_stop_ends_a_pair_of_prompts_with_nothing_half_shown(target, tiny_app):
             prompts.stop_prompts(session)
 
     view = prompts.run_prompts(session, "a", "b", False, "verdict", progress, *_panel(tiny_app, max_new=6))
-    assert session.prompts == {} and prompts.STOPPED in view
+    assert session.prompts == {} and view[3] == prompts.STOPPED
     session.work_stops.clear()  # a Stop with nothing running does nothing
     prompts.stop_prompts(session)
 

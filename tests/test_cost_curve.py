@@ -48,7 +48,7 @@ def test_a_measured_curve_covers_every_size_and_width(target):
     assert curve.root > 0 and curve.observe > 0  # the step's first call and a drafted step's bookkeeping
     assert 0 < curve.builder < curve.plain  # the builder's own work per call
     assert curve.key["drafter"] == "EAGLE-style head" and curve.key["threads"] >= 1
-    assert len(lines) == 4 and "cost curve" in lines[0] and "builder" in lines[-1]
+    assert len(lines) == 5 and "preparing" in lines[0] and "round 1 of 3" in lines[1] and "builder" in lines[-1]
 
 
 @pytest.fixture

@@ -37,4 +37,4 @@ def test_the_cost_curve_measurement_counts_its_rounds():
     lines: list[str] = []
     measure_curve(tiny_target(), None, reps=2, progress=lines.append, sizes=(1, 2), widths=(1,))
     shares = [done_share(line) for line in lines]
-    assert shares == [0.0, 1 / 3, 2 / 3]
+    assert shares == [None, 0.0, 1 / 3, 2 / 3]  # the preparation first, a line that counts no round

@@ -340,6 +340,10 @@ def test_the_price_menu_offers_each_measured_machine_once():
     assert len(machines) == len(set(machines)) >= 3
     assert any(m.startswith("GPU (NVIDIA H200)") for m in machines)
     assert "CPU (AMD EPYC), AVX-512, 2 cores, float32" in machines
+    # each names its folder by a path that is there ("docs/bench/cost-auto-a" was in two machines' folders)
+    for key, label in zip(curves, labels):
+        assert label.endswith(f"(docs/bench/{key})") and (ROOT / "docs" / "bench" / key / "meta.json").is_file()
+    assert any("/" in key for key in curves)
     assert machine_label({"device": "cpu", "cpu": "Intel Xeon", "cpu_flags": "avx2 fma", "cpu_count": 4}) == (
         "CPU (Intel Xeon), AVX2, 4 cores"
     )

@@ -436,6 +436,23 @@ def test_the_representative_step_shows_an_acceptance_where_the_run_usually_makes
     assert representative_step([last, replace(narrow, index=5)]) == 4  # not last: it wins on its drafts
 
 
+def test_the_step_around_the_mean_depth_shows_what_a_comparison_of_means_states() -> None:
+    """Compare prompts compares mean depths: a code run of depths 1, 1, 1, 3, 3, 4 (mean 2.17) opened on
+    a median step of depth 1, like a chat run's, and the two pictures looked alike beside "2.13 against
+    1.19".  Around the mean it opens on depth 3, not the last step; a tie goes to the lower depth."""
+    steps = [
+        make_step(k, chain(0, list(range(1, d + 1))), [9] * (d + 1), 0, 0.0, 0.1, 0.1)
+        for k, d in enumerate([1, 1, 1, 3, 4, 3])
+    ]
+    assert [s.tree.max_depth for s in steps] == [1, 1, 1, 3, 4, 3]
+    assert steps[representative_step(steps)].tree.max_depth == 1
+    assert representative_step(steps, around="mean") == 3  # depth 3, and not the last step (5)
+    tie = steps[:2] + [steps[3]]  # depths 1, 1, 3: mean 1.67 is nearer 1 (0.67) than 3 (1.33)
+    assert tie[representative_step(tie, around="mean")].tree.max_depth == 1
+    even = [steps[0], steps[3]]  # depths 1, 3: mean 2 is as near to both: the lower
+    assert representative_step(even, around="mean") == 0
+
+
 def test_reliability_bins_every_checked_node_of_the_run() -> None:
     steps = [*hand_steps(), leaf_step()]
     draft = reliability_points(steps, "draft")

@@ -1245,3 +1245,67 @@ def test_a_step_the_run_ended_inside_is_marked_on_the_committed_chart():
     assert mark.name == "run ended inside this step (max new tokens)"
     assert list(mark.x) == [last.index + 1] and mark.y[0] > len(kept)
     assert f"the output kept {len(kept)} token" in mark.hovertext[0]
+
+
+def _run_of_depths(depths: list[int], prompt: str) -> RunTrace:
+    """A trace whose steps' trees have ``depths`` (random steps picked by their depth)."""
+    from tests.viz_fakes import random_step, random_trace
+
+    pool = {}
+    for n in (2, 3, 4, 6):
+        for seed in range(40):
+            pool.setdefault(random_step(n, seed).tree.max_depth, (n, seed))
+    steps = [random_step(*pool[d], index=k) for k, d in enumerate(depths)]
+    return dataclasses.replace(random_trace(1), prompt=prompt, steps=steps)
+
+
+def test_compare_prompts_opens_each_prompt_on_a_step_near_its_mean_depth():
+    """The teacher's pair: code at depths 1, 1, 1, 3, 3, 4 (mean 2.17) and chat at 1, 1, 1, 1, 2 (mean 1.2)
+    opened both on "typical" (median) steps of depth 1 under "A grew deeper trees: 2.17 against 1.20";
+    now on the depth nearest each mean (3 and 1), which the caption and the tree titles say."""
+    from ui.prompts import prompts_caption, typical_step
+
+    code = _run_of_depths([1, 1, 1, 3, 4, 3], "code")
+    chat = _run_of_depths([1, 1, 1, 1, 2], "chat")
+    assert code.steps[typical_step(code)].tree.max_depth == 3
+    assert chat.steps[typical_step(chat)].tree.max_depth == 1
+    text = prompts_caption({"A": code, "B": chat})
+    assert "Prompt A grew deeper trees" in text and "depth nearest its prompt's mean (A: 3, B: 1)" in text
+    assert "Both trees below have depth" not in text
+    assert "about the same nodes a step" not in text  # fixed-N runs: no word on the cost rule
+    auto = {
+        k: dataclasses.replace(t, tree_config={"method": "talon", "auto": True}) for k, t in (("A", code), ("B", chat))
+    }
+    sizes = [sum(s.tree.num_drafts for s in t.steps) / len(t.steps) for t in auto.values()]
+    said = "Both used about the same nodes a step" in prompts_caption(auto)
+    assert said == (max(sizes) <= 1.15 * min(sizes))
+    same = dataclasses.replace(auto["A"], steps=[dataclasses.replace(s, index=k) for k, s in enumerate(chat.steps)])
+    assert "Both used about the same nodes a step (" in prompts_caption({"A": same, "B": auto["B"]})
+    # means apart, pictures alike: the caption says where the difference shows instead
+    close = _run_of_depths([1, 1, 1, 2, 2, 2], "code")  # mean 1.5: as near 1 as 2, so 1, as chat's
+    text = prompts_caption({"A": close, "B": chat})
+    assert "(A: 1, B: 1)" in text and "Both trees below have depth 1: the difference is in how often" in text
+
+
+def test_the_example_pair_button_clears_the_last_pairs_results():
+    """After a run and Reveal, "Use the example pair" put the list and the chat in the prompt boxes under
+    the last pair's caption, table, trees and "You said: A grows deeper trees. Right.": they go (and in
+    class mode the question comes back); nothing goes where the results are of these prompts already, or
+    while a pair decodes."""
+    import gradio as gr
+
+    from ui.prompts import CLASS_INTRO, EMPTY_TABLE, NO_PROMPTS, pair_chosen
+    from ui.session import Session
+
+    session = Session()
+    code, chat = _run_of_depths([1, 2], "code"), _run_of_depths([1, 1], "chat")
+    session.prompts = {"A": code, "B": chat, "guess": "A", "hidden": True}
+    same = pair_chosen(session, "code", "chat", True)
+    assert all(v == gr.skip() for v in same) and session.prompts["A"] is code
+    session.start_work("prompts")  # a pair on its way: its results will be of the prompts it runs
+    assert all(v == gr.skip() for v in pair_chosen(session, "list", "open chat", True))
+    session.stop_work("prompts")
+    out = pair_chosen(session, "list", "open chat", True)
+    assert session.prompts == {} and out[3] == NO_PROMPTS and list(out[2].columns) == [EMPTY_TABLE]
+    assert out[-3:] == ("", None, CLASS_INTRO) and all(v is None for v in out[6:12])
+    assert all(v == gr.skip() for v in pair_chosen(session, "x", "y", False))  # nothing left to clear

@@ -40,9 +40,11 @@ NO_PROMPTS = (
 LESSON = (
     "**The lesson of this app.** Two prompts, the same method and settings (above): where the drafter "
     "is sure (lists, code, math), TALON's gate lets few candidates through and the tree grows deep "
-    "and narrow; on open chat it stays shallow: at a fixed N the budget goes to width, and with N = "
-    "auto the tree stays small (a step no tree pays for is a plain one). Both are drawn on one depth "
-    "and width scale."
+    "and narrow; on open chat it stays shallow and wide. At a fixed N both spend the whole budget and "
+    "only the shape differs. With N = auto a tree also grows only while it pays on this machine's cost "
+    "curve: an unsure step can stay small or be a plain one (no tree), but where a few more nodes cost "
+    "almost nothing to verify (a 2-core CPU: up to six) both prompts take them, and again the shape "
+    "differs. Both are drawn on one depth and width scale."
 )
 """The tab's intro: the answer the class mode asks for, so it shows only outside class mode or once revealed."""
 CLASS_INTRO = (
@@ -58,8 +60,8 @@ def intro(predict: bool) -> str:
 
 
 HIDDEN = (
-    "**Both prompts are decoded.** Which one grew deeper trees: the predictable or the open one? Discuss, "
-    "answer below, then press **Reveal**."
+    "**Both prompts are decoded.** Which one grew deeper trees, A or B, and why? Discuss, answer below, then "
+    "press **Reveal**."
 )
 GUESS_CHOICES = [
     ("A grows deeper trees", "A"),
@@ -68,12 +70,26 @@ GUESS_CHOICES = [
 ]
 SAME_DEPTH = 0.25
 """Mean depths closer than this many layers count as "about the same"."""
+SAME_SIZE = 1.15
+"""Two auto runs whose draft nodes per step are within this factor count as "about the same" size."""
 
 
 def example_pair(examples: list[dict] = EXAMPLES) -> tuple[str, str]:
     """The predictable and the open example prompts (``PAIR_IDS``) from the shipped examples."""
     by_id = {e.get("id"): e["prompt"] for e in examples}
     return tuple(by_id.get(i, fallback) for i, fallback in zip(PAIR_IDS, FALLBACK_PAIR))  # type: ignore[return-value]
+
+
+def pair_chosen(session: Session, prompt_a, prompt_b, predict) -> tuple:
+    """ "Use the example pair" filled the prompts: the last pair's results, the class's answer and its verdict
+    go, as a new Run's would (under the new prompts they read as theirs), and in class mode the question
+    comes back.  Nothing changes where the results are already of these prompts, or while a pair decodes
+    (its results come of the prompts it runs)."""
+    runs = _runs(session)
+    if session.working("prompts") or not runs or (runs["A"].prompt, runs["B"].prompt) == (prompt_a, prompt_b):
+        return (gr.skip(),) * (len(_empty_view("")) + 3)
+    session.prompts = {}
+    return (*_empty_view(NO_PROMPTS), "", None, intro(predict))
 
 
 def category_of(prompt: str, examples: list[dict] = EXAMPLES) -> str:
@@ -115,7 +131,8 @@ def run_prompts(session: Session, prompt_a, prompt_b, predict, color_mode, progr
     runs = {}
     try:
         for k, (label, prompt) in enumerate(zip(LABELS, (prompt_a, prompt_b))):
-            progress(k / 2, desc=f"Prompt {label}: decoding...")
+            # one progress for both panels: each reads it, so it names the pair's place, not a panel's
+            progress(k / 2, desc="Prompt A decoding (B next)..." if k == 0 else "Prompt B decoding (A done)...")
             runs[label] = prepare(settings.but(prompt=prompt), progress).run_to_end(stop=stop.is_set)
             if stop.is_set():  # a newer Run fills the page itself; after Stop, nothing of the pair is shown
                 replaced = session.replaced("prompts", stop)
@@ -137,15 +154,20 @@ def stop_prompts(session: Session) -> None:
 RUNNING = "Decoding both prompts with the method and settings above..."
 
 
-def _empty_view(caption: str) -> tuple:
-    """The tab with no pair to show: ``caption`` and nothing else."""
-    return (gr.update(visible=True), gr.update(visible=False), None, caption, *(gr.update(),) * 2, *(None,) * 6)
+EMPTY_TABLE = "Press Run both prompts to fill this table"
+RUNNING_TABLE = "Decoding both prompts: this table fills when both are done"
+
+
+def _empty_view(caption: str, table: str = EMPTY_TABLE) -> tuple:
+    """The tab with no pair to show: ``caption``, and the table's one header saying what fills it."""
+    empty = pd.DataFrame(columns=[table])
+    return (gr.update(visible=True), gr.update(visible=False), empty, caption, *(gr.update(),) * 2, *(None,) * 6)
 
 
 def running_view() -> tuple:
     """The tab while a new pair is decoded: the last pair's results cleared (in class mode they would give
     the next answer away)."""
-    return _empty_view(RUNNING)
+    return _empty_view(RUNNING, RUNNING_TABLE)
 
 
 def prompts_view(session: Session, color_mode) -> tuple:
@@ -156,7 +178,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
         return _empty_view(NO_PROMPTS)
     if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
         return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
-    numbers = [metrics.representative_step(runs[k].steps) + 1 for k in LABELS]
+    numbers = [typical_step(runs[k]) + 1 for k in LABELS]
     figs = [prompt_tree(session, k, n, color_mode) for k, n in zip(LABELS, numbers)]
     depth, _ = scale(session)
     heats = [
@@ -196,6 +218,12 @@ def widest(runs: dict[str, RunTrace]) -> int:
     return max((s.tree.widest_layer for t in runs.values() for s in t.steps), default=1) or 1
 
 
+def typical_step(trace: RunTrace) -> int:
+    """The step (from 0) each prompt opens on: one of the depth nearest the run's mean depth, the figure the
+    caption compares (``metrics.representative_step``)."""
+    return metrics.representative_step(trace.steps, around="mean")
+
+
 def prompt_tree(session: Session, which: str, number, color_mode):
     """Step ``number`` (from 1) of prompt ``which``'s run, on the scale both prompts share."""
     runs = _runs(session)
@@ -205,7 +233,7 @@ def prompt_tree(session: Session, which: str, number, color_mode):
     number = max(1, min(int(number or 1), len(trace.steps)))
     step = trace.steps[number - 1]
     depth, width = scale(session)
-    typical = " (typical)" if step.index == metrics.representative_step(trace.steps) else ""
+    typical = " (depth nearest the mean)" if step.index == typical_step(trace) else ""
     title = (
         f"{which}: step {number} of {len(trace.steps)}{typical} · depth {step.tree.max_depth}, "
         f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
@@ -280,11 +308,25 @@ def prompts_caption(runs: dict[str, RunTrace]) -> str:
             f"{stats[other]['mean_depth']:.2f} ({gap:.2f} layers deeper); widest layer "
             f"{stats[winner]['mean_widest']:.1f} vs {stats[other]['mean_widest']:.1f} nodes."
         )
+    shown = {k: runs[k].steps[typical_step(runs[k])].tree.max_depth for k in LABELS}
     spread = (
         f" Depth varies between the steps of one prompt too (A: {min(a['depths'])}–{max(a['depths'])}, "
-        f"B: {min(b['depths'])}–{max(b['depths'])}): each tree below is a typical step (median depth), and every "
-        "figure uses one depth and width scale."
+        f"B: {min(b['depths'])}–{max(b['depths'])}): each tree below is a step of the depth nearest its prompt's "
+        f"mean (A: {shown['A']}, B: {shown['B']}), and every figure uses one depth and width scale."
     )
+    nodes = [stats[k]["mean_nodes"] for k in LABELS]
+    if runs["A"].tree_config.get("auto") and max(nodes) <= SAME_SIZE * min(nodes):
+        spread += (
+            f" Both used about the same nodes a step ({nodes[0]:.1f} and {nodes[1]:.1f}): the cost rule sizes "
+            "a tree by what verifying it costs on this machine, and where a few more nodes cost almost nothing "
+            "both prompts take them; the difference is where they go. A fixed Budget N (24, say) shows the "
+            "shapes at a larger size."
+        )
+    if winner != "same" and shown["A"] == shown["B"]:  # the two pictures alike: where the difference shows
+        spread += (
+            f" Both trees below have depth {shown['A']}: the difference is in how often a step goes deeper, "
+            "which the heatmaps under them show step by step."
+        )
     return head + spread + f"  \nSame settings for both: {summary.settings_line(runs['A'])}."
 
 
@@ -343,13 +385,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (the app's default: 64)")
     parser.add_argument("--drafter", default=DEFAULT_DRAFTER)
+    parser.add_argument(
+        "--budget", type=int, default=DEFAULT_BUDGET, help="Budget N, draft nodes a step, root not counted (0: auto)"
+    )
     args = parser.parse_args(argv)
     tree = DEFAULT_TREE
     settings = RunSettings(
         target_spec=DEFAULT_TARGET,
         drafter_spec=args.drafter,
         method=tree.method,
-        budget=DEFAULT_BUDGET,
+        budget=args.budget,
         topk=tree.topk,
         mu=tree.mu,
         depth=tree.depth,

@@ -290,13 +290,17 @@ class Session:
         if self.work_stops.get(tab) is stop:
             del self.work_stops[tab]
 
+    def working(self, tab: str) -> bool:
+        """Whether a batch of runs is in flight or on its way on ``tab`` (and not stopped)."""
+        stop = self.work_stops.get(tab)
+        return stop is not None and not stop.is_set()
+
     def stop_work(self, tab: str) -> bool:
         """``tab``'s Stop: its batch in flight or on its way, if any, ends after the step it is on; False
         where nothing runs there."""
-        stop = self.work_stops.get(tab)
-        if stop is None or stop.is_set():
+        if not self.working(tab):
             return False
-        stop.set()
+        self.work_stops[tab].set()
         return True
 
     def close(self) -> None:

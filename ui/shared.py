@@ -282,8 +282,8 @@ def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
 
 @lru_cache(maxsize=1)
 def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple[str, CostCurve]]:
-    """The newest cost suite result under ``docs/bench`` of each machine and dtype, as a curve: directory
-    name -> (a label naming the machine, the dtype, the date and the directory, the curve), newest first
+    """The newest cost suite result under ``docs/bench`` of each machine and dtype, as a curve: its path
+    below ``root`` -> (a label naming the machine, the dtype, the date and the directory, the curve), newest first
     (repeated measurements of one machine are in docs/benchmarks.md, not in a menu)."""
     out, seen = {}, set()
     for directory in results.result_dirs(root):
@@ -297,7 +297,7 @@ def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple
         if not rows or not any(r.get("component") == "ar" for r in rows):
             continue
         seen.add((machine, dtype))
-        name = Path(directory).name
+        [name] = results.dir_names([Path(directory)], root)  # folder names repeat across machines' folders
         label = f"{machine}, {dtype}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
         out[name] = (label, curve_from_cost_rows(rows, meta))
     return out

@@ -562,7 +562,7 @@ def price_choices() -> list[tuple[str, str]]:
 def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, progress=gr.Progress()):
     """Expected committed tokens and price against N at the frozen step, the N the cost rule picks, the
     slider's N and what the verifier accepted at each N; priced with this machine's cost curve (measured
-    first if there is none: about 20 s on the 2-core CPU) or, as a projection, another device's measured cost table."""
+    first if there is none: about 40 s on the 2-core CPU) or, as a projection, another device's measured cost table."""
     state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
@@ -626,15 +626,16 @@ def curve_warning(curve: CostCurve | None) -> str:
 
 @model_work()
 def remeasure(session: Session, method, progress=gr.Progress()):
-    """Measure this machine's cost curve again (it replaces the cached one, about 20 s on the 2-core CPU, alone on the
-    machine: a job of the shared queue) and say what it found."""
+    """Measure this machine's cost curve again (it replaces the cached one, about 40 s on the 2-core CPU, alone on
+    the machine: a job of the shared queue) and say what it found; the price menu turns to this machine's curve,
+    the one the chart now draws (it kept naming a projection the next Draw would go back to)."""
     state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
     if not _still_current(session, version):  # the curve is cached; the chart was for another step
-        return gr.skip(), gr.skip()
-    return fig, measured_note(curve)
+        return gr.skip(), gr.skip(), gr.skip()
+    return fig, measured_note(curve), THIS_MACHINE
 
 
 def measured_note(curve: CostCurve) -> str:

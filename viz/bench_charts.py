@@ -559,6 +559,7 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
     fig.update_xaxes(title_text=x_title, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", nticks=8, row=1, col=1)  # plotly's own read 0, 0.5, 1 under a 1.36
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)  # zoomed to the points, 1.90 to 1.925 read as a climb
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)
     fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999"}, row=1, col=1)
     return _layout(fig, title)
@@ -641,7 +642,7 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["piece", "size", "LM-head rows", "ms", "× AR step"])
     names = {
         "ar": "one autoregressive step",
-        "target": "verify a tree (nodes incl. root)",
+        "target": "verify a tree (nodes incl. root: Budget N + 1)",
         "head": "one draft-head call (frontier nodes)",
     }
     return pd.DataFrame(
@@ -694,7 +695,7 @@ def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.F
         title,
         xaxis={
             "type": "log",
-            "title": {"text": "n (tree nodes incl. root / frontier width)"},
+            "title": {"text": "n (tree nodes incl. root, = Budget N + 1 / frontier width)"},
             "tickvals": sorted(set(cost["size"])),
         },
         yaxis={"title": {"text": "× one autoregressive step"}, "rangemode": "tozero"},

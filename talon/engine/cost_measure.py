@@ -341,6 +341,7 @@ def measure_curve(
     reps = ROUNDS if reps is None else reps
     drafter = drafter or NoDrafter()
     ids = context_ids(target)
+    report("Measuring this machine's cost curve: preparing (a short plain run, the context prefilled)...")
     pieces = _Pieces(target, drafter, ids, sizes, widths)
     # Every price is a difference from verify(1), so it is timed three times a round.
     jobs = [("verify", n) for n in sizes] + [("verify", 1)] * 2 + [("call", w) for w in pieces.widths]
