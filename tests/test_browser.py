@@ -386,7 +386,7 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     ):
         page.get_by_role("tab", name=tab).click()
         page.locator(run).click()
-        page.get_by_text(re.compile(r"Repetition 1 of|Prompt A: decoding")).first.wait_for(timeout=60_000)
+        page.get_by_text(re.compile(r"Repetition 1 of|Prompt A decoding")).first.wait_for(timeout=60_000)
         page.locator(stop).click()
         page.locator(note).get_by_text(re.compile("stopped", re.I)).first.wait_for(timeout=60_000)
         page.wait_for_timeout(1_000)
