@@ -562,6 +562,19 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
         page.locator("#prompts-reveal").click()
         page.locator("#prompts-verdict").get_by_text("You said").wait_for(timeout=120_000)
         page.wait_for_function("() => document.querySelector('#prompts-lesson').innerText.includes('deep and narrow')")
+    # "Use the example pair" after another pair's Reveal: that pair's caption, table and verdict go (they sat
+    # under the new prompts as theirs), and the class's question comes back
+    page.locator("#prompt-a textarea").fill("Name three colours.")
+    page.locator("#prompts-run").click()
+    page.locator("#prompts-guess").wait_for(timeout=300_000)
+    page.locator("#prompts-guess").get_by_role("radio", name="B grows deeper trees").check()
+    page.locator("#prompts-reveal").click()
+    page.locator("#prompts-verdict").get_by_text("You said").wait_for(timeout=120_000)
+    page.get_by_role("button", name=re.compile("Use the example pair")).click()
+    page.locator("#prompts-caption").get_by_text("Press Run both prompts").wait_for(timeout=30_000)
+    assert "You said" not in page.locator("#prompts-verdict").inner_text()
+    assert page.locator("#prompts-table").inner_text().strip().endswith("to fill this table")
+    assert lesson.inner_text().startswith("Class mode.")
     page.close()
 
 

@@ -695,7 +695,7 @@ def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.F
         title,
         xaxis={
             "type": "log",
-            "title": {"text": "n (tree nodes incl. root, = Budget N + 1 / frontier width)"},
+            "title": {"text": "n: tree nodes incl. root (Budget N + 1), or frontier width"},
             "tickvals": sorted(set(cost["size"])),
         },
         yaxis={"title": {"text": "× one autoregressive step"}, "rangemode": "tozero"},
