@@ -1309,3 +1309,28 @@ def test_the_example_pair_button_clears_the_last_pairs_results():
     assert session.prompts == {} and out[3] == NO_PROMPTS and list(out[2].columns) == [EMPTY_TABLE]
     assert out[-3:] == ("", None, CLASS_INTRO) and all(v is None for v in out[6:12])
     assert all(v == gr.skip() for v in pair_chosen(session, "x", "y", False))  # nothing left to clear
+
+
+def test_a_calibrated_run_shows_expected_against_realised_tokens(recorded: RunTrace):
+    """The engineer's calibration question, for one run: the summary gives the mean expected tokens a
+    step beside the realised, and the committed chart a tick of each step's expected tokens over its bar;
+    a run whose steps recorded no expectation shows neither."""
+    from viz.summary import summary_markdown
+
+    expected = [1.0 + 0.25 * (k % 5) for k in range(len(recorded.steps))]
+    run = dataclasses.replace(
+        recorded, steps=[dataclasses.replace(s, expected=e) for s, e in zip(recorded.steps, expected)]
+    )
+    mean = sum(expected) / len(expected)
+    realised = sum(s.accepted_tokens + 1 for s in run.steps) / len(run.steps)
+    text = summary_markdown(run)
+    assert (
+        f"| Tokens a step: expected by calibrated confidence · realised (bonus included) | {mean:.2f} · "
+        f"{realised:.2f} (realised ÷ expected {realised / mean:.2f}) |"
+    ) in text
+    [ticks] = [t for t in committed_tokens_chart(run).data if (t.name or "").startswith("expected")]
+    assert ticks.name == f"expected (calibrated; mean {mean:.2f})" and list(ticks.y) == expected
+    assert list(ticks.x) == [s.index + 1 for s in run.steps]
+    bare = dataclasses.replace(recorded, steps=[dataclasses.replace(s, expected=None) for s in recorded.steps])
+    assert "expected by calibrated" not in summary_markdown(bare)
+    assert not any((t.name or "").startswith("expected") for t in committed_tokens_chart(bare).data)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from talon.metrics import acceptance_per_depth, calibration_error, mat, shape_stats
+from talon.metrics import acceptance_per_depth, calibration_error, mat, mean_expected, shape_stats
 from talon.trace import RunTrace, StepRecord
 
 from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE
@@ -24,6 +24,8 @@ CHART_HEIGHT = 300
 DRAFT_COLOR = "#F58518"
 VERIFY_COLOR = "#4C78A8"
 BONUS_COLOR = VERDICT_COLORS["bonus"]
+EXPECTED_COLOR = "#6A1B9A"
+"""The committed chart's per-step expected tokens: a colour no bar or verdict uses."""
 # Pastel backgrounds cycled over steps (adjacent steps always differ).
 PASTELS = ("#FFE0B2", "#C8E6C9", "#BBDEFB", "#F8BBD0", "#D1C4E9", "#FFF59D", "#B2EBF2", "#DCEDC8")
 
@@ -97,7 +99,9 @@ def _accepted_committed(step: StepRecord) -> int:
 
 def committed_tokens_chart(trace: RunTrace) -> go.Figure:
     """Tokens committed per step (one target forward each) as stacked bars: accepted drafts and
-    the bonus token; a dashed line marks the run's MAT (mean tokens per step, bonus included)."""
+    the bonus token; a dashed line marks the run's MAT (mean tokens per step, bonus included), and where
+    the steps recorded it, a tick over each bar the tokens the step expected by the drafter's calibrated
+    confidence (the calibration, step by step)."""
     steps = trace.steps
     title = "Tokens committed per step (MAT per step)"
     if not steps:
@@ -137,7 +141,23 @@ def committed_tokens_chart(trace: RunTrace) -> go.Figure:
             hovertemplate=f"MAT (run mean) {tau:.2f}<extra></extra>",
         ),
     ]
-    top = max(len(s.committed_ids) for s in steps)
+    if drafted(trace) and all(s.expected is not None for s in steps):  # the calibration, step by step
+        traces.append(
+            go.Scatter(
+                x=x,
+                y=[s.expected for s in steps],
+                mode="markers",
+                name=f"expected (calibrated; mean {mean_expected(steps):.2f})",
+                marker={
+                    "symbol": "line-ew-open",
+                    "size": 16,
+                    "color": EXPECTED_COLOR,
+                    "line": {"color": EXPECTED_COLOR, "width": 3},
+                },
+                hovertemplate="step %{x}: expected %{y:.2f} tokens (bonus included)<extra></extra>",
+            )
+        )
+    top = max([len(s.committed_ids) for s in steps] + [s.expected or 0 for s in steps])
     cut = [s for s in steps if len(s.committed_ids) < s.accepted_tokens + 1]
     if cut:
         traces.append(_cut_marker(cut, trace.stop_reason))

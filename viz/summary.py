@@ -203,6 +203,22 @@ def acceptance_markdown(trace: RunTrace, max_rows: int = 8) -> str:
     return "**Acceptance per depth**\n\n" + "\n".join(lines) + more
 
 
+def expected_rows(trace: RunTrace) -> list[tuple[str, str]]:
+    """The calibration row of a run whose steps recorded their expected tokens (a run with a
+    calibration): the mean expected committed tokens a step, bonus included, beside the mean realised
+    (accepted drafts + 1, tokens cut at the end of the output counted as in the benchmark's E / realised);
+    none for a run without."""
+    expected, realised = metrics.mean_expected(trace.steps), metrics.mean_realised(trace.steps)
+    if expected is None or realised is None or expected <= 0:
+        return []
+    return [
+        (
+            "Tokens a step: expected by calibrated confidence · realised (bonus included)",
+            f"{expected:.2f} · {realised:.2f} (realised ÷ expected {realised / expected:.2f})",
+        )
+    ]
+
+
 def _share(part: int, whole: int) -> str:
     return f"{part / whole:.0%} ({part}/{whole})" if whole else "–"
 
@@ -214,6 +230,7 @@ def summary_markdown(trace: RunTrace) -> str:
         ("Tokens generated", f"{s['new_tokens']}"),
         ("Target forwards (steps)", f"{s['target_forwards']}"),
         ("MAT τ (tokens / target forward)", f"{s['mat']:.2f}"),
+        *expected_rows(trace),
         ("δ (drafter calls / target forward)", f"{s['delta']:.2f}"),
         *shape_rows(trace),
         ("Tokens / s (generated ÷ the time below)", f"{s['tokens_per_second']:.1f}"),
