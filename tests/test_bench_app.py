@@ -33,6 +33,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
         _value, views
     )
     assert dropdown["value"] == str(tmp_path / "newer")
+    assert dropdown["info"].startswith("2 results: type part of")  # how to find one
     assert [value for _label, value in dropdown["choices"]] == [str(tmp_path / "newer"), str(tmp_path / "older")]
     assert "2026-02-01" in meta and "python -m talon.bench --suite fake" in meta
     assert str(tmp_path) not in meta  # paths are shown relative, never this machine's absolute path

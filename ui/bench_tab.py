@@ -13,6 +13,7 @@ import gradio as gr
 from talon.bench import results
 from talon.bench.suites import COST_SUITE
 from viz import bench_charts
+from viz.summary import plural
 
 from .shared import DEVICE_KIND, ROOT, measured_like_this_app
 
@@ -114,4 +115,11 @@ def bench_load():
             f"*No results measured on a {DEVICE_KIND.upper()} yet: showing the newest from another device. "
             "Timings and speedups depend on the device.*\n\n" + meta
         )
-    return gr.update(choices=choices, value=value), meta, *views
+    return gr.update(choices=choices, value=value, info=directory_info(len(dirs))), meta, *views
+
+
+def directory_info(count: int) -> str:
+    """What the results menu holds and how to find one in it (a long list read as all there was)."""
+    return (
+        f"{plural(count, 'result')}: type part of a folder, suite or device to find one (cuda, cost, headline, epyc)."
+    )
