@@ -119,7 +119,7 @@ def shape_stats(steps: Sequence[StepRecord]) -> dict:
 def representative_step(steps: Sequence[StepRecord], around: str = "median") -> int:
     """The index (from 0) of a step that shows the run typically: its tree has the run's median depth
     (the lower median), or with ``around="mean"`` the depth of the run nearest its mean depth (the lower
-    on a tie: where two runs' means are compared, two median steps of depth 1 hid a 2.13 against 1.19);
+    on a tie: where two runs' mean depths are compared, their median steps can have one depth);
     among those the last step is avoided (it is often cut short by the end of the run), then the one whose
     accepted drafts are closest to the run's median (the upper one: a run that accepts a draft in half its
     steps does not open on a tree where every draft was rejected), then the one with the most draft nodes,

@@ -81,7 +81,7 @@ def example_pair(examples: list[dict] = EXAMPLES) -> tuple[str, str]:
 
 
 def pair_chosen(session: Session, prompt_a, prompt_b, predict) -> tuple:
-    """ "Use the example pair" filled the prompts: the last pair's results, the class's answer and its verdict
+    """The example pair button filled the prompts: the last pair's results, the class's answer and its verdict
     go, as a new Run's would (under the new prompts they read as theirs), and in class mode the question
     comes back.  Nothing changes where the results are already of these prompts, or while a pair decodes
     (its results come of the prompts it runs)."""

@@ -628,7 +628,7 @@ def curve_warning(curve: CostCurve | None) -> str:
 def remeasure(session: Session, method, progress=gr.Progress()):
     """Measure this machine's cost curve again (it replaces the cached one, about 40 s on the 2-core CPU, alone on
     the machine: a job of the shared queue) and say what it found; the price menu turns to this machine's curve,
-    the one the chart now draws (it kept naming a projection the next Draw would go back to)."""
+    the one the chart now draws, so that the next Draw prices with it too."""
     state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
