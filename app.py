@@ -64,14 +64,16 @@ CSS = """
   word-break: normal !important; overflow-wrap: normal !important; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 .talon-steps:has(input[type=range]:disabled) .max_value { visibility: hidden; }
-.talon-chart:has([aria-label="Empty value"]) { display: none; }
+.talon-chart:has([aria-label="Empty value"]):not(:has(.wrap:not(.hide))) { display: none; }
 """
 """The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async, a step's nodes) wrap
 their headers at spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for
 its box ends in "…" before the caret instead of running under it.  A slider that walks a run's steps
 (``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
-step (or none yet) had a slider reading 1–2.  The Charts tab's charts (``CHART_CLASS``) are hidden while they
-are empty: before a run has ended it read as eight blank frames."""
+step (or none yet) had a slider reading 1–2.  The Charts tab's charts and the Tree lab's results
+(``CHART_CLASS``) are hidden while they are empty and nothing is drawn into them (their status tracker
+hidden: the progress of a result being drawn shows in its own box): before a run had ended the Charts tab
+read as eight blank frames, and the lab's price chart as an empty frame after each setting change."""
 STEPS_CLASS = ["talon-steps"]
 CHART_CLASS = ["talon-chart"]
 
@@ -567,7 +569,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 price_btn = gr.Button("Draw the price against N", elem_id="price-draw", scale=1)
                 remeasure_btn = gr.Button("Measure this machine again", elem_id="price-remeasure", scale=1)
             price_note = gr.Markdown(elem_id="price-note")
-            price_plot = gr.Plot(label="Price of a tree", elem_id="price-plot")
+            price_plot = gr.Plot(label="Price of a tree", elem_id="price-plot", elem_classes=CHART_CLASS)
             with gr.Row():
                 sweep_field = gr.Radio(
                     [("budget N", "budget"), ("gate μ", "mu"), ("root width K", "topk")],
@@ -575,10 +577,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     label="Sweep at this step",
                 )
                 sweep_btn = gr.Button("Draw the sweep", elem_id="sweep-draw")
-            sweep_plot = gr.Plot(label="Sweep at this step", elem_id="sweep-plot")
+            sweep_plot = gr.Plot(label="Sweep at this step", elem_id="sweep-plot", elem_classes=CHART_CLASS)
             reroll_btn = gr.Button(f"Re-roll the verification {tree_lab.REROLLS} times (sampling)", elem_id="reroll")
             reroll_note = gr.Markdown()
-            reroll_plot = gr.Plot(label="Re-rolls", elem_id="reroll-plot")
+            reroll_plot = gr.Plot(label="Re-rolls", elem_id="reroll-plot", elem_classes=CHART_CLASS)
             with gr.Accordion("Sampling, node by node (the accepted path)", open=False):
                 sampling_df = gr.Dataframe(
                     interactive=False,

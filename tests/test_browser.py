@@ -363,10 +363,12 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
     # Charts before any run: its note alone, not eight blank frames (a run's charts show: the wide-tables test)
     page.get_by_role("tab", name="Charts").click()
     page.get_by_text("until then this tab is empty").wait_for(timeout=30_000)
-    charts = page.locator(".talon-chart")
-    assert charts.count() == 8 and all(not charts.nth(k).is_visible() for k in range(8))
+    charts = page.locator(".talon-chart")  # the Charts tab's eight and the lab's three results
+    assert charts.count() == 11 and all(not charts.nth(k).is_visible() for k in range(11))
     page.get_by_role("tab", name="Tree lab").click()  # the lab's controls are still there to use
     assert page.locator("#lab-status").inner_text().startswith("No step frozen yet")
+    for plot in ("#price-plot", "#sweep-plot", "#reroll-plot"):  # no empty frame under its button
+        assert not page.locator(plot).is_visible(), plot
     assert page.locator("#lab-step input").first.is_visible() and page.locator("#lab-freeze").is_visible()
     page.close()
 
