@@ -392,8 +392,9 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
         page.locator(stop).click()
         page.locator(note).get_by_text(re.compile("stopped", re.I)).first.wait_for(timeout=60_000)
         page.wait_for_timeout(1_000)
-        if kept:
-            assert page.locator(kept).inner_text().strip().endswith("to fill this table"), tab
+        if kept:  # as it was, or where a run ended before the Stop landed (a busy machine), that run's row
+            text = page.locator(kept).inner_text().strip()
+            assert text.endswith("to fill this table") or re.search(r"\n(sync|ar|autoregressive|TALON)\b", text), tab
     assert page.locator(".toast-body").get_by_text("Run both prompts first").count() == 0  # no error after Stop
     # Run pressed again while a batch runs: it stops that batch quietly, then runs (it stopped the first and
     # started nothing, and the page said "Stopped")
@@ -609,7 +610,9 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     page.locator("#run").click()
     page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
     page.wait_for_function(NOTE_EMPTY_JS, timeout=30_000)  # emptied with it (on a busy machine a moment later)
-    page.wait_for_function("() => !document.querySelector('#run-summary').innerText.includes('Stopped by')")
+    page.wait_for_function(  # the new run has begun (behind the lab's every-method verification in the queue)
+        "() => !document.querySelector('#run-summary').innerText.includes('Stopped by')", timeout=180_000
+    )
     page.get_by_text("Stopped by").wait_for(timeout=240_000)  # this run's: it has ended
     page.get_by_role("tab", name="Tree lab").click()
     page.get_by_text("No step frozen yet").wait_for(timeout=30_000)
