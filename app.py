@@ -542,7 +542,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             gr.Markdown(
                 "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "
                 "length γ; priced in plain decoding steps (by this machine's cost curve when the run had one, "
-                "else the cost suite's table); ★ marks the most tokens per unit of price at this step. *Measured "
+                "else the cost suite's table; the *Price with* menu below prices only its own chart); ★ marks "
+                "the most tokens per unit of price at this step. *Measured "
                 "ms* is one timing of each tree, built and verified again for this table on this machine as it "
                 "is loaded now: noisy (the lab method's row is not the caption's timing above, though the tree "
                 "is the same), and slower than the prices say while other work shares the CPU."

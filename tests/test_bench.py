@@ -861,6 +861,14 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "HF assistant" not in cost and "Speedups" not in cost
     part = bench_charts.meta_markdown({**meta, "experiments": [{"name": "auto_vs_fixed", "description": "d."}]})
     assert "Experiments run: `auto_vs_fixed` (d.)" in part
+    # the lines about peers speak only of the peers the suite ran (an auto-vs-fixed run has none)
+    no_peers = bench_charts.meta_markdown({**meta, "experiments": [{"name": "a", "methods": ["ar", "talon+auto"]}]})
+    assert "HF assistant" not in no_peers and "peer" not in no_peers and "Speedups" in no_peers
+    headline = {"name": "h", "methods": ["ar", "hf_generate", "hf_prompt_lookup", "talon"]}
+    two = bench_charts.meta_markdown({**meta, "experiments": [headline]})
+    assert "transformers' `generate()` and its prompt lookup are peer rows" in two and "HF assistant" not in two
+    one = bench_charts.meta_markdown({**meta, "experiments": [{"name": "p", "methods": ["ar", "hf_assisted"]}]})
+    assert "transformers' assisted generation is a peer row" in one and "HF assistant" in one
     # a run limited with --experiments is headed by what ran, not by the whole suite's description
     limited = {
         **meta,

@@ -344,6 +344,25 @@ def test_the_price_note_says_why_the_rule_can_stop_short_of_the_best_n_drawn():
     assert "the stars" in short and "not a point of the lines" in short  # where the chart draws it, and why
     best = tree_lab.price_note(rows, {"nodes": 8, "expected": 2.4, "price": 1.1}, 8, "this machine", False)
     assert "(2.18 a plain step; the rule's tree 2.18)" in best and "one layer at a time" not in best
+    assert "No tree pays" not in best  # 2.18 tokens per plain step beat plain decoding's one
+
+
+def test_the_price_note_says_when_no_tree_beats_plain_decoding_and_why_the_rule_drafts():
+    """On a curve where every tree expects under one token per plain step (a GPU's, where a drafter call
+    costs a third of a step), the note says plain decoding wins at this step, and why the rule still grows a
+    tree: it weighs trees against the root alone after the step's first drafter call."""
+    from ui import tree_lab
+
+    rows = [
+        {"budget": 4, "nodes": 4, "expected": 1.3, "price": 1.9, "committed": 1},
+        {"budget": 8, "nodes": 8, "expected": 1.4, "price": 2.3, "committed": 2},
+    ]
+    pick = {"nodes": 3, "expected": 1.31, "price": 1.86}
+    note = tree_lab.price_note(rows, pick, 8, "GPU (NVIDIA H200)", True, called_root_price=1.46)
+    assert "**No tree pays at this step on this curve:**" in note and "at best 0.68" in note
+    assert "one token for 1.46 plain steps" in note and "first drafter call" in note
+    plain = tree_lab.price_note(rows, {"nodes": 0}, 8, "GPU (NVIDIA H200)", True, called_root_price=1.46)
+    assert "No tree pays" in plain and "grows a tree all the same" not in plain  # the rule made it a plain step
 
 
 REPLAYED = [

@@ -715,8 +715,17 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     names = [t.name for t in fig.data]
     assert names[:2] == ["expected tokens (calibrated confidence)", "committed by the verifier (accepted + bonus)"]
     assert any("price" in n for n in names) and fig.data[3].yaxis == "y2"
-    assert {shape.x0 for shape in fig.layout.shapes} == {16}  # your N; the pick is not a point of the lines
+    verticals = [shape for shape in fig.layout.shapes if shape.x0 == shape.x1]
+    assert {shape.x0 for shape in verticals} == {16}  # your N; the pick is not a point of the lines
     assert "your N = 16" in [a.text for a in fig.layout.annotations]
+    [even] = [shape for shape in fig.layout.shapes if shape.y0 == shape.y1]  # plain decoding's 1 token a step
+    assert (
+        even.y0 == 1.0
+        and even.yref == "y"
+        and "plain decoding: 1 token per plain step" in [a.text for a in fig.layout.annotations]
+    )
+    unpriced = price_figure([{k: v for k, v in r.items() if k != "price"} for r in rows], 16)
+    assert not [shape for shape in unpriced.layout.shapes if shape.y0 == shape.y1]  # no price, no break-even
     stars = [t for t in fig.data if "cost rule's own tree" in (t.name or "")]
     assert len(stars) == 1 and list(stars[0].x) == [8, 8] and list(stars[0].y) == [1.8, 1.8 / 1.4]
     price_star = next(t for t in fig.data if t.name == "its price (right axis)")
@@ -761,14 +770,14 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
         },
         "EAGLE-2": "EAGLE-2 needs root width K >= 1 (K=0, a gated root, is for TALON and hybrid trees).",
     }
-    table = methods_table(rows, price_note="plain steps")
+    table = methods_table(rows, price_note="plain steps, this machine")
     best = table.set_index("method")["best"]
     assert best["TALON"] == "★ winner" and best["static tree"] == "" and best["chain (γ=4)"] == ""
     assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (γ, not N=16)"
-    assert "price (plain steps)" in table.columns
+    assert "price (plain steps, this machine)" in table.columns
     assert list(table.columns[:2]) == ["method", "best"]  # the answer stays in view when the table scrolls
     decimals = methods_decimals(table)  # names the table's own columns: a rename must follow
-    assert set(decimals) <= set(table.columns) and decimals["price (plain steps)"] == PRICE_DECIMALS
+    assert set(decimals) <= set(table.columns) and decimals["price (plain steps, this machine)"] == PRICE_DECIMALS
 
 
 @pytest.mark.parametrize(

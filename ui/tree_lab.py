@@ -507,7 +507,7 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    table = lab_charts.methods_table(rows, price_note="plain steps")
+    table = lab_charts.methods_table(rows, price_note="plain steps, this machine")
     return with_decimals(table, lab_charts.methods_decimals(table))
 
 
@@ -592,7 +592,8 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     warning = "" if projection else curve_warning(curve)
     if not _still_current(session, version):  # the settings changed while it was drawn
         return gr.skip(), gr.skip()
-    return fig, price_note(rows, pick, int(cfg.budget), label, projection) + (f"\n\n{warning}" if warning else "")
+    note = price_note(rows, pick, int(cfg.budget), label, projection, curve.price(1, [1]))
+    return fig, note + (f"\n\n{warning}" if warning else "")
 
 
 UNRELIABLE_DROP = 0.8
@@ -701,8 +702,12 @@ def curve_frame(curve: CostCurve) -> pd.DataFrame:
     )
 
 
-def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection: bool) -> str:
-    """A sentence under the price chart: the pick, the slider's N and what the verifier committed there."""
+def price_note(
+    rows: list[dict], pick: dict, your_n: int, label: str, projection: bool, called_root_price: float | None = None
+) -> str:
+    """A sentence under the price chart: the pick, the slider's N and what the verifier committed there, and
+    whether any tree beats plain decoding's one token per plain step.  ``called_root_price``: the root alone
+    once the step's first drafter call is made, in plain steps (what the cost rule weighs trees against)."""
     best = max((r for r in rows if r.get("price")), key=lambda r: r["expected"] / r["price"], default=None)
     yours = min(rows, key=lambda r: abs(r["budget"] - your_n)) if rows else None
     text = (
@@ -741,6 +746,18 @@ def price_note(rows: list[dict], pick: dict, your_n: int, label: str, projection
                 "do not raise that ratio, so it can stop short of a bigger tree that would (the trees of "
                 "the N drawn are filled TALON's way, not by the rule)."
             )
+        if best_ratio < 1.0:
+            text += (
+                f" **No tree pays at this step on this curve:** each N drawn expects under one token per plain "
+                f"step of price (at best {best_ratio:.2f}; the dotted line), and plain decoding commits one."
+            )
+            if pick["nodes"] and called_root_price:
+                text += (
+                    " The rule grows a tree all the same because it weighs trees against the root alone after "
+                    "the step's first drafter call (one token for "
+                    f"{called_root_price:.2f} plain steps): each step makes that call to see how sure the "
+                    "drafter is, so by then its price is paid."
+                )
     if projection:
         text += (
             f" **Projection:** the trees are this machine's, the prices come from {label}; a plain step there is "

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from talon.bench.results import ran_part
-from talon.bench.suites import AUTO_SUFFIX, TREE_METHODS, is_auto, split_method
+from talon.bench.suites import AUTO_SUFFIX, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
 from .style import CATEGORY_COLORS, TEMPLATE, new_figure
@@ -166,6 +166,9 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     part = ran_part(meta)  # a suite run with --experiments: its description would name what did not run
     described = "; ".join(e.get("description") or e["name"] for e in ran) if part else meta.get("description", "")
     only = f", only {', '.join(f'`{name}`' for name in part)}" if part else ""
+    methods = {m for e in ran for m in e.get("methods") or ()}
+    # Older results name no methods per experiment: then say what any suite with peers would.
+    peers = [m for m in PEER_METHODS if m in methods] if methods else list(PEER_METHODS)
     lines = [
         f"**Suite `{meta.get('suite', '?')}`{only}**, {meta.get('date', '?')}: {described}",
         *(
@@ -185,15 +188,19 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
         + linears_part(meta)
         + (", norms and rotary embedding: TALON's C++, transformers' bits" if meta.get("row_ops") else "")
         + f"); drafter `{meta.get('drafter_spec', '?')}`"
-        + ("" if timings else f"; HF assistant `{meta.get('assistant_spec', '?')}`"),
+        + (f"; HF assistant `{meta.get('assistant_spec', '?')}`" if "hf_assisted" in peers and not timings else ""),
         f"- Command: `{meta.get('command', '?')}` ({meta.get('seconds', '?')} s): the settings every number "
         "here was measured at" + _moved(meta, directory),
     ]
     if not timings:
         lines.append(
             "- Speedups: wall time of plain decoding by this app's engine (`ar`, the same prompts in the same run) "
-            "÷ the method's; transformers' `generate()` and its prompt lookup / assisted generation are peer "
-            "rows, timed the same way"
+            "÷ the method's"
+            + (
+                f"; {_peer_names(peers)} {'is a peer row' if len(peers) == 1 else 'are peer rows'}, timed the same way"
+                if peers
+                else ""
+            )
         )
     if ran and not part:
         lines.append(
@@ -205,6 +212,20 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     if directory:
         lines.append(f"- Files: `{directory}`")
     return "\n".join(lines)
+
+
+PEER_NAMES = {
+    "hf_generate": "transformers' `generate()`",
+    "hf_prompt_lookup": "its prompt lookup",
+    "hf_assisted": "its assisted generation",
+}
+
+
+def _peer_names(peers: list[str]) -> str:
+    """The peers a suite ran, in words: "transformers' `generate()`, its prompt lookup and ..."."""
+    names = [PEER_NAMES[m] for m in peers]
+    names[0] = names[0].replace("its ", "transformers' ", 1)  # "its" needs generate() named before it
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # ---- tables -----------------------------------------------------------------------------------------

@@ -256,6 +256,18 @@ def price_figure(
                 hovertemplate="N=%{x}: costs %{y:.2f} plain steps<extra></extra>",
             )
         )
+        # Plain decoding commits one token a step for one plain step: a tree whose expected tokens per unit
+        # of price fall below this line loses to it, whatever the cost rule keeps.
+        fig.add_hline(
+            y=1.0,
+            line={"dash": "dot", "color": "#777", "width": 1},
+            annotation={
+                "text": "plain decoding: 1 token per plain step",
+                "font": {"size": 10, "color": "#555"},
+                "bgcolor": LABEL_BACKGROUND,
+            },
+            annotation_position="bottom left",
+        )
     if your_n is not None:
         fig.add_vline(
             x=your_n,
@@ -270,7 +282,7 @@ def price_figure(
         title,
         height=400,
         xaxis={"title": {"text": "budget N (draft nodes)"}, "rangemode": "tozero"},
-        yaxis={"title": {"text": "tokens per step"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "tokens a step; ÷ price: per plain step"}, "rangemode": "tozero"},
         yaxis2={
             "title": {"text": "price (plain decoding steps)"},
             "overlaying": "y",
