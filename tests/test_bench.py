@@ -797,13 +797,15 @@ def test_figures_draw_every_experiment(frames):
     _, summary = frames
     figs = bench_charts.figures(summary)
     assert set(figs) == {"peers", "budget_sweep", "mu_sweep", "topk_sweep", "tree_shape", "cost"}
-    (bars,) = figs["peers"].data
+    bars, _labels = figs["peers"].data
     assert list(bars.x) == ["autoregressive", "HF generate", "HF prompt lookup", "HF assisted", "TALON, N=16"]
     budget = figs["budget_sweep"]
     auto = "TALON, auto N: 1.11× the best fixed N (32)"  # summed seconds: 3 x 0.52 against 1.408
     assert {t.name for t in budget.data} == {"EAGLE-2", "TALON", auto} and len(budget.data) == 3 * 3  # 3 panels
     talon = next(t for t in budget.data if t.name == "TALON" and t.xaxis == "x")
     assert list(talon.x) == [8, 16, 32]
+    assert budget.layout.xaxis.type == "log" and list(budget.layout.xaxis.tickvals) == [8, 16, 32]  # the N run
+    assert "1× = plain decoding" in [a.text for a in budget.layout.annotations]
     level = next(t for t in budget.data if t.name == auto and t.xaxis == "x")  # the cap is not swept
     assert list(level.x) == [8, 32] and level.y[0] == level.y[1] and level.line.dash == "dash"
     mu = figs["mu_sweep"]
@@ -926,6 +928,16 @@ def test_cost_results_round_trip_and_draw(tmp_path):
     # n counts the root, Budget N does not: both say how they meet (16 nodes read as N=16)
     assert "Budget N + 1" in fig.layout.xaxis.title.text
     assert "verify a tree (nodes incl. root: Budget N + 1)" in set(bench_charts.cost_table(cost)["piece"])
+    pieces = pd.DataFrame(
+        [
+            {"component": c, "size": 1, "lm_head_rows": 0, "seconds": 0.001, "ratio": 0.3}
+            for c in ("first_call", "builder")
+        ]
+    )
+    assert list(bench_charts.cost_table(pieces)["piece"]) == [
+        "a step's first drafter call (size: tokens the last step committed)",
+        "the tree builder's own work, a call",
+    ]  # named in words, as the verify and head rows are
     assert bench_charts.figures(pd.DataFrame(), include_empty=False, cost=cost).keys() == {"cost"}
     assert bench_results.read_cost(tmp_path / "none").empty
 

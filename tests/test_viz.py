@@ -724,6 +724,10 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
         and even.yref == "y"
         and "plain decoding: 1 token per plain step" in [a.text for a in fig.layout.annotations]
     )
+    assert not [t for t in fig.data if "verifying" in (t.name or "")]  # no verification share given
+    split = price_figure([{**r, "verify_price": 1.2} for r in rows], 16)
+    [verifying] = [t for t in split.data if "of which verifying" in (t.name or "")]
+    assert verifying.yaxis == "y2" and set(verifying.y) == {1.2}  # beside the price, on its axis
     unpriced = price_figure([{k: v for k, v in r.items() if k != "price"} for r in rows], 16)
     assert not [shape for shape in unpriced.layout.shapes if shape.y0 == shape.y1]  # no price, no break-even
     stars = [t for t in fig.data if "cost rule's own tree" in (t.name or "")]
@@ -1210,10 +1214,15 @@ def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
             for m, s, mat in (("ar", 1.0, 1.0), ("talon", 1.38, 1.91))
         ]
     )  # fmt: skip
-    bars = peers_figure(summary).data[0]
-    assert list(bars.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
+    bars, labels = peers_figure(summary).data
+    assert list(labels.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
+    assert list(labels.y) == [1.0, 1.38] and labels.textposition == "top center"  # each over its bar
+    near = peers_figure(summary.assign(speedup=[1.0, 0.95], MAT=[1.0, 1.77])).data[1]
+    assert list(near.y) == [1.0, 1.0] and near.text[1] == "0.95× · MAT 1.77"  # over the 1× line, not through it
+    low = peers_figure(summary.assign(speedup=[1.0, 0.56])).data[1]
+    assert list(low.y) == [1.0, 0.56]  # well under the line: on its own bar
     without_ar = summary.assign(speedup=[float("nan"), None])  # a run without ar has no speedups
-    assert list(peers_figure(without_ar).data[0].text) == ["MAT 1.00", "MAT 1.91"]
+    assert list(peers_figure(without_ar).data[1].text) == ["MAT 1.00", "MAT 1.91"]
 
 
 def test_an_export_is_named_once_by_the_app_and_titled_by_whole_words(recorded: RunTrace):

@@ -554,7 +554,10 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
 def price_choices() -> list[tuple[str, str]]:
     """The price chart's curves: this machine's, then every measured device's cost table (a projection)."""
     return [("this machine's cost curve", THIS_MACHINE)] + [
-        (f"projection: {label}", key) for key, (label, _) in measured_curves().items()
+        # the folder without its docs/bench/ prefix: at 1024 px the menu cut the whole label; the note and
+        # the chart's title name the folder in full
+        (f"projection: {label.replace(' (docs/bench/', ' (')}", key)
+        for key, (label, _) in measured_curves().items()
     ]
 
 
@@ -585,6 +588,8 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     for k, n in enumerate(PRICE_BUDGETS):
         progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
         rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP)))
+    for r in rows:  # the price's verification share: on a GPU it stays flat where drafting calls add up
+        r["verify_price"] = curve.verify_ratio(r["nodes"] + 1)
     progress(1.0, desc="The tree the cost rule picks...")
     picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}

@@ -43,7 +43,7 @@ METHOD_COLORS = {
 }
 DRAFTER_LABELS = {"head": "head", "ngram": "prompt lookup"}
 SWEEP_AXES = {
-    "budget_sweep": ("budget", "budget N (draft nodes, root not counted)", False),
+    "budget_sweep": ("budget", "budget N (draft nodes, root not counted; log scale)", True),
     "mu_sweep": ("mu", "confidence gate μ (log scale)", True),
     "topk_sweep": ("topk", "root width K (0 = the gate picks the root's children)", False),
 }
@@ -501,24 +501,36 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     last = rows["experiment"].iloc[-1]
     rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
     x = [row_label(r) for r in rows.itertuples()]
+    speedups = [_num(s) for s in rows["speedup"]]
     bars = go.Bar(
         x=x,
         y=rows["speedup"],
         marker_color=[color(m) or "#4C78A8" for m in rows["method"]],
-        text=[
-            ("" if _num(s) is None else f"{_num(s):.2f}× · ") + f"MAT {m:.2f}"  # no ar in the run: no speedup
-            for s, m in zip(rows["speedup"], rows["MAT"])
-        ],
-        textposition="outside",
-        cliponaxis=False,
         customdata=list(zip(rows["MAT"], rows["delta"], rows["tokens_per_s"])),
         hovertemplate="%{x}: speedup %{y:.2f}×<br>MAT %{customdata[0]:.2f}, δ %{customdata[1]:.2f}, "
         "%{customdata[2]:.1f} tokens/s<extra></extra>",
     )
-    fig = new_figure().add_trace(bars)
-    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, layer="below")  # under the bars' labels
-    top = max([1.0] + [v for v in rows["speedup"] if isinstance(v, (int, float)) and not math.isnan(v)])
+    labels = go.Scatter(  # above the bar, or above the 1× line where the bar ends just under it
+        x=x,
+        y=[0.0 if v is None else 1.0 if 1.0 - NEAR_ONE < v < 1.0 else v for v in speedups],
+        mode="text",
+        text=[
+            ("" if v is None else f"{v:.2f}× · ") + f"MAT {m:.2f}"  # no ar in the run: no speedup
+            for v, m in zip(speedups, rows["MAT"])
+        ],
+        textposition="top center",
+        cliponaxis=False,
+        hoverinfo="skip",
+        meta="bar-labels",
+    )
+    fig = new_figure().add_trace(bars).add_trace(labels)
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, layer="below")
+    top = max([1.0] + [v for v in speedups if v is not None])
     return _layout(fig, title, showlegend=False, yaxis={"title": {"text": "speedup (×)"}, "range": [0, top * 1.2]})
+
+
+NEAR_ONE = 0.15
+"""A bar ending this close under 1× has its label drawn above the 1× line, which would cross it."""
 
 
 def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure:
@@ -575,14 +587,21 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
                 col=col,
             )
     fig.update_xaxes(type="log" if log_x else "linear")
-    if log_x:  # ticks at the swept values: a log axis's own minor labels ("5, 0.01, 2") read as values
+    if log_x:  # ticks at the swept values: a log axis's own labels ("5, 0.01, 2") read as values, and N=24 is found
         values = sorted({float(v) for v in rows[param]})
         fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
     fig.update_xaxes(title_text=x_title, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", nticks=8, row=1, col=1)  # plotly's own read 0, 0.5, 1 under a 1.36
     fig.update_yaxes(rangemode="tozero", row=1, col=2)  # zoomed to the points, 1.90 to 1.925 read as a climb
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999"}, row=1, col=1)
+    fig.add_hline(
+        y=1.0,
+        line={"dash": "dot", "color": "#999"},
+        annotation={"text": "1× = plain decoding", "font": {"size": 10, "color": "#666"}},
+        annotation_position="bottom left",  # an auto line at 1.00× runs along it: the label names which is which
+        row=1,
+        col=1,
+    )
     return _layout(fig, title)
 
 
@@ -665,6 +684,9 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
         "ar": "one autoregressive step",
         "target": "verify a tree (nodes incl. root: Budget N + 1)",
         "head": "one draft-head call (frontier nodes)",
+        "first_call": "a step's first drafter call (size: tokens the last step committed)",
+        "bookkeeping": "a drafted step's bookkeeping",
+        "builder": "the tree builder's own work, a call",
     }
     return pd.DataFrame(
         [

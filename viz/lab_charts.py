@@ -200,9 +200,10 @@ def price_figure(
     step_number: int | None = None,
 ) -> go.Figure:
     """The price of a tree at the frozen step against N (``FrozenStep.sweep`` rows over ``budget``, each
-    with ``expected``, ``committed`` and ``price``): the expected committed tokens by the calibrated
-    confidence, what the verifier actually committed (accepted + bonus), the price in plain decoding
-    steps (right axis) and expected tokens per unit of price (what the cost rule maximises).  A vertical
+    with ``expected``, ``committed`` and ``price``, optionally ``verify_price``): the expected committed
+    tokens by the calibrated confidence, what the verifier actually committed (accepted + bonus), the price
+    in plain decoding steps (right axis) with its verification share where given, and expected tokens per
+    unit of price (what the cost rule maximises).  A vertical
     line marks ``your_n`` (the Budget N slider); stars mark ``pick``, the tree the cost rule grows (a dict
     with ``nodes``, ``expected``, ``price``): a tree of its own shape, not a point of the fixed-N curves,
     so it is drawn where its own tokens and price are.  ``projection``: the prices come from another device's
@@ -256,6 +257,19 @@ def price_figure(
                 hovertemplate="N=%{x}: costs %{y:.2f} plain steps<extra></extra>",
             )
         )
+        verifying = [r for r in priced if r.get("verify_price")]
+        if verifying:
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["budget"] for r in verifying],
+                    y=[r["verify_price"] for r in verifying],
+                    mode="lines",
+                    name="of which verifying the tree (right axis; the rest is drafting)",
+                    line={"color": "#F58518", "dash": "dot", "width": 1.5},
+                    yaxis="y2",
+                    hovertemplate="N=%{x}: verifying alone %{y:.2f} plain steps<extra></extra>",
+                )
+            )
         # Plain decoding commits one token a step for one plain step: a tree whose expected tokens per unit
         # of price fall below this line loses to it, whatever the cost rule keeps.
         fig.add_hline(
