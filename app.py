@@ -558,15 +558,16 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "**The price of a tree**: expected committed tokens and price against N at this step, with the N "
                 "the cost rule would pick, your N and what the verifier accepted at each N."
             )
+            # the menu on a row of its own: a table's label names machine, dtype, date and folder, and
+            # beside the buttons it was cut at 1024 px
+            price_curve = gr.Dropdown(
+                tree_lab.price_choices(),
+                value=tree_lab.THIS_MACHINE,
+                label="Price with",
+                info="Another device's measured cost table prices the same trees: a projection.",
+                elem_id="price-curve",
+            )
             with gr.Row():
-                price_curve = gr.Dropdown(
-                    tree_lab.price_choices(),
-                    value=tree_lab.THIS_MACHINE,
-                    label="Price with",
-                    info="Another device's measured cost table prices the same trees: a projection.",
-                    elem_id="price-curve",
-                    scale=3,
-                )
                 price_btn = gr.Button("Draw the price against N", elem_id="price-draw", scale=1)
                 remeasure_btn = gr.Button("Measure this machine again", elem_id="price-remeasure", scale=1)
             price_note = gr.Markdown(elem_id="price-note")

@@ -344,12 +344,6 @@ def test_the_price_menu_offers_each_measured_machine_once():
     for key, label in zip(curves, labels):
         assert label.endswith(f"(docs/bench/{key})") and (ROOT / "docs" / "bench" / key / "meta.json").is_file()
     assert any("/" in key for key in curves)
-    from ui.tree_lab import price_choices
-
-    menu = dict((key, text) for text, key in price_choices()[1:])  # the Tree lab's narrow menu: no docs/bench/
-    assert menu == {
-        key: f"projection: {label.replace(f'(docs/bench/{key})', f'({key})')}" for key, label in zip(curves, labels)
-    }
     assert machine_label({"device": "cpu", "cpu": "Intel Xeon", "cpu_flags": "avx2 fma", "cpu_count": 4}) == (
         "CPU (Intel Xeon), AVX2, 4 cores"
     )

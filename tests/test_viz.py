@@ -1216,11 +1216,12 @@ def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
     )  # fmt: skip
     bars, labels = peers_figure(summary).data
     assert list(labels.text) == ["1.00× · MAT 1.00", "1.38× · MAT 1.91"] and list(bars.y) == [1.0, 1.38]
-    assert list(labels.y) == [1.0, 1.38] and labels.textposition == "top center"  # each over its bar
+    lift = 1.38 * 0.03  # clear of the 1× line: a share of the tallest bar
+    assert list(labels.y) == [1.0 + lift, 1.38] and labels.textposition == "top center"  # each over its bar
     near = peers_figure(summary.assign(speedup=[1.0, 0.95], MAT=[1.0, 1.77])).data[1]
-    assert list(near.y) == [1.0, 1.0] and near.text[1] == "0.95× · MAT 1.77"  # over the 1× line, not through it
+    assert list(near.y) == [1.03, 1.03] and near.text[1] == "0.95× · MAT 1.77"  # over the 1× line, not through it
     low = peers_figure(summary.assign(speedup=[1.0, 0.56])).data[1]
-    assert list(low.y) == [1.0, 0.56]  # well under the line: on its own bar
+    assert list(low.y) == [1.03, 0.56]  # well under the line: on its own bar
     without_ar = summary.assign(speedup=[float("nan"), None])  # a run without ar has no speedups
     assert list(peers_figure(without_ar).data[1].text) == ["MAT 1.00", "MAT 1.91"]
 

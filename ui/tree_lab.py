@@ -554,10 +554,7 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
 def price_choices() -> list[tuple[str, str]]:
     """The price chart's curves: this machine's, then every measured device's cost table (a projection)."""
     return [("this machine's cost curve", THIS_MACHINE)] + [
-        # the folder without its docs/bench/ prefix: at 1024 px the menu cut the whole label; the note and
-        # the chart's title name the folder in full
-        (f"projection: {label.replace(' (docs/bench/', ' (')}", key)
-        for key, (label, _) in measured_curves().items()
+        (f"projection: {label}", key) for key, (label, _) in measured_curves().items()
     ]
 
 

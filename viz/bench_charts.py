@@ -502,6 +502,8 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     rows = rows[(rows["experiment"] == last) & (rows["temperature"] == rows["temperature"].min())]
     x = [row_label(r) for r in rows.itertuples()]
     speedups = [_num(s) for s in rows["speedup"]]
+    top = max([1.0] + [v for v in speedups if v is not None])
+    lift = LABEL_LIFT * top  # the text's foot clear of the 1x line
     bars = go.Bar(
         x=x,
         y=rows["speedup"],
@@ -512,7 +514,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     )
     labels = go.Scatter(  # above the bar, or above the 1× line where the bar ends just under it
         x=x,
-        y=[0.0 if v is None else 1.0 if 1.0 - NEAR_ONE < v < 1.0 else v for v in speedups],
+        y=[0.0 if v is None else 1.0 + lift if 1.0 - NEAR_ONE < v < 1.0 + lift else v for v in speedups],
         mode="text",
         text=[
             ("" if v is None else f"{v:.2f}× · ") + f"MAT {m:.2f}"  # no ar in the run: no speedup
@@ -525,12 +527,13 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     )
     fig = new_figure().add_trace(bars).add_trace(labels)
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, layer="below")
-    top = max([1.0] + [v for v in speedups if v is not None])
     return _layout(fig, title, showlegend=False, yaxis={"title": {"text": "speedup (×)"}, "range": [0, top * 1.2]})
 
 
 NEAR_ONE = 0.15
-"""A bar ending this close under 1× has its label drawn above the 1× line, which would cross it."""
+"""A bar ending this close under 1× (or at it) has its label drawn above the 1× line, which would cross it."""
+LABEL_LIFT = 0.03
+"""How far above the 1× line such a label stands, as a share of the tallest bar."""
 
 
 def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure:
