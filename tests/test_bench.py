@@ -815,7 +815,7 @@ def test_figures_draw_every_experiment(frames):
     # every panel from 0: a MAT axis zoomed to its points drew a 1.5 % change as a steep climb
     assert all(getattr(topk.layout, f"yaxis{k}").rangemode == "tozero" for k in ("", "2", "3"))
     shape = figs["tree_shape"]
-    assert {t.name for t in shape.data} == set(CATEGORIES) and len(shape.data) == 2 * len(CATEGORIES)
+    assert {t.name for t in shape.data} == set(CATEGORIES) and len(shape.data) == 3 * len(CATEGORIES)  # +auto
     for fig in figs.values():
         assert fig.to_json()  # serialisable for gr.Plot and write_html
 

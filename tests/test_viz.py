@@ -1200,6 +1200,10 @@ def test_tree_shape_panels_name_the_size_they_draw():
     fig = tree_shape_figure(summary)
     assert [a.text for a in fig.layout.annotations] == ["EAGLE-2, N=24", "TALON, N=24"]
     assert [list(t.y) for t in fig.data] == [[4.0, 2.0], [5.0, 1.0]]
+    auto = {**summary.iloc[0].to_dict(), "method": "talon+auto", "budget": 128, "auto": True}
+    with_auto = tree_shape_figure(pd.concat([summary, pd.DataFrame([{**auto, "mean_layer_widths": [4.9, 0.2]}])]))
+    assert len(with_auto.layout.annotations) == 3 and "auto" in with_auto.layout.annotations[2].text
+    assert list(with_auto.data[-1].y) == [4.9, 0.2]  # the cost rule's trees beside the fixed-size ones
 
 
 def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from talon.bench.results import ran_part
-from talon.bench.suites import AUTO_SUFFIX, PEER_METHODS, TREE_METHODS, is_auto, split_method
+from talon.bench.suites import AUTO_SUFFIX, AUTO_VARIANTS, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
 from .style import CATEGORY_COLORS, TEMPLATE, new_figure
@@ -617,20 +617,22 @@ def _same_size(rows: pd.DataFrame, method: str) -> pd.Series:
 
 
 def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
-    """Mean draft nodes per layer (x = depth) by category, one panel per tree method (EAGLE-2 and
-    TALON when present): deep-and-narrow lines vs shallow-and-wide ones."""
+    """Mean draft nodes per layer (x = depth) by category, one panel per tree method (EAGLE-2, TALON and
+    TALON auto-sized when present): deep-and-narrow lines vs shallow-and-wide ones."""
     title = "Tree shape by category: mean nodes per layer"
     rows = _rows(summary, ("categories", "methods"), category=None)
     if not rows.empty:
         rows = rows[
-            rows["method"].isin(TREE_METHODS)
+            rows["method"].isin(TREE_METHODS + AUTO_VARIANTS)
             & (rows["category"] != ALL)
             & (rows["temperature"] == rows["temperature"].min())
         ]
         rows = rows[rows["mean_layer_widths"].map(lambda w: isinstance(w, list) and len(w) > 0)]
     if rows.empty:
         return _empty(title, "no tree runs by category in these results")
-    methods = [m for m in ("eagle2", "talon") if m in set(rows["method"])] or list(dict.fromkeys(rows["method"]))
+    # the auto-sized panel shows what the cost rule makes of the same policy on the machine measured
+    shown = ("eagle2", "talon", "talon" + AUTO_SUFFIX)
+    methods = [m for m in shown if m in set(rows["method"])] or list(dict.fromkeys(rows["method"]))
     # each panel the first size its method ran at, named with it ("TALON, N=24"), as the tables name rows
     rows = pd.concat([rows[(rows["method"] == m) & _same_size(rows, m)] for m in methods])
     titles = [row_label(next(rows[rows["method"] == m].itertuples())) for m in methods]
