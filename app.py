@@ -729,7 +729,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 "cost_table": gr.Dataframe(
                     interactive=False,
                     wrap=True,
-                    max_height=1000,  # every piece in view: the drafter's, below the 13 tree sizes, price depth
+                    max_height=1000,  # every row in view: the drafter rows below the tree sizes make depth cost
                     label="Cost suite · LM-head rows: the rows the target's LM head scores in that piece's one call "
                     "(in a wide tree, the inner nodes and the likely leaves; an unlikely leaf reached is scored "
                     "in a second call)",
