@@ -732,8 +732,8 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     assert not [shape for shape in unpriced.layout.shapes if shape.y0 == shape.y1]  # no price, no break-even
     stars = [t for t in fig.data if "cost rule's own tree" in (t.name or "")]
     assert len(stars) == 1 and list(stars[0].x) == [8, 8] and list(stars[0].y) == [1.8, 1.8 / 1.4]
-    price_star = next(t for t in fig.data if t.name == "its price (right axis)")
-    assert list(price_star.y) == [1.4] and price_star.yaxis == "y2"
+    assert "cost rule's tree: 8 nodes, 1.40 plain steps" in [a.text for a in fig.layout.annotations]
+    assert not [t for t in fig.data if t.yaxis == "y2" and "cost rule" in (t.name or "")]  # its price: the label
     assert "step 3" in fig.layout.title.text
     projected = price_figure(rows, 16, {"nodes": 0}, "the H100's cost table", projection=True)
     assert projected.layout.title.text.startswith("Projection")

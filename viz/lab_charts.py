@@ -315,8 +315,9 @@ PICK_COLOUR = "#D62728"
 
 def _mark_pick(fig: go.Figure, pick: dict) -> None:
     """Stars at the cost rule's own tree (``pick``: ``nodes``, ``expected``, ``price``): its expected
-    tokens and tokens per unit of price on the left axis, its price on the right one; a plain step (0
-    nodes) is a line at N = 0 with a label."""
+    tokens and tokens per unit of price on the left axis, its price in their label (a star on the right
+    axis landed on the left one's wherever the two scales met); a plain step (0 nodes) is a line at N = 0
+    with a label."""
     nodes = pick["nodes"]
     if not nodes or not pick.get("price"):
         fig.add_vline(
@@ -352,7 +353,7 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
     fig.add_annotation(
         x=nodes,
         y=expected,
-        text=f"cost rule's tree: {nodes} nodes",
+        text=f"cost rule's tree: {nodes} nodes, {price:.2f} plain steps",
         font={"size": 11, "color": PICK_COLOUR},
         bgcolor=LABEL_BACKGROUND,
         bordercolor=PICK_COLOUR,
@@ -362,17 +363,6 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
         ax=50,
         ay=-36,
         xanchor="left",
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[nodes],
-            y=[price],
-            mode="markers",
-            name="its price (right axis)",
-            marker={**star, "symbol": "star-open", "line": {"width": 2, "color": PICK_COLOUR}},
-            yaxis="y2",
-            hovertemplate=hover,
-        )
     )
 
 
