@@ -201,9 +201,9 @@ def device_default_tree(on_gpu: bool) -> tuple[TreeConfig, str]:
             TreeConfig(method="talon", budget=24, topk=10, mu=0.03, depth=8, gamma=5),
             "GPU: N = auto (each tree grows while it pays on this GPU's measured cost curve) with the paper's "
             "K=10, μ=0.03: on an H200 and an H100 it ran 1.01-1.06x the fastest fixed N (N=24) side by side; "
-            "verifying a tree costs 1.3-1.7 plain decoding steps there, so with the shipped head plain decoding "
-            "is about as fast (see the Benchmark tab's cost chart). Set N to 24 for the fixed-size tree the gate "
-            "shapes on its own.",
+            "verifying a tree of 2 to 60 nodes costs 1.1-1.9 plain decoding steps there, so with the shipped head "
+            "plain decoding is about as fast (see the Benchmark tab's cost chart). Set N to 24 for the fixed-size "
+            "tree the gate shapes on its own.",
         )
     return (
         TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4),

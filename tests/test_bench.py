@@ -808,6 +808,8 @@ def test_figures_draw_every_experiment(frames):
     assert "1× = plain decoding" in [a.text for a in budget.layout.annotations]
     level = next(t for t in budget.data if t.name == auto and t.xaxis == "x")  # the cap is not swept
     assert list(level.x) == [8, 32] and level.y[0] == level.y[1] and level.line.dash == "dash"
+    alone = bench_charts.sweep_figure(summary[summary["method"].isin(["ar", "talon+auto"])])  # auto runs only
+    assert [list(t.x) for t in alone.data if t.xaxis == "x"] == [[1, 128]]  # drawn on the log axis, 1 to the cap
     mu = figs["mu_sweep"]
     assert mu.layout.xaxis.type == "log" and {t.name for t in mu.data} == {"TALON"}
     topk = figs["topk_sweep"]

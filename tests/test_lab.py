@@ -359,10 +359,12 @@ def test_the_price_note_says_when_no_tree_beats_plain_decoding_and_why_the_rule_
     ]
     pick = {"nodes": 3, "expected": 1.31, "price": 1.86}
     note = tree_lab.price_note(rows, pick, 8, "GPU (NVIDIA H200)", True, called_root_price=1.46)
-    assert "**No tree pays at this step on this curve:**" in note and "at best 0.68" in note
+    assert "**No tree pays at this step on this curve:**" in note and "at best 0.70" in note  # the rule's tree
     assert "one token for 1.46 plain steps" in note and "first drafter call" in note
     plain = tree_lab.price_note(rows, {"nodes": 0}, 8, "GPU (NVIDIA H200)", True, called_root_price=1.46)
     assert "No tree pays" in plain and "grows a tree all the same" not in plain  # the rule made it a plain step
+    paying = tree_lab.price_note(rows, {"nodes": 6, "expected": 2.2, "price": 1.8}, 8, "GPU", True, 1.46)
+    assert "No tree pays" not in paying  # the rule's own tree, of its own shape, pays (1.22 a plain step)
 
 
 REPLAYED = [

@@ -1226,6 +1226,8 @@ def test_the_peers_bars_are_labelled_with_the_speedup_they_draw():
     assert list(near.y) == [1.03, 1.03] and near.text[1] == "0.95× · MAT 1.77"  # over the 1× line, not through it
     low = peers_figure(summary.assign(speedup=[1.0, 0.56])).data[1]
     assert list(low.y) == [1.03, 0.56]  # well under the line: on its own bar
+    tall = peers_figure(summary.assign(speedup=[1.0, 4.0])).data[1]  # a 4x bar: labels stand taller on the axis
+    assert peers_figure(summary.assign(speedup=[4.0, 0.84])).data[1].y[1] == 1.0 + 4.0 * 0.03 and tall.y[1] == 4.0
     without_ar = summary.assign(speedup=[float("nan"), None])  # a run without ar has no speedups
     assert list(peers_figure(without_ar).data[1].text) == ["MAT 1.00", "MAT 1.91"]
 

@@ -507,7 +507,8 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    table = lab_charts.methods_table(rows, price_note="plain steps, this machine")
+    source = _price_source(state)  # this machine's curve, or the cost suite's table where the run had none
+    table = lab_charts.methods_table(rows, price_note=f"plain steps, by {source}" if source else "plain steps")
     return with_decimals(table, lab_charts.methods_decimals(table))
 
 
@@ -560,9 +561,10 @@ def price_choices() -> list[tuple[str, str]]:
 
 @model_work()
 def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, progress=gr.Progress()):
-    """Expected committed tokens and price against N at the frozen step, the N the cost rule picks, the
-    slider's N and what the verifier accepted at each N; priced with this machine's cost curve (measured
-    first if there is none: about 40 s on the 2-core CPU) or, as a projection, another device's measured cost table."""
+    """Expected committed tokens and price against N at the frozen step (with the price's verification
+    share), the N the cost rule picks, the slider's N and what the verifier accepted at each N; priced with
+    this machine's cost curve (measured first if there is none: about 40 s on the 2-core CPU) or, as a
+    projection, another device's measured cost table."""
     state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
@@ -586,7 +588,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
         progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
         rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP)))
     for r in rows:  # the price's verification share: on a GPU it stays flat where drafting calls add up
-        r["verify_price"] = curve.verify_ratio(r["nodes"] + 1)
+        r["verify_price"] = curve.verify_ratio(r["size"])  # size: the tree's nodes, root included
     progress(1.0, desc="The tree the cost rule picks...")
     picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
@@ -748,10 +750,11 @@ def price_note(
                 "do not raise that ratio, so it can stop short of a bigger tree that would (the trees of "
                 "the N drawn are filled TALON's way, not by the rule)."
             )
-        if best_ratio < 1.0:
+        if max(best_ratio, pick_ratio or 0.0) < 1.0:  # the rule's own tree, of its own shape, may pay alone
             text += (
-                f" **No tree pays at this step on this curve:** each N drawn expects under one token per plain "
-                f"step of price (at best {best_ratio:.2f}; the dotted line), and plain decoding commits one."
+                f" **No tree pays at this step on this curve:** each N drawn, and the rule's tree, expects under "
+                f"one token per plain step of price (at best {max(best_ratio, pick_ratio or 0.0):.2f}, under the "
+                "dotted line at 1 on the left axis), and plain decoding commits one."
             )
             if pick["nodes"] and called_root_price:
                 text += (

@@ -166,7 +166,7 @@ def meta_markdown(meta: dict, directory: str = "") -> str:
     part = ran_part(meta)  # a suite run with --experiments: its description would name what did not run
     described = "; ".join(e.get("description") or e["name"] for e in ran) if part else meta.get("description", "")
     only = f", only {', '.join(f'`{name}`' for name in part)}" if part else ""
-    methods = {m for e in ran for m in e.get("methods") or ()}
+    methods = {m for e in ran for m in e.get("methods") or ()} - set(meta.get("skipped") or {})
     # Older results name no methods per experiment: then say what any suite with peers would.
     peers = [m for m in PEER_METHODS if m in methods] if methods else list(PEER_METHODS)
     lines = [
@@ -222,7 +222,7 @@ PEER_NAMES = {
 
 
 def _peer_names(peers: list[str]) -> str:
-    """The peers a suite ran, in words: "transformers' `generate()`, its prompt lookup and ..."."""
+    """The peers a suite ran (at least one), in words: "transformers' `generate()`, its prompt lookup and ..."."""
     names = [PEER_NAMES[m] for m in peers]
     names[0] = names[0].replace("its ", "transformers' ", 1)  # "its" needs generate() named before it
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -514,7 +514,7 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
     )
     labels = go.Scatter(  # above the bar, or above the 1× line where the bar ends just under it
         x=x,
-        y=[0.0 if v is None else 1.0 + lift if 1.0 - NEAR_ONE < v < 1.0 + lift else v for v in speedups],
+        y=[0.0 if v is None else 1.0 + lift if 1.0 - NEAR_ONE * top < v < 1.0 + lift else v for v in speedups],
         mode="text",
         text=[
             ("" if v is None else f"{v:.2f}× · ") + f"MAT {m:.2f}"  # no ar in the run: no speedup
@@ -523,7 +523,6 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
         textposition="top center",
         cliponaxis=False,
         hoverinfo="skip",
-        meta="bar-labels",
     )
     fig = new_figure().add_trace(bars).add_trace(labels)
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "#555"}, layer="below")
@@ -531,7 +530,8 @@ def peers_figure(summary: pd.DataFrame) -> go.Figure:
 
 
 NEAR_ONE = 0.15
-"""A bar ending this close under 1× (or at it) has its label drawn above the 1× line, which would cross it."""
+"""A bar ending this close under 1× (or at it), as a share of the tallest bar (a label's height scales with the
+axis), has its label drawn above the 1× line, which would cross it."""
 LABEL_LIFT = 0.03
 """How far above the 1× line such a label stands, as a share of the tallest bar."""
 
@@ -567,7 +567,10 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
                 row=1,
                 col=col,
             )
-    span = [rows[param].min(), rows[param].max()] if not rows.empty else [0, 1]
+    if not rows.empty:
+        span = [rows[param].min(), rows[param].max()]
+    else:  # auto-sized runs alone: their level lines span 1 to the cap (0 has no place on a log axis)
+        span = [1, max(auto[param].max(), 2)] if not auto.empty else [1, 2]
     for _, a in auto.iterrows():
         fixed = rows[rows["method"] == a["method"].removesuffix(AUTO_SUFFIX)]
         name = label(a["method"])
@@ -591,8 +594,9 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
             )
     fig.update_xaxes(type="log" if log_x else "linear")
     if log_x:  # ticks at the swept values: a log axis's own labels ("5, 0.01, 2") read as values, and N=24 is found
-        values = sorted({float(v) for v in rows[param]})
-        fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
+        values = sorted({float(v) for v in rows[param] if pd.notna(v)})
+        if values:
+            fig.update_xaxes(tickmode="array", tickvals=values, ticktext=[f"{v:g}" for v in values])
     fig.update_xaxes(title_text=x_title, row=1, col=2)
     fig.update_yaxes(rangemode="tozero", nticks=8, row=1, col=1)  # plotly's own read 0, 0.5, 1 under a 1.36
     fig.update_yaxes(rangemode="tozero", row=1, col=2)  # zoomed to the points, 1.90 to 1.925 read as a climb

@@ -200,7 +200,8 @@ def price_figure(
     step_number: int | None = None,
 ) -> go.Figure:
     """The price of a tree at the frozen step against N (``FrozenStep.sweep`` rows over ``budget``, each
-    with ``expected``, ``committed`` and ``price``, optionally ``verify_price``): the expected committed
+    with ``expected``, ``committed`` and ``price``, optionally ``verify_price``: verifying the tree alone,
+    root included, in plain steps): the expected committed
     tokens by the calibrated confidence, what the verifier actually committed (accepted + bonus), the price
     in plain decoding steps (right axis) with its verification share where given, and expected tokens per
     unit of price (what the cost rule maximises).  A vertical
@@ -264,7 +265,7 @@ def price_figure(
                     x=[r["budget"] for r in verifying],
                     y=[r["verify_price"] for r in verifying],
                     mode="lines",
-                    name="of which verifying the tree (right axis; the rest is drafting)",
+                    name="of which verifying the tree (right axis; the rest: drafting and the step's overhead)",
                     line={"color": "#F58518", "dash": "dot", "width": 1.5},
                     yaxis="y2",
                     hovertemplate="N=%{x}: verifying alone %{y:.2f} plain steps<extra></extra>",
