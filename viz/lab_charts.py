@@ -265,10 +265,11 @@ def price_figure(
                     x=[r["budget"] for r in verifying],
                     y=[r["verify_price"] for r in verifying],
                     mode="lines",
-                    name="of which verifying the tree (right axis; the rest: drafting and the step's overhead)",
+                    name="of which verifying the tree (right axis)",
                     line={"color": "#F58518", "dash": "dot", "width": 1.5},
                     yaxis="y2",
-                    hovertemplate="N=%{x}: verifying alone %{y:.2f} plain steps<extra></extra>",
+                    hovertemplate="N=%{x}: verifying alone %{y:.2f} plain steps "
+                    "(the rest: drafting and the step's overhead)<extra></extra>",
                 )
             )
         # Plain decoding commits one token a step for one plain step: a tree whose expected tokens per unit
