@@ -750,11 +750,12 @@ def price_note(
                 "do not raise that ratio, so it can stop short of a bigger tree that would (the trees of "
                 "the N drawn are filled TALON's way, not by the rule)."
             )
-        if max(best_ratio, pick_ratio or 0.0) < 1.0:  # the rule's own tree, of its own shape, may pay alone
+        paying = max(best_ratio, pick_ratio or 0.0)  # the rule's own tree, of its own shape, may pay alone
+        if paying < 1.0:
             text += (
                 f" **No tree pays at this step on this curve:** each N drawn, and the rule's tree, expects under "
-                f"one token per plain step of price (at best {max(best_ratio, pick_ratio or 0.0):.2f}, under the "
-                "dotted line at 1 on the left axis), and plain decoding commits one."
+                f"one token per plain step of price (at best {paying:.2f}, under the dotted line at 1 on the left "
+                "axis), and plain decoding commits one."
             )
             if pick["nodes"] and called_root_price:
                 text += (

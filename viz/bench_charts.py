@@ -570,7 +570,7 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
     if not rows.empty:
         span = [rows[param].min(), rows[param].max()]
     else:  # auto-sized runs alone: their level lines span 1 to the cap (0 has no place on a log axis)
-        span = [1, max(auto[param].max(), 2)] if not auto.empty else [1, 2]
+        span = [1, max(auto[param].max(), 2)]
     for _, a in auto.iterrows():
         fixed = rows[rows["method"] == a["method"].removesuffix(AUTO_SUFFIX)]
         name = label(a["method"])

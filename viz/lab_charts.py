@@ -201,11 +201,10 @@ def price_figure(
 ) -> go.Figure:
     """The price of a tree at the frozen step against N (``FrozenStep.sweep`` rows over ``budget``, each
     with ``expected``, ``committed`` and ``price``, optionally ``verify_price``: verifying the tree alone,
-    root included, in plain steps): the expected committed
-    tokens by the calibrated confidence, what the verifier actually committed (accepted + bonus), the price
-    in plain decoding steps (right axis) with its verification share where given, and expected tokens per
-    unit of price (what the cost rule maximises).  A vertical
-    line marks ``your_n`` (the Budget N slider); stars mark ``pick``, the tree the cost rule grows (a dict
+    root included, in plain steps): the expected committed tokens by the calibrated confidence, what the
+    verifier actually committed (accepted + bonus), the price in plain decoding steps (right axis) with its
+    verification share where given, and expected tokens per unit of price (what the cost rule maximises).
+    A vertical line marks ``your_n`` (the Budget N slider); stars mark ``pick``, the tree the cost rule grows (a dict
     with ``nodes``, ``expected``, ``price``): a tree of its own shape, not a point of the fixed-N curves,
     so it is drawn where its own tokens and price are.  ``projection``: the prices come from another device's
     measured costs (the trees are this machine's), and the title says so."""
