@@ -72,8 +72,8 @@ its box ends in "…" before the caret instead of running under it.  A slider th
 (``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
 step (or none yet) had a slider reading 1–2.  The Charts tab's charts and the Tree lab's results
 (``CHART_CLASS``) are hidden while they are empty and nothing is drawn into them (their status tracker
-hidden: the progress of a result being drawn shows in its own box): before a run had ended the Charts tab
-read as eight blank frames, and the lab's price chart as an empty frame after each setting change."""
+hidden: the progress of a result being drawn shows in its own box), so that a Charts tab before a run has
+ended, or the lab's price chart after a setting changed, is not a column of blank frames."""
 STEPS_CLASS = ["talon-steps"]
 CHART_CLASS = ["talon-chart"]
 

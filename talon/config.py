@@ -50,8 +50,8 @@ class TreeConfig:
     Attributes:
         method: one of ``METHODS``.
         budget: N, the number of draft nodes in the tree, **not counting the root** (EAGLE's
-            ``total_token``).  Used by ``talon``, ``eagle2`` and ``static`` (whose default shape is
-            grown to exactly this many nodes).
+            ``total_token``).  Used by ``talon``, ``hybrid``, ``eagle2`` and ``static`` (whose default shape
+            is grown to exactly this many nodes); with ``auto``, the cap.
         topk: K.  For ``talon``: children of the root (Top-K initialisation); 0 gates the root's
             children like every later layer (the paper's pure-gating ablation, "k=0").  For ``eagle2``:
             the top-k taken per expanded node and the frontier width (at least 1).

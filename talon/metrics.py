@@ -104,11 +104,11 @@ def shape_stats(steps: Sequence[StepRecord]) -> dict:
     n = len(steps)
     return {
         "steps": n,
-        "mean_depth": sum(depths) / n if n else 0.0,
+        "mean_depth": mean_tree_depth(steps),
         "mean_widest": sum(widest) / n if n else 0.0,
         "max_widest": max(widest, default=0),
-        "mean_nodes": sum(nodes) / n if n else 0.0,
-        "plain_share": sum(k == 0 for k in nodes) / n if n else 0.0,
+        "mean_nodes": mean_tree_nodes(steps),
+        "plain_share": plain_share(steps) or 0.0,
         "depths": depths,
         "nodes": nodes,
         "widest": widest,

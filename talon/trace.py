@@ -136,6 +136,9 @@ class RunTrace:
             capture) or ``"off"`` (``talon.runtime.graphs.static_mode``).
         cost_curve: the device's cost curve the run priced its steps with (and, for an auto-sized tree,
             sized them by), as ``talon.runtime.cost_curve.CostCurve.to_dict``; None when it had none.
+        calibration_prior: the fitted calibration the drafter shipped, which the run's online calibration
+            started from, as ``talon.drafters.calibration.table_rows``; None when it shipped none (or in
+            traces from before it was recorded).
     """
 
     prompt: str
@@ -153,6 +156,7 @@ class RunTrace:
     device_kind: str = ""
     static_forwards: str = ""
     cost_curve: dict | None = None
+    calibration_prior: list[dict] | None = None
 
     @property
     def output_ids(self) -> list[int]:

@@ -1,4 +1,4 @@
-"""The draft tree: flat arrays with node 0 as the root, plus what verification derives from them.
+"""The draft tree: flat arrays with node 0 as the root, the target's verdict on it, and the gate's record.
 
 Torch-free on purpose (``viz`` reads trees without torch).  Conventions:
 
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 SOURCE_MODEL = "model"
 SOURCE_RETRIEVAL = "retrieval"
@@ -160,23 +158,6 @@ class DraftTree:
                 raise ValueError(f"node {i}: parent {p} does not come before it")
             if self.depth[i] != self.depth[p] + 1:
                 raise ValueError(f"node {i}: depth is not parent's depth + 1")
-
-    # ---- what verification derives -------------------------------------------------------------
-    def ancestor_mask(self) -> np.ndarray:
-        """Bool array ``[n, n]``: ``mask[i, j]`` is True when node j is node i or one of its ancestors.
-
-        Built as in EAGLE: ``M = I; M[:, 0] = 1; M[i] |= M[parent(i)]`` in index order."""
-        n = len(self.token)
-        mask = np.eye(n, dtype=bool)
-        mask[:, 0] = True
-        for i in range(1, n):
-            mask[i] |= mask[self.parent[i]]
-        return mask
-
-    def position_ids(self, prefix_len: int) -> np.ndarray:
-        """Int array ``[n]``: ``prefix_len + depth``, where ``prefix_len`` counts the committed tokens
-        before the root (so the root sits at position ``prefix_len``)."""
-        return prefix_len + np.asarray(self.depth, dtype=np.int64)
 
     def to_dict(self) -> dict:
         return {

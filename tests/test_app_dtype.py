@@ -32,9 +32,9 @@ def test_the_cost_curve_is_the_newest_of_the_apps_dtype(tmp_path, monkeypatch, a
     bf16 = copy_cost_suite("cost-cpu-epyc-zen4-bf16-invariant", tmp_path, "2026-02-01T00:00:00+00:00")
     monkeypatch.setattr(shared, "APP_DTYPE", app_dtype)
     monkeypatch.setattr(shared, "DEVICE_KIND", "cpu")
-    shared.cost_model.cache_clear()
+    shared._cost_model.cache_clear()
     curve = shared.cost_model(str(tmp_path))
-    shared.cost_model.cache_clear()
+    shared._cost_model.cache_clear()
     assert curve is not None and fp32 != bf16
     assert curve.plain == pytest.approx(fp32 if app_dtype == "float32" else bf16)
 
@@ -43,3 +43,18 @@ def test_results_without_a_dtype_count_as_float32(monkeypatch):
     monkeypatch.setattr(shared, "APP_DTYPE", "float32")
     assert shared.measured_like_this_app({}) and shared.measured_like_this_app({"dtype": "float32"})
     assert not shared.measured_like_this_app({"dtype": "bfloat16"})
+
+
+def test_every_tab_reads_results_from_talon_bench_dir(tmp_path, monkeypatch):
+    """With ``$TALON_BENCH_DIR`` set, the Tree lab's cost table and its projections come from there, as the
+    Benchmark tab's list does (they read docs/bench whatever the variable said)."""
+    plain = copy_cost_suite("cost-cpu-epyc-zen4-r16", tmp_path, "2026-01-01T00:00:00+00:00")
+    monkeypatch.setenv(shared.BENCH_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(shared, "DEVICE_KIND", "cpu")
+    monkeypatch.setattr(shared, "APP_DTYPE", "float32")
+    assert shared.bench_root() == tmp_path
+    curve = shared.cost_model()
+    assert curve is not None and curve.plain == pytest.approx(plain)
+    assert list(shared.measured_curves()) == ["cost-cpu-epyc-zen4-r16"]
+    monkeypatch.delenv(shared.BENCH_DIR_ENV)
+    assert len(shared.measured_curves()) >= 3 and shared.bench_root() == BENCH

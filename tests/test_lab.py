@@ -414,10 +414,53 @@ def test_a_replayed_run_rebuilds_its_own_tree_at_every_step(target, registry, ki
             step.accepted_path,
             step.bonus_token,
         ), k
-        assert got.expected == pytest.approx(step.expected) if cfg.auto else got.expected is not None
+        assert got.expected == pytest.approx(step.expected)  # the replay holds the run's own calibration
     # the other methods at the last step: a hybrid run's tree methods get their own drafter at the context
     rows = lab.every_method(dataclasses.replace(CONFIGS[0], auto=False))
     assert set(rows) == set(LAB_METHODS) and all(not isinstance(r, str) for r in rows.values())
+
+
+def test_why_this_shape_says_whether_the_first_layer_is_gated(target, registry):
+    """Explore's "Why this shape?" note: the root's Top-K has no gate, but K=0 gates the first layer too."""
+    from ui import tree_lab
+    from ui.session import LabState
+
+    for topk, says, not_says in ((3, "the root's Top-K, with no gate", "K=0"), (0, "K=0", "Top-K, with no gate")):
+        cfg = TreeConfig(method="talon", budget=8, topk=topk, mu=0.1)
+        drafter = drafter_for("talon", "layers:1", target, registry)
+        trace = run_to_end(target, drafter, cfg, DecodeConfig(max_new_tokens=6), prompt_ids=prompt_ids(4))
+        frozen = FrozenStep.of_run(target, registry, "layers:1", trace, 0)
+        plot, note = tree_lab.gate_view(LabState(trace, 0, frozen), trace, 1)
+        assert plot["visible"] and says in note and not_says not in note, note
+
+
+def test_a_trace_keeps_its_drafters_calibration_prior_and_the_charts_start_from_it(target, registry):
+    """The Charts tab's calibrated confidences are the ones the run's cost rule had, the drafter's shipped
+    fit included, for a run made here and for the same trace exported and loaded again; a trace without
+    the record (or with a garbled one) starts from the raw confidence."""
+    from talon.drafters.calibration import Calibration, rows_table
+    from talon.trace import RunTrace
+    from ui.explore import calibrated_confidences
+
+    drafter = drafter_for("talon", "layers:1", target, registry)
+    prior = {("model", 1, b, 0): 0.01 for b in range(14)}  # a pessimistic fit, far from any raw confidence
+    drafter.calibration_prior = prior
+    trace = run_to_end(target, drafter, CONFIGS[0], DecodeConfig(max_new_tokens=8), prompt_ids=prompt_ids(4))
+    loaded = RunTrace.from_json(trace.to_json())
+    assert rows_table(loaded.calibration_prior) == prior
+    step = trace.steps[0]
+    fitted = Calibration(prior).given_parents(step.tree)
+    checked = [n for n in range(1, len(step.tree)) if step.tree.parent[n] == 0]
+    for shown in (trace, loaded):
+        got = calibrated_confidences(shown)
+        assert checked and all(got[(0, n)] == pytest.approx(fitted[n]) for n in checked)
+    older = dataclasses.replace(loaded, calibration_prior=None)
+    raw = Calibration().given_parents(step.tree)
+    assert all(calibrated_confidences(older)[(0, n)] == pytest.approx(raw[n]) for n in checked)
+    garbled = dataclasses.replace(loaded, calibration_prior=[{"source": "model"}])
+    assert calibrated_confidences(garbled) == calibrated_confidences(older)
+    plain = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=3), prompt_ids=prompt_ids(4))
+    assert plain.calibration_prior is None
 
 
 def test_a_run_that_cannot_be_replayed_gives_no_state(target, registry, run):

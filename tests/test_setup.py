@@ -11,7 +11,7 @@ import pytest
 
 from talon.config import ConfigError
 from talon.runtime.graphs import graphs_setting
-from ui.shared import read_examples, setup_problem
+from ui.shared import FALLBACK_EXAMPLES, read_examples, setup_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,11 +60,17 @@ def test_import_app_with_a_bad_dtype_shows_the_problem_on_the_page():
     assert "settings need fixing" in out.stdout and "TALON_DTYPE" in out.stdout
 
 
-def test_unreadable_examples_give_none(tmp_path):
-    bad = tmp_path / "prompts.jsonl"
+def test_unreadable_examples_give_the_built_in_pair_and_say_so(tmp_path, capsys):
+    """A lost or broken examples file must not stop the app starting (its first prompt fills the box)."""
+    bad, empty = tmp_path / "prompts.jsonl", tmp_path / "empty.jsonl"
     bad.write_text("{not json\n")
-    assert read_examples(bad) == [] and read_examples(tmp_path / "missing.jsonl") == []
-    assert read_examples()  # the shipped file
+    empty.write_text('{"category": "chat"}\n')
+    for path in (bad, empty, tmp_path / "missing.jsonl"):
+        assert read_examples(path) == list(FALLBACK_EXAMPLES)
+        assert str(path) in capsys.readouterr().err
+    shipped = read_examples()
+    assert len(shipped) > 2 and not capsys.readouterr().err
+    assert all(e in shipped for e in FALLBACK_EXAMPLES)  # the fallbacks are the shipped pair
 
 
 @pytest.mark.parametrize("budget", [0, 8, 24])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 
 from talon.tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree
@@ -37,30 +36,6 @@ RANDOM_TREES = [
 
 
 @pytest.mark.parametrize("tree", RANDOM_TREES)
-def test_ancestor_mask_matches_walk(tree: DraftTree) -> None:
-    """mask[i, j] is True exactly when j is i or one of i's ancestors."""
-    n = len(tree)
-    expected = np.zeros((n, n), dtype=bool)
-    for i in range(n):
-        expected[i, ancestors(tree.parent, i)] = True
-    mask = tree.ancestor_mask()
-    assert mask.dtype == bool and mask.shape == (n, n)
-    np.testing.assert_array_equal(mask, expected)
-    assert mask[:, 0].all()  # everyone sees the root
-    assert (mask.sum(1) - 1 == np.asarray(tree.depth)).all()
-
-
-@pytest.mark.parametrize("tree", RANDOM_TREES)
-@pytest.mark.parametrize("prefix_len", [0, 1, 17])
-def test_position_ids_are_prefix_plus_walked_depth(tree: DraftTree, prefix_len: int) -> None:
-    """pos[i] = prefix_len + number of edges from the root to i."""
-    expected = [prefix_len + len(ancestors(tree.parent, i)) - 1 for i in range(len(tree))]
-    pos = tree.position_ids(prefix_len)
-    assert pos.tolist() == expected
-    assert pos[0] == prefix_len
-
-
-@pytest.mark.parametrize("tree", RANDOM_TREES)
 def test_path_to_walks_up_the_parents(tree: DraftTree) -> None:
     for node in range(len(tree)):
         assert tree.path_to(node) == ancestors(tree.parent, node)[::-1]
@@ -70,8 +45,6 @@ def test_root_only_tree() -> None:
     tree = DraftTree.with_root(7)
     tree.validate()
     assert len(tree) == 1 and tree.num_drafts == 0 and tree.max_depth == 0
-    assert tree.ancestor_mask().tolist() == [[True]]
-    assert tree.position_ids(5).tolist() == [5]
     assert tree.layer_widths() == [1] and tree.widest_layer == 0
 
 
@@ -90,15 +63,6 @@ def test_hand_built_tree_derived_values() -> None:
     assert tree.layer_widths() == [1, 2, 2, 1] and tree.widest_layer == 2
     assert tree.num_drafts == 5 and tree.max_depth == 3
     assert [tree.path_to(leaf) for leaf in (2, 4, 5)] == [[0, 2], [0, 1, 3, 4], [0, 1, 5]]
-    assert tree.position_ids(10).tolist() == [10, 11, 11, 12, 13, 12]
-    assert tree.ancestor_mask().astype(int).tolist() == [
-        [1, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0],
-        [1, 0, 1, 0, 0, 0],
-        [1, 1, 0, 1, 0, 0],
-        [1, 1, 0, 1, 1, 0],
-        [1, 1, 0, 0, 0, 1],
-    ]
 
 
 def test_add_rejects_unknown_parent() -> None:

@@ -5,7 +5,6 @@ project, and hides the charts and tables a results directory has no data for."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import gradio as gr
@@ -15,9 +14,8 @@ from talon.bench.suites import COST_SUITE
 from viz import bench_charts
 from viz.summary import plural
 
-from .shared import DEVICE_KIND, ROOT, measured_like_this_app
+from .shared import DEVICE_KIND, bench_root, measured_like_this_app, shown_path
 
-BENCH_DIR_ENV = "TALON_BENCH_DIR"
 NO_BENCH = (
     "No benchmark results yet. Produce them with `python -m talon.bench --suite quick --out-dir "
     "docs/bench/quick` (a few minutes on a CPU) or `--suite paper`; this tab opens on the newest comparison "
@@ -41,20 +39,6 @@ VIEWS = (
     "cost_table",
 )
 """The tab's outputs after the Markdown, in order."""
-
-
-def bench_root() -> Path:
-    """Where results directories are looked for: ``$TALON_BENCH_DIR`` or ``docs/bench``."""
-    return Path(os.environ.get(BENCH_DIR_ENV) or ROOT / "docs" / "bench")
-
-
-def shown_path(directory: str | Path) -> str:
-    """``directory`` relative to the project when it is inside it (never this machine's absolute path)."""
-    path = Path(directory).resolve()
-    try:
-        return str(path.relative_to(ROOT))
-    except ValueError:
-        return path.name
 
 
 def _meta(directory: Path) -> dict:
@@ -87,10 +71,10 @@ def bench_show(directory):
     meta, runs, summary = results.read_results(directory)
     cost = results.read_cost(directory)
     tables, figs = bench_charts.tables(runs, summary), bench_charts.figures(summary, cost=cost)
-    has_fig = bench_charts.figures(summary, include_empty=False, cost=cost).keys()
+    has_fig = bench_charts.has_data(summary, cost)
     views = {
         **{name: _shown(t, not t.empty) for name, t in tables.items()},
-        **{name: _shown(f, name in has_fig) for name, f in figs.items()},
+        **{name: _shown(f, has_fig[name]) for name, f in figs.items()},
     }
     cost_table = bench_charts.cost_table(cost)
     views["cost_table"] = _shown(cost_table, not cost_table.empty)

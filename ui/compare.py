@@ -13,12 +13,12 @@ from talon import metrics
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
-from viz.tree_figure import COLOR_MODES, committed_tokens, shared_extent, tree_figure, visible_text
+from viz.tree_figure import colour_mode, committed_tokens, shared_extent, tree_figure, visible_text
 
 from .compute import model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
-from .shared import busy_note, gpu_seconds
+from .shared import busy_note, gpu_seconds, step_number
 from .table_view import with_decimals
 
 NO_COMPARE = (
@@ -60,7 +60,7 @@ def compare_view(session: Session, position, color_mode):
     length = min(len(t.output_ids) for t in runs) or 1
     position = max(1, min(int(position or length), length))
     depth, width = shared_extent([s for t in runs for s in t.steps])  # one scale for every step of both runs
-    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    mode = colour_mode(color_mode)
     figs, numbers = [], []
     for label, trace in (("A", a), ("B", b)):
         if trace is None or not trace.steps:
@@ -126,7 +126,7 @@ def go_to_step(session: Session, which: str, number, color_mode):
     """The view at the first token of step ``number`` (from 1) of run A or B."""
     check_compared(session, which)
     trace = session.compare[which]
-    index = max(1, min(int(number or 1), len(trace.steps))) - 1
+    index = step_number(number, trace) - 1
     return compare_view(session, first_position(trace, index), color_mode)
 
 

@@ -117,6 +117,8 @@ class ComputeQueue:
     Args:
         slots: jobs that run at once.
         max_waiting: jobs that may wait at once (``submit`` raises ``QueueFull`` past it).
+        inline: run every job at once on the submitting thread, queueing nothing (on Spaces' ZeroGPU the GPU
+            is attached to the calling thread's call, so a worker thread would have none).
     """
 
     def __init__(self, slots: int = 1, max_waiting: int = MAX_WAITING, inline: bool = False) -> None:

@@ -19,19 +19,19 @@ import gradio as gr
 
 from talon import metrics
 from talon.config import GATE_METHODS
-from talon.drafters.calibration import Calibration
+from talon.drafters.calibration import Calibration, rows_table
 from talon.metrics import plain_share, representative_step, trace_json
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
 from viz.summary import plural
-from viz.tree_figure import COLOR_MODES, colour_help, node_table, tree_figure, tree_html
+from viz.tree_figure import COLOR_MODES, colour_help, colour_mode, node_table, tree_figure, tree_html
 
 from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, RunStopped, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
-from .shared import busy_note, gpu_seconds
+from .shared import busy_note, gpu_seconds, step_number
 from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
@@ -88,9 +88,9 @@ def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
     """Figure, text highlight, node table and caption for step ``number`` (from 1) of ``trace``."""
     if trace is None or not trace.steps:
         return None, text_view.EMPTY, None, NO_RUN
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    number = step_number(number, trace)
     step = trace.steps[number - 1]
-    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    mode = colour_mode(color_mode)
     return (
         run_tree_figure(trace, step, mode),
         text_view.highlight(run_id, number),
@@ -189,10 +189,9 @@ CHART_COUNT = 8
 """Outputs of the Charts tab (``charts_of``)."""
 
 
-def charts_of(trace: RunTrace | None, prior: dict | None = None) -> tuple:
+def charts_of(trace: RunTrace | None) -> tuple:
     """The Charts tab: committed tokens, acceptance per depth (both rates), tree shape, timing, timeline,
-    adaptation, and the two calibration charts (``calibration_figures``; ``prior``: the drafter's fitted
-    calibration, if it ships one)."""
+    adaptation, and the two calibration charts (``calibration_figures``)."""
     if trace is None:
         return (None,) * CHART_COUNT
     figs = charts.run_charts(trace)
@@ -203,7 +202,7 @@ def charts_of(trace: RunTrace | None, prior: dict | None = None) -> tuple:
         figs["timing"],
         charts.timeline_chart({"run": trace}),
         lab_charts.adaptation_figure({trace.tree_config.get("method", "run"): trace}),
-        *calibration_figures(trace, prior),
+        *calibration_figures(trace),
     )
 
 
@@ -242,10 +241,15 @@ def waiting_status(live: LiveRun, started: float) -> str:
     return f"Reading the prompt ({plural(tokens, 'token')}) and drafting the first tree: {seconds:.0f} s..."
 
 
-def calibrated_confidences(trace: RunTrace, prior: dict | None = None) -> dict[tuple[int, int], float]:
+def calibrated_confidences(trace: RunTrace) -> dict[tuple[int, int], float]:
     """Per checked node ``(step index, node)``: the calibrated probability the run's cost rule had for it
-    when the step was drafted (the drafter's prior, then the run's own verdicts up to the step before,
-    learned online exactly as ``talon.drafters.calibration.Calibration`` does in the decoding loop)."""
+    when the step was drafted (the drafter's prior the trace records, then the run's own verdicts up to the
+    step before, learned online exactly as ``talon.drafters.calibration.Calibration`` does in the decoding
+    loop).  A prior a hand-edited trace garbled is left out: the charts then start from the raw confidence."""
+    try:
+        prior = rows_table(trace.calibration_prior) if trace.calibration_prior else None
+    except (KeyError, TypeError, ValueError):
+        prior = None
     calibration = Calibration(prior)
     out = {}
     for step in trace.steps:
@@ -258,11 +262,11 @@ def calibrated_confidences(trace: RunTrace, prior: dict | None = None) -> dict[t
     return out
 
 
-def calibration_figures(trace: RunTrace, prior: dict | None = None) -> tuple:
+def calibration_figures(trace: RunTrace) -> tuple:
     """Reliability charts from the run's own verdicts: the draft probability (raw, and as calibrated by
     the run's online calibration) against the share of checked nodes accepted; the path probability
     against the share of paths accepted whole."""
-    table = calibrated_confidences(trace, prior)
+    table = calibrated_confidences(trace)
     raw = metrics.reliability_table(metrics.reliability_points(trace.steps, "draft"))
     calibrated = metrics.reliability_table(
         metrics.reliability_points(trace.steps, "draft", lambda s, node: table[(s.index, node)])
@@ -301,7 +305,7 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     """Start the decode of the settings ``panel`` (``SETTING_NAMES``) and stream its newest step to the
     page, at most ``UPDATE_HZ`` updates a second (each step is a job of the shared queue); when it ends
     (or Stop ends it) draw the summary and charts and open a representative step."""
-    color_mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    color_mode = colour_mode(color_mode)
     settings = RunSettings.of(panel)
     session.stop_note = ""
     session.runs_started += 1
@@ -321,7 +325,6 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     session.lab_results = False
     session.text_run = live.id
     session.specs = (settings.target_spec, settings.drafter_spec)
-    session.calibration_prior = getattr(prepared.drafter, "calibration_prior", None)
     trace = live.trace
     shown, tokens, seconds, last_update, started = 0, 0, 0.0, 0.0, time.perf_counter()
     yield (
@@ -394,7 +397,7 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             "Stopped before the first step.",
             summary.summary_markdown(trace),
             colour_choices(trace, color_mode),
-            *charts_of(trace, session.calibration_prior),
+            *charts_of(trace),
         )
     number, fig, table, cap = opening_view(trace, color_mode, live.id) if session.follow else (None,) * 4
     queue_note = (
@@ -412,7 +415,7 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
         cap if session.follow else gr.update(),
         summary.summary_markdown(trace) + queue_note + (f"\n\n{busy}" if busy else ""),
         colour_choices(trace, color_mode),
-        *charts_of(trace, session.calibration_prior),
+        *charts_of(trace),
     )
 
 
@@ -568,9 +571,9 @@ def export_html(session: Session, number, color_mode) -> str:
     """The tree on show as a standalone HTML page, titled with the prompt and the run's settings."""
     check_trace(session)
     trace = session.trace
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    number = step_number(number, trace)
     path = Path(tempfile.mkdtemp(prefix="talon-")) / export_name(trace, f"step{number}.html")
-    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    mode = colour_mode(color_mode)
     step = trace.steps[number - 1]
     page = tree_html(
         step,
@@ -610,7 +613,7 @@ def show_gate(session: Session, number, target_spec, drafter_spec, progress=gr.P
             f"This run used {summary.METHOD_NAMES.get(method, method)}, which has no confidence gate: its caption "
             "says how each tree was grown. Pick TALON (or hybrid) to see the gate."
         )
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    number = step_number(number, trace)
     state = frozen_for(session, number, target_spec, drafter_spec, progress)
     session.gate_step = number
     return gate_view(state, trace, number)

@@ -17,21 +17,27 @@ import pandas as pd
 from talon import metrics
 from talon.trace import RunTrace
 from viz import charts, summary
-from viz.tree_figure import COLOR_MODES, shared_extent, tree_figure
+from viz.tree_figure import colour_mode, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
-from .shared import DEFAULT_BUDGET, DEFAULT_DRAFTER, DEFAULT_TARGET, DEFAULT_TREE, EXAMPLES, gpu_seconds
+from .shared import (
+    DEFAULT_BUDGET,
+    DEFAULT_DRAFTER,
+    DEFAULT_TARGET,
+    DEFAULT_TREE,
+    EXAMPLES,
+    FALLBACK_EXAMPLES,
+    gpu_seconds,
+    step_number,
+)
 from .table_view import with_decimals
 
 PAIR_IDS = ("list-1", "chat-1")
 """The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
 on sleep)."""
-FALLBACK_PAIR = (
-    "List the twelve months of the year in order, numbered 1 to 12, one per line.",
-    "What are three good habits for getting better sleep? Explain each briefly.",
-)
+FALLBACK_PAIR = tuple(e["prompt"] for e in FALLBACK_EXAMPLES)
 LABELS = ("A", "B")
 NO_PROMPTS = (
     "Press **Run both prompts**: each is decoded with the method and settings above, then shown side by side "
@@ -230,7 +236,7 @@ def prompt_tree(session: Session, which: str, number, color_mode):
     trace = runs.get(which)
     if trace is None or not trace.steps:
         return None
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    number = step_number(number, trace)
     step = trace.steps[number - 1]
     depth, width = scale(session)
     typical = " (depth nearest the mean)" if step.index == typical_step(trace) else ""
@@ -238,7 +244,7 @@ def prompt_tree(session: Session, which: str, number, color_mode):
         f"{which}: step {number} of {len(trace.steps)}{typical} · depth {step.tree.max_depth}, "
         f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
     )
-    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    mode = colour_mode(color_mode)
     return tree_figure(step, mode, title=title, max_depth=depth, max_width=width)
 
 
@@ -255,7 +261,8 @@ PROMPTS_DECIMALS = {"mean depth": 2, "draft nodes / step": 1, "MAT": 2}
 
 
 def prompts_table(runs: dict[str, RunTrace]):
-    """Per prompt: its category, mean depth, widest layer, draft nodes per step, plain steps, chains, MAT."""
+    """Per prompt: its category, mean depth and depth range, widest layer (mean and max), draft nodes per step,
+    plain steps, chains, MAT and steps."""
     rows = []
     for label in LABELS:
         trace = runs[label]

@@ -191,8 +191,6 @@ class Session:
     specs: tuple[str, str] | None = None
     """The Target and Drafter fields the run on show was made with (what the lab freezes its steps with,
     whatever is typed there since); None for a loaded trace, which names models, not paths."""
-    calibration_prior: dict | None = None
-    """The fitted calibration the run's drafter shipped with, if any (the calibration chart starts from it)."""
     playing: bool = False
     """Whether Play is stepping through the run (Pause clears it; a timer tick still on its way then stops)."""
     stop_note: str = ""

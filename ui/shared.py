@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from dataclasses import replace
 from functools import lru_cache
@@ -28,6 +29,7 @@ from talon.models.loaded import ListsTheChoices, LoadedModel, ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
 from talon.runtime.graphs import graphs_setting
+from talon.trace import RunTrace
 
 from .compute import spaces
 from .progress_bar import reporter
@@ -48,13 +50,36 @@ def setup_problem() -> str:
     return ""
 
 
+FALLBACK_EXAMPLES = (
+    {
+        "id": "list-1",
+        "category": "lists",
+        "prompt": "List the twelve months of the year in order, numbered 1 to 12, one per line.",
+    },
+    {
+        "id": "chat-1",
+        "category": "chat",
+        "prompt": "What are three good habits for getting better sleep? Explain each briefly.",
+    },
+)
+"""The shipped file's predictable and open examples, which the app starts with where that file cannot be read
+(an install that lost it), so the page still opens with a prompt in the box and Compare prompts' pair."""
+
+
 def read_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
-    """The example prompts (``{"category", "prompt"}`` per line); an unreadable file gives none."""
+    """The example prompts (``{"id", "category", "prompt"}`` per line); an unreadable file, or one without a
+    prompt, gives ``FALLBACK_EXAMPLES`` and a warning on stderr that names it."""
     try:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, ValueError):
-        return []
-    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("prompt"), str)]
+    except (OSError, ValueError) as err:
+        rows, why = [], f"{type(err).__name__}: {err}"
+    else:
+        why = "no line holds a prompt"
+    examples = [r for r in rows if isinstance(r, dict) and isinstance(r.get("prompt"), str)]
+    if not examples:
+        print(f"The example prompts in {path} could not be read ({why}); using two built-in ones.", file=sys.stderr)
+        return [dict(e) for e in FALLBACK_EXAMPLES]
+    return examples
 
 
 ON_SPACES = spaces is not None
@@ -251,11 +276,39 @@ def preload_default_model() -> threading.Thread:
     return thread
 
 
-# ---- the cost model of this device ------------------------------------------------------------------
+def step_number(number, trace: RunTrace) -> int:
+    """The step (from 1) a step box or slider asks for, held to ``trace``'s steps (an empty box: the first)."""
+    return max(1, min(int(number or 1), len(trace.steps)))
+
+
+# ---- benchmark results and the cost model of this device ---------------------------------------------------
+BENCH_DIR_ENV = "TALON_BENCH_DIR"
+
+
+def bench_root() -> Path:
+    """Where every tab reads benchmark results (the Benchmark tab's list, the Tree lab's cost tables):
+    ``$TALON_BENCH_DIR`` or ``docs/bench``."""
+    return Path(os.environ.get(BENCH_DIR_ENV) or ROOT / "docs" / "bench")
+
+
+def shown_path(directory: str | Path) -> str:
+    """``directory`` relative to the project when it is inside it (never this machine's absolute path)."""
+    path = Path(directory).resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return path.name
+
+
+def cost_model(root: str | None = None) -> CostCurve | None:
+    """The cost curve of the newest ``cost`` results under ``root`` (default ``bench_root()``) measured on
+    this kind of device, in the app's dtype if there are any (a bfloat16 curve prices float32 trees wrongly),
+    else in another (None if none)."""
+    return _cost_model(root or str(bench_root()))
+
+
 @lru_cache(maxsize=1)
-def cost_model(root: str = str(ROOT / "docs" / "bench")) -> CostCurve | None:
-    """The cost curve of the newest ``cost`` results measured on this kind of device, in the app's dtype
-    if there are any (a bfloat16 curve prices float32 trees wrongly), else in another (None if none)."""
+def _cost_model(root: str) -> CostCurve | None:
     found = []  # (measured in the app's dtype, rows), newest first
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
@@ -280,11 +333,15 @@ def curve_from_cost_rows(rows: list[dict], meta: dict) -> CostCurve:
     )
 
 
+def measured_curves(root: str | None = None) -> dict[str, tuple[str, CostCurve]]:
+    """The newest cost suite result under ``root`` (default ``bench_root()``) of each machine and dtype, as a
+    curve: its path below ``root`` -> (a label naming the machine, the dtype, the date and the directory, the
+    curve), newest first (repeated measurements of one machine are in docs/benchmarks.md, not in a menu)."""
+    return _measured_curves(root or str(bench_root()))
+
+
 @lru_cache(maxsize=1)
-def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple[str, CostCurve]]:
-    """The newest cost suite result under ``docs/bench`` of each machine and dtype, as a curve: its path
-    below ``root`` -> (a label naming the machine, the dtype, the date and the directory, the curve), newest first
-    (repeated measurements of one machine are in docs/benchmarks.md, not in a menu)."""
+def _measured_curves(root: str) -> dict[str, tuple[str, CostCurve]]:
     out, seen = {}, set()
     for directory in results.result_dirs(root):
         meta, _, _ = results.read_results(directory)
@@ -298,7 +355,7 @@ def measured_curves(root: str = str(ROOT / "docs" / "bench")) -> dict[str, tuple
             continue
         seen.add((machine, dtype))
         [name] = results.dir_names([Path(directory)], root)  # folder names repeat across machines' folders
-        label = f"{machine}, {dtype}, measured {str(meta.get('date', '?'))[:10]} (docs/bench/{name})"
+        label = f"{machine}, {dtype}, measured {str(meta.get('date', '?'))[:10]} ({shown_path(directory)})"
         out[name] = (label, curve_from_cost_rows(rows, meta))
     return out
 

@@ -33,13 +33,24 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import bench_charts, lab_charts
 from viz.summary import plural, stop_sentence, tree_parts
-from viz.tree_figure import COLOR_MODES, colour_help, committed_label, tree_figure, visible_text
+from viz.tree_figure import COLOR_MODES, colour_help, colour_mode, committed_label, tree_figure, visible_text
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
 from .session import LabState, Session
 from .settings import budget_setting, tree_config
-from .shared import BUSY_STEP_RATIO, DEFAULT_DRAFTER, REGISTRY, cost_model, load_target, make_drafter, measured_curves
+from .shared import (
+    BUSY_STEP_RATIO,
+    DEFAULT_DRAFTER,
+    REGISTRY,
+    bench_root,
+    cost_model,
+    load_target,
+    make_drafter,
+    measured_curves,
+    shown_path,
+    step_number,
+)
 from .table_view import with_decimals
 
 LAB_METHOD_CHOICES = [
@@ -194,7 +205,7 @@ def frozen_for(
     made here is frozen with the models it was made with (``Session.specs``), not what the fields hold now;
     a loaded trace with the fields' models."""
     trace = _trace_for_lab(session)
-    index = max(1, min(int(number or 1), len(trace.steps))) - 1
+    index = step_number(number, trace) - 1
     if session.specs is not None:
         target_spec, drafter_spec = session.specs
     drafter_spec = (drafter_spec or DEFAULT_DRAFTER).strip()
@@ -267,7 +278,11 @@ def gate_view(state: LabState, trace: RunTrace, number: int) -> tuple:
         + ": each band of points is a layer, at its depth (its candidates spread sideways only so that they do not "
         + "overlap); a candidate joins when its path probability is at least μ × the layer's "
         + ("best (the red dashes)" if gated else "best (this tree has no gated layer, so no line is drawn)")
-        + "; the first layer is the root's Top-K, with no gate."
+        + (
+            "; the first layer is the root's Top-K, with no gate."
+            if cfg.topk
+            else "; the first layer is gated too (K=0: the root's children pass the gate like any other layer's)."
+        )
         + (
             " Candidates marked “cut by the cost rule” passed the gate but would not have paid for their price."
             if priced
@@ -370,7 +385,7 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     of the same run keeps the ones the lab has (a person comparing, say, EAGLE-2 at N=40 over several steps
     had to set it again after every Freeze)."""
     trace = _trace_for_lab(session)
-    number = max(1, min(int(number or 1), len(trace.steps)))
+    number = step_number(number, trace)
     frozen_for(session, number, target_spec, drafter_spec, progress)
     status = status_line(session)
     if session.lab_settings_from is trace:
@@ -426,7 +441,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
         return gr.skip(), f"**No tree at these settings**: {getattr(err, 'message', err)}", gr.skip()
     state.last = step
     tok = state.frozen.target.tokenizer
-    mode = color_mode if color_mode in COLOR_MODES else "verdict"
+    mode = colour_mode(color_mode)
     fig = lab_viz_tree(step, mode, cfg)
     cost = _price(step)
     caption = (
@@ -577,7 +592,9 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     if curve_key and curve_key != THIS_MACHINE:
         curves = measured_curves()
         if curve_key not in curves:
-            raise gr.Error("That cost table is no longer in docs/bench: pick another.", print_exception=False)
+            raise gr.Error(
+                f"That cost table is no longer in {shown_path(bench_root())}: pick another.", print_exception=False
+            )
         label, curve = curves[curve_key]
         projection = True
     else:

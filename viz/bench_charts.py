@@ -20,7 +20,7 @@ from talon.bench.results import ran_part
 from talon.bench.suites import AUTO_SUFFIX, AUTO_VARIANTS, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
-from .style import CATEGORY_COLORS, TEMPLATE, new_figure
+from .style import CATEGORY_COLORS, NOTE_HEIGHT, TEMPLATE, centre_note, chart_title, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
@@ -66,24 +66,15 @@ def color(method: str) -> str | None:
 
 
 def _empty(title: str, note: str) -> go.Figure:
+    """A chart with nothing to draw: its title and a note saying why, ``NOTE_HEIGHT`` tall."""
     return go.Figure(
         layout={
-            "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+            "title": chart_title(title),
             "template": TEMPLATE,
-            "height": HEIGHT,
+            "height": NOTE_HEIGHT,
             "xaxis": {"visible": False},
             "yaxis": {"visible": False},
-            "annotations": [
-                {
-                    "text": note,
-                    "showarrow": False,
-                    "xref": "paper",
-                    "yref": "paper",
-                    "x": 0.5,
-                    "y": 0.5,
-                    "font": {"size": 13, "color": "#888"},
-                }
-            ],
+            "annotations": [centre_note(note)],
         }
     )
 
@@ -92,7 +83,7 @@ def _layout(fig: go.Figure, title: str, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     legend = extra.get("showlegend", True)  # room at the foot for it
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        title=chart_title(title),
         height=HEIGHT + (70 if legend else 40),
         margin={"l": 50, "r": 10, "t": 70, "b": 100 if legend else 70},
         # the legend at the figure's foot, under the x-axis title (placed on the plot, it sat on the title)
@@ -754,25 +745,27 @@ def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.F
     )
 
 
+def has_data(summary: pd.DataFrame, cost: pd.DataFrame | None = None) -> dict[str, bool]:
+    """Per figure of ``figures``, whether the results hold data for it (else it only says there is none)."""
+    return {
+        "peers": not _rows(summary, ("methods",)).empty,
+        **{kind: not _rows(summary, (kind,)).empty for kind in SWEEP_AXES},
+        "tree_shape": not shape_table(summary).empty,
+        "cost": cost is not None and not cost.empty,
+    }
+
+
 def figures(
     summary: pd.DataFrame, include_empty: bool = True, cost: pd.DataFrame | None = None
 ) -> dict[str, go.Figure]:
     """Every figure by name: ``peers``, one per sweep kind (``budget_sweep``, ``mu_sweep``,
     ``topk_sweep``), ``tree_shape``, ``cost``; with ``include_empty=False`` only those the results hold
-    data for (what ``viz.bench_plots`` saves)."""
-    has = {
-        "peers": not _rows(summary, ("methods",)).empty,
-        **{kind: not _rows(summary, (kind,)).empty for kind in SWEEP_AXES},
-        "tree_shape": True,
-        "cost": cost is not None and not cost.empty,
+    data for (``has_data``; what ``viz.bench_plots`` saves)."""
+    has = None if include_empty else has_data(summary, cost)
+    makers = {
+        "peers": lambda: peers_figure(summary),
+        **{kind: (lambda kind=kind: sweep_figure(summary, kind)) for kind in SWEEP_AXES},
+        "tree_shape": lambda: tree_shape_figure(summary),
+        "cost": lambda: cost_figure(cost),
     }
-    figs = {
-        "peers": peers_figure(summary),
-        **{kind: sweep_figure(summary, kind) for kind in SWEEP_AXES},
-        "tree_shape": tree_shape_figure(summary),
-        "cost": cost_figure(cost),
-    }
-    if not include_empty:
-        has["tree_shape"] = not shape_table(summary).empty
-        figs = {k: v for k, v in figs.items() if has[k]}
-    return figs
+    return {name: make() for name, make in makers.items() if has is None or has[name]}

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from talon.metrics import acceptance_per_depth, calibration_error, mat, mean_expected, shape_stats
 from talon.trace import RunTrace, StepRecord
 
-from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE
+from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, centre_note, chart_title
 from .summary import STOPPED_BY, plural
 from .tree_figure import PATH_COLOR, VERDICT_COLORS, committed_tokens, visible_text
 
@@ -43,7 +43,7 @@ def _figure(
 ) -> go.Figure:
     """Build the figure in one go (``update_layout`` on a figure with traces is slow).  With no
     traces, or with ``note``, a grey note is shown in the middle of the plot; with no traces the figure is
-    only ``NOTE_HEIGHT`` tall (a plain run's Charts were four 300-px frames around one line each)."""
+    only ``NOTE_HEIGHT`` tall (full-height frames around one line each would fill a plain run's Charts tab)."""
     if not traces:
         note = note or "no steps yet"
     xaxis = {"title": {"text": x_title, "font": {"size": 11}}, "zeroline": False, **(xaxis or {})}
@@ -51,7 +51,7 @@ def _figure(
     if not traces:
         xaxis["visible"] = yaxis["visible"] = False
     base = {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        "title": chart_title(title),
         "height": CHART_HEIGHT,
         "template": TEMPLATE,
         "margin": {"l": 50, "r": 10, "t": 60, "b": 40},
@@ -69,17 +69,7 @@ def _figure(
         "yaxis": yaxis,
     }
     if note:
-        base["annotations"] = [
-            {
-                "text": note,
-                "showarrow": False,
-                "xref": "paper",
-                "yref": "paper",
-                "x": 0.5,
-                "y": 0.5,
-                "font": {"size": 13, "color": "#888"},
-            }
-        ]
+        base["annotations"] = [centre_note(note)]
     base.update(layout)
     if not traces:
         base["height"] = NOTE_HEIGHT

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from talon.trace import RunTrace
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
 
-from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, new_figure
+from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, centre_note, chart_title, new_figure
 from .tree_figure import visible_text
 
 STATUS_STYLE = {
@@ -31,16 +31,10 @@ LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"
 """Behind a line's label on a chart: it stays readable over the markers it crosses."""
 
 
-def _centre_note(fig: go.Figure, text: str, size: int | None = None) -> None:
-    """A grey note in the middle of a chart with nothing (or nothing priced) to draw."""
-    font = {"color": "#888"} | ({"size": size} if size else {})
-    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=font)
-
-
 def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure:
     fig.layout.template = TEMPLATE  # replaces plotly's default template (update_layout would merge)
     layout = {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
+        "title": chart_title(title),
         "height": height,
         "margin": {"l": 55, "r": 15, "t": 60, "b": 100},
         # below the x axis's title, not beside it (at -0.24 a two-run legend ran into the title)
@@ -307,7 +301,8 @@ def price_figure(
         },
     )
     if not priced:
-        _centre_note(fig, "no cost curve for this device yet: the first auto run (or this chart's button) measures it")
+        note = "no cost curve for this device yet: the first auto run (or this chart's button) measures it"
+        fig.add_annotation(centre_note(note, size=None))
     return fig
 
 
@@ -461,7 +456,7 @@ def adaptation_figure(traces: Mapping[str, RunTrace]) -> go.Figure:
         )
     drew = bool(fig.data)
     if not drew:  # plain decoding: no drafter, no trees (the other charts say the same, without axes)
-        _centre_note(fig, "no draft trees in this run", size=13)
+        fig.add_annotation(centre_note("no draft trees in this run"))
     return _layout(
         fig,
         "Adaptation: the drafter's confidence at the root vs the depth the tree reached",

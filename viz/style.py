@@ -33,6 +33,18 @@ RUN_COLORS = ("#2E9E44", "#4C78A8", "#F58518", "#B279A2", "#E45756", "#72B7B2")
 colour from chart to chart (a single run is green, like accepted nodes)."""
 
 
+def chart_title(text: str) -> dict:
+    """A chart's title, as every figure has it: at the left, 14 px."""
+    return {"text": text, "x": 0.01, "xanchor": "left", "font": {"size": 14}}
+
+
+def centre_note(text: str, size: int | None = 13) -> dict:
+    """A grey note in the middle of a chart with nothing (or little) to draw, as a layout annotation;
+    ``size`` None takes the figure's font size."""
+    font = {"color": "#888"} | ({"size": size} if size else {})
+    return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "font": font}
+
+
 def new_figure():
     """An empty ``plotly.graph_objects.Figure`` on ``TEMPLATE`` alone.  ``go.Figure()`` followed by
     ``update_layout(template=...)`` merges into plotly's default template instead: ~15 ms more per figure

@@ -43,6 +43,11 @@ COLOR_MODE_LABELS = {
 """What each colour mode shows, for the mode picker and the legend."""
 
 
+def colour_mode(mode: str | None) -> str:
+    """``mode`` where it is one of ``COLOR_MODES``, else ``"verdict"`` (a radio that held nothing yet)."""
+    return mode if mode in COLOR_MODES else "verdict"
+
+
 def colour_help(modes) -> str:
     """The picker's line on ``modes`` (names from ``COLOR_MODES``): each with what it shows, its name
     said once."""
@@ -670,21 +675,19 @@ def node_table(step: StepRecord) -> pd.DataFrame:
 def tree_html(
     step: StepRecord,
     color_mode: str = "confidence",
-    title: str | None = None,
     max_depth: int | None = None,
-    max_width: float | None = None,
     page_title: str | None = None,
     heading: str = "",
 ) -> str:
-    """Standalone HTML page of :func:`tree_figure` (same arguments) with plotly.js inlined, so the
+    """Standalone HTML page of :func:`tree_figure` (its first arguments) with plotly.js inlined, so the
     file opens offline.  ``page_title``: the page's ``<title>`` (the figure's title by default);
     ``heading``: HTML put above the figure (e.g. the prompt and the settings; the caller escapes it)."""
-    fig = tree_figure(step, color_mode, title=title, max_depth=max_depth, max_width=max_width)
+    fig = tree_figure(step, color_mode, max_depth=max_depth)
     page = fig.to_html(
         include_plotlyjs=True, full_html=True, include_mathjax=False, config={"displaylogo": False, "scrollZoom": True}
     )
     if page_title is None:  # the figure's title is Plotly HTML: its text, unescaped
-        page_title = html.unescape(re.sub(r"<[^>]+>", "", default_title(step) if title is None else title))
+        page_title = html.unescape(re.sub(r"<[^>]+>", "", default_title(step)))
     name = html.escape(page_title)
     page = page.replace("<head>", f"<head>\n    <title>{name}</title>", 1)
     if heading:

@@ -331,9 +331,20 @@ def expected_calibration_error(rows: Sequence[dict]) -> float:
     return sum(r["count"] * abs(r["accepted"] - r["confidence"]) for r in rows) / total if total else 0.0
 
 
+def table_rows(table: dict[Cell, float]) -> list[dict]:
+    """A fitted table as JSON-ready rows (``{"source", "depth", "bin", "match", "accepted"}``), in cell order."""
+    return [{"source": s, "depth": d, "bin": b, "match": m, "accepted": v} for (s, d, b, m), v in sorted(table.items())]
+
+
+def rows_table(rows: Iterable[dict]) -> dict[Cell, float]:
+    """The table ``table_rows`` wrote (``KeyError`` / ``TypeError`` / ``ValueError`` for rows that are not)."""
+    return {(r["source"], int(r["depth"]), int(r["bin"]), int(r["match"])): float(r["accepted"]) for r in rows}
+
+
 def save(table: dict[Cell, float], path: Path, meta: dict | None = None) -> None:
-    rows = [{"source": s, "depth": d, "bin": b, "match": m, "accepted": v} for (s, d, b, m), v in sorted(table.items())]
-    write_text_atomically(path, json.dumps({"q_edges": list(Q_EDGES), "cells": rows, **(meta or {})}, indent=1))
+    write_text_atomically(
+        path, json.dumps({"q_edges": list(Q_EDGES), "cells": table_rows(table), **(meta or {})}, indent=1)
+    )
 
 
 def load(path: Path) -> dict[Cell, float] | None:
@@ -343,9 +354,7 @@ def load(path: Path) -> dict[Cell, float] | None:
         data = json.loads(Path(path).read_text())
         if tuple(data["q_edges"]) != Q_EDGES:
             return None
-        return {
-            (r["source"], int(r["depth"]), int(r["bin"]), int(r["match"])): float(r["accepted"]) for r in data["cells"]
-        }
+        return rows_table(data["cells"])
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:  # there, but not a table: say so, plan without it

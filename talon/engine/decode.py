@@ -14,7 +14,7 @@ import torch
 
 from ..config import ConfigError, DecodeConfig, TreeConfig
 from ..drafters.base import Drafter, NoDrafter
-from ..drafters.calibration import Calibration
+from ..drafters.calibration import Calibration, table_rows
 from ..models.device import device_label, synchronize
 from ..models.loaded import LoadedModel
 from ..models.token_text import token_labels
@@ -116,6 +116,9 @@ def new_trace(
         device_kind=target.device.type,
         static_forwards=static_mode(target.device) or "off",
         cost_curve=cost_curve.to_dict() if cost_curve is not None else None,
+        calibration_prior=table_rows(prior)
+        if drafter and tree_cfg.method != "ar" and (prior := drafter.calibration_prior)
+        else None,
     )
 
 

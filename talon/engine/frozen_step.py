@@ -307,13 +307,11 @@ class FrozenStep:
         with self._lock:  # a hybrid's is made on first use, in the shared caches
             return self._drafter(method).name
 
-    def explore(
-        self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None, max_depth: int | None = None
-    ) -> StepRecord:
-        """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were).
-        Returns it as step ``index`` of a run (texts filled; TALON's gate record in ``gate``); its price and,
-        for an auto tree, its size come from ``curve`` when given (``rule``).  ``max_depth``: the deepest draft
-        layer (from 1) to grow; by default the step's ``depth_limit``."""
+    def explore(self, cfg: TreeConfig, index: int = 0, curve: CostCurve | None = None) -> StepRecord:
+        """Build ``cfg``'s tree at this step and verify it (the step's caches are left as they were), no
+        deeper than the step's ``depth_limit``.  Returns it as step ``index`` of a run (texts filled; TALON's
+        gate record in ``gate``); its price and, for an auto tree, its size come from ``curve`` when given
+        (``rule``)."""
         if cfg.method == "ar":
             raise ConfigError("Autoregressive decoding has no tree to explore: pick a tree method.")
         builder = make_builder(cfg)
@@ -326,7 +324,7 @@ class FrozenStep:
                 self.verifier.features,
                 record_gate=cfg.method in GATE_METHODS,
                 rule=self.rule(cfg, curve),
-                max_depth=self.depth_limit if max_depth is None else max_depth,
+                max_depth=self.depth_limit,
             )
             t1 = time.perf_counter()
             verdict = self.verifier.verify(built.tree, self.temperature, self.noise)
