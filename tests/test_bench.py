@@ -334,6 +334,28 @@ def test_pooled_is_ratio_of_sums():
     assert p["mean_layer_widths"] == pytest.approx([(4 * 10 + 2 * 30) / 40, 4 * 10 / 40])
 
 
+def test_matches_ar_is_checked_for_our_methods_when_sampling_and_not_for_the_peers():
+    """Ours emit plain decoding's sample of the same seed, so a sampled run is checked as a greedy one is;
+    transformers' peers draw their own sample (None), as does every row of a prompt without ``ar``."""
+    from talon.bench.runner import mark_matches_ar
+
+    def rows():
+        return [
+            {"method": "ar", "token_ids": [1, 2]},
+            {"method": "talon+auto", "token_ids": [1, 2]},
+            {"method": "hybrid", "token_ids": [1, 3]},
+            {"method": "hf_generate", "token_ids": [1, 2]},
+        ]
+
+    for temperature, peer in ((0.0, True), (0.8, None)):
+        marked = rows()
+        mark_matches_ar(marked, temperature)
+        assert [r["matches_ar"] for r in marked] == [True, True, False, peer]
+    alone = rows()[1:]
+    mark_matches_ar(alone, 0.0)
+    assert {r["matches_ar"] for r in alone} == {None}
+
+
 def test_summary_groups_categories_and_speedup():
     runs = fake_runs()
     summary = bench_results.summarize(runs)
@@ -499,6 +521,9 @@ def test_the_method_list_cli_refuses_what_it_cannot_honour(tmp_path, capsys):
     assert "ar and the transformers peers draw no tree" in err and "add --budget auto" not in err
     assert main([*base, "--methods", "ar,talon+nope"]) == 2
     assert "unknown method" in capsys.readouterr().err
+    missing = ["--prompts", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r.json"), "--methods", "ar"]
+    assert main(missing) == 2  # named the file, not the option
+    assert "Prompts (--prompts): cannot read" in capsys.readouterr().err
     assert main([*base, "--methods", "ar,chain+auto"]) == 2
     assert "can be auto-sized" in capsys.readouterr().err
     assert main([*base, "--methods", "ar,talon@"]) == 2  # it said only tree methods take @DRAFTER
@@ -1096,6 +1121,45 @@ def test_a_suite_that_fails_before_writing_leaves_no_empty_folder(tmp_path, caps
     monkeypatch.setattr(cli.ModelRegistry, "get", no_target)  # the cost suite loads its target itself
     assert cli.main(["--suite", "cost", "--out-dir", str(tmp_path / "cost")]) == 2
     assert not (tmp_path / "cost").exists() and "someorg" in capsys.readouterr().err
+    monkeypatch.setattr(cli.ModelRegistry, "get", stopped)  # Ctrl-C in the cost suite: one line, no folder
+    assert cli.main(["--suite", "cost", "--out-dir", str(tmp_path / "cost")]) == 130
+    err = capsys.readouterr().err
+    assert not (tmp_path / "cost").exists() and "Traceback" not in err and "nothing was written" in err
+
+
+def test_the_cost_suite_keeps_a_quiet_cached_curve_from_a_busy_measurement(tmp_path, monkeypatch, capsys):
+    """Like the app's "measure again": a curve measured while other processes took a tenth of the CPU or
+    more does not replace the cached one (auto-sized runs would size trees by a busy machine's prices);
+    the suite's rows are written either way, with that share and whether the curve was cached in meta."""
+    from dataclasses import asdict
+
+    from talon.bench import cli, cost
+    from talon.engine.cost_measure import curve_key
+    from talon.runtime.cost_curve import CostCurve, cached_curve
+    from tests.tiny import tiny_target
+
+    monkeypatch.setenv("TALON_CACHE_DIR", str(tmp_path / "cache"))
+    target = tiny_target()
+    shares = iter([0.4, 0.02, 0.5])  # busy with nothing cached, quiet, busy again
+
+    def measured(target, drafter, **kwargs):  # as measure_curve labels a curve: with its key
+        key = asdict(curve_key(target, drafter))
+        return CostCurve(0.01, ((1, 0.01), (8, 0.02)), ((1, 0.003),), key=key, other_share=next(shares))
+
+    monkeypatch.setattr(cost, "measure_curve", measured)
+    monkeypatch.setattr(cli.ModelRegistry, "get", lambda self, spec, progress=None: target)
+    key = curve_key(target, cost.make_drafter("ngram", target, None))
+    for n, (cached, share, said) in enumerate(
+        [(True, 0.4, "no curve was cached"), (True, 0.02, ""), (False, 0.5, "was kept")]
+    ):
+        out = tmp_path / f"cost{n}"
+        assert cli.main(["--suite", "cost", "--drafter", "ngram", "--out-dir", str(out)]) == 0
+        meta = json.loads((out / bench_results.META).read_text())
+        assert (meta["cached"], meta["other_share"]) == (cached, share)
+        err = capsys.readouterr().err
+        assert (said in err) if said else "warning" not in err
+        assert (out / "cost.csv").is_file()
+    assert cached_curve(key).other_share == 0.02  # the quiet curve stayed
 
 
 def test_the_method_list_table_prints_a_missing_value_as_a_dash(tmp_path, capsys, monkeypatch):
@@ -1113,3 +1177,28 @@ def test_the_method_list_table_prints_a_missing_value_as_a_dash(tmp_path, capsys
         assert cli.main([*argv, "--execution", execution, "--out", str(tmp_path / f"{execution}.json")]) == 0
         table = capsys.readouterr().out
         assert "NaN" not in table and "None" not in table and " -" in table, table
+
+
+def test_method_list_results_say_what_made_them_and_warn_when_the_machine_was_busy(tmp_path, capsys, monkeypatch):
+    """The JSON names its command and date (a suite's meta.json did; a method list did not), and how busy the
+    machine was; where other processes took a tenth of the CPU or more, a warning says the speedups are a busy
+    machine's (ours slowed 17x, ``generate()`` 3.7x beside one: the table read ``generate()`` 3x faster)."""
+    from talon.bench import cli, runner
+    from talon.models.device import OtherWork
+    from tests.tiny import tiny_target
+
+    tiny = tiny_target()
+    monkeypatch.setattr(runner, "ModelRegistry", lambda: type("One", (), {"get": lambda self, spec, progress: tiny})())
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "category": "c", "prompt": "w3 w4 w5"}\n')
+    argv = ["--prompts", str(prompts), "--methods", "ar,talon", "--budget", "4", "--max-new-tokens", "4"]
+    for share, warned in ((0.02, False), (0.45, True)):
+        monkeypatch.setattr(OtherWork, "so_far", lambda self, share=share: share)
+        out = tmp_path / f"busy{share}.json"
+        assert cli.main([*argv, "--out", str(out)]) == 0
+        result = json.loads(out.read_text())
+        assert result["command"] == "python -m talon.bench " + " ".join([*argv, "--out", str(out)])
+        assert result["date"].startswith("20") and result["other_share"] == share
+        assert "load_average_1min_after" in result
+        err = capsys.readouterr().err
+        assert ("warning: other processes took 45% of the CPU" in err) == warned, err

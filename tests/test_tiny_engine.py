@@ -319,6 +319,24 @@ def test_no_draft_goes_past_max_new_tokens(target, reference, method, execution)
         assert [s.stop for s in trace.steps] == ["depth", "end"]
 
 
+def test_a_run_past_the_context_says_which_setting_to_lower(target, registry):
+    """Refused before it starts: a tree that alone takes the run past the context names its budget N (or γ),
+    not the prompt and the new tokens (``--budget 10000`` read "Shorten the prompt or lower max new tokens")."""
+    from talon.engine.decode import new_trace
+
+    ids, context = prompt_ids(4), target.context_length
+    drafter = drafter_for("talon", "layers:1", target, registry)
+    for cfg, setting in (
+        (TreeConfig(method="talon", budget=context), "budget N"),
+        (TreeConfig(method="chain", gamma=context), "γ"),
+    ):
+        with pytest.raises(ConfigError, match=f"Lower {setting}"):
+            new_trace(target, drafter, cfg, DecodeConfig(max_new_tokens=8), "", ids)
+    with pytest.raises(ConfigError, match="Shorten the prompt or lower max new tokens"):
+        new_trace(target, drafter, TreeConfig(method="talon", budget=8), DecodeConfig(max_new_tokens=context), "", ids)
+    new_trace(target, drafter, TreeConfig(method="talon", budget=8), DecodeConfig(max_new_tokens=8), "", ids)
+
+
 def test_sampling_async_equals_sync_for_a_model_drafter(target, registry):
     """At T > 0 with a model drafter the tree is a deterministic function of the context, so the
     sampler's random numbers are used the same way: async gives the synchronous sample."""

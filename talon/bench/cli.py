@@ -34,7 +34,7 @@ from ..config import (
 )
 from ..drafters.factory import DRAFTER_HELP, uses_prompt_lookup
 from ..files import write_text_atomically
-from ..models.device import gpu_available
+from ..models.device import QUIET_SHARE, gpu_available
 from ..models.loaded import ModelLoadError
 from ..models.registry import ModelRegistry
 from . import results
@@ -319,7 +319,18 @@ def interrupted(runs: list[dict], where: Path) -> int:
     return 130
 
 
-def main_methods(args: argparse.Namespace) -> int:
+def busy_warning(other_share: float | None) -> str:
+    """A line for results measured while other processes took ``QUIET_SHARE`` of the CPU or more ("" else)."""
+    if other_share is None or other_share < QUIET_SHARE:
+        return ""
+    return (
+        f"warning: other processes took {other_share:.0%} of the CPU while this ran, so these timings are a busy "
+        "machine's and its speedups can be far off (each method is slowed by a different amount): run it again "
+        "on a quiet machine, or with --threads 1 beside the other work"
+    )
+
+
+def main_methods(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     """The method-list mode (``--prompts``): one JSON file, a table on stdout."""
     methods = _comma_list(args.methods)
     if methods == []:  # "--methods ," named none: the default list would run unasked
@@ -348,13 +359,19 @@ def main_methods(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens or 64,  # None: not given (0 is refused by the parser)
             execution=args.execution,
         )
-        prompts = read_prompts(args.prompts)[: args.limit]
+        try:
+            prompts = read_prompts(args.prompts)[: args.limit]
+        except OSError as err:  # a missing or unreadable file: say which option named it
+            raise ConfigError(f"Prompts (--prompts): cannot read {args.prompts} ({err.strerror or err}).") from err
         if not prompts:
             raise ConfigError(f"{args.prompts} holds no prompts: one JSON object a line with id, category, prompt.")
         out = results.claim_out_file(out, args.overwrite)
 
+        command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+        said = {"command": command, "date": datetime.now(UTC).isoformat(timespec="seconds")}
+
         def save(partial: dict) -> None:
-            write_json(out, partial)
+            write_json(out, {**said, **partial})
             saved[:] = [partial]
 
         result = run_benchmark(
@@ -372,12 +389,15 @@ def main_methods(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return interrupted(saved[0]["runs"] if saved else [], out)
+    result = {**said, **result}
     write_json(out, result)
     table = pd.DataFrame(result["summary"]).set_index("method")
     print(f"device: {result['device']}  model: {result['model']}  drafter: {result['drafter'] or '-'}")
     # a value no run of that method has (ar's hit rate, a peer's depth) prints as "-", whatever its column's type
     table = table.apply(lambda column: column.fillna("-") if column.dtype == object else column)
     print(table.to_string(float_format=lambda x: f"{x:.3f}", na_rep="-"))
+    if warning := busy_warning(result.get("other_share")):
+        print(warning, file=sys.stderr)
     print(f"wrote {args.out}")
     return 0
 
@@ -455,6 +475,8 @@ def main_suite(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     for comparison in results.auto_against_fixed(result["runs"]):
         print(results.describe_auto_against_fixed(comparison))
+    if warning := busy_warning(result["meta"].get("other_share")):
+        print(warning, file=sys.stderr)
     print(f"wrote {len(paths)} files to {out_dir}; charts: python -m viz.bench_plots {shlex.quote(str(out_dir))}")
     return 0
 
@@ -470,11 +492,16 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
         started = time.perf_counter()
         target = registry.get(args.target, progress=log)
         t0 = time.perf_counter()
-        rows = measure_cost(target, registry, args.drafter or "head", log=log)
+        measured = measure_cost(target, registry, args.drafter or "head", log=log)
     except (ConfigError, ModelLoadError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         results.drop_if_unused(out_dir, existed)
         return 2
+    except KeyboardInterrupt:  # nothing is written before the measurement ends
+        results.drop_if_unused(out_dir, existed)
+        print("interrupted before the measurement ended: nothing was written", file=sys.stderr)
+        return 130
+    rows = measured.rows
     command = "python -m talon.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
     results.clear_earlier(out_dir)
     path = results.write_cost(out_dir, rows)
@@ -491,6 +518,8 @@ def main_cost(args: argparse.Namespace, argv: list[str] | None) -> int:
         "seconds": round(time.perf_counter() - t0, 1),  # the measurement; the model's load apart
         "load_seconds": round(t0 - started, 1),
         "command": command,
+        "other_share": measured.other_share,  # of the CPU, taken by other processes while it was measured
+        "cached": measured.cached,  # whether auto-sized runs here now use this curve
         "files": [path.name, results.META],
     }
     results.write_meta(out_dir, meta)
@@ -509,4 +538,4 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     if args.suite == COST_SUITE:
         return main_cost(args, argv)
-    return main_suite(args, argv) if args.suite else main_methods(args)
+    return main_suite(args, argv) if args.suite else main_methods(args, argv)

@@ -25,13 +25,14 @@ Forwards take the path decoding takes: static runners replayed as CUDA graphs on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..drafters.factory import make_drafter
 from ..engine.cost_measure import ROOT_TOKENS, curve_key, heap_tree, measure_curve
 from ..engine.verify import logit_nodes
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
-from ..runtime.cost_curve import CostCurve, store_curve
+from ..runtime.cost_curve import CostCurve, cached_curve, store_curve
 
 SINGLE_PIECES = (("first_call", "root", ROOT_TOKENS, 1), ("bookkeeping", "observe", 1, 0), ("builder", "builder", 1, 0))
 """The curve's one-number pieces as ``cost.csv`` rows: component, ``CostCurve`` field, size, LM head rows."""
@@ -67,19 +68,45 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
     return CostCurve(plain=plain, verify=pick("target"), call=pick("head"), note="from cost.csv rows", **singles)
 
 
+@dataclass(frozen=True)
+class CostMeasurement:
+    """What the cost suite measured: its ``cost.csv`` rows, the share of the machine's CPU other processes
+    took meanwhile (``CostCurve.other_share``; None: not known) and whether the curve went into the curve
+    cache (a busy machine's does not replace a cached one)."""
+
+    rows: list[dict]
+    other_share: float | None
+    cached: bool
+
+
 def measure_cost(
     target: LoadedModel,
     registry: ModelRegistry,
     drafter_spec: str = "head",
     reps: int = 9,
     log: Callable[[str], None] = print,
-) -> list[dict]:
-    """The cost rows of ``target`` and the drafter ``drafter_spec`` on this device; the curve is stored in
-    the curve cache as well (what auto-sized runs here then use)."""
+) -> CostMeasurement:
+    """The cost rows of ``target`` and the drafter ``drafter_spec`` on this device.  The curve is stored in
+    the curve cache as well (what auto-sized runs here then use), by the rule the app's "measure again"
+    follows: one measured while other processes took ``QUIET_SHARE`` of the CPU or more does not replace a
+    cached curve (``log`` says so; the rows are still written, with that share in the results)."""
     drafter = make_drafter(drafter_spec, target, registry)
     curve = measure_curve(target, drafter, reps=reps, progress=log, note="python -m talon.bench --suite cost")
-    store_curve(curve, curve_key(target, drafter))
+    key = curve_key(target, drafter)
+    keep = not (curve.busy and cached_curve(key) is not None)
+    if keep:
+        store_curve(curve, key)
     rows = curve_rows(curve, reps)
     for r in rows:
         log(f"{r['component']:>6} size {r['size']:3d}: {r['seconds'] * 1e3:7.1f} ms, {r['ratio']:.2f}x a plain step")
-    return rows
+    if curve.busy:
+        log(
+            f"warning: other processes took {curve.other_share:.0%} of the CPU while this was measured, so these "
+            "ratios are a busy machine's; "
+            + (
+                "the curve cached for auto-sized runs here was kept (measure again on a quiet machine)."
+                if not keep
+                else "no curve was cached for auto-sized runs here, so this one is, until one is measured quietly."
+            )
+        )
+    return CostMeasurement(rows, curve.other_share, keep)

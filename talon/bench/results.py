@@ -78,7 +78,8 @@ per step, the expected committed tokens (bonus included) and the price in plain 
 cost curve); ``mean_realised``: per step, the drafts accepted + 1 (what ``mean_expected`` predicts);
 ``mean_sq_miss``: per step, the squared difference of the two (what the calibration's error bar needs);
 ``plain_share``: share of steps whose tree was the root alone.  ``matches_ar``: output tokens equal AR's
-(T=0 only; empty at T>0).  ``mean_layer_widths`` and ``token_ids`` are JSON lists."""
+(at T>0 too for our methods, which draw AR's sample of the same seed; empty for transformers' peers at T>0).
+``mean_layer_widths`` and ``token_ids`` are JSON lists."""
 
 GROUP_KEYS = (
     "suite",
@@ -123,9 +124,10 @@ SUMMARY_COLUMNS = GROUP_KEYS + (
 """``summary.csv``: one row per (experiment, setting, temperature, method) and category, plus
 ``category == "all"`` pooling every prompt.  Ratios are of sums over the prompts (``metrics.pooled``);
 ``speedup`` = summed AR seconds / summed method seconds over the same prompts; ``matches_ar`` = share
-of runs whose tokens equal AR's (T=0).  ``calibration_se``: the standard error of
-``mean_expected / mean_realised - 1`` from the spread of the per-step misses (``calibration_se``'s
-docstring): how far from 0 a calibrated drafter's miss may land by chance on these steps."""
+of runs whose tokens equal AR's (empty where the runs were not checked: a peer sampling).
+``calibration_se``: the standard error of ``mean_expected / mean_realised - 1`` from the spread of the
+per-step misses (``calibration_se``'s docstring): how far from 0 a calibrated drafter's miss may land by
+chance on these steps."""
 
 ALL = "all"
 LIST_COLUMNS = ("mean_layer_widths", "token_ids")

@@ -32,7 +32,7 @@ from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows, packed_kernel
-from ..models.device import cpu_flags, cpu_name, device_label, synchronize
+from ..models.device import OtherWork, cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
 from ..models.lm_head import head_name
@@ -315,7 +315,7 @@ def run_benchmark(
     """Run every method (ours and transformers' peers) on every prompt, methods interleaved within each
     prompt, after one warm-up per method; speedups against ``ar`` in the same run.  Each run row says
     what ran (``drafter``, and for tree methods the tree fields: ``budget``, ``auto``, ``cap``, ...) and,
-    at temperature 0 with ``ar`` in the list, whether it emitted ``ar``'s tokens (``matches_ar``).
+    with ``ar`` in the list, whether it emitted ``ar``'s tokens (``matches_ar``, ``mark_matches_ar``).
     ``checkpoint``, when given, receives the result so far (``summary`` None, ``complete`` False) after
     every prompt and before the summary is computed, so neither a cut run nor a failing summary loses the
     measured runs."""
@@ -342,6 +342,7 @@ def run_benchmark(
     def one(method: str, ids: list[int], max_new_tokens: int) -> dict:
         return runner.run_one(method, tree_kwargs, ids, decode_cfg.temperature, max_new_tokens, decode_cfg.execution)
 
+    other = OtherWork.since_now()
     for method in methods:
         one(method, encoded[0], WARMUP_TOKENS)
     runs = []
@@ -362,16 +363,25 @@ def run_benchmark(
         mark_matches_ar([r for r in runs if r["prompt_id"] == item["id"]], decode_cfg.temperature)
         if checkpoint is not None:
             # a copy: the list grows with the next prompt, and an interrupted run reports what was saved
-            checkpoint({**head, "complete": False, "runs": list(runs), "summary": None})
-    return {**head, "complete": True, "runs": runs, "summary": summarize_runs(runs)}
+            checkpoint({**head, **busy(target, other), "complete": False, "runs": list(runs), "summary": None})
+    return {**head, **busy(target, other), "complete": True, "runs": runs, "summary": summarize_runs(runs)}
+
+
+def busy(target: LoadedModel, other: OtherWork) -> dict:
+    """How busy the machine was while a benchmark ran: the load average now and the share of the CPU other
+    processes took since it started (``talon.models.device.OtherWork``; None: not known)."""
+    return {"load_average_1min_after": environment(target)["load_average_1min"], "other_share": other.so_far()}
 
 
 def mark_matches_ar(rows: list[dict], temperature: float) -> None:
-    """Set ``matches_ar`` on one prompt's run rows: at temperature 0, whether each emitted the tokens of its
-    ``ar`` row (None without one, or when sampling)."""
+    """Set ``matches_ar`` on one prompt's run rows: whether each emitted the tokens of its ``ar`` row.  When
+    sampling, ours are checked too (each draws plain decoding's sample of the same seed,
+    ``talon.engine.sampling``), transformers' peers not (they draw their own): None for them, and for every
+    row without an ``ar`` row."""
     ar = next((r for r in rows if r["method"] == "ar"), None)
     for row in rows:
-        row["matches_ar"] = row["token_ids"] == ar["token_ids"] if temperature == 0 and ar is not None else None
+        checked = ar is not None and (temperature == 0 or row["method"] not in PEER_METHODS)
+        row["matches_ar"] = row["token_ids"] == ar["token_ids"] if checked else None
 
 
 def option_of(method: str) -> str:
@@ -607,6 +617,7 @@ def run_suite(
         runner.drafter_names[method] = load_named(lambda m=method: runner.methods.drafter_name(m), option_of(method))
     env_before = environment(target)
     t0 = time.perf_counter()
+    other = OtherWork.since_now()
 
     def meta(complete: bool) -> dict:
         experiments = [
@@ -626,6 +637,7 @@ def run_suite(
             "limit": limit,
             **env_before,
             "load_average_1min_after": environment(target)["load_average_1min"],
+            "other_share": other.so_far(),  # of the CPU, taken by other processes while the suite ran
             "seconds": round(time.perf_counter() - t0, 1),
             "experiments": experiments,
             "skipped": runner.skipped,

@@ -93,6 +93,14 @@ def new_trace(
         raise ConfigError(f"The drafter {drafter.name!r} cannot draft ahead; use synchronous execution.")
     needed = rows_needed(len(ids), tree_cfg, decode_cfg)
     if needed > target.context_length:
+        without_tree = len(ids) + decode_cfg.max_new_tokens
+        if without_tree <= target.context_length:  # the tree alone takes it past the context: say so
+            setting = f"γ={tree_cfg.gamma}" if tree_cfg.method == "chain" else f"budget N={tree_cfg.budget}"
+            raise ConfigError(
+                f"The draft tree ({setting}) reaches up to {needed - without_tree} positions past the last token, "
+                f"which with the prompt's {len(ids)} tokens and {decode_cfg.max_new_tokens} new tokens exceeds the "
+                f"model's context of {target.context_length} tokens. Lower {setting.split('=')[0]}."
+            )
         raise ConfigError(
             f"The prompt is {len(ids)} tokens; with {decode_cfg.max_new_tokens} new tokens and the draft "
             f"tree that exceeds the model's context of {target.context_length} tokens. Shorten the prompt "

@@ -154,14 +154,24 @@ class OtherWork:
         self._start, self._t0 = _busy_ticks(), time.monotonic()
         return self
 
+    @classmethod
+    def since_now(cls) -> OtherWork:
+        """One counting from now, read with ``so_far`` (for work that is not one block)."""
+        return cls().__enter__()
+
     def __exit__(self, *exc) -> None:
+        self.share = self.so_far()
+
+    def so_far(self) -> float | None:
+        """The share from the block's start until now (None: not known yet), for a report written while
+        the block still runs."""
         end, seconds = _busy_ticks(), time.monotonic() - self._t0
         ticks_per_second = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         available = seconds * ticks_per_second * (os.cpu_count() or 1)
         if self._start is None or end is None or available < 50:  # under half a second of one core
-            return
+            return None
         others = (end[0] - self._start[0]) - (end[1] - self._start[1])
-        self.share = max(others, 0) / available
+        return max(others, 0) / available
 
     @property
     def quiet(self) -> bool:
