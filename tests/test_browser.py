@@ -631,3 +631,41 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
     page.wait_for_function(NOTE_EMPTY_JS, timeout=30_000)
     page.close()
+
+
+def _pick_result(page, name: str) -> None:
+    """Choose the Benchmark tab's result ``name`` by typing it into the menu's filter, as a person would."""
+    menu = page.locator("#bench-dir input")
+    menu.scroll_into_view_if_needed()
+    menu.click()
+    menu.press("Control+a")
+    menu.press_sequentially(name, delay=20)
+    page.locator("ul[role=listbox] li").filter(has_text=name).first.click()
+
+
+def test_a_benchmark_result_after_a_cost_table_draws_and_the_page_keeps_working(browser, app_url):
+    """After a cost result, the next result's figures replace its log-axis chart: a short "nothing to draw"
+    frame there made Plotly throw ("Something went wrong with axis scaling"), which left the new result
+    undrawn and stopped every control on the page until a reload."""
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Benchmark").click()
+    page.locator("#bench-dir input").wait_for(timeout=30_000)
+    cost_chart = page.get_by_test_id("block-label").filter(has_text="Cost of a step's pieces")
+    _pick_result(page, "cost-cuda-h200-r49")
+    cost_chart.wait_for(state="visible", timeout=30_000)
+    _pick_result(page, "auto-vs-fixed-cuda-h200-r49a")
+    page.get_by_text("Budget N sweep", exact=True).first.wait_for(state="visible", timeout=30_000)
+    page.wait_for_function(
+        "() => !document.querySelector('#bench-dir')?.closest('.block')?.querySelector('.pending, .generating')",
+        timeout=30_000,
+    )
+    time.sleep(1)
+    assert not errors, errors
+    assert not cost_chart.is_visible()
+    page.get_by_role("tab", name="Explore").click()  # the page still answers
+    page.locator("#run").wait_for(state="visible", timeout=10_000)
+    page.close()

@@ -20,7 +20,7 @@ from talon.bench.results import ran_part
 from talon.bench.suites import AUTO_SUFFIX, AUTO_VARIANTS, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
-from .style import CATEGORY_COLORS, NOTE_HEIGHT, TEMPLATE, centre_note, chart_title, new_figure
+from .style import CATEGORY_COLORS, TEMPLATE, centre_note, chart_title, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
@@ -66,12 +66,15 @@ def color(method: str) -> str | None:
 
 
 def _empty(title: str, note: str) -> go.Figure:
-    """A chart with nothing to draw: its title and a note saying why, ``NOTE_HEIGHT`` tall."""
+    """A chart with nothing to draw: its title and a note saying why.  It keeps a drawn chart's height: the
+    Benchmark tab hides it, but Plotly draws it into the chart it replaces first, and a short frame with
+    Plotly's default margins left a log-axis chart no room ("Something went wrong with axis scaling"),
+    which stopped the whole page."""
     return go.Figure(
         layout={
             "title": chart_title(title),
             "template": TEMPLATE,
-            "height": NOTE_HEIGHT,
+            "height": HEIGHT,
             "xaxis": {"visible": False},
             "yaxis": {"visible": False},
             "annotations": [centre_note(note)],
