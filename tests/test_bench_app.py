@@ -52,6 +52,7 @@ def test_benchmark_tab_shows_the_newest_results(app_url, tmp_path, monkeypatch):
         "EAGLE-2",
         "TALON",
         "TALON, auto N: 1.11× the best fixed N (32)",
+        "1× = plain decoding",
     }
     assert _figure(peers)["data"][0]["type"] == "bar" and _figure(mu)["data"] and _figure(tree_shape)["data"]
     assert _figure(topk)["data"]

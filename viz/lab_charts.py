@@ -44,6 +44,11 @@ def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure
     return fig
 
 
+PLAIN_DECODING = "plain decoding: 1 token per plain step"
+"""The price chart's legend name for its line at 1: what plain decoding commits per unit of price."""
+PLAIN_STYLE = {"dash": "dot", "color": "#777", "width": 1}
+
+
 def gate_figure(gate: Sequence[GateLayer], mu: float, token_text: TokenText = str) -> go.Figure:
     """TALON's gate, one column per layer: every candidate's path probability (log scale), marked
     admitted, refused by the gate, cut by the budget or by the cost rule (an auto-sized tree), and the
@@ -267,16 +272,9 @@ def price_figure(
             )
         # Plain decoding commits one token a step for one plain step: a tree whose expected tokens per unit
         # of price fall below this line loses to it, whatever the cost rule keeps.
-        fig.add_hline(
-            y=1.0,
-            line={"dash": "dot", "color": "#777", "width": 1},
-            annotation={
-                "text": "plain decoding: 1 token per plain step",
-                "font": {"size": 10, "color": "#555"},
-                "bgcolor": LABEL_BACKGROUND,
-            },
-            annotation_position="bottom left",
-        )
+        # Named in the legend: a label on the plot sat on the lines of the smallest trees, which crowd there.
+        fig.add_hline(y=1.0, line=PLAIN_STYLE)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=PLAIN_DECODING, line=PLAIN_STYLE))
     if your_n is not None:
         fig.add_vline(
             x=your_n,
