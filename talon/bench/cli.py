@@ -117,7 +117,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--budget",
         type=_budget,
         default=None,
-        help="N: draft nodes, root excluded, or 'auto': each tree sized by this device's cost curve and the "
+        help="N: draft nodes, root excluded (any whole number from 1, where the app's slider stops at 128; the "
+        "tree must fit the model's context beside the prompt and the new tokens), or 'auto': each tree sized by "
+        "this device's cost curve and the "
         "drafter's calibrated confidence (talon, hybrid, eagle2), capped at --max-nodes (default: the "
         "app's: auto, reported as METHOD+auto; other methods take the device's fixed N, 24; suite mode: the "
         "suite's, and 'auto' runs every sizable method as METHOD+auto except in budget sweeps, which "
