@@ -363,14 +363,14 @@ def run_benchmark(
         mark_matches_ar([r for r in runs if r["prompt_id"] == item["id"]], decode_cfg.temperature)
         if checkpoint is not None:
             # a copy: the list grows with the next prompt, and an interrupted run reports what was saved
-            checkpoint({**head, **busy(target, other), "complete": False, "runs": list(runs), "summary": None})
-    return {**head, **busy(target, other), "complete": True, "runs": runs, "summary": summarize_runs(runs)}
+            checkpoint({**head, **busy(other), "complete": False, "runs": list(runs), "summary": None})
+    return {**head, **busy(other), "complete": True, "runs": runs, "summary": summarize_runs(runs)}
 
 
-def busy(target: LoadedModel, other: OtherWork) -> dict:
+def busy(other: OtherWork) -> dict:
     """How busy the machine was while a benchmark ran: the load average now and the share of the CPU other
     processes took since it started (``talon.models.device.OtherWork``; None: not known)."""
-    return {"load_average_1min_after": environment(target)["load_average_1min"], "other_share": other.so_far()}
+    return {"load_average_1min_after": load_average(), "other_share": other.so_far()}
 
 
 def mark_matches_ar(rows: list[dict], temperature: float) -> None:
@@ -564,11 +564,15 @@ class SuiteRunner:
                 yield self.run_prompt(experiment, plan, item, ids, temperature)
 
 
+def load_average() -> float | None:
+    """The machine's one-minute load average, to two decimals (None where the OS has none)."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
 def environment(target: LoadedModel) -> dict:
     """Where the numbers were measured: device, CPU, versions."""
 
     cpu = cpu_name()
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
         "device": device_label(target),
         "dtype": str(target.dtype).removeprefix("torch."),
@@ -582,7 +586,7 @@ def environment(target: LoadedModel) -> dict:
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),
-        "load_average_1min": round(load[0], 2) if load else None,
+        "load_average_1min": load_average(),
         "cpu": cpu or platform.processor(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -636,7 +640,7 @@ def run_suite(
             "seed": suite.seed,
             "limit": limit,
             **env_before,
-            "load_average_1min_after": environment(target)["load_average_1min"],
+            "load_average_1min_after": load_average(),
             "other_share": other.so_far(),  # of the CPU, taken by other processes while the suite ran
             "seconds": round(time.perf_counter() - t0, 1),
             "experiments": experiments,
