@@ -44,11 +44,12 @@ from viz.tree_figure import NODE_TABLE_WIDTHS
 
 THEME = gr.themes.Default(
     font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
-)
+).set(block_info_text_color="*neutral_600")
 """Gradio's default look with its bundled font's regular and bold faces only: the semibold face Gradio
 serves lacks letters (offline, "TALON" in a heading drew T, L, O and N from a serif fallback around a
 Source Sans A), and without the bold face bold text fell back to another font.  Text at 600 takes the
-bold face."""
+bold face.  The notes under controls (what a slider counts, what 0 means) are dark enough to read on a
+projector: Gradio's pale grey has a contrast of 1.9:1 on white."""
 CSS = """
 #tree-plot, #lab-plot, #compare-a, #compare-b, #prompt-a-plot, #prompt-b-plot { min-height: 340px; }
 .tab-nav button, [role="tab"] { padding-left: 9px !important; padding-right: 9px !important; }
@@ -60,14 +61,18 @@ CSS = """
 #examples button { font-size: 0.8em !important; padding: 2px 6px !important; }
 .talon-clamped { color: #B45309; font-size: 0.85em; margin: 2px 0 0 2px; }
 #lab-methods th, #lab-methods th *, #async-table th, #async-table th *, #compare-table th, #compare-table th *,
-#nodes-table th, #nodes-table th * {
+#nodes-table th, #nodes-table th *, #prompts-table th, #prompts-table th *, #prompts-table td, #prompts-table td * {
   word-break: normal !important; overflow-wrap: normal !important; }
+input:focus-visible, textarea:focus-visible, button:focus-visible, [role="tab"]:focus-visible {
+  outline: 3px solid #1D4ED8 !important; outline-offset: 2px; }
 .secondary-wrap input[role="combobox"] { text-overflow: ellipsis; padding-right: 28px !important; }
 .talon-steps:has(input[type=range]:disabled) .max_value { visibility: hidden; }
 .talon-chart:has([aria-label="Empty value"]):not(:has(.wrap:not(.hide))) { display: none; }
 """
 """The page's styles.  The wide tables (the lab's methods, Compare's, Sync vs async, a step's nodes) wrap
-their headers at spaces, not inside words, so they fit a 1024-px screen; a dropdown's value too long for
+their headers at spaces, not inside words, so they fit a 1024-px screen (Compare prompts' cells too: zoomed
+in, its numbers broke across lines); a control reached with the keyboard carries a 3-px blue ring (Gradio
+marks a focused slider or checkbox not at all); a dropdown's value too long for
 its box ends in "…" before the caret instead of running under it.  A slider that walks a run's steps
 (``STEPS_CLASS``) hides its upper end while it is off: Gradio needs the end above the start, so a run of one
 step (or none yet) had a slider reading 1–2.  The Charts tab's charts and the Tree lab's results
@@ -181,6 +186,13 @@ PAGE_JS = """
     if (event.target.matches?.('input[type=file]')) closeMessages();
   }, true);
   document.addEventListener('drop', closeMessages, true);
+  // A dropdown left with Tab closes its list: Gradio's stayed open over the controls below it (the Budget
+  // N slider's label and box).  Escape is the dropdown's own "close" key; a typed value is kept.
+  document.addEventListener('focusout', (event) => {
+    const box = event.target;
+    if (box.matches?.('input[role=combobox]') && !box.closest('.block')?.contains(event.relatedTarget))
+      box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
+  });
   // The tabs sit below the prompt, the examples and the settings: at 1024x768 a tab clicked there showed
   // only its first line.  A tab clicked in the lower half of the window brings its bar to the top.
   document.addEventListener('click', (event) => {
@@ -196,8 +208,9 @@ PAGE_JS = """
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
 box) cannot take, or a fraction on a counting slider, is set to the nearest it takes, with a note saying so; text
-boxes follow their text's direction; a tab clicked low in the window scrolls its tab bar to the top and
-its charts are fitted to it; a button that starts work closes the messages left from the last press."""
+boxes follow their text's direction; a dropdown left with Tab closes its list; a tab clicked low in the
+window scrolls its tab bar to the top and its charts are fitted to it; a button that starts work closes the
+messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}
 """What ``demo.launch`` takes besides host and port."""
 EXAMPLE_LABEL_CHARS = 26
@@ -243,8 +256,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     status = gr.Markdown("Checking the model...", elem_id="model-status")
 
     # ---- the first screen: prompt, examples, method, budget, Run ------------------------------------------------
+    # The two columns' least widths keep them side by side down to a 1024-px screen zoomed to 125 % (a
+    # projector's zoom: 819 CSS px, 704 of them for the content), so Run stays on the first screen there.
     with gr.Row(equal_height=False):
-        with gr.Column(scale=3, min_width=420):
+        with gr.Column(scale=3, min_width=400):
             prompt = gr.Textbox(label="Prompt", lines=3, max_lines=10, value=EXAMPLES[0]["prompt"], elem_id="prompt")
             gr.Examples(
                 [[e["prompt"]] for e in EXAMPLES],
@@ -254,7 +269,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 examples_per_page=len(EXAMPLES),
                 elem_id="examples",
             )
-        with gr.Column(scale=2, min_width=300):
+        with gr.Column(scale=2, min_width=280):
             method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_TREE.method, label="Method", elem_id="method")
             budget = gr.Slider(
                 0,
@@ -268,8 +283,9 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 elem_id="budget",
             )
             with gr.Row():
-                run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2)
-                stop_btn = gr.Button("Stop", elem_id="stop", scale=1)
+                # side by side in the column's least width (Gradio's 160-px buttons put Stop below Run)
+                run_btn = gr.Button("Run", variant="primary", elem_id="run", scale=2, min_width=120)
+                stop_btn = gr.Button("Stop", elem_id="stop", scale=1, min_width=80)
             stop_note = gr.Markdown(elem_id="stop-note")
 
     with gr.Accordion(

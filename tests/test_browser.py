@@ -521,6 +521,35 @@ def test_the_first_screen_at_1024x768_holds_prompt_examples_and_run(browser, app
     page.close()
 
 
+def test_a_projector_zoom_and_the_keyboard_reach_run_and_see_where_they_are(browser, app_url, tmp_path):
+    # A 1024x768 screen zoomed to 125 % (819x614 CSS px): the two first-screen columns stay side by side,
+    # so Run and Stop are still on the first screen.
+    page = browser.new_page(viewport={"width": 819, "height": 614}, device_scale_factor=1.25)
+    page.goto(app_url)
+    page.locator("#run").wait_for(timeout=60_000)
+    for selector in ("#prompt textarea", "#method", "#budget", "#run", "#stop"):
+        assert _inside(page, selector, 614), selector
+    page.screenshot(path=str(tmp_path / "first-screen-125.png"))
+    # The notes under the controls are dark enough to read (Gradio's pale grey: 1.9:1 on white).
+    info = page.locator("#budget .info-text").first.evaluate("(e) => getComputedStyle(e).color")
+    assert info == "rgb(82, 82, 91)", info
+    # A dropdown left with Tab closes its list (Gradio's stayed open over the Budget N slider's label).
+    shown = "[...document.querySelectorAll('ul.option-list')].filter((u) => u.offsetParent).length"
+    page.locator("#examples button").last.focus()
+    page.keyboard.press("Tab")
+    page.wait_for_function(f"() => {shown} > 0", timeout=5_000)  # Gradio opens the list on focus
+    assert page.evaluate("() => document.activeElement.matches('#method input')")
+    page.keyboard.press("Tab")
+    page.wait_for_function(f"() => {shown} === 0", timeout=5_000)
+    assert page.locator("#method input").input_value() == "TALON adaptive tree"
+    # The slider reached with the keyboard carries a ring Gradio does not draw.
+    while not page.evaluate("() => document.activeElement.matches('#budget input[type=range]')"):
+        page.keyboard.press("Tab")
+    ring = page.evaluate("() => getComputedStyle(document.activeElement).outlineWidth")
+    assert ring == "3px", ring
+    page.close()
+
+
 def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path):
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     page.goto(app_url)

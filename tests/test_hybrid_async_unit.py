@@ -313,6 +313,11 @@ def test_timeline_has_a_drafter_and_a_target_lane_per_run_and_marks_discarded_dr
     drafted_async = [b for t in fig.data if t.name == "draft" for b, y in zip(t.base, t.y) if y == "async · drafter"]
     assert drafted_async == [0.0, 1.3]  # step 1's tree came from the kept speculation
     assert by_name["verify"].orientation == "h"
+    # kept green beside a plain draft's orange looks alike to a red-blind reader: hatched, on its colour
+    patterns = {name: by_name[name].marker.pattern for name in ("draft", "speculative draft, kept")}
+    assert not patterns["draft"].shape and patterns["speculative draft, kept"].shape == "/"
+    assert by_name["speculative draft, discarded"].marker.pattern.shape == "."
+    assert {by_name[n].marker.pattern.fillmode for n in names if by_name[n].marker.pattern.shape} == {"overlay"}
     assert charts.timeline_chart({}).layout.annotations  # empty -> a note, no error
 
 

@@ -33,6 +33,7 @@ from viz.tree_figure import (
     SOURCE_COLORS,
     SOURCE_NAMES,
     VERDICT_COLORS,
+    VERDICT_SYMBOLS,
     node_table,
     relative_path_probs,
     shared_extent,
@@ -226,6 +227,23 @@ def test_verdict_colours_match_statuses(trace: RunTrace):
         assert bonus_traces(fig)[0].marker.symbol == "star"
 
 
+def test_verdicts_differ_in_shape_and_rim_not_only_in_colour(trace: RunTrace):
+    # Red and green look alike to a red-green colour-blind reader: a refused node is a cross, an accepted
+    # one a disc with a dark rim, a node never reached a pale disc with a grey rim.
+    seen = set()
+    for s in list(trace.steps) + random_steps():
+        for t in node_traces(tree_figure(s, "verdict")):
+            if t.name == "root":
+                continue
+            seen.add(t.name)
+            expected = {"accepted": ("circle", "#1B1B1B", 2.0), "rejected": ("x", "#FFFFFF", 1.0)}
+            symbol, rim, width = expected.get(t.name, ("circle", "#8A93A0", 1.0))
+            assert (t.marker.symbol, t.marker.line.color, t.marker.line.width) == (symbol, rim, width), t.name
+            assert t.marker.symbol == VERDICT_SYMBOLS[t.name]
+    assert {"accepted", "rejected", "not reached"} <= seen
+    assert "✕" in COLOR_MODE_LABELS["verdict"]
+
+
 def test_bonus_hangs_off_last_accepted_node(rich_step: StepRecord):
     fig = tree_figure(rich_step, "verdict")
     lay = tree_layout(rich_step.tree, bonus_parent=rich_step.accepted_path[-1])
@@ -262,6 +280,8 @@ def test_source_mode_colours():
         else:
             source = s.tree.source[i]  # named as the help text and the Drafter box name it
             assert t.name == SOURCE_NAMES[source] and t.marker.color == SOURCE_COLORS[source]
+            # blue and purple look alike to a red-blind reader: prompt lookup's nodes are squares too
+            assert t.marker.symbol == {"model": "circle", "retrieval": "square"}[source]
     assert SOURCE_NAMES["retrieval"] == "prompt lookup"
 
 
@@ -731,6 +751,9 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     assert "cost rule's tree: 8 nodes, 1.40 plain steps" in [a.text for a in fig.layout.annotations]
     assert not [t for t in fig.data if t.yaxis == "y2" and "cost rule" in (t.name or "")]  # its price: the label
     assert "step 3" in fig.layout.title.text
+    # the legend sits at the figure's foot, which Plotly lifts the plot above: placed a share of the plot's
+    # height below it, seven entries wrapped one a row (a zoomed page) ran into the x axis's title
+    assert (fig.layout.legend.yref, fig.layout.legend.y, fig.layout.legend.yanchor) == ("container", 0, "bottom")
     projected = price_figure(rows, 16, {"nodes": 0}, "the H100's cost table", projection=True)
     assert projected.layout.title.text.startswith("Projection")
     assert "cost rule: a plain step" in [a.text for a in projected.layout.annotations]
@@ -1076,6 +1099,10 @@ def test_tree_shape_by_category_tells_nine_categories_apart():
     fig = tree_shape_figure(summary)
     looks = {(t.line.color, t.line.dash) for t in fig.data if t.showlegend}
     assert len(looks) == len(cats) == sum(bool(t.showlegend) for t in fig.data)
+    # colours alone do not tell them apart for a colour-blind reader: shapes and dashes do, from the first
+    shapes = [t.marker.symbol for t in fig.data if t.showlegend]
+    assert len(set(shapes)) == len(cats)
+    assert len({t.line.dash for t in fig.data if t.showlegend}) == 3
     assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1
 
 

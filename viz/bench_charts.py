@@ -20,7 +20,7 @@ from talon.bench.results import ran_part
 from talon.bench.suites import AUTO_SUFFIX, AUTO_VARIANTS, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
-from .style import CATEGORY_COLORS, TEMPLATE, centre_note, chart_title, new_figure
+from .style import TEMPLATE, category_style, centre_note, chart_title, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
@@ -654,10 +654,7 @@ def tree_shape_figure(summary: pd.DataFrame) -> go.Figure:
                     name=cat,
                     legendgroup=cat,
                     showlegend=col == 1,
-                    line={
-                        "color": CATEGORY_COLORS[k % len(CATEGORY_COLORS)],
-                        "dash": ("solid", "dot", "dash")[k // len(CATEGORY_COLORS) % 3],
-                    },
+                    **category_style(k),
                     hovertemplate=f"{cat}: depth %{{x}}, %{{y:.2f}} nodes<extra></extra>",
                 ),
                 row=1,

@@ -590,9 +590,16 @@ WAIT_COLOR = "#E45756"
 PREFILL_COLOR = "#BFC5CC"
 
 
-def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool) -> go.Bar:
+LANE_PATTERNS = {"kept": "/", "discarded": "."}
+"""Speculative drafts are hatched (kept) or dotted (discarded) as well as coloured: kept green beside the
+orange of a plain draft, on the same lane, looks alike to a red-blind reader."""
+
+
+def _lane_bars(
+    name: str, lane: str, spans: list[tuple[float, float, int]], color: str, show_legend: bool, pattern: str = ""
+) -> go.Bar:
     """Horizontal bars on ``lane``, one per ``(start, seconds, step number from 1)`` (0: the prefill,
-    before step 1)."""
+    before step 1), filled with ``color`` under ``pattern`` (a Plotly pattern shape; "" for none)."""
     return go.Bar(
         y=[lane] * len(spans),
         x=[d for _, d, _ in spans],
@@ -601,7 +608,11 @@ def _lane_bars(name: str, lane: str, spans: list[tuple[float, float, int]], colo
         name=name,
         legendgroup=name,
         showlegend=show_legend,
-        marker={"color": color, "line": {"width": 0}},
+        marker={
+            "color": color,
+            "line": {"width": 0},
+            "pattern": {"shape": pattern, "fillmode": "overlay", "fgcolor": "#1B1B1B", "fgopacity": 0.5, "size": 6},
+        },
         customdata=[[f"step {k}" if k else "before step 1", s, d * 1000] for s, d, k in spans],
         hovertemplate=f"{name}<br>%{{customdata[0]}}<br>start %{{customdata[1]:.3f}} s · "
         "%{customdata[2]:.1f} ms<extra></extra>",
@@ -653,7 +664,7 @@ def timeline_chart(traces: dict[str, RunTrace], title: str = TIMELINE_TITLE) -> 
     bars, shown = [], set()
     for (kind, lane), items in spans.items():
         name, color = kinds[kind]
-        bars.append(_lane_bars(name, lane, items, color, kind not in shown))
+        bars.append(_lane_bars(name, lane, items, color, kind not in shown, LANE_PATTERNS.get(kind, "")))
         shown.add(kind)
     height = max(CHART_HEIGHT, 90 + 34 * len(lanes))
     return _figure(

@@ -21,8 +21,8 @@ STATUS_STYLE = {
     ADMITTED: {"color": "#2E9E44", "symbol": "circle", "size": 10},
     CUT_BY_BUDGET: {"color": "#F58518", "symbol": "x", "size": 10},
     CUT_BY_COST: {"color": "#B279A2", "symbol": "x", "size": 10},
-    BELOW_GATE: {"color": "#9AA3AE", "symbol": "circle-open", "size": 8},
-    BEYOND_K: {"color": "#9AA3AE", "symbol": "diamond-open", "size": 8},
+    BELOW_GATE: {"color": "#7D8693", "symbol": "circle-open", "size": 8},
+    BEYOND_K: {"color": "#7D8693", "symbol": "diamond-open", "size": 8},
 }
 TokenText = Callable[[int], str]
 
@@ -36,9 +36,11 @@ def _layout(fig: go.Figure, title: str, height: int = 380, **extra) -> go.Figure
     layout = {
         "title": chart_title(title),
         "height": height,
-        "margin": {"l": 55, "r": 15, "t": 60, "b": 100},
-        # below the x axis's title, not beside it (at -0.24 a two-run legend ran into the title)
-        "legend": {"orientation": "h", "x": 0.0, "y": -0.34, "yanchor": "top"},
+        "margin": {"l": 55, "r": 15, "t": 60, "b": 30},
+        # at the figure's foot, which Plotly raises the plot above as far as the legend needs: placed below
+        # the plot by a share of its height instead, a legend that wrapped to more rows (a zoomed-in or
+        # narrow page) ran into the x axis's title
+        "legend": {"orientation": "h", "x": 0.0, "y": 0.0, "yref": "container", "yanchor": "bottom"},
     }
     fig.update_layout(**{**layout, **extra})
     return fig
@@ -287,9 +289,9 @@ def price_figure(
     _layout(
         fig,
         title,
-        height=400,
+        height=440,
         xaxis={"title": {"text": "budget N (draft nodes)"}, "rangemode": "tozero"},
-        yaxis={"title": {"text": "tokens a step; ÷ price: per plain step"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "tokens a step<br>÷ price: per plain step"}, "rangemode": "tozero"},
         yaxis2={
             "title": {"text": "price (plain decoding steps)"},
             "overlaying": "y",
@@ -428,7 +430,7 @@ def sweep_figure(
             "tick0": 0,
             "dtick": max(1, math.ceil(widest / 5)),
         },
-        margin={"l": 55, "r": 60, "t": 60, "b": 100},
+        margin={"l": 55, "r": 60, "t": 60, "b": 30},
     )
 
 

@@ -77,15 +77,15 @@ HOW_TO_READ = """
   ⏎ newline); a token that holds only part of a character (emoji, most Chinese or Japanese characters
   are split into byte pieces) shows its bytes, e.g. `\\xe6`; the output text shows the whole
   character.
-* **Colour by verdict**: the target checks the tree from the root; **green** nodes were accepted
-  (they are in the output), **red** ones were tested and refused (hover to see what the target chose
-  instead), **grey** ones were never reached. The **gold star** is the bonus token: the target's own
+* **Colour by verdict**: the target checks the tree from the root; **green** discs with a dark rim were
+  accepted (they are in the output), **red crosses ✕** were tested and refused (hover to see what the
+  target chose instead), **pale grey** discs were never reached. The **gold star** is the bonus token: the target's own
   next token after the accepted path, so every step commits at least one token.
 * **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
 * **Colour by relative**: each node's path probability ÷ the best path probability in its layer, on a
   log scale from 0.001 to 1: what TALON's gate compares with μ, so the nodes that passed the gate are
-  those at μ or above. **Colour by source** (hybrid runs): blue for the model's drafts, purple for
-  prompt lookup's.
+  those at μ or above. **Colour by source** (hybrid runs): blue discs for the model's drafts,
+  purple squares for prompt lookup's.
 * **Acceptance per depth** (Charts, Compare methods, Compare prompts): each bar is the share of trees
   drafted to depth d whose node at d was accepted, labelled with its counts (23/28); a **hatched** bar
   stands on fewer than ten trees, so its share is rough (one tree gives 0 % or 100 %).

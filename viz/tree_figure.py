@@ -35,10 +35,10 @@ BONUS = "bonus"
 
 COLOR_MODES = ("verdict", "confidence", "relative", "source")
 COLOR_MODE_LABELS = {
-    "verdict": "verdict (accepted / rejected / not reached, bonus ★)",
+    "verdict": "verdict (accepted ●, rejected ✕, not reached, bonus ★)",
     "confidence": "draft probability (of the token, given its parent)",
     "relative": "path probability ÷ best in its layer (what TALON's gate compares with μ)",
-    "source": "source (model or prompt lookup)",
+    "source": "source (model ●, prompt lookup ■)",
 }
 """What each colour mode shows, for the mode picker and the legend."""
 
@@ -65,13 +65,21 @@ VERDICT_COLORS = {
     NOT_REACHED: "#C9CED6",
     BONUS: "#F5A623",
 }
+VERDICT_SYMBOLS = {ACCEPTED: "circle", REJECTED: "x", NOT_REACHED: "circle"}
+"""Shapes carry the verdict as well as colours do: red and green look alike to a red-green colour-blind
+reader, a cross does not look like a circle."""
+VERDICT_OUTLINES = {ACCEPTED: ("#1B1B1B", 2.0), REJECTED: ("#FFFFFF", 1.0), NOT_REACHED: ("#8A93A0", 1.0)}
+"""Marker outline (colour, px) per verdict: dark and thick on accepted nodes, a grey rim that keeps the
+pale not-reached nodes visible on white."""
 SOURCE_COLORS = {"model": "#4C78A8", "retrieval": "#B279A2"}
 """Not the verdict colours: a red node must not mean "rejected" in one mode and "prompt lookup" in another."""
+SOURCE_SYMBOLS = {"model": "circle", "retrieval": "square"}
+"""Blue and purple look alike to a red-blind reader: prompt lookup's nodes are squares as well."""
 SOURCE_NAMES = {"model": "model", "retrieval": "prompt lookup"}
 """A node's source as the legend names it: the help text and the Drafter box call retrieval prompt lookup."""
 OTHER_COLOR = "#9E9E9E"
 PATH_COLOR = "#2E9E44"
-EDGE_COLOR = "#B0B7C3"
+EDGE_COLOR = "#8C95A3"  # 3:1 on white, the least a line that carries the structure should have
 TITLE_TOP_PX = 30
 """The title's top edge below the figure's top, in pixels: clear of the label the app draws over a plot's
 top-left corner."""
@@ -384,9 +392,9 @@ def _verdict_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
             status,
             {
                 "color": VERDICT_COLORS.get(status, OTHER_COLOR),
-                "size": st.marker,
-                "symbol": "circle",
-                "line": {"color": "#1B1B1B" if status == ACCEPTED else "#FFFFFF", "width": 1},
+                "size": st.marker + (2 if status == REJECTED else 0),  # a cross covers less than a disc
+                "symbol": VERDICT_SYMBOLS.get(status, "circle"),
+                "line": dict(zip(("color", "width"), VERDICT_OUTLINES.get(status, ("#FFFFFF", 1.0)))),
             },
         )
         for status in (s for s in order if groups.get(s))
@@ -465,7 +473,12 @@ def _source_nodes(step: StepRecord, lay: TreeLayout, st: _Style) -> list[dict]:
             lay,
             st,
             SOURCE_NAMES.get(src, src),
-            {"color": SOURCE_COLORS.get(src, OTHER_COLOR), "size": st.marker, "line": _outline(step, groups[src])},
+            {
+                "color": SOURCE_COLORS.get(src, OTHER_COLOR),
+                "symbol": SOURCE_SYMBOLS.get(src, "circle"),
+                "size": st.marker,
+                "line": _outline(step, groups[src]),
+            },
         )
         for src in sorted(groups, key=lambda s: (s not in SOURCE_COLORS, s))
     ]
