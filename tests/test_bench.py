@@ -1204,3 +1204,37 @@ def test_method_list_results_say_what_made_them_and_warn_when_the_machine_was_bu
         assert "load_average_1min_after" in result
         err = capsys.readouterr().err
         assert ("warning: other processes took 45% of the CPU" in err) == warned, err
+
+
+def _runner_with(times: dict[str, float | Exception]):
+    """A ``SuiteRunner`` with no models whose runs take ``times[method]`` seconds (or raise it), each
+    emitting the same tokens."""
+    from talon.bench import runner
+
+    bench = object.__new__(runner.SuiteRunner)
+    bench.suite = suites.Suite("s", "d", ())
+    bench.log, bench.skipped, bench.drafter_names = (lambda *_: None), {}, {}
+
+    def run_one(method, kwargs, ids, temperature, max_new_tokens):
+        if isinstance(times[method], Exception):
+            raise times[method]
+        return {"method": method, "seconds": times[method], "new_tokens": 8, "MAT": 2.0, "token_ids": [1, 2]}
+
+    bench.run_one = run_one
+    experiment = suites.Experiment("e", "methods", (prompts.PromptSet("assets", limit=1),), tuple(times))
+    plan = runner.run_plan(experiment, TreeConfig(), lambda method: True)
+    return bench, experiment, plan
+
+
+def test_each_runs_speedups_are_over_ar_and_over_generate_measured_beside_it():
+    # ar 2 s, generate 4 s, TALON 1 s: TALON is 2x ar and 4x generate, ar 2x generate (its row set after
+    # the peer ran), generate 0.5x ar.  Swapped, runs.csv and the log read upside down.
+    bench, experiment, plan = _runner_with({"ar": 2.0, "hf_generate": 4.0, "talon": 1.0})
+    item = {"id": "p1", "category": "qa", "source": "assets"}
+    rows = {r["method"]: r for r in bench.run_prompt(experiment, plan, item, [1], 0.0)}
+    assert rows["talon"]["speedup"] == 2 and rows["talon"]["speedup_hf"] == 4
+    assert rows["ar"]["speedup"] == 1 and rows["ar"]["speedup_hf"] == 2 and rows["ar"]["hf_seconds"] == 4
+    assert rows["hf_generate"]["speedup"] == 0.5 and rows["hf_generate"]["matches_ar"] is True
+    # no ar on a prompt (the settings refused it): no baseline, no speedups, the prompt left out
+    bench, experiment, plan = _runner_with({"ar": ConfigError("too long"), "hf_generate": 4.0, "talon": 1.0})
+    assert bench.run_prompt(experiment, plan, item, [1], 0.0) == [] and list(bench.skipped) == ["e/ar/-/p1"]

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from talon.config import ConfigError, DecodeConfig, TreeConfig
+from talon.drafters.calibration import Calibration
 from talon.drafters.factory import drafter_for, hybrid_with_lookup, make_drafter
 from talon.drafters.head import HeadDrafter
 from talon.drafters.model import ModelDrafter
@@ -25,7 +26,7 @@ from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
 from talon.runtime.kv_cache import CachedLM, check_full_attention
 from talon.runtime.masks import tree_rows_mask
-from talon.tree import DraftTree
+from talon.tree import DraftTree, Verdict
 from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
 
 NEW_TOKENS = 24
@@ -591,3 +592,27 @@ def test_prompt_lookup_refuses_n_gram_as_its_model_partner_naming_both_ways_to_a
     for method, spec in (("hybrid", "ngram"), ("talon", "lookup+ngram")):
         with pytest.raises(ConfigError, match=r"merged with a model drafter \(the hybrid method, lookup\+SPEC\)"):
             drafter_for(method, spec, target, registry)
+
+
+def test_the_cost_rule_learns_online_from_every_verdict(target, head):
+    # Each step's expected tokens are its tree valued by the calibration as the run's earlier verdicts left
+    # it: the drafter's prior, updated with steps 0..k-1 (README: "learned online").  Without the updates
+    # the rule would plan with the prior alone.
+    drafter = HeadDrafter(head, target)
+    trace = run_to_end(
+        target,
+        drafter,
+        METHODS["talon-auto"],
+        DecodeConfig(max_new_tokens=40),
+        prompt_ids=prompt_ids(2),
+        cost_curve=CURVE,
+        texts=False,
+    )
+    learned, fresh = Calibration(drafter.calibration_prior), Calibration(drafter.calibration_prior)
+    moved = 0
+    for step in trace.steps:
+        assert step.expected == pytest.approx(learned.expected_tokens(step.tree)), step.index
+        moved += abs(fresh.expected_tokens(step.tree) - step.expected) > 1e-6
+        verdict = Verdict(step.status, step.accepted_path, step.bonus_token, step.target_token, step.target_prob)
+        learned.observe(step.tree, verdict)
+    assert moved >= len(trace.steps) // 2  # what the run learned changed most steps' values

@@ -1382,3 +1382,17 @@ def test_a_calibrated_run_shows_expected_against_realised_tokens(recorded: RunTr
     bare = dataclasses.replace(recorded, steps=[dataclasses.replace(s, expected=None) for s in recorded.steps])
     assert "expected by calibrated" not in summary_markdown(bare)
     assert not any((t.name or "").startswith("expected") for t in committed_tokens_chart(bare).data)
+
+
+def test_counts_rebuilt_from_shares_are_whole_counts_not_truncated_floats():
+    # 13/23 * 23 is 12.999...: truncated, a method that matched plain decoding on every prompt read
+    # "12/23 same tokens as AR", and a run's 13 plain steps of 23 read "12 of 23".
+    from viz import summary
+    from viz.bench_charts import _share_of
+
+    for n in range(1, 41):
+        assert [_share_of(k / n, n) for k in range(n + 1)] == [f"{k}/{n}" for k in range(n + 1)]
+    trace = random_trace(steps=23, n=10)
+    trace.steps = [random_step(1, k, index=k) if k < 13 else s for k, s in enumerate(trace.steps)]
+    rows = dict(summary.shape_rows(trace))
+    assert rows["Plain steps (no drafts)"] == "13 of 23 (57%)"
