@@ -1238,3 +1238,18 @@ def test_each_runs_speedups_are_over_ar_and_over_generate_measured_beside_it():
     # no ar on a prompt (the settings refused it): no baseline, no speedups, the prompt left out
     bench, experiment, plan = _runner_with({"ar": ConfigError("too long"), "hf_generate": 4.0, "talon": 1.0})
     assert bench.run_prompt(experiment, plan, item, [1], 0.0) == [] and list(bench.skipped) == ["e/ar/-/p1"]
+
+
+def test_a_prompt_without_generate_beside_it_leaves_the_pooled_speedup_over_generate_unknown():
+    # Pooled over the prompts that had it, ours would be an understated speedup over generate (the seconds
+    # of every prompt over the generate seconds of some): unknown is the honest answer.
+    from tests.bench_fakes import TREE, _run
+
+    runs = [_run("e", "methods", "talon", k, "qa", 0.0, TREE) for k in range(2)]
+    for r in runs:
+        r.update(seconds=1.0, hf_seconds=3.0, speedup_hf=3.0)
+    row = bench_results.summarize(runs)[0]
+    assert row["hf_seconds"] == 6.0 and row["speedup_hf"] == 3.0
+    runs[1]["hf_seconds"] = runs[1]["speedup_hf"] = None
+    row = bench_results.summarize(runs)[0]
+    assert row["hf_seconds"] is None and row["speedup_hf"] is None and row["speedup"] == pytest.approx(1.0)

@@ -297,6 +297,16 @@ def test_fit_is_monotone_in_q_and_calibrates_a_miscalibrated_drafter():
     assert raw > 0.1 and fitted < 0.02
 
 
+def test_fit_pools_a_dip_keeps_cells_of_min_count_and_drops_thinner_ones():
+    # q in 0.5-0.6 accepted at 0.8 and q in 0.6-0.7 at 0.4 (20 each): not monotone, so both cells take
+    # their pooled 0.6; a cell of exactly min_count observations is fitted, one of fewer is not.
+    obs = [Observation(0.55, 1, SOURCE_MODEL, 0, k < 16) for k in range(20)]
+    obs += [Observation(0.65, 1, SOURCE_MODEL, 0, k < 8) for k in range(20)]
+    obs += [Observation(0.25, 2, SOURCE_MODEL, 0, k < 5) for k in range(19)]
+    table = fit(obs, min_count=20)
+    assert table == {(SOURCE_MODEL, 1, 7, 0): pytest.approx(0.6), (SOURCE_MODEL, 1, 8, 0): pytest.approx(0.6)}
+
+
 def test_reliability_and_ece_by_hand():
     obs = [Observation(0.9, 1, SOURCE_MODEL, 0, a) for a in (True, True, False, False)]
     (row,) = reliability(obs)
@@ -310,6 +320,10 @@ def test_fitted_tables_round_trip(tmp_path):
     assert load(tmp_path / "c.json") == table
     assert load(tmp_path / "missing.json") is None
     assert [f.name for f in tmp_path.iterdir()] == ["c.json"]  # written whole, no temporary file left
+    # a table fitted with other q bins names other cells: read as this code's, it would misprice every node
+    data = json.loads((tmp_path / "c.json").read_text())
+    (tmp_path / "old.json").write_text(json.dumps({**data, "q_edges": list(Q_EDGES[:-2]) + [1.0]}))
+    assert load(tmp_path / "old.json") is None
 
 
 def test_an_unreadable_calibration_table_is_reported_not_silently_dropped(tmp_path, caplog):
@@ -580,6 +594,25 @@ def test_eagle2_judges_a_deeper_layer_against_the_tree_it_would_keep(monkeypatch
     ranked = sorted(range(1, len(recorded)), key=lambda i: (-recorded.path_logprob[i], i))
     kept = recorded.subset([0] + sorted(ranked[: nodes - 1]))
     assert expected == pytest.approx(rule.calibration.expected_tokens(kept))
+
+
+def test_a_layer_is_judged_on_each_frontier_nodes_acceptance_given_its_parent(monkeypatch):
+    # Down a chain the path's acceptance shrinks layer by layer while each node's given its parent stays:
+    # the rule's "a sure chain is extended" reads the latter (the path's would stop sure chains early).
+    rule = CostRule(Calibration(), curve(slope=0.01, call=0.01), sizing=True)
+    seen = []
+    real = rule.layer_pays
+
+    def spy(expected, nodes, widths, accept, given):
+        seen.append((list(accept), list(given)))
+        return real(expected, nodes, widths, accept, given)
+
+    monkeypatch.setattr(rule, "layer_pays", spy)
+    result = grown(TalonBuilder(budget=12, topk=1, mu=0.5), one_hot_fn(VOCAB, eps=0.1), rule)
+    assert result.tree.max_depth >= 4 and len(seen) >= 4
+    for (before, _), (accept, given) in zip(seen, seen[1:]):
+        assert len(accept) == len(given) == 1 and accept[0] < before[0]
+        assert given[0] == pytest.approx(accept[0] / before[0]) and given[0] > accept[0]
 
 
 def test_without_sizing_the_rule_only_values_and_prices():

@@ -36,7 +36,7 @@ from talon.metrics import (
     trace_json,
 )
 from talon.trace import TRACE_FORMAT, RunTrace, StepRecord
-from talon.tree import NO_TOKEN, DraftTree
+from talon.tree import NO_TOKEN, DraftTree, GateLayer
 from tests.toy import TableDrafter, random_fn
 
 
@@ -136,15 +136,18 @@ def test_trace_json_round_trip_with_builder_tree() -> None:
     """A trace holding a real TALON tree (built from a table drafter) plus the hand steps survives
     to_json / from_json exactly, non-ASCII text included."""
     drafter = TableDrafter(12, random_fn(12, 5))
-    tree = TalonBuilder(8, 2, 0.1).build(drafter, [4]).tree
+    built = TalonBuilder(8, 2, 0.1).build(drafter, [4], record_gate=True)
+    tree = built.tree
     argmax = [tree.token[1]] + [0] * (len(tree) - 1)
     step = make_step(3, tree, argmax, forwards=len(drafter.calls), start=1.6, draft_s=0.01, verify_s=0.02)
+    step.gate = built.gate  # the Tree lab's gate chart of a loaded step is drawn from it
     trace = hand_trace(hand_steps() + [step])
     for indent in (None, 2):
         text = trace.to_json(indent=indent)
         back = RunTrace.from_json(text)
         assert back == trace
         assert back.steps[3].tree == tree
+        assert back.steps[3].gate == built.gate and all(isinstance(g, GateLayer) for g in back.steps[3].gate)
         assert back.output_text == trace.output_text and "日本" in text  # ensure_ascii=False
     d = json.loads(trace.to_json())
     assert d["format"] == TRACE_FORMAT
@@ -185,6 +188,14 @@ def test_step_round_trip_ignores_derived_fields() -> None:
 def test_from_json_rejects_bad_input(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         RunTrace.from_json(text)
+
+
+def test_from_json_rejects_a_tree_that_breaks_the_contract() -> None:
+    # A hand-edited or corrupt upload: a node whose parent comes after it is refused, not drawn.
+    d = json.loads(hand_trace().to_json())
+    d["steps"][0]["tree"]["parent"][1] = 3
+    with pytest.raises(ValueError):
+        RunTrace.from_json(json.dumps(d))
 
 
 def test_from_json_rejects_missing_field() -> None:
