@@ -39,6 +39,30 @@ def test_the_cost_curve_is_the_newest_of_the_apps_dtype(tmp_path, monkeypatch, a
     assert curve.plain == pytest.approx(fp32 if app_dtype == "float32" else bf16)
 
 
+def test_a_newer_cost_suite_of_another_device_never_prices_this_ones_trees(tmp_path, monkeypatch):
+    # A GPU cost table, newer than the CPU's, sits in the same folder: the CPU app's Tree lab and auto
+    # runs must keep the CPU's curve (the GPU's prices a tree at a fraction of what it costs here).
+    cpu = copy_cost_suite("cost-cpu-epyc-zen4-r16", tmp_path, "2026-01-01T00:00:00+00:00")
+    gpu = copy_cost_suite("cost-cuda-h200-r49", tmp_path, "2026-03-01T00:00:00+00:00")
+    monkeypatch.setattr(shared, "APP_DTYPE", "float32")
+    monkeypatch.setattr(shared, "DEVICE_KIND", "cpu")
+    shared._cost_model.cache_clear()
+    try:
+        assert cpu != gpu and shared.cost_model(str(tmp_path)).plain == pytest.approx(cpu)
+    finally:
+        shared._cost_model.cache_clear()
+
+
+def test_a_plain_step_is_the_median_of_the_steps_after_the_first():
+    # The first step warms up (0.5 s here): counted, or the slowest taken, the "machine is busy" note would
+    # come up on a quiet machine.
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(steps=[SimpleNamespace(step_seconds=s) for s in (0.5, 0.01, 0.01, 0.012)])
+    assert shared.plain_step_seconds([run]) == 0.01
+    assert shared.plain_step_seconds([SimpleNamespace(steps=run.steps[:1])]) is None
+
+
 def test_results_without_a_dtype_count_as_float32(monkeypatch):
     monkeypatch.setattr(shared, "APP_DTYPE", "float32")
     assert shared.measured_like_this_app({}) and shared.measured_like_this_app({"dtype": "float32"})
