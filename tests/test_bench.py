@@ -659,8 +659,20 @@ def test_a_run_never_writes_over_earlier_results(tmp_path, capsys, monkeypatch):
     assert cli.main(["--suite", "smoke", "--out-dir", str(earlier), "--overwrite"]) == 2
     assert sorted(p.name for p in earlier.iterdir()) == kept and "someorg" in capsys.readouterr().err
     assert bench_results.claim_out_dir(earlier, overwrite=True) == earlier
-    bench_results.clear_earlier(earlier)  # as the new run writes its first results
-    assert sorted(p.name for p in earlier.iterdir()) == ["notes.txt"]  # not a file the earlier run did not write
+    # --overwrite whose run measures: the earlier run's files and charts go as its first results are written
+    # (left, a stale peers.html or cost.csv would be read as the new run's)
+    runs = fake_runs()
+
+    def measured(suite, target, limit, log, checkpoint=None, required=()):
+        meta = {"complete": True, "skipped": {}, "device": "cpu", "model": "fake"}
+        result = {"runs": runs, "summary": bench_results.summarize(runs), "meta": meta}
+        checkpoint(result)
+        return result
+
+    monkeypatch.setattr(cli, "run_suite", measured)
+    assert cli.main(["--suite", "smoke", "--out-dir", str(earlier), "--overwrite"]) == 0
+    left = {p.name for p in earlier.iterdir()}
+    assert "notes.txt" in left and not {"peers.html", "cost.csv"} & left and "runs.csv" in left
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     assert cli.main(["--suite", "smoke", "--out-dir", str(a_file)]) == 2

@@ -110,6 +110,15 @@ def test_only_reached_nodes_are_counted_and_pull_the_estimate():
     assert cal(0.9, 2, SOURCE_MODEL) == pytest.approx(scale_odds(0.9, s))  # an unseen cell moves with the run
 
 
+def test_a_fitted_cell_of_certainty_is_learned_from_like_any_other():
+    # The shipped head's table has cells at 1.0 (every node of them accepted when fitted): a reached node
+    # of such a cell lands in the top bin of the run's priors, not past it.
+    tree, verdict = _tree_and_verdict()
+    cal = Calibration({cell(0.8, 1, SOURCE_MODEL): 1.0})
+    cal.observe(tree, verdict)
+    assert cal.ratio(SOURCE_MODEL) < 1 and 0 < cal(0.8, 1, SOURCE_MODEL) <= 1
+
+
 def test_the_run_level_odds_shift_is_solved_as_bisection_solved_it():
     """Newton's steps inside a bisection bracket: the shift bisection found to 40 halvings, on random
     bins (count, prior; some priors 0 or 1, which no shift moves), the range's end where no shift in
