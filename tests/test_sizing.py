@@ -624,6 +624,14 @@ def test_a_layer_is_judged_on_each_frontier_nodes_acceptance_given_its_parent(mo
         assert given[0] == pytest.approx(accept[0] / before[0]) and given[0] > accept[0]
 
 
+def test_an_auto_sized_eagle2_tree_that_keeps_every_node_stopped_at_its_depth_not_its_cost():
+    # Two layers of Top-2 on near-free verification: all six recorded nodes pay and are kept,
+    # so the tree ended where EAGLE-2's depth ends it; "cost" would send the reader after a price.
+    rule = CostRule(Calibration(), curve(slope=0.001, call=0.001), sizing=True)
+    result = grown(Eagle2Builder(budget=24, topk=2, depth=2), uniform_fn(VOCAB), rule)
+    assert result.tree.num_drafts == 2 + 2 * 2 and result.stop == STOP_DEPTH
+
+
 def test_without_sizing_the_rule_only_values_and_prices():
     c = curve(slope=0.5, call=0.2)
     plain = grown(TalonBuilder(budget=12, topk=4, mu=0.1), uniform_fn(VOCAB))
