@@ -1396,3 +1396,10 @@ def test_counts_rebuilt_from_shares_are_whole_counts_not_truncated_floats():
     trace.steps = [random_step(1, k, index=k) if k < 13 else s for k, s in enumerate(trace.steps)]
     rows = dict(summary.shape_rows(trace))
     assert rows["Plain steps (no drafts)"] == "13 of 23 (57%)"
+
+
+def test_a_centred_note_is_readable_grey_at_the_size_asked():
+    from viz.style import centre_note
+
+    assert centre_note("nothing to draw")["font"] == {"color": "#6B7280", "size": 13}  # 4.8:1 on white
+    assert centre_note("x", size=11)["font"]["size"] == 11 and "size" not in centre_note("x", size=None)["font"]

@@ -55,7 +55,7 @@ def chart_title(text: str) -> dict:
 def centre_note(text: str, size: int | None = 13) -> dict:
     """A grey note in the middle of a chart with nothing (or little) to draw, as a layout annotation;
     ``size`` None takes the figure's font size."""
-    font = {"color": "#6B7280"}  # 4.8:1 on white: readable text, still grey | ({"size": size} if size else {})
+    font = {"color": "#6B7280"} | ({"size": size} if size else {})  # grey at 4.8:1 on white: readable
     return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "font": font}
 
 

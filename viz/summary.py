@@ -79,8 +79,8 @@ HOW_TO_READ = """
   character.
 * **Colour by verdict**: the target checks the tree from the root; **green** discs with a dark rim were
   accepted (they are in the output), **red crosses ✕** were tested and refused (hover to see what the
-  target chose instead), **pale grey** discs were never reached. The **gold star** is the bonus token: the target's own
-  next token after the accepted path, so every step commits at least one token.
+  target chose instead), **pale grey** discs were never reached. The **gold star** is the bonus token:
+  the target's own next token after the accepted path, so every step commits at least one token.
 * **Colour by confidence**: the drafter's probability for each token (0 to 1, same scale every step).
 * **Colour by relative**: each node's path probability ÷ the best path probability in its layer, on a
   log scale from 0.001 to 1: what TALON's gate compares with μ, so the nodes that passed the gate are
