@@ -20,7 +20,7 @@ from talon.bench.results import ran_part
 from talon.bench.suites import AUTO_SUFFIX, AUTO_VARIANTS, PEER_METHODS, TREE_METHODS, is_auto, split_method
 from talon.config import BUDGET_METHODS, METHOD_NAMES
 
-from .style import TEMPLATE, category_style, centre_note, chart_title, new_figure
+from .style import TEMPLATE, category_style, centre_note, chart_title, named_hline, new_figure
 
 ALL = "all"
 METHOD_LABELS = {
@@ -595,14 +595,9 @@ def sweep_figure(summary: pd.DataFrame, kind: str = "budget_sweep") -> go.Figure
     fig.update_yaxes(rangemode="tozero", nticks=8, row=1, col=1)  # plotly's own read 0, 0.5, 1 under a 1.36
     fig.update_yaxes(rangemode="tozero", row=1, col=2)  # zoomed to the points, 1.90 to 1.925 read as a climb
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=3)
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999"}, row=1, col=1)
-    # named in the legend, not on the plot, where a label sat on the lines of a sweep that hovers at 1×; an auto
-    # line at 1.00× runs along it, so the legend says which is which
-    fig.add_trace(
-        go.Scatter(x=[None], y=[None], mode="lines", name=PLAIN_LINE, line={"dash": "dot", "color": "#999"}),
-        row=1,
-        col=1,
-    )
+    # named in the legend: a label sat on the lines of a sweep that hovers at 1×, and an auto line at 1.00×
+    # runs along it, so the legend says which is which
+    named_hline(fig, 1.0, PLAIN_LINE, {"dash": "dot", "color": "#999"}, row=1, col=1)
     return _layout(fig, title)
 
 

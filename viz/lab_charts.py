@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from talon.trace import RunTrace
 from talon.tree import ADMITTED, BELOW_GATE, BEYOND_K, CUT_BY_BUDGET, CUT_BY_COST, GateLayer
 
-from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, centre_note, chart_title, new_figure
+from .style import NOTE_HEIGHT, RUN_COLORS, TEMPLATE, centre_note, chart_title, named_hline, new_figure
 from .tree_figure import visible_text
 
 STATUS_STYLE = {
@@ -275,8 +275,7 @@ def price_figure(
         # Plain decoding commits one token a step for one plain step: a tree whose expected tokens per unit
         # of price fall below this line loses to it, whatever the cost rule keeps.
         # Named in the legend: a label on the plot sat on the lines of the smallest trees, which crowd there.
-        fig.add_hline(y=1.0, line=PLAIN_STYLE)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=PLAIN_DECODING, line=PLAIN_STYLE))
+        named_hline(fig, 1.0, PLAIN_DECODING, PLAIN_STYLE)
     if your_n is not None:
         fig.add_vline(
             x=your_n,

@@ -59,6 +59,13 @@ def centre_note(text: str, size: int | None = 13) -> dict:
     return {"text": text, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "font": font}
 
 
+def named_hline(fig, y: float, name: str, line: dict, **where) -> None:
+    """A horizontal line at ``y`` named in the legend (an empty trace in its style), not labelled on the
+    plot, where a label sits on the lines that run near it; ``where``: ``row`` / ``col`` of a subplot."""
+    fig.add_hline(y=y, line=line, **where)
+    fig.add_trace({"type": "scatter", "x": [None], "y": [None], "mode": "lines", "name": name, "line": line}, **where)
+
+
 def new_figure():
     """An empty ``plotly.graph_objects.Figure`` on ``TEMPLATE`` alone.  ``go.Figure()`` followed by
     ``update_layout(template=...)`` merges into plotly's default template instead: ~15 ms more per figure

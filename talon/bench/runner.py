@@ -640,8 +640,7 @@ def run_suite(
             "seed": suite.seed,
             "limit": limit,
             **env_before,
-            "load_average_1min_after": load_average(),
-            "other_share": other.so_far(),  # of the CPU, taken by other processes while the suite ran
+            **busy(other),  # the load after, and the share of the CPU other processes took while it ran
             "seconds": round(time.perf_counter() - t0, 1),
             "experiments": experiments,
             "skipped": runner.skipped,
