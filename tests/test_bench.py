@@ -1265,3 +1265,24 @@ def test_a_prompt_without_generate_beside_it_leaves_the_pooled_speedup_over_gene
     runs[1]["hf_seconds"] = runs[1]["speedup_hf"] = None
     row = bench_results.summarize(runs)[0]
     assert row["hf_seconds"] is None and row["speedup_hf"] is None and row["speedup"] == pytest.approx(1.0)
+
+
+def test_a_method_lists_guess_hit_rate_weighs_each_run_by_its_steps():
+    # A short run whose one guess was right and a long one whose three were wrong: one right in four (not
+    # the 50 % a mean of the two runs' rates would print).
+    from talon.bench.runner import summarize_runs
+
+    def run(method: str, forwards: int, hit: float | None) -> dict:
+        return {
+            "method": method,
+            "new_tokens": 2 * forwards,
+            "target_forwards": forwards,
+            "draft_forwards": forwards,
+            "seconds": 1.0,
+            "draft_seconds": 0.1,
+            "speculation_hit_rate": hit,
+        }
+
+    rows = {r["method"]: r for r in summarize_runs([run("ar", 4, None), run("talon", 1, 1.0), run("talon", 3, 0.0)])}
+    assert rows["talon"]["speculation_hit_rate"] == pytest.approx(0.25)
+    assert rows["ar"]["speculation_hit_rate"] is None and rows["talon"]["speedup"] == pytest.approx(0.5)

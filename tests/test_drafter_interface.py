@@ -175,3 +175,20 @@ def test_drafter_keywords_read_in_any_case_and_spacing_and_locations_as_typed():
     for hub_id in ("HuggingFaceTB/SmolLM2-135M-Instruct", "Headquarters/model", "ngrams"):
         spec = parse_drafter_spec(hub_id)
         assert spec.kind == "model" and spec.location == hub_id
+
+
+def test_an_async_guess_near_the_token_limit_drafts_no_deeper_than_the_run_can_commit(target):
+    """The next tree drafted from a guess may hold only what the run can still commit after the guess
+    and that tree's own bonus token: ``room`` draft layers, not one more."""
+    prompt = prompt_ids(3, length=6) * 2
+    drafter = make("head", target)
+    start = features_of(target, drafter, prompt)
+    drafter.start(prompt, start)
+    deep = TalonBuilder(budget=12, topk=1, mu=0.99)  # about a chain: deep enough to cut
+    built = deep.build(drafter, prompt, start)
+    free = speculate(drafter, deep, built, prompt, start, None, 0.0)
+    assert free.built.tree.max_depth >= 3
+    for room in (1, 2):
+        left = len(free.guess) + 1 + room
+        spec = speculate(drafter, deep, built, prompt, start, None, 0.0, tokens_left=left)
+        assert spec.guess == free.guess and spec.built.tree.max_depth == room

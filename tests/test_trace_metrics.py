@@ -447,6 +447,16 @@ def test_the_representative_step_shows_an_acceptance_where_the_run_usually_makes
     assert representative_step([last, replace(narrow, index=5)]) == 4  # not last: it wins on its drafts
 
 
+def test_a_run_that_accepts_in_half_its_steps_opens_on_an_accepted_step() -> None:
+    """Accepted drafts 0, 1, 0, 1 at one depth: the upper median (1) picks step 1; the lower median
+    would open the run on a tree whose every draft was rejected."""
+    one = DraftTree.with_root(0)
+    one.add(0, 1, -0.5)
+    steps = [make_step(k, one, [1 if k % 2 else 9, 0], 1, 0.0, 0.1, 0.1) for k in range(4)]
+    assert [s.accepted_tokens for s in steps] == [0, 1, 0, 1]
+    assert representative_step(steps) == 1
+
+
 def test_the_step_around_the_mean_depth_shows_what_a_comparison_of_means_states() -> None:
     """Compare prompts compares mean depths: a code run of depths 1, 1, 1, 3, 3, 4 (mean 2.17) opened on
     a median step of depth 1, like a chat run's, and the two pictures looked alike beside "2.13 against
