@@ -26,6 +26,7 @@ import torch
 from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
+from ..models import stream_gemm
 from ..models.cpu_linear import (
     block_rows,
     call_rows,
@@ -302,8 +303,9 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")
         + (f", call_rows={rows}" if (rows := call_rows(target.model)) else "")
-        # oneDNN's curves keep their keys
+        # oneDNN's curves keep their keys; TALON's kernel names its source (another revision is timed again)
         + (f", packed={kernel}" if (kernel := packed_kernel(target.model)) not in (None, "onednn") else "")
+        + (f" {stream_gemm.source_digest()}" if kernel == "stream" else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

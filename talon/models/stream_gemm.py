@@ -9,7 +9,9 @@ kernel lays each weight out as column blocks of 16 outputs, streams a block once
 prefetching what follows, and multiplies every row of the input against it as it passes: the same
 products took 15.4 / 17.0 / 18.2 / 23.8 / 32.3 ms at 2 / 4 / 8 / 16 / 32 rows against MKL's packed
 18.0 / 20.6 / 24.5 / 28.7 / 36.2, and at one row 15.0 ms against PyTorch's linear's 16.4; from 64 rows
-MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).
+MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).  The kernel reads the input
+rows where they lie: copying them transposed first, one ATen copy per product, had cost 12-17 % of the
+products' time from 4 rows up (docs/benchmarks.md, run 52).
 
 Each output element is one chain of fused multiply-adds in the order of the input's columns, whatever
 the row count: a row gets the same bits alone or among 64 others (tests/test_stream_gemm.py).

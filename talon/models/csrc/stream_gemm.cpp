@@ -69,10 +69,11 @@ inline Vec vload(const uint16_t* p) {
 #endif
 constexpr int kPerBlock = int(kLanes / kWidth);  // vectors in a block's k-step
 
-// Rows [0, MR) of x (transposed: xt[k * ld + row]) times NC adjacent column blocks starting at w (W: float,
-// or uint16_t holding bfloat16 bits).
+// Rows [0, MR) of x (row-major: x[row * ldx + k]) times NC adjacent column blocks starting at w (W: float,
+// or uint16_t holding bfloat16 bits).  A k-step broadcasts one value from each row; a row's cache line serves
+// 16 k-steps, so the MR lines a pass reads stay in L1 without copying x transposed first.
 template <int MR, int NC, typename W>
-void block(const float* __restrict xt, int64_t ld, const W* __restrict w, int64_t K, float* __restrict y,
+void block(const float* __restrict x, int64_t ldx, const W* __restrict w, int64_t K, float* __restrict y,
            int64_t ldy, const float* __restrict bias, bool own, const W* next, int64_t next_blocks, int64_t every,
            int64_t first_line) {
   // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
@@ -95,10 +96,9 @@ void block(const float* __restrict xt, int64_t ld, const W* __restrict w, int64_
     Vec wv[V];
     for (int j = 0; j < NC; ++j)
       for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
-    const float* xk = xt + k * ld;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const Vec xb = vbroadcast(xk[i]);
+      const Vec xb = vbroadcast(x[i * ldx + k]);
       for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
     }
   }
@@ -124,7 +124,7 @@ struct Tables {
   static constexpr auto single = rows_table<1, W>(std::make_integer_sequence<int, int(kPassRows)>{});
 };
 
-// Rows [0, m) of x (transposed: xt[k * m + row]) times every block of packed into y (row stride ldy).
+// Rows [0, m) of x (row-major, row stride k) times every block of packed into y (row stride ldy).
 template <typename W>
 void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
               const float* bp) {
@@ -144,11 +144,11 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
         const int64_t rows = std::min(pass_rows, m - r);
         const bool own = p == 0 && (passes == 1 || g == g0);
         if (count == kGroup) {
-          Tables<W>::whole[rows - 1](xp + r, m, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
+          Tables<W>::whole[rows - 1](xp + r * k, k, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
                            own, next, next_blocks, passes, p * lines_a_pass);
         } else {  // the last group, short of blocks: one block at a time
           for (int64_t j = 0; j < count; ++j)
-            Tables<W>::single[rows - 1](xp + r, m, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
+            Tables<W>::single[rows - 1](xp + r * k, k, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
                               bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
         }
       }
@@ -190,18 +190,19 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   }
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
-  // A tile's rows, transposed, stay in the core's own cache while every block of weights passes them:
-  // all of x at once is read again for every block, from memory once x outgrows the last-level cache
-  // (two layers' products on the AVX2 EPYC: 1.2x the tiles' time at 512 rows, 1.8x at 1,024, 2.3x at 2,048).
+  // A tile's rows stay in the core's own cache while every block of weights passes them: all of x at once
+  // is read again for every block, from memory once x outgrows the last-level cache (two layers' products
+  // on the AVX2 EPYC: 1.2x the tiles' time at 512 rows, 1.8x at 1,024, 2.3x at 2,048).
+  const auto xc = x.contiguous();
+  const float* xp = xc.data_ptr<float>();
   const int64_t tile = m > kTileAbove ? std::max<int64_t>(kPassRows, kTileBytes / (k * 4) / kPassRows * kPassRows) : m;
   for (int64_t t = 0; t < m; t += tile) {
     const int64_t rows = std::min(tile, m - t);
-    const auto xt = x.narrow(0, t, rows).t().contiguous();  // [K, rows]: a k-step's rows side by side
     if (half)
-      multiply(xt.data_ptr<float>(), rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k,
-               blocks, yp + t * width, width, bp);
+      multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
+               yp + t * width, width, bp);
     else
-      multiply(xt.data_ptr<float>(), rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
+      multiply(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
   }
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
