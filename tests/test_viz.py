@@ -996,7 +996,7 @@ def test_comparison_table_gives_median_and_spread_over_repetitions(recorded: Run
     assert set(COMPARISON_DECIMALS) <= set(table.columns)  # the shown decimals name real columns
     # without plain decoding there is no reference: no speedup, not one over the first run listed
     alone = comparison_table({"B: TALON": recorded, "C: static": recorded}, {"B: TALON": [2.0], "C: static": [4.0]})
-    assert alone[SPEEDUP_COLUMN].isna().all() and list(alone["tokens/s (median)"].round(6) > 0) == [True, True]
+    assert alone[SPEEDUP_COLUMN].isna().all() and (alone["tokens/s (median)"] > 0).all()
 
 
 def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded: RunTrace):

@@ -103,6 +103,6 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
 def linear(x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]`` float32, from
     ``pack(weight)`` (a float32 or bfloat16 weight)."""
-    rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies the rows transposed
+    rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies rows that are not contiguous
     out = extension().linear(rows, packed, out_features, bias)
     return out.reshape(*x.shape[:-1], out_features)
