@@ -31,6 +31,7 @@ from ..drafters.datastore import Datastore, read_datastore
 from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
+from ..models import row_top
 from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows, packed_kernel
 from ..models.device import OtherWork, cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
@@ -583,6 +584,7 @@ def environment(target: LoadedModel) -> dict:
         "call_rows": call_rows(target.model),
         "fused_layers": fused_layers(target.model),
         "row_ops": uses_row_ops(target.model),
+        "row_picks": target.device.type == "cpu" and row_top.active(),
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),

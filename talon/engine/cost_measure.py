@@ -26,7 +26,7 @@ import torch
 from ..config import ASSETS, AUTO_CAP, DecodeConfig, TreeConfig, device_default_tree
 from ..drafters.base import Drafter, NoDrafter, Proposal
 from ..drafters.calibration import Calibration
-from ..models import stream_gemm
+from ..models import row_ops, row_top, stream_gemm
 from ..models.cpu_linear import (
     block_rows,
     call_rows,
@@ -298,7 +298,9 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         threads=torch.get_num_threads(),
         kernels=f"cpu_linear={cpu_linear_mode()}, mkl_rows={mkl_rows(target.model)}, graphs={graphs}, "
         f"fused_layers={fused_layers(target.model)}, "
+        # the norm and rotary embedding (row_ops) and the picks' argmax / top-k (row_top) share a source
         + ("row_ops=on, " if uses_row_ops(target.model) else "")
+        + (f"row_picks=on {row_ops.source_digest()}, " if target.device.type == "cpu" and row_top.active() else "")
         + f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
         f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")

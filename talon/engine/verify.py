@@ -82,9 +82,9 @@ def node_token_probs(tree: DraftTree, scores: RowScores, parent_rows: Sequence[i
 
 def greedy_accept(tree: DraftTree, logits: torch.Tensor) -> Verdict:
     """The greedy walk over full logits ``[len(tree), vocab]`` (row i = the target after node i)."""
-    choices = logits.argmax(dim=-1).tolist()
-    status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, FullScores(logits), tree.parent[1:], 0.0)
+    scores = FullScores(logits)
+    status, path, bonus, target_token = walk(tree, scores.pick(0.0, None).__getitem__)
+    probs = node_token_probs(tree, scores, tree.parent[1:], 0.0)
     return Verdict(status, path, bonus, target_token, probs)
 
 
@@ -92,10 +92,10 @@ def sampling_accept(tree: DraftTree, logits: torch.Tensor, temperature: float, n
     """The sampling walk over full logits ``[len(tree), vocab]``: at node i the target's token is
     ``argmax(logits[i] / temperature + noise[depth[i]])``; ``noise``: Gumbel rows ``[max_depth + 1,
     vocab]``, row d for the output position of the nodes at depth d."""
-    scores = logits / temperature + noise[torch.tensor(tree.depth, device=noise.device)]
-    choices = scores.argmax(dim=-1).tolist()
+    scores = FullScores(logits)
+    choices = scores.pick(temperature, noise[torch.tensor(tree.depth, device=noise.device)])
     status, path, bonus, target_token = walk(tree, choices.__getitem__)
-    probs = node_token_probs(tree, FullScores(logits), tree.parent[1:], temperature)
+    probs = node_token_probs(tree, scores, tree.parent[1:], temperature)
     return Verdict(status, path, bonus, target_token, probs)
 
 

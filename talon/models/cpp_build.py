@@ -5,9 +5,11 @@ reason and answered with None, so that the caller's fallback serves."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 log = logging.getLogger(__name__)
@@ -27,3 +29,9 @@ def build_or_none(what: str, duration: str, fallback: str, build: Callable[[], M
             reason = str(exc).strip().splitlines()[0][:200]
             log.warning("Could not build %s (%s); %s.", what, reason, fallback)
             return None
+
+
+def source_digest(source: Path) -> str:
+    """The first 16 hex digits of ``source``'s SHA-256: an extension's revision, for keys under which a
+    measurement with another revision is not reused."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()[:16]

@@ -44,6 +44,7 @@ import torch
 
 from .cpu_linear import MARGIN, fastest_each, onednn_linear_works
 from .loaded import LoadedModel
+from .row_top import row_argmax, row_topk
 
 BF16_UNIT = 2.0**-8
 """Largest relative error of rounding a float32 to bfloat16 (8 significant bits, round to nearest)."""
@@ -77,7 +78,7 @@ class FullScores:
 
     def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
         scores = self.logits if temperature == 0 else self.logits / temperature + noise
-        return scores.argmax(dim=-1).tolist()
+        return row_argmax(scores).tolist()
 
     def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
         needed, rows_at, tokens_at, at = _row_index(rows, tokens, self.device)
@@ -157,14 +158,14 @@ class ScreenedScores:
         return (self.hidden[rows] * self.head.weight[tokens]).sum(dim=-1)
 
     def _top(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``scores.topk(TOP)`` (values and ids, best first), kept for the untempered scores, which the pick
-        and the normalisers of a greedy step both use."""
+        """``scores``' ``TOP`` best (values and ids, best first; ``row_topk``), kept for the untempered
+        scores, which the pick and the normalisers of a greedy step both use."""
         if scores is self.approx and self._approx_top is not None:
             return self._approx_top
-        top = scores.topk(min(TOP, scores.shape[1]), dim=1)
+        top = row_topk(scores, min(TOP, scores.shape[1]))
         if scores is self.approx:
-            self._approx_top = (top.values, top.indices)
-        return top.values, top.indices
+            self._approx_top = top
+        return top
 
     def error(self, rows: torch.Tensor, tokens: torch.Tensor, scale: float) -> torch.Tensor:
         """How far ``scale * approx[rows, tokens]`` can be from ``scale`` times those float32 logits

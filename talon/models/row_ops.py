@@ -29,7 +29,7 @@ from torch import nn
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNorm
 
 from ..config import ConfigError
-from . import fused_linear
+from . import cpp_build, fused_linear
 from .cpp_build import build_or_none
 from .fused_linear import FusedRows
 
@@ -66,6 +66,13 @@ def extension():
 def available() -> bool:
     """Whether the extension runs here (builds it on first call)."""
     return extension() is not None
+
+
+@functools.cache
+def source_digest() -> str:
+    """The extension's revision where it runs here (its source's digest), else ``""``: a cost curve
+    measured with another revision (another norm, another argmax) is measured again."""
+    return cpp_build.source_digest(SOURCE) if available() else ""
 
 
 def _needs_grad(*tensors: torch.Tensor) -> bool:

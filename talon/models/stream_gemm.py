@@ -29,11 +29,11 @@ load against MKL's and oneDNN's kernels (``cpu_linear.choose_packed_kernel``).
 from __future__ import annotations
 
 import functools
-import hashlib
 from pathlib import Path
 
 import torch
 
+from . import cpp_build
 from .cpp_build import build_or_none
 
 SOURCE = Path(__file__).with_name("csrc") / "stream_gemm.cpp"
@@ -86,7 +86,7 @@ def source_digest() -> str:
     against another revision of the kernel is timed again."""
     if not available():
         return ""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return cpp_build.source_digest(SOURCE)
 
 
 def available() -> bool:

@@ -1,0 +1,124 @@
+"""Fast tier: each row's argmax and top-k in one C++ call (``talon.models.row_top``): torch.argmax's
+indices and torch.topk's values on random, tied, infinite and NaN rows, block edges included, and
+PyTorch's own answer wherever the C++ does not serve."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from talon.models import row_ops, row_top
+
+pytestmark = pytest.mark.skipif(not row_ops.available(), reason="no C++ compiler here")
+
+BLOCK = 64  # csrc/row_ops.cpp's kBlock: a row is compared with the best so far this many at a time
+
+
+def _tricky_rows(vocab: int) -> torch.Tensor:
+    """Rows whose answer a careless scan gets wrong: ties (first, in one block, across a block edge),
+    the maximum at either end or just past a block edge, all -inf, +inf, signed zeros."""
+    g = torch.Generator().manual_seed(vocab)
+    rows = [torch.randn(vocab, generator=g) for _ in range(4)]
+    rows.append(torch.zeros(vocab))  # every entry ties
+    tie = torch.randn(vocab, generator=g)
+    tie[[i % vocab for i in (3, BLOCK + 1, vocab - 1)]] = 9.0  # the first of three ties, in different blocks
+    rows.append(tie)
+    for at in (0, BLOCK - 1, BLOCK, BLOCK + 1, vocab - 1):
+        row = torch.randn(vocab, generator=g)
+        row[at % vocab] = 7.0
+        rows.append(row)
+    rows.append(torch.full((vocab,), -torch.inf))
+    inf = torch.randn(vocab, generator=g)
+    inf[[5 % vocab, max(vocab - 2, 0)]] = torch.inf
+    rows.append(inf)
+    zeros = -torch.rand(vocab, generator=g) - 1
+    zeros[[2 % vocab, 9 % vocab]] = torch.tensor([-0.0, 0.0])  # equal: the first wins
+    rows.append(zeros)
+    rising = torch.arange(vocab, dtype=torch.float32)  # a new best in every block
+    rows.append(rising)
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("vocab", [1, 17, BLOCK, BLOCK + 1, 3 * BLOCK + 5, 49152])
+def test_argmax_gives_torch_argmax_indices(vocab: int) -> None:
+    x = _tricky_rows(vocab)
+    assert torch.equal(row_top.row_argmax(x), x.argmax(dim=-1))
+
+
+@pytest.mark.parametrize("at", [0, 1, BLOCK - 1, BLOCK, 200])
+def test_argmax_of_a_row_with_nan_is_the_first_nan_as_torch_gives(at: int) -> None:
+    x = torch.randn(3, 257)
+    x[0, at] = torch.nan
+    x[0, at + 20] = torch.nan
+    x[1, at] = torch.nan
+    x[1, 0] = 50.0  # a larger value before the NaN
+    assert torch.equal(row_top.row_argmax(x), x.argmax(dim=-1))
+    assert row_top.row_argmax(x)[:2].tolist() == [at, at]
+
+
+@pytest.mark.parametrize("rows", [1, 4, 33])
+def test_argmax_of_many_rows_and_strided_rows(rows: int) -> None:
+    torch.manual_seed(rows)
+    wide = torch.randn(rows, 2 * 1000)
+    x = wide[:, ::2]  # not contiguous
+    assert torch.equal(row_top.row_argmax(x), x.argmax(dim=-1))
+    assert row_top.row_argmax(torch.empty(0, 5)).shape == (0,)
+
+
+@pytest.mark.parametrize("k", [1, 2, 16])
+@pytest.mark.parametrize("vocab", [16, BLOCK + 3, 49152])
+def test_topk_gives_torch_topk_values_best_first(k: int, vocab: int) -> None:
+    x = _tricky_rows(vocab)
+    values, ids = row_top.row_topk(x, k)
+    expected = x.topk(k, dim=-1).values
+    assert torch.equal(values, expected)
+    assert torch.equal(x.gather(1, ids), values)  # the ids hold those values
+    assert all(len(set(r)) == k for r in ids.tolist())  # k different entries
+
+
+def test_topk_keeps_equal_values_in_index_order() -> None:
+    x = torch.zeros(2, 300)
+    x[0, [250, 7, 130, 64]] = 3.0
+    x[1] = -torch.inf
+    x[1, 299] = 1.0
+    values, ids = row_top.row_topk(x, 6)
+    assert ids[0].tolist() == [7, 64, 130, 250, 0, 1]
+    assert values[0].tolist() == [3.0] * 4 + [0.0] * 2
+    assert ids[1].tolist() == [299, 0, 1, 2, 3, 4]
+
+
+def test_topk_of_a_row_with_nan_is_torchs() -> None:
+    x = torch.randn(3, 500)
+    x[1, 321] = torch.nan
+    values, ids = row_top.row_topk(x, 4)
+    top = x.topk(4, dim=-1)
+    assert torch.equal(ids, top.indices)  # rows without ties: the same ids; the NaN row: torch's own
+    torch.testing.assert_close(values, top.values, rtol=0, atol=0, equal_nan=True)
+    assert ids[1, 0] == 321
+
+
+def test_what_the_cpp_does_not_take_goes_to_torch(monkeypatch) -> None:
+    calls = []
+    real = row_ops.extension()
+
+    class Spy:
+        def row_argmax(self, x):
+            calls.append("argmax")
+            return real.row_argmax(x)
+
+        def row_topk(self, x, k):
+            calls.append("topk")
+            return real.row_topk(x, k)
+
+    monkeypatch.setattr(row_ops, "extension", lambda: Spy())
+    x = torch.randn(3, 100)
+    for other in (x.double(), x.bfloat16(), x[0], x.clone().requires_grad_()):
+        assert torch.equal(row_top.row_argmax(other), other.argmax(dim=-1))
+        assert torch.equal(row_top.row_topk(other, 3)[0], other.topk(3, dim=-1).values)
+    assert calls == []
+    monkeypatch.setenv(row_ops.ROW_OPS_ENV, "0")
+    row_top.row_argmax(x), row_top.row_topk(x, 3)
+    assert calls == [] and not row_top.active()
+    monkeypatch.setenv(row_ops.ROW_OPS_ENV, "1")
+    row_top.row_argmax(x), row_top.row_topk(x, 3)
+    assert calls == ["argmax", "topk"]
