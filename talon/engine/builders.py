@@ -25,6 +25,7 @@ import torch
 
 from ..config import ConfigError, TreeConfig
 from ..drafters.base import Drafter, Proposal
+from ..models.row_top import row_topk
 from ..tree import (
     ADMITTED,
     BELOW_GATE,
@@ -94,9 +95,10 @@ class TopChildren:
 
 
 def top_children(proposal: Proposal, r: int) -> TopChildren:
-    """The best ``r`` children of every row of ``proposal``: one top-k on the device, read back at once
-    (the host's one wait for the device in a layer)."""
-    logprobs, tokens = proposal.logprobs.topk(min(r, proposal.logprobs.shape[-1]), dim=-1)
+    """The best ``r`` children of every row of ``proposal``: one top-k on the device (``row_topk``: equal
+    log-probabilities in token order on the CPU), read back at once (the host's one wait for the device
+    in a layer)."""
+    logprobs, tokens = row_topk(proposal.logprobs, min(r, proposal.logprobs.shape[-1]))
     retrieval = proposal.from_retrieval.gather(1, tokens) if proposal.from_retrieval is not None else None
     return TopChildren(
         logprobs.cpu().to(torch.float64).numpy(),  # widened on the host (any float dtype; no device op)
