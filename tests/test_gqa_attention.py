@@ -54,6 +54,42 @@ def test_grouped_heads_switch_on_the_cpu_and_give_sdpa_bits_on_tree_rows():
         assert torch.equal(stock.model(ids).logits, ours.model(ids).logits)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_additive_mask_gives_the_bits_of_sdpa_under_the_bool_mask(dtype):
+    g = torch.Generator().manual_seed(7)
+    for rows, keys in ((1, 30), (16, 47), (32, 90)):
+        q = torch.randn(1, 6, rows, 16, generator=g).to(dtype)
+        k, v = (torch.randn(1, 2, keys, 16, generator=g).to(dtype) for _ in range(2))
+        mask = torch.rand(1, 1, rows, keys, generator=g) > 0.4
+        mask[..., 0] = True  # every row sees a key
+        additive = gqa_attention.additive_mask(mask, dtype)
+        assert additive.dtype == dtype and set(additive.unique().tolist()) == {0.0, float("-inf")}
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        assert torch.equal(
+            sdpa(q, k, v, attn_mask=mask, enable_gqa=True), sdpa(q, k, v, attn_mask=additive, enable_gqa=True)
+        )
+
+
+def test_our_cpu_forwards_pass_their_mask_additive(monkeypatch):
+    from talon.runtime import kv_cache
+
+    stock, ours = tiny_target(), tiny_target()
+    use_gqa_attention(ours.model)
+    assert gqa_attention.takes_additive_mask(ours.model) and not gqa_attention.takes_additive_mask(stock.model)
+    made = []
+
+    def counted(mask, dtype):
+        made.append(mask.shape)
+        return gqa_attention.additive_mask(mask, dtype)
+
+    monkeypatch.setattr(kv_cache, "additive_mask", counted)
+    assert torch.equal(tree_logits(stock, 8, 12), tree_logits(ours, 8, 12))
+    assert made, "the grouped CPU model's forwards made no additive mask"
+    made.clear()
+    tree_logits(stock, 8, 12)
+    assert made == []  # transformers' own attention keeps the bool mask
+
+
 def test_greedy_decoding_with_the_grouped_attention_equals_stock_generate():
     stock, ours = tiny_target(), tiny_target()
     use_gqa_attention(ours.model)

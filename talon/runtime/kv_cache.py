@@ -32,6 +32,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from ..config import ConfigError
 from ..models.device import host_to_device, to_device
+from ..models.gqa_attention import additive_mask, takes_additive_mask
 from ..models.lm_head import RowScores, row_scores
 from ..models.loaded import LoadedModel, ResourcePool
 from ..tree import DraftTree
@@ -354,10 +355,14 @@ class CachedLM(TreeKVCache):
         self.lm = lm
         self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
+        self.additive_mask = takes_additive_mask(lm.model)
+        """Whether forwards pass their mask additive (converted once, not in each layer's SDPA)."""
         self.use_runner(lm.runners, ("lm", self.hidden_layers), rows)
 
     def _model_forward(self, input_ids, position_ids, mask, **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
         want = self.hidden_layers
+        if self.additive_mask and mask.dtype == torch.bool:
+            mask = additive_mask(mask, self.lm.dtype)
         out = self.decoder(
             input_ids=input_ids,
             position_ids=position_ids,
