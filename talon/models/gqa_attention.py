@@ -138,10 +138,10 @@ def takes_additive_mask(model: nn.Module) -> bool:
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A bool attention mask (True = visible) as the additive one PyTorch's SDPA makes of it: 0 where
-    visible, -inf where hidden, in ``dtype`` (the query's).  SDPA converts a bool mask in every layer
-    (two operations, 10-40 us a layer on the 2-core Xeon, 0.3-1 ms a forward of the embedded model's 30
-    layers); given the additive mask it adds it as it adds its own, so the output keeps its bits
-    (tests/test_gqa_attention.py)."""
+    visible, -inf where hidden, in ``dtype`` (the query's).  SDPA converts a bool mask in every layer:
+    two operations, which an additive mask saves, 8-38 us a layer on the 2-core Xeon for 1 to 32 query
+    rows over 600 keys (docs/benchmarks.md, run 54).  It adds the additive mask as it adds its own, so
+    the output keeps its bits (tests/test_gqa_attention.py)."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask.logical_not(), float("-inf"))
 
 

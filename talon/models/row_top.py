@@ -3,11 +3,12 @@ a verification picks (``row_argmax``, torch.argmax's answer) and the screened LM
 (``row_topk``).
 
 PyTorch's argmax and top-k walk a row with an index beside each value, one element at a time: on the
-2-core AVX-512 Xeon (family 6 model 207) 2.1 ms for 32 rows of the embedded model's 49,152-token
-vocabulary, 0.1 ms for one, where the amax of the same rows takes 0.18 ms.  At 32 rows that was about 4 %
-of a tree verification.  The C++ compares a block of a row at a time with the best value so far (a loop
-built for AVX-512, AVX2 or neither, chosen when the module loads) and walks only the blocks that beat
-it: 0.23 ms at 32 rows, 9 us at one; the top 16 0.43 ms against 2.7 (docs/benchmarks.md, run 54).
+2-core AVX-512 Xeon (family 6 model 207) about 2 ms for 32 rows of the embedded model's 49,152-token
+vocabulary, 0.1 ms for one, where the amax of the same rows takes 0.18 ms.  At 32 rows that was about
+3 % of a tree verification.  The C++ compares a block of a row at a time with the best value so far (a
+loop built for AVX-512, AVX2 or neither, chosen when the module loads) and walks only the blocks that
+beat it: argmax 0.21 ms at 32 rows and 8 us at one, the top 16 0.41 ms against 2.6
+(docs/benchmarks.md, run 54).
 
 ``row_argmax`` returns exactly torch.argmax's indices (the first largest value; a NaN counts as the
 largest).  ``row_topk`` returns torch.topk's values, equal values in index order (torch.topk leaves the
