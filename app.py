@@ -193,6 +193,20 @@ PAGE_JS = """
     if (box.matches?.('input[role=combobox]') && !box.closest('.block')?.contains(event.relatedTarget))
       box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
   });
+  // Arrow keys move through a radio group's options and choose one, as in a native group: Gradio names
+  // each radio apart, so the browser's own arrow keys stayed on the focused option.
+  const ARROWS = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+  document.addEventListener('keydown', (event) => {
+    const radio = event.target, step = ARROWS[event.key];
+    if (!step || !radio.matches?.('input[type=radio]') || event.altKey || event.ctrlKey || event.metaKey) return;
+    const group = [...(radio.closest('fieldset')?.querySelectorAll('input[type=radio]:not(:disabled)') || [])];
+    const at = group.indexOf(radio);
+    if (group.length < 2 || at < 0) return;
+    event.preventDefault();
+    const next = group[(at + step + group.length) % group.length];
+    next.focus();
+    next.click();
+  });
   // The tabs sit below the prompt, the examples and the settings: at 1024x768 a tab clicked there showed
   // only its first line.  A tab clicked in the lower half of the window brings its bar to the top.
   document.addEventListener('click', (event) => {
@@ -208,7 +222,8 @@ PAGE_JS = """
 """
 """The page's own script: Enter releases a slider's number box; a typed value a slider (or a bounded number
 box) cannot take, or a fraction on a counting slider, is set to the nearest it takes, with a note saying so; text
-boxes follow their text's direction; a dropdown left with Tab closes its list; a tab clicked low in the
+boxes follow their text's direction; a dropdown left with Tab closes its list; arrow keys move through a
+radio group's options; a tab clicked low in the
 window scrolls its tab bar to the top and its charts are fitted to it; a button that starts work closes the
 messages left from the last press."""
 STYLE = {"css": CSS, "js": PAGE_JS, "theme": THEME}

@@ -547,6 +547,16 @@ def test_a_projector_zoom_and_the_keyboard_reach_run_and_see_where_they_are(brow
         page.keyboard.press("Tab")
     ring = page.evaluate("() => getComputedStyle(document.activeElement).outlineWidth")
     assert ring == "3px", ring
+    # Arrow keys move through a radio group and choose an option, as in a native group (Gradio names each
+    # radio apart, so the browser's own arrows stayed put); they wrap at either end.
+    page.locator("#color-mode input[value=verdict]").focus()
+    page.keyboard.press("ArrowRight")
+    assert page.locator("#color-mode input[value=confidence]").is_checked()
+    assert page.evaluate("() => document.activeElement.value") == "confidence"
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowUp")
+    assert page.locator("#color-mode input[value=relative]").is_checked()
+    assert not page.locator("#color-mode input[value=verdict]").is_checked()
     page.close()
 
 

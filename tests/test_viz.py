@@ -720,6 +720,16 @@ def test_reliability_chart_plots_each_bin_in_its_depth_panel(recorded: RunTrace)
         panel = 1 if t.xaxis == "x" else int(t.xaxis[1:])
         assert all(r["depth"] == panel for r in rows if r["confidence"] in list(t.x))
     assert f"ECE {calibration_error(rows):.3f}" in points[0].name
+    # the x axes' meaning is the title's second line (under the first panel alone it ran off the figure's
+    # left edge) and the legend sits at the figure's foot (its wrapped rows ran into the title at 150 %)
+    assert fig.layout.title.text == "t" and fig.layout.title.subtitle.text == "x: x"
+    assert [fig.layout[f"xaxis{a}"].title.text for a in ("", "2", "3", "4")] == [
+        "depth 1",
+        "depth 2",
+        "depth 3",
+        "depth 4+",
+    ]
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
     empty = reliability_chart({"raw": []}, "t", "x", "y")
     assert empty.layout.annotations
     shallow = reliability_chart({"raw": [r for r in rows if r["depth"] == 1]}, "t", "x", "y")

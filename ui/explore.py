@@ -275,14 +275,14 @@ def calibration_figures(trace: RunTrace) -> tuple:
     return (
         charts.reliability_chart(
             {"draft probability (raw)": raw, "calibrated (the run's own, learned online)": calibrated},
-            "Calibration per depth: the drafter's probability vs how often the target accepted (checked nodes)",
-            "claimed P(accepted | parent accepted)",
+            "Calibration per depth: draft probability vs share accepted",
+            "claimed P(accepted | parent accepted), over the nodes the target checked",
             "share accepted",
         ),
         charts.reliability_chart(
             {"path probability": path},
-            "Calibration per depth: path probability vs how often the whole path was accepted (every draft node)",
-            "path probability (product of draft probabilities)",
+            "Calibration per depth: path probability vs whole path accepted",
+            "path probability (product of draft probabilities), over every draft node",
             "share of paths accepted",
         ),
     )

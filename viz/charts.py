@@ -507,7 +507,7 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
             "range": [-0.04, 1.04],  # markers at 0 and 1 drawn whole
             "tickformat": ".1f",
             "anchor": f"y{axis}",
-            "title": {"text": f"{name}<br>{x_title}" if panel == 1 else name, "font": {"size": 11}},
+            "title": {"text": name, "font": {"size": 11}},
         }
         layout[f"yaxis{axis}"] = {"range": [-0.04, 1.06], "anchor": f"x{axis}", "showticklabels": panel == 1}
     for k, (label, rows) in enumerate(series.items()):
@@ -540,7 +540,13 @@ def reliability_chart(series: Mapping[str, Sequence[dict]], title: str, x_title:
                 )
             )
     layout["yaxis"]["title"] = {"text": y_title, "font": {"size": 11}}
-    fig = _figure(figs, title, "", y_title, hovermode="closest", height=CHART_HEIGHT + 40)
+    # The x axes' meaning is the title's second line, and the legend sits at the figure's foot: under the
+    # first panel alone the meaning ran off the figure's left edge, and the legend's wrapped rows ran into
+    # the title on a page zoomed to 150 % (683 px wide).
+    layout["title"] = {**chart_title(title), "subtitle": {"text": f"x: {x_title}", "font": {"size": 11}}}
+    layout["margin"] = {"l": 50, "r": 10, "t": 70, "b": 40}
+    layout["legend"] = {"orientation": "h", "x": 0.0, "y": 0.0, "yref": "container", "yanchor": "bottom"}
+    fig = _figure(figs, title, "", y_title, hovermode="closest", height=CHART_HEIGHT + 80)
     fig.layout.update(layout)
     reached = {r["depth"] for rows in series.values() for r in rows}
     for panel in range(1, len(RELIABILITY_PANELS) + 1):
