@@ -103,12 +103,20 @@ torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const tor
   return out;
 }
 
+// The block comparison is built for AVX-512, AVX2 and the baseline, the loader picking the best this CPU
+// runs (GCC's and Clang's function multiversioning, x86 only); elsewhere the baseline alone.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PICK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PICK_CLONES
+#endif
+
 namespace {
 constexpr int64_t kBlock = 64;            // elements compared with the best so far at a time
 constexpr int64_t kRowsPerPickTask = 4;   // rows of scores a thread takes at a time
 
 // Whether x[0 .. n) holds a value above `floor` or a NaN (x != x); no early exit, so it vectorises.
-__attribute__((target_clones("avx512f", "avx2", "default"))) bool any_above_or_nan(const float* x, int64_t n, float floor) {
+PICK_CLONES bool any_above_or_nan(const float* x, int64_t n, float floor) {
   int hit = 0;
   for (int64_t i = 0; i < n; ++i) hit |= (x[i] > floor) | (x[i] != x[i]);
   return hit != 0;
