@@ -355,13 +355,13 @@ class CachedLM(TreeKVCache):
         self.lm = lm
         self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
-        self.additive_mask = takes_additive_mask(lm.model)
+        self.passes_additive_mask = takes_additive_mask(lm.model)
         """Whether forwards pass their mask additive (converted once, not in each layer's SDPA)."""
         self.use_runner(lm.runners, ("lm", self.hidden_layers), rows)
 
     def _model_forward(self, input_ids, position_ids, mask, **extra) -> tuple[torch.Tensor, torch.Tensor | None]:
         want = self.hidden_layers
-        if self.additive_mask and mask.dtype == torch.bool:
+        if self.passes_additive_mask and mask.dtype == torch.bool:
             mask = additive_mask(mask, self.lm.dtype)
         out = self.decoder(
             input_ids=input_ids,
