@@ -51,14 +51,15 @@ def row_ops_setting() -> bool:
 
 @functools.cache
 def extension():
-    """The built module (``rms_norm``, ``rotary``), or None where it cannot be built here (the reason is
-    logged).  Builds on first use (about 45 s on the 2-core AVX2 EPYC, once per machine)."""
+    """The built module (``rms_norm``, ``rotary``; ``row_argmax`` and ``row_topk`` for ``row_top``), or
+    None where it cannot be built here (the reason is logged).  Builds on first use (about 45 s on the
+    2-core AVX2 EPYC, once per machine)."""
     from torch.utils import cpp_extension
 
     return build_or_none(
-        "TALON's C++ norm and rotary embedding",
+        "TALON's C++ norm, rotary embedding and row picks",
         "under a minute",
-        "transformers' forward serves",
+        "transformers' forward and PyTorch's argmax serve",
         lambda: cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]),
     )
 
