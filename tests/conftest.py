@@ -24,6 +24,14 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Keep each phase's report on the test (``item.rep_call``), for fixtures that explain a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cost_curves(tmp_path_factory):
     """Tests measure and store cost curves (the browser test measures the machine again): they go to a

@@ -65,6 +65,32 @@ def browser():
         b.close()
 
 
+PAGE_STATE_JS = """() => [...document.querySelectorAll(
+  '#run-summary, #lab-status, .progress-text, .meta-text, .meta-text-center, .eta-bar'
+)].map(e => `${e.id || e.className}: ${e.innerText.trim().slice(0, 300)}`).filter(t => !t.endsWith(': '))"""
+
+
+@pytest.fixture(autouse=True)
+def explain_a_failure(request):
+    """When a test fails (most often a wait that timed out on a loaded machine), print what the app's
+    shared queue was running, what waited and what had finished, and what each open page's status lines
+    and progress bars said: the log then shows what the page was waiting behind."""
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is None or not report.failed:
+        return
+    from ui.compute import COMPUTE
+
+    print("The app's shared queue when the test failed:\n" + COMPUTE.describe())
+    if "browser" in request.fixturenames:
+        for context in request.getfixturevalue("browser").contexts:
+            for page in context.pages:
+                try:
+                    print(f"Page {page.url}:", *page.evaluate(PAGE_STATE_JS), sep="\n  ")
+                except Exception as err:  # noqa: BLE001 - a closed or crashed page says so
+                    print(f"Page {page.url}: not readable ({err})")
+
+
 def screenshot_path(tmp_path: Path) -> Path:
     """Where the screenshot goes: ``docs/screenshots/app.png`` when ``$TALON_REFRESH_SCREENSHOT=1``
     (to refresh the README's picture), else a temporary file, so a test run leaves the checkout alone."""

@@ -79,6 +79,22 @@ def test_the_queue_is_bounded_and_hands_back_errors_and_context():
     assert waits and waits[0] == (None, 1)  # told while it waited, behind the one running job
 
 
+def test_describe_names_what_runs_what_waits_and_what_finished_newest_first():
+    queue = ComputeQueue(slots=1)
+    assert queue.describe() == "the queue has run nothing yet"
+    queue.run(time.sleep, 0, label="run 1")
+    queue.run(time.sleep, 0, priority=INTERACTIVE, label="lab explore")
+    release = blocked(queue)
+    waiting = queue.submit(time.sleep, 0, priority=STEP, label="run 2")
+    lines = queue.describe().splitlines()
+    release.set()
+    waiting.result()
+    assert lines[0].startswith("running (no label) [decode step] for ")
+    assert lines[1].startswith("waiting run 2 [decode step] for ")
+    assert "lab explore [lab change] waited" in lines[2] and "run 1 [decode step] waited" in lines[3]
+    assert len(lines) == 4
+
+
 def test_one_worker_thread_runs_every_job():
     queue = ComputeQueue(slots=1)
     names = {queue.run(lambda: threading.current_thread().name) for _ in range(5)}

@@ -41,6 +41,7 @@ import itertools
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,8 @@ MAX_WAITING = 64
 SLOTS_ENV = "TALON_COMPUTE_SLOTS"
 QUEUE_NOTE_SECONDS = 0.25
 """A job that waited at least this long says so on the page."""
+RECENT_JOBS = 64
+"""Finished jobs the queue remembers for ``describe`` (what a stalled page was waiting behind)."""
 
 
 def compute_slots() -> int:
@@ -130,6 +133,8 @@ class ComputeQueue:
         self._workers: list[threading.Thread] = []
         self._mean: dict[int, float] = {}  # moving mean run time per priority, for wait estimates
         self.finished = 0
+        self.recent: deque[tuple[str, int, float, float, float]] = deque(maxlen=RECENT_JOBS)
+        """The last finished jobs: (label, priority, seconds waited, seconds run, perf_counter at the end)."""
 
     # ---- submitting ----------------------------------------------------------------------------------
     def submit(self, fn: Callable, *args, priority: int = STEP, label: str = "", **kwargs) -> Ticket:
@@ -207,6 +212,23 @@ class ComputeQueue:
                 "finished": self.finished,
             }
 
+    def describe(self, now: float | None = None) -> str:
+        """What the queue is doing, one line a job: the running and waiting ones, then the last finished
+        ones, newest first, each with its wait and run time (for a log where a page waited too long)."""
+        now = time.perf_counter() if now is None else now
+
+        def name(label: str, priority: int) -> str:
+            return f"{label or '(no label)'} [{PRIORITY_NAMES.get(priority, priority)}]"
+
+        with self._cond:
+            running = [f"running {name(t.label, t.priority)} for {now - t.started_at:.1f} s" for t in self._running]
+            waiting = [f"waiting {name(t.label, t.priority)} for {t.waited:.1f} s" for _, _, t in sorted(self._heap)]
+            done = [
+                f"{now - end:.1f} s ago: {name(label, p)} waited {waited:.2f} s, ran {ran:.2f} s"
+                for label, p, waited, ran, end in reversed(self.recent)
+            ]
+        return "\n".join(running + waiting + done) or "the queue has run nothing yet"
+
     # ---- the workers ----------------------------------------------------------------------------------------
     def _start_workers(self) -> None:
         while len(self._workers) < self.slots:
@@ -235,6 +257,7 @@ class ComputeQueue:
             with self._cond:
                 self._running.remove(ticket)
                 self.finished += 1
+                self.recent.append((ticket.label, ticket.priority, ticket.waited, ticket.ran, ticket.finished_at))
                 old = self._mean.get(ticket.priority)
                 self._mean[ticket.priority] = ticket.ran if old is None else 0.8 * old + 0.2 * ticket.ran
             ticket.done.set()

@@ -147,7 +147,7 @@ def close_steps(steps: Generator, queue: ComputeQueue, name: str) -> None:
     here, rather than hold them for the rest of the session.  Errors are logged: the caller has the
     first one to show."""
     try:
-        queue.run(steps.close, priority=STEP)
+        queue.run(steps.close, priority=STEP, label=f"{name}: clean-up")
     except BaseException:  # noqa: BLE001
         try:
             steps.close()

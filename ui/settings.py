@@ -306,7 +306,9 @@ def prepare(
     on_wait = (lambda ticket: progress(0.0, desc=waiting_line(ticket))) if progress is not None else None
     if stopped():
         raise RunStopped
-    curve = COMPUTE.run(curve_for_run, target, drafter, tree_cfg, report, priority=STEP, on_wait=on_wait)
+    curve = COMPUTE.run(
+        curve_for_run, target, drafter, tree_cfg, report, priority=STEP, label="run's cost curve", on_wait=on_wait
+    )
     if stopped():
         raise RunStopped
     try:

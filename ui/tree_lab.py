@@ -191,7 +191,7 @@ def _interactive(fn, *args, progress: gr.Progress | None = None, **kwargs):
     """``fn(*args, **kwargs)`` as an ``INTERACTIVE`` job of the shared queue (before any waiting decode
     step); returns its value and a note when it had to wait."""
     on_wait = (lambda t: progress(0.0, desc=waiting_line(t))) if progress is not None else None
-    ticket = COMPUTE.submit(fn, *args, priority=INTERACTIVE, label="lab", **kwargs)
+    ticket = COMPUTE.submit(fn, *args, priority=INTERACTIVE, label=f"lab {getattr(fn, '__name__', 'change')}", **kwargs)
     ahead = ticket.ahead  # at submission: what the note counts
     return COMPUTE.wait(ticket, on_wait), waited_note(ticket.waited, ahead)
 
@@ -249,7 +249,12 @@ def _replayed(trace: RunTrace, index: int, target, drafter_spec: str, progress: 
 
     drafter = make_drafter(trace.tree_config["method"], drafter_spec, target)
     return replay(
-        trace, target, drafter, index, run=lambda advance: COMPUTE.run(advance, priority=STEP), on_advance=told
+        trace,
+        target,
+        drafter,
+        index,
+        run=lambda advance: COMPUTE.run(advance, priority=STEP, label="lab replay"),
+        on_advance=told,
     )
 
 
@@ -558,7 +563,8 @@ def sweep(session: Session, field, method, budget, topk, mu, depth, gamma):
         topk = max(topk, 1) if isinstance(topk, (int, float)) else topk
     cfg = tree_config(method, budget, topk, mu, depth, gamma)
     values = [v for v in SWEEP_VALUES[field] if v or field != "topk" or cfg.method != "eagle2"]
-    rows = state.frozen.sweep(cfg, field, values, run=partial(COMPUTE.run, priority=STEP))  # turns with decodes
+    turns = partial(COMPUTE.run, priority=STEP, label="lab sweep")  # its trees take turns with decodes
+    rows = state.frozen.sweep(cfg, field, values, run=turns)
     now = f"auto (cap {cfg.budget})" if field == "budget" and cfg.auto else None
     if not _still_current(session, version):  # the settings changed while it was drawn
         return gr.skip()
@@ -598,16 +604,16 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
         label, curve = curves[curve_key]
         projection = True
     else:
-        curve = COMPUTE.run(frozen.measure_curve, cfg.method, reporter(progress), priority=STEP)
+        curve = COMPUTE.run(frozen.measure_curve, cfg.method, reporter(progress), priority=STEP, label="lab cost curve")
         label, projection = "this machine's cost curve", False
     rows = []
     for k, n in enumerate(PRICE_BUDGETS):
         progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
-        rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP)))
+        rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP, label="lab price")))
     for r in rows:  # the price's verification share: on a GPU it stays flat where drafting calls add up
         r["verify_price"] = curve.verify_ratio(r["size"])  # size: the tree's nodes, root included
     progress(1.0, desc="The tree the cost rule picks...")
-    picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP)
+    picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP, label="lab price")
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
     fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
     warning = "" if projection else curve_warning(curve)
@@ -653,7 +659,9 @@ def remeasure(session: Session, method, progress=gr.Progress()):
     the one the chart now draws, so that the next Draw prices with it too."""
     state, version = _lab(session), session.lab_version
     method = method if method in AUTO_METHODS else "talon"
-    curve = COMPUTE.run(state.frozen.measure_curve, method, reporter(progress), True, priority=STEP)
+    curve = COMPUTE.run(
+        state.frozen.measure_curve, method, reporter(progress), True, priority=STEP, label="lab re-measure"
+    )
     fig = bench_charts.cost_figure(curve_frame(curve), f"on this machine (measured {curve.measured})")
     if not _still_current(session, version):  # the curve is cached; the chart was for another step
         return gr.skip(), gr.skip(), gr.skip()
