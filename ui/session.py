@@ -71,18 +71,17 @@ class LiveRun:
         self._thread.start()
 
     def _work(self) -> None:
+        def hold(ticket: Ticket) -> None:
+            self.ticket = ticket
+
         try:
-            while True:
-                self.ticket = self.queue.submit(next, self._steps, None, priority=STEP, label=f"run {self.id}")
-                step = self.ticket.result()
-                self.waited += self.ticket.waited
-                self.waits += self.ticket.waited >= QUEUE_NOTE_SECONDS
-                if step is None:
-                    break
-                self._news.set()
+            for ticket in step_jobs(self._steps, self.queue, f"run {self.id}", on_submit=hold):
+                self.waited += ticket.waited
+                self.waits += ticket.waited >= QUEUE_NOTE_SECONDS
+                if ticket.value is not None:
+                    self._news.set()
         except BaseException as err:  # noqa: BLE001 - handed to the page, which shows it
             self.error = err
-            close_steps(self._steps, self.queue, f"run {self.id}")
         finally:
             self.ticket = None
             self._done.set()
@@ -126,19 +125,31 @@ def run_stepwise(
     (as ``LiveRun`` does, without the page), fill its text, and return it with the seconds it waited in
     the queue."""
     steps = run(trace, target, drafter, tree_cfg, decode_cfg, stop=stop)
-    waited = 0.0
-    try:
-        while True:
-            ticket = queue.submit(next, steps, None, priority=STEP, label="run")
-            step = ticket.result()
-            waited += ticket.waited
-            if step is None:
-                break
-    except BaseException:
-        close_steps(steps, queue, "a run")
-        raise
+    waited = sum(ticket.waited for ticket in step_jobs(steps, queue, "run"))
     fill_texts(trace, target.tokenizer)
     return trace, waited
+
+
+def step_jobs(
+    steps: Generator, queue: ComputeQueue, name: str, on_submit: Callable[[Ticket], None] | None = None
+) -> Iterator[Ticket]:
+    """Advance the decoding loop ``steps`` one step per ``STEP`` job of ``queue`` (labelled ``name``), and
+    yield each job's ticket once it has run: its ``value`` is the step, or None for the last job (the loop
+    ended; that job's wait counts too).  ``on_submit(ticket)`` hears of each job as it is queued (the page
+    says how many jobs are ahead of it).  Where a step fails, the loop's own clean-up runs
+    (``close_steps``) and the error is raised here."""
+    try:
+        while True:
+            ticket = queue.submit(next, steps, None, priority=STEP, label=name)
+            if on_submit is not None:
+                on_submit(ticket)
+            step = ticket.result()
+            yield ticket
+            if step is None:
+                return
+    except BaseException:
+        close_steps(steps, queue, name)
+        raise
 
 
 def close_steps(steps: Generator, queue: ComputeQueue, name: str) -> None:
