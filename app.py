@@ -569,6 +569,14 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Lab chain length γ")
             lab_caption = gr.Markdown(elem_id="lab-caption")
             lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
+            with gr.Accordion("Nodes of this tree (hover the tree for the same details)", open=False):
+                lab_nodes = gr.Dataframe(
+                    interactive=False,
+                    wrap=True,
+                    headers=["Freeze a step to list the nodes of its rebuilt tree"],
+                    elem_id="lab-nodes",
+                    column_widths=NODE_TABLE_WIDTHS,
+                )
             gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
             gr.Markdown(
                 "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "
@@ -874,7 +882,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     timer.tick(explore.advance, [session, step_slider, color_mode, speed], play_out, show_progress="hidden")
     lab_settings = [lab_method, lab_budget, lab_topk, lab_mu, lab_depth, lab_gamma]
     lab_results = [sweep_plot, price_plot, price_note, reroll_plot, sampling_df, reroll_note]
-    lab_out = [lab_plot, lab_caption, gate_plot]
+    lab_out = [lab_plot, lab_caption, gate_plot, lab_nodes]
 
     def lab_redrawn(listener, redraw=tree_lab.redraw, table=tree_lab.every_method, **options):
         """The lab's tree, caption and gate drawn again at its settings, then its every-method table.
@@ -906,7 +914,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         new_run(
             tree_lab.unfrozen,
             None,
-            [lab_status, lab_plot, lab_caption, gate_plot, lab_methods, *lab_results],
+            [lab_status, lab_plot, lab_caption, gate_plot, lab_nodes, lab_methods, *lab_results],
             queue=False,
             api_visibility="private",
         )

@@ -399,7 +399,7 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_the_run_replayed_there_gives(
     status, *sliders = _freeze(client, number)
     assert f"step {number} of {len(trace.steps)}" in status and sliders[1]["value"] == 16
     for budget, topk, mu in ((8, 6, 0.03), (24, 6, 0.03), (16, 6, 0.3), (16, 6, 0.005), (16, 0, 0.1)):
-        plot, caption, gate = _redraw(client, budget=budget, topk=topk, mu=mu)
+        plot, caption, gate, nodes_table = _redraw(client, budget=budget, topk=topk, mu=mu)
         cfg = TreeConfig(method="talon", budget=budget, topk=topk, mu=mu)
         fresh = _at_the_runs_step(target, trace, number - 1, cfg)
         nodes = sum(len(t.get("x", [])) for t in _figure(plot)["data"] if t.get("meta") == "node")
@@ -408,6 +408,9 @@ def test_a_new_n_or_mu_at_a_frozen_step_gives_what_the_run_replayed_there_gives(
         verdicts = {t["name"]: len(t["x"]) for t in _figure(plot)["data"] if t.get("meta") == "node"}
         assert verdicts.get("accepted", 0) == fresh.accepted_tokens
         assert gate["visible"] is True and _figure(gate["value"])["data"]
+        column = {h: [row[k] for row in nodes_table["data"]] for k, h in enumerate(nodes_table["headers"])}
+        assert column["id"] == list(range(len(fresh.tree)))  # the table lists the tree drawn, node by node
+        assert column["verdict"] == list(fresh.status)
 
 
 def test_freezing_a_step_of_an_auto_sized_run_says_what_the_lab_builds_instead(client):
@@ -642,7 +645,7 @@ def test_the_lab_at_a_runs_last_step_drafts_no_deeper_than_the_run_could(client)
     status, *_ = _freeze(client, len(trace.steps))
     said = "one new token left" if left == 1 else f"{left} new tokens left"
     assert said in status
-    _, caption, _ = _redraw(client, method="chain", gamma=8)  # as deep as it can go
+    _, caption, _, _ = _redraw(client, method="chain", gamma=8)  # as deep as it can go
     layers = int(re.search(r"in (\d+) layers?", caption).group(1))
     assert layers <= left - 1 and "the run's end" in caption
     status, *_ = _freeze(client, 1)  # the first step had 10 left: no note, and the chain is 8 deep

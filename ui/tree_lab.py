@@ -33,7 +33,15 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import bench_charts, lab_charts
 from viz.summary import plural, stop_sentence, tree_parts
-from viz.tree_figure import COLOR_MODES, colour_help, colour_mode, committed_label, tree_figure, visible_text
+from viz.tree_figure import (
+    COLOR_MODES,
+    colour_help,
+    colour_mode,
+    committed_label,
+    node_table,
+    tree_figure,
+    visible_text,
+)
 
 from .compute import COMPUTE, INTERACTIVE, STEP, model_work, waited_note, waiting_line
 from .progress_bar import reporter
@@ -89,8 +97,9 @@ NO_RESULTS = (None, None, "", None, None, "")
 
 def unfrozen() -> tuple:
     """The lab as it opens, for a new run or a loaded trace (the step it held belonged to the run before):
-    the status line, an empty tree, caption and methods table, the gate chart hidden, and ``NO_RESULTS``."""
-    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, *NO_RESULTS
+    the status line, an empty tree and caption, the gate chart hidden, empty node and methods tables, and
+    ``NO_RESULTS``."""
+    return NOT_FROZEN, None, "", gr.update(value=None, visible=False), None, None, *NO_RESULTS
 
 
 RESULTS_OUTDATED = (
@@ -437,13 +446,14 @@ def _price_source(state: LabState) -> str:
 
 @model_work()
 def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):
-    """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate."""
+    """Rebuild and verify the frozen step's tree with these settings: the tree, a caption, the gate and the
+    table of its nodes (what hovering a node shows, for a touch screen or a copy)."""
     state = _lab(session)
     try:
         cfg = tree_config(method, budget, topk, mu, depth, gamma)
         step, note = _interactive(state.frozen.explore, cfg, state.index, progress=progress)
     except (ConfigError, gr.Error) as err:  # settings no tree can be built at: say so, keep the last tree
-        return gr.skip(), f"**No tree at these settings**: {getattr(err, 'message', err)}", gr.skip()
+        return gr.skip(), f"**No tree at these settings**: {getattr(err, 'message', err)}", gr.skip(), gr.skip()
     state.last = step
     tok = state.frozen.target.tokenizer
     mode = colour_mode(color_mode)
@@ -466,7 +476,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
     )
     has_gate = any(layer.tokens for layer in step.gate or [])
     gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: token_label(tok, t)) if has_gate else None
-    return fig, caption, gr.update(value=gate, visible=gate is not None)
+    return fig, caption, gr.update(value=gate, visible=gate is not None), node_table(step)
 
 
 def busier_than_priced(step: StepRecord, price: float | None, curve: CostCurve | None) -> str:
@@ -543,7 +553,7 @@ def _reason(method: str, message: str) -> str:
 def redraw_held(session: Session, method, budget, topk, mu, depth, gamma, color_mode, progress=gr.Progress()):
     """``redraw`` for the step Explore's gate froze; nothing changed where it froze none."""
     if not holds_run_step(session):
-        return gr.skip(), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return redraw(session, method, budget, topk, mu, depth, gamma, color_mode, progress)
 
 

@@ -635,7 +635,7 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
-NODE_TABLE_WIDTHS = ["4%", "8.5%", "6.5%", "8%", "7.5%", "11%", "11%", "11%", "11%", "8.5%", "13%"]
+NODE_TABLE_WIDTHS = ["4%", "7.5%", "6.5%", "8%", "7.5%", "10.5%", "10.5%", "10.5%", "10.5%", "11%", "13.5%"]
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only."""
 
 
