@@ -40,7 +40,7 @@ from ui.shared import (
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
 from viz.lab_charts import SAMPLING_TABLE_WIDTHS
-from viz.tree_figure import NODE_TABLE_WIDTHS
+from viz.tree_figure import NODE_TABLE_HEIGHT, NODE_TABLE_WIDTHS
 
 THEME = gr.themes.Default(
     font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
@@ -465,6 +465,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     headers=["Run or load a trace to list this step's nodes"],
                     elem_id="nodes-table",
                     column_widths=NODE_TABLE_WIDTHS,
+                    max_height=NODE_TABLE_HEIGHT,
                 )
 
         # ---- Compare prompts ---------------------------------------------------------------------------------
@@ -576,6 +577,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     headers=["Freeze a step to list the nodes of its rebuilt tree"],
                     elem_id="lab-nodes",
                     column_widths=NODE_TABLE_WIDTHS,
+                    max_height=NODE_TABLE_HEIGHT,
                 )
             gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
             gr.Markdown(

@@ -537,8 +537,10 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    source = _price_source(state)  # this machine's curve, or the cost suite's table where the run had none
-    table = lab_charts.methods_table(rows, price_note=f"plain steps, by {source}" if source else "plain steps")
+    # by this machine's curve, or the cost suite's table where the run had none (the header kept short: at
+    # 1024 px the source's whole name wrapped it to six lines; the text above the table names it)
+    source = ", this machine" if state.frozen.curve is not None else ", cost suite" if _price_source(state) else ""
+    table = lab_charts.methods_table(rows, price_note=f"plain steps{source}")
     return with_decimals(table, lab_charts.methods_decimals(table))
 
 
