@@ -39,7 +39,7 @@ from ui.shared import (
 )
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
-from viz.lab_charts import SAMPLING_TABLE_WIDTHS
+from viz.lab_charts import METHODS_WIDTHS, SAMPLING_TABLE_WIDTHS
 from viz.tree_figure import NODE_TABLE_HEIGHT, NODE_TABLE_WIDTHS
 
 THEME = gr.themes.Default(
@@ -592,6 +592,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             lab_methods = gr.Dataframe(
                 interactive=False,
                 wrap=True,
+                column_widths=METHODS_WIDTHS,
                 elem_id="lab-methods",
                 headers=["Freeze a step to see every method at it"],
             )
@@ -751,6 +752,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     interactive=False,
                     wrap=True,
                     column_widths=bench_tab.COLUMN_WIDTHS["shape"],
+                    max_height=1200,  # a headline's 27 rows in view: TALON's below EAGLE-2's were easy to miss
                     label="Tree shape by category · expected / realised: committed tokens a step as planned and as "
                     "verified, the miss ± 2 standard errors",
                 ),

@@ -770,7 +770,7 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
 
 
 def test_methods_table_marks_the_winner_and_the_chains_own_size():
-    from viz.lab_charts import PRICE_DECIMALS, methods_decimals, methods_table
+    from viz.lab_charts import METHODS_WIDTHS, PRICE_DECIMALS, methods_decimals, methods_table
 
     rows = {
         "TALON": {
@@ -809,6 +809,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
     assert table.set_index("method")["draft nodes"]["chain (γ=4)"] == "4 (γ, not N=16)"
     assert "price (plain steps, this machine)" in table.columns
     assert list(table.columns[:2]) == ["method", "best"]  # the answer stays in view when the table scrolls
+    assert len(METHODS_WIDTHS) == len(table.columns)  # a width for each column, as the page sets them
     decimals = methods_decimals(table)  # names the table's own columns: a rename must follow
     assert set(decimals) <= set(table.columns) and decimals["price (plain steps, this machine)"] == PRICE_DECIMALS
 

@@ -338,7 +338,7 @@ SHAPE_COLUMNS = [
     "expected / realised",
     "nodes per layer",
 ]
-SHAPE_WIDTHS = ["14%", "15%", "8%", "8%", "7%", "20%", "28%"]
+SHAPE_WIDTHS = ["14%", "15%", "8%", "8%", "9%", "20%", "26%"]
 """The tree-shape table's column widths in the Benchmark tab (it ran to 1,688 px in a 958 px box; at
 1024 px wide a 12 % category column broke "summarisation" inside the word)."""
 

@@ -148,6 +148,11 @@ def methods_decimals(table: pd.DataFrame) -> dict[str, int]:
     return {**METHODS_DECIMALS, **{c: PRICE_DECIMALS for c in table.columns if str(c).startswith("price (")}}
 
 
+METHODS_WIDTHS = ["12%", "9%", "13%", "7%", "9%", "8%", "8%", "12%", "10%", "12%"]
+"""``methods_table``'s column widths (method, best, draft nodes, depth, accepted, tokens, drafter calls,
+price, tokens per unit of price, measured ms): at 1024 px each header on at most four lines."""
+
+
 def methods_table(rows: Mapping[str, dict], price_note: str = "AR steps") -> pd.DataFrame:
     """Every method at the frozen step: rows keyed by method label, each a dict with ``nodes``,
     ``depth``, ``accepted``, ``drafter_calls``, ``cost`` (the step's price, in plain decoding steps, or
