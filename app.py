@@ -40,7 +40,7 @@ from ui.shared import (
 from ui.text_view import EMPTY, SCRIPT, TEMPLATE
 from viz import summary
 from viz.lab_charts import METHODS_WIDTHS, SAMPLING_TABLE_WIDTHS
-from viz.tree_figure import NODE_TABLE_HEIGHT, NODE_TABLE_WIDTHS
+from viz.tree_figure import NODE_TABLE_HEIGHT, NODE_TABLE_HELP, NODE_TABLE_WIDTHS
 
 THEME = gr.themes.Default(
     font=[gr.themes.LocalFont("Source Sans Pro", weights=(400, 700)), "ui-sans-serif", "system-ui", "sans-serif"]
@@ -459,6 +459,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             )
             metrics_md = gr.Markdown(elem_id="run-summary")
             with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
+                gr.Markdown(NODE_TABLE_HELP)
                 nodes_df = gr.Dataframe(
                     interactive=False,
                     wrap=True,
@@ -571,6 +572,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             lab_caption = gr.Markdown(elem_id="lab-caption")
             lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
             with gr.Accordion("Nodes of this tree (hover the tree for the same details)", open=False):
+                gr.Markdown(NODE_TABLE_HELP)
                 lab_nodes = gr.Dataframe(
                     interactive=False,
                     wrap=True,

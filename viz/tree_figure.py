@@ -642,6 +642,18 @@ NODE_TABLE_HEIGHT = 900
 a verdict and a token of up to ten characters on one line."""
 
 
+NODE_TABLE_HELP = (
+    "*draft prob*: the drafter's probability of the token after its parent; *path prob*: the product of "
+    "those along the path from the root; *÷ layer's best*: the path prob over the best one at its depth "
+    "(what TALON's gate compares with μ); *target prob*: the target's probability of the token after its "
+    "parent, from the same verification forward for every node, those not reached included (at temperature "
+    "0 the target accepts the token it ranks first, whatever its probability); *verdict*: *not reached* "
+    "where the parent was refused, so the target never checked the node; *target chose*: at a refusal, the "
+    "target's token instead."
+)
+"""What each column of ``node_table`` counts, in a line under the tables' headings on the page."""
+
+
 def node_table(step: StepRecord) -> pd.DataFrame:
     """One row per tree node (root included, no bonus row), in node order.
 
