@@ -748,6 +748,10 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     verticals = [shape for shape in fig.layout.shapes if shape.x0 == shape.x1]
     assert {shape.x0 for shape in verticals} == {16}  # your N; the pick is not a point of the lines
     assert "your N = 16" in [a.text for a in fig.layout.annotations]
+    # N on a log axis, its labels where the lines' points are (an annotation's x on a log axis is log10)
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16, 32]
+    [yours] = [a for a in fig.layout.annotations if a.text == "your N = 16"]
+    assert yours.x == pytest.approx(math.log10(16))
     [even] = [shape for shape in fig.layout.shapes if shape.y0 == shape.y1]  # plain decoding's 1 token a step
     assert even.y0 == 1.0 and even.yref == "y" and PLAIN_DECODING in names  # named in the legend
     assert not [t for t in fig.data if "verifying" in (t.name or "")]  # no verification share given
@@ -758,7 +762,8 @@ def test_price_figure_marks_the_pick_and_your_n_and_says_projection():
     assert not [shape for shape in unpriced.layout.shapes if shape.y0 == shape.y1]  # no price, no break-even
     stars = [t for t in fig.data if "cost rule's own tree" in (t.name or "")]
     assert len(stars) == 1 and list(stars[0].x) == [8, 8] and list(stars[0].y) == [1.8, 1.8 / 1.4]
-    assert "cost rule's tree: 8 nodes, 1.40 plain steps" in [a.text for a in fig.layout.annotations]
+    [label] = [a for a in fig.layout.annotations if a.text == "cost rule's tree: 8 nodes, 1.40 plain steps"]
+    assert label.x == pytest.approx(math.log10(8))  # at its star
     assert not [t for t in fig.data if t.yaxis == "y2" and "cost rule" in (t.name or "")]  # its price: the label
     assert "step 3" in fig.layout.title.text
     # the legend sits at the figure's foot, which Plotly lifts the plot above: placed a share of the plot's

@@ -281,20 +281,35 @@ def price_figure(
         # of price fall below this line loses to it, whatever the cost rule keeps.
         # Named in the legend: a label on the plot sat on the lines of the smallest trees, which crowd there.
         named_hline(fig, 1.0, PLAIN_DECODING, PLAIN_STYLE)
-    if your_n is not None:
-        fig.add_vline(
-            x=your_n,
-            line={"dash": "dot", "color": "#555"},
-            annotation={"text": f"your N = {your_n}", "font": {"size": 11}, "bgcolor": LABEL_BACKGROUND},
-            annotation_position="bottom right",  # the pick's label sits at the top: near lines never overlap
+    if your_n:  # a log axis has no N = 0
+        fig.add_vline(x=your_n, line={"dash": "dot", "color": "#555"})
+        fig.add_annotation(  # placed by hand: add_vline's own label sits at 10^x on a log axis
+            x=math.log10(your_n),
+            y=0.0,
+            yref="paper",
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            text=f"your N = {your_n}",
+            font={"size": 11},
+            bgcolor=LABEL_BACKGROUND,  # at the foot: the pick's label sits at the top, so near lines never overlap
         )
     if pick is not None:
         _mark_pick(fig, pick)
+    budgets = [n for n in PRICE_TICKS if min(xs, default=1) <= n <= max(xs, default=1)] or [1]
     _layout(
         fig,
         title,
         height=440,
-        xaxis={"title": {"text": "budget N (draft nodes)"}, "rangemode": "tozero"},
+        # a log axis: the choice is made among the small trees (the rule picks a few nodes, the CPU's best
+        # fixed N is 4), which a linear axis to 128 squeezed into its first tenth
+        xaxis={
+            "title": {"text": "budget N (draft nodes, log scale)"},
+            "type": "log",
+            "range": [math.log10(PLAIN_STEP_X * 0.8), math.log10(max(xs, default=1) * 1.25)],
+            "tickvals": budgets,
+            "ticktext": [str(n) for n in budgets],
+        },
         yaxis={"title": {"text": "tokens a step<br>÷ price: per plain step"}, "rangemode": "tozero"},
         yaxis2={
             "title": {"text": "price (plain decoding steps)"},
@@ -311,6 +326,10 @@ def price_figure(
 
 
 PICK_COLOUR = "#D62728"
+PRICE_TICKS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""The price chart's labelled N on its log axis."""
+PLAIN_STEP_X = 0.7
+"""Where the price chart's log axis draws the cost rule's plain step (no draft node: left of N = 1)."""
 
 
 def _mark_pick(fig: go.Figure, pick: dict) -> None:
@@ -320,15 +339,17 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
     with a label."""
     nodes = pick["nodes"]
     if not nodes or not pick.get("price"):
-        fig.add_vline(
-            x=0.2,
-            line={"dash": "dash", "color": PICK_COLOUR, "width": 2},
-            annotation={
-                "text": "cost rule: a plain step",
-                "font": {"size": 11, "color": PICK_COLOUR},
-                "bgcolor": LABEL_BACKGROUND,  # readable where it crosses the markers near N = 0
-            },
-            annotation_position="top right",
+        fig.add_vline(x=PLAIN_STEP_X, line={"dash": "dash", "color": PICK_COLOUR, "width": 2})
+        fig.add_annotation(  # placed by hand, as the log axis needs (see ``price_figure``)
+            x=math.log10(PLAIN_STEP_X),
+            y=1.0,
+            yref="paper",
+            xanchor="left",
+            yanchor="top",
+            showarrow=False,
+            text="cost rule: a plain step",
+            font={"size": 11, "color": PICK_COLOUR},
+            bgcolor=LABEL_BACKGROUND,  # readable where it crosses the markers near N = 1
         )
         return
     expected, price = pick["expected"], pick["price"]
@@ -351,7 +372,7 @@ def _mark_pick(fig: go.Figure, pick: dict) -> None:
     # a label off to the right on an arrow: text centred over a star near N = 0 was cut at the plot's edge
     # and printed over the markers around it
     fig.add_annotation(
-        x=nodes,
+        x=math.log10(nodes),  # the price chart's x axis is a log one
         y=expected,
         text=f"cost rule's tree: {nodes} nodes, {price:.2f} plain steps",
         font={"size": 11, "color": PICK_COLOUR},
