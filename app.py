@@ -88,6 +88,21 @@ def run_chart(label: str, **extra) -> gr.Plot:
     return gr.Plot(label=label, elem_classes=CHART_CLASS, **extra)
 
 
+def node_table_view(what: str, placeholder: str, elem_id: str) -> gr.Dataframe:
+    """A closed accordion "Nodes of this ``what``" holding ``viz.tree_figure.node_table``'s table under a line
+    saying what its columns count; ``placeholder``: the heading shown before there is a tree."""
+    with gr.Accordion(f"Nodes of this {what} (hover the tree for the same details)", open=False):
+        gr.Markdown(NODE_TABLE_HELP)
+        return gr.Dataframe(
+            interactive=False,
+            wrap=True,
+            headers=[placeholder],
+            elem_id=elem_id,
+            column_widths=NODE_TABLE_WIDTHS,
+            max_height=NODE_TABLE_HEIGHT,
+        )
+
+
 def steps_slider(label: str, **extra) -> gr.Slider:
     """A slider that walks a run's steps (or positions), from 1: off until a run gives it an end above 1."""
     return gr.Slider(1, 2, value=1, step=1, label=label, interactive=False, elem_classes=STEPS_CLASS, **extra)
@@ -458,16 +473,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 label="Generated text (tinted by the step that committed it)",
             )
             metrics_md = gr.Markdown(elem_id="run-summary")
-            with gr.Accordion("Nodes of this step (hover the tree for the same details)", open=False):
-                gr.Markdown(NODE_TABLE_HELP)
-                nodes_df = gr.Dataframe(
-                    interactive=False,
-                    wrap=True,
-                    headers=["Run or load a trace to list this step's nodes"],
-                    elem_id="nodes-table",
-                    column_widths=NODE_TABLE_WIDTHS,
-                    max_height=NODE_TABLE_HEIGHT,
-                )
+            nodes_df = node_table_view("step", "Run or load a trace to list this step's nodes", "nodes-table")
 
         # ---- Compare prompts ---------------------------------------------------------------------------------
         with gr.Tab("Compare prompts", id="prompts"):
@@ -571,16 +577,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     lab_gamma = gr.Slider(1, 16, value=DEFAULT_TREE.gamma, step=1, label="Lab chain length γ")
             lab_caption = gr.Markdown(elem_id="lab-caption")
             lab_plot = gr.Plot(label="This step's tree, rebuilt", elem_id="lab-plot")
-            with gr.Accordion("Nodes of this tree (hover the tree for the same details)", open=False):
-                gr.Markdown(NODE_TABLE_HELP)
-                lab_nodes = gr.Dataframe(
-                    interactive=False,
-                    wrap=True,
-                    headers=["Freeze a step to list the nodes of its rebuilt tree"],
-                    elem_id="lab-nodes",
-                    column_widths=NODE_TABLE_WIDTHS,
-                    max_height=NODE_TABLE_HEIGHT,
-                )
+            lab_nodes = node_table_view("tree", "Freeze a step to list the nodes of its rebuilt tree", "lab-nodes")
             gate_plot = gr.Plot(label="TALON's gate, layer by layer", elem_id="gate-plot", visible=False)
             gr.Markdown(
                 "**Same context, every method**: TALON, EAGLE-2 and static at the lab's N, the chain at its "

@@ -282,18 +282,8 @@ def price_figure(
         # Named in the legend: a label on the plot sat on the lines of the smallest trees, which crowd there.
         named_hline(fig, 1.0, PLAIN_DECODING, PLAIN_STYLE)
     if your_n:  # a log axis has no N = 0
-        fig.add_vline(x=your_n, line={"dash": "dot", "color": "#555"})
-        fig.add_annotation(  # placed by hand: add_vline's own label sits at 10^x on a log axis
-            x=math.log10(your_n),
-            y=0.0,
-            yref="paper",
-            xanchor="left",
-            yanchor="bottom",
-            showarrow=False,
-            text=f"your N = {your_n}",
-            font={"size": 11},
-            bgcolor=LABEL_BACKGROUND,  # at the foot: the pick's label sits at the top, so near lines never overlap
-        )
+        # at the foot: the pick's label sits at the top, so near lines never overlap
+        _labelled_vline(fig, your_n, f"your N = {your_n}", {"dash": "dot", "color": "#555"}, {"size": 11}, top=False)
     if pick is not None:
         _mark_pick(fig, pick)
     budgets = [n for n in PRICE_TICKS if min(xs, default=1) <= n <= max(xs, default=1)] or [1]
@@ -332,25 +322,33 @@ PLAIN_STEP_X = 0.7
 """Where the price chart's log axis draws the cost rule's plain step (no draft node: left of N = 1)."""
 
 
+def _labelled_vline(fig: go.Figure, x: float, text: str, line: dict, font: dict, top: bool = True) -> None:
+    """A vertical line at ``x`` on a log x axis, labelled to its right at the plot's top (or foot) on a
+    backdrop that keeps it readable over the markers.  The label is placed by hand: ``add_vline``'s own
+    sits at 10^x on a log axis, where an annotation's x is log10 of the value."""
+    fig.add_vline(x=x, line=line)
+    fig.add_annotation(
+        x=math.log10(x),
+        y=1.0 if top else 0.0,
+        yref="paper",
+        xanchor="left",
+        yanchor="top" if top else "bottom",
+        showarrow=False,
+        text=text,
+        font=font,
+        bgcolor=LABEL_BACKGROUND,
+    )
+
+
 def _mark_pick(fig: go.Figure, pick: dict) -> None:
     """Stars at the cost rule's own tree (``pick``: ``nodes``, ``expected``, ``price``): its expected
     tokens and tokens per unit of price on the left axis, its price in their label (a star on the right
-    axis landed on the left one's wherever the two scales met); a plain step (0 nodes) is a line at N = 0
-    with a label."""
+    axis landed on the left one's wherever the two scales met); a plain step (0 nodes) is a labelled line
+    left of N = 1 (``PLAIN_STEP_X``: a log axis has no 0)."""
     nodes = pick["nodes"]
     if not nodes or not pick.get("price"):
-        fig.add_vline(x=PLAIN_STEP_X, line={"dash": "dash", "color": PICK_COLOUR, "width": 2})
-        fig.add_annotation(  # placed by hand, as the log axis needs (see ``price_figure``)
-            x=math.log10(PLAIN_STEP_X),
-            y=1.0,
-            yref="paper",
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            text="cost rule: a plain step",
-            font={"size": 11, "color": PICK_COLOUR},
-            bgcolor=LABEL_BACKGROUND,  # readable where it crosses the markers near N = 1
-        )
+        line = {"dash": "dash", "color": PICK_COLOUR, "width": 2}
+        _labelled_vline(fig, PLAIN_STEP_X, "cost rule: a plain step", line, {"size": 11, "color": PICK_COLOUR})
         return
     expected, price = pick["expected"], pick["price"]
     hover = (
