@@ -438,10 +438,14 @@ def _price(step: StepRecord) -> float | None:
     return None if model is None else model.price(len(step.tree), step.call_widths)
 
 
-def _price_source(state: LabState) -> str:
+def _price_source(state: LabState, short: bool = False) -> str:
+    """What the lab's prices come from: this machine's cost curve (the run's, or measured here), else the
+    cost suite's table for this kind of device, else ``""``; ``short``: in a table header's few words."""
     if state.frozen.curve is not None:
-        return "this machine's cost curve"
-    return "the cost suite's table for this kind of device" if cost_model() is not None else ""
+        return "this machine" if short else "this machine's cost curve"
+    if cost_model() is None:
+        return ""
+    return "cost suite" if short else "the cost suite's table for this kind of device"
 
 
 @model_work()
@@ -537,10 +541,10 @@ def every_method(session: Session, budget, topk, mu, depth, gamma):
                 "verify_ms": step.verify_seconds * 1e3,
             }
         )
-    # by this machine's curve, or the cost suite's table where the run had none (the header kept short: at
-    # 1024 px the source's whole name wrapped it to six lines; the text above the table names it)
-    source = ", this machine" if state.frozen.curve is not None else ", cost suite" if _price_source(state) else ""
-    table = lab_charts.methods_table(rows, price_note=f"plain steps{source}")
+    # the header names the source in short: at 1024 px its whole name wrapped it to six lines (the text
+    # above the table names it in full)
+    source = _price_source(state, short=True)
+    table = lab_charts.methods_table(rows, price_note=f"plain steps, {source}" if source else "plain steps")
     return with_decimals(table, lab_charts.methods_decimals(table))
 
 
@@ -619,13 +623,14 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
         curve = COMPUTE.run(frozen.measure_curve, cfg.method, reporter(progress), priority=STEP, label="lab cost curve")
         label, projection = "this machine's cost curve", False
     rows = []
+    turns = partial(COMPUTE.run, priority=STEP, label="lab price")  # its trees take turns with decodes
     for k, n in enumerate(PRICE_BUDGETS):
         progress(k / (len(PRICE_BUDGETS) + 1), desc=f"Building and verifying the tree of N={n}...")
-        rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=partial(COMPUTE.run, priority=STEP, label="lab price")))
+        rows.extend(frozen.sweep(cfg, "budget", [n], curve, run=turns))
     for r in rows:  # the price's verification share: on a GPU it stays flat where drafting calls add up
         r["verify_price"] = curve.verify_ratio(r["size"])  # size: the tree's nodes, root included
     progress(1.0, desc="The tree the cost rule picks...")
-    picked = COMPUTE.run(frozen.pick, cfg, curve, priority=STEP, label="lab price")
+    picked = turns(frozen.pick, cfg, curve)
     pick = {"nodes": picked.tree.num_drafts, "expected": picked.expected, "price": picked.price}
     fig = lab_charts.price_figure(rows, int(cfg.budget), pick, label, projection, state.index + 1)
     warning = "" if projection else curve_warning(curve)
