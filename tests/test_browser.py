@@ -423,7 +423,10 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     ):
         page.get_by_role("tab", name=tab).click()
         page.locator(run).click()
-        page.get_by_text(re.compile(r"Repetition 1 of|Prompt A decoding")).first.wait_for(timeout=60_000)
+        # visible only: a tab stopped after its first repetition keeps "Repetition 1 of 3 done" in its (now
+        # hidden) verdict, and that earlier match would otherwise be the one waited for
+        progress = page.get_by_text(re.compile(r"Repetition 1 of|Prompt A decoding")).filter(visible=True)
+        progress.first.wait_for(timeout=60_000)
         page.locator(stop).click()
         page.locator(note).get_by_text(re.compile("stopped", re.I)).first.wait_for(timeout=60_000)
         page.wait_for_timeout(1_000)
@@ -435,7 +438,7 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     # started nothing, and the page said "Stopped")
     page.get_by_role("tab", name="Sync vs async").click()
     page.locator("#async-run").click()
-    page.get_by_text(re.compile(r"Repetition 1 of")).first.wait_for(timeout=60_000)
+    page.get_by_text(re.compile(r"Repetition 1 of")).filter(visible=True).first.wait_for(timeout=60_000)
     page.locator("#async-run").click()
     page.locator("#async-verdict").get_by_text("Outputs are identical").wait_for(timeout=180_000)
     assert "Stopped" not in page.locator("#async-verdict").inner_text()

@@ -605,6 +605,29 @@ def test_a_stop_pressed_before_a_batch_starts_stops_it_and_a_new_run_stops_the_l
     assert not session.work_unclaimed
 
 
+def test_a_replaced_batch_finds_itself_replaced_the_moment_its_stop_is_set():
+    """The old batch's handler (another thread) may check its signal the instant it is set: a second Run
+    press set the old signal before the new one was in place, and a batch that looked then read as
+    stopped by Stop, and wrote "Stopped: ..." over the page the new batch was about to fill."""
+    import threading
+
+    from ui.session import Session
+
+    seen = []
+
+    class Watched(threading.Event):
+        def set(self):
+            seen.append(session.replaced("async", self))  # what the old handler would find right now
+            super().set()
+
+    session = Session()
+    session.start_work("async")
+    session.work_stops["async"] = old = Watched()
+    assert session.claim_work("async") is old
+    session.start_work("async")  # Run pressed again
+    assert seen == [True] and old.is_set()
+
+
 def test_explores_stop_counts_from_the_run_press(target, tiny_app):
     """Stop pressed right after Run (before its handler began: the models loading, the run waiting its
     turn) said "Nothing is running" and the run then decoded to its end; the press makes the run's stop

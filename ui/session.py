@@ -276,10 +276,14 @@ class Session:
 
     def start_work(self, tab: str) -> None:
         """``tab``'s Run was pressed: the batch on its way there, if any, ends after the step it is on (it is
-        replaced: ``replaced``), and the stop signal of the next one is made, for its handler to claim."""
-        self.stop_work(tab)
+        replaced: ``replaced``), and the stop signal of the next one is made, for its handler to claim.  The
+        new signal is in place before the old one is set: the old batch's handler, which may see its signal
+        the moment it is set, must then find itself replaced (and leave the page quietly), not stopped."""
+        old = self.work_stops.get(tab)
         self.work_stops[tab] = threading.Event()
         self.work_unclaimed.add(tab)
+        if old is not None:
+            old.set()
 
     def claim_work(self, tab: str) -> threading.Event:
         """The stop signal of the batch of runs starting on ``tab``: the one its Run press made (set if Stop
