@@ -482,7 +482,7 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
             with gr.Row():
                 prompt_a = gr.Textbox(label="Prompt A", value=pair_a, lines=2, max_lines=6, elem_id="prompt-a")
                 prompt_b = gr.Textbox(label="Prompt B", value=pair_b, lines=2, max_lines=6, elem_id="prompt-b")
-            with gr.Row():
+            with gr.Row(equal_height=True):  # at 1024 px the pair's label wraps: the buttons keep one height
                 pair_btn = gr.Button("Use the example pair (a list vs open chat)", scale=1)
                 predict = gr.Checkbox(
                     False,
