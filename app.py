@@ -518,6 +518,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                     with gr.Column(min_width=300):
                         prompt_b_plot = gr.Plot(label="Prompt B", elem_id="prompt-b-plot")
                         prompt_b_step = steps_slider("Step of prompt B (from 1)")
+                prompt_a_nodes = node_table_view("step of prompt A", prompts.NODES_EMPTY, "prompt-a-nodes")
+                prompt_b_nodes = node_table_view("step of prompt B", prompts.NODES_EMPTY, "prompt-b-nodes")
                 with gr.Row():
                     prompt_a_heat = gr.Plot(label="Tree shape of prompt A", elem_id="prompt-a-heat")
                     prompt_b_heat = gr.Plot(label="Tree shape of prompt B", elem_id="prompt-b-heat")
@@ -936,6 +938,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         prompt_b_heat,
         prompts_dist,
         prompts_accept,
+        prompt_a_nodes,
+        prompt_b_nodes,
     ]
     pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False).then(
         prompts.pair_chosen,
@@ -975,13 +979,13 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
     refused_first(prompt_a_step.release, prompts.check_both_run, session)(
         prompts.show_prompt_step,
         [session, gr.State("A"), prompt_a_step, color_mode],
-        prompt_a_plot,
+        [prompt_a_plot, prompt_a_nodes],
         api_name="prompt_a_step",
     )
     refused_first(prompt_b_step.release, prompts.check_both_run, session)(
         prompts.show_prompt_step,
         [session, gr.State("B"), prompt_b_step, color_mode],
-        prompt_b_plot,
+        [prompt_b_plot, prompt_b_nodes],
         api_name="prompt_b_step",
     )
 

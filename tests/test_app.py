@@ -483,6 +483,8 @@ PROMPTS_OUT = (  # the results column and the question group are layout: the API
     "heat_b",
     "dist",
     "acceptance",
+    "nodes_a",
+    "nodes_b",
 )
 PREDICTABLE = "List the twelve months of the year in order, numbered 1 to 12, one per line."
 OPEN = "What are three good habits for getting better sleep? Explain each briefly."
@@ -518,18 +520,24 @@ def test_two_prompts_run_with_the_same_settings_on_one_scale(client):
     assert heat_a["data"][0]["zmax"] == heat_b["data"][0]["zmax"]
     assert out["slider_a"]["value"] == representative_step(a.steps, around="mean") + 1  # the depth nearest the mean
     assert "Same settings for both: TALON · N=12" in out["caption"]
-    other = client.predict(1, "verdict", api_name="/prompt_b_step")
+    # each tree on show has its node table (the tree's nodes, root first), and a slider moves both
+    assert len(out["nodes_a"]["data"]) == len(a.steps[out["slider_a"]["value"] - 1].tree)
+    assert len(out["nodes_b"]["data"]) == len(b.steps[out["slider_b"]["value"] - 1].tree)
+    other, nodes = client.predict(1, "verdict", api_name="/prompt_b_step")
     assert _figure(other)["layout"]["xaxis"]["range"] == fig_a["layout"]["xaxis"]["range"]
+    tree = b.steps[0].tree
+    assert [row[:3] for row in nodes["data"]] == [[i, tree.parent[i], tree.depth[i]] for i in range(len(tree))]
 
 
 def test_class_mode_hides_the_trees_until_the_guess(client):
     out = _prompts(client, predict=True, max_new=8)
     assert "Both prompts are decoded" in out["caption"] and "press **Reveal**" in out["caption"]
     assert not out["table"]["data"] and out["plot_a"] is None and out["plot_b"] is None  # nothing to peek at
+    assert not out["nodes_a"]["data"] and not out["nodes_b"]["data"]
     with pytest.raises(Exception, match="Pick an answer first"):
         client.predict(None, "verdict", api_name="/reveal")
     revealed = dict(zip((*PROMPTS_OUT, "verdict", "lesson"), client.predict("A", "verdict", api_name="/reveal")))
-    assert len(revealed["table"]["data"]) == 2 and revealed["plot_a"] is not None
+    assert len(revealed["table"]["data"]) == 2 and revealed["plot_a"] is not None and revealed["nodes_a"]["data"]
     assert revealed["verdict"].startswith("You said: *A grows deeper trees*.")
     assert revealed["lesson"].startswith("**The lesson of this app.**")  # hidden until the answer is in
     revealed = {"verdict": revealed["verdict"]}

@@ -625,6 +625,8 @@ def test_compare_prompts_draws_two_trees_on_one_scale(browser, app_url, tmp_path
         "grew deeper trees" in page.locator("#prompts-caption").inner_text()
         or "about the same" in page.locator("#prompts-caption").inner_text()
     )
+    page.get_by_text("Nodes of this step of prompt B").click()  # each tree's nodes as rows, not only on hover
+    page.locator("#prompt-b-nodes").get_by_text("root", exact=True).wait_for(timeout=30_000)
     page.locator("#prompt-a-plot").scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "compare-prompts.png"))
     # class mode asks before it tells: the tab's intro stated the answer ("lists, code, math ... deep and

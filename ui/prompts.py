@@ -17,7 +17,7 @@ import pandas as pd
 from talon import metrics
 from talon.trace import RunTrace
 from viz import charts, summary
-from viz.tree_figure import colour_mode, shared_extent, tree_figure
+from viz.tree_figure import colour_mode, node_table, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session, stop_tab
@@ -164,10 +164,27 @@ EMPTY_TABLE = "Press Run both prompts to fill this table"
 RUNNING_TABLE = "Decoding both prompts: this table fills when both are done"
 
 
+NODES_EMPTY = "Run both prompts to list this step's nodes"
+"""The node tables' one header while there is no tree to list."""
+
+
+def _no_nodes() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both node tables empty, each saying what fills it."""
+    return pd.DataFrame(columns=[NODES_EMPTY]), pd.DataFrame(columns=[NODES_EMPTY])
+
+
 def _empty_view(caption: str, table: str = EMPTY_TABLE) -> tuple:
     """The tab with no pair to show: ``caption``, and the table's one header saying what fills it."""
     empty = pd.DataFrame(columns=[table])
-    return (gr.update(visible=True), gr.update(visible=False), empty, caption, *(gr.update(),) * 2, *(None,) * 6)
+    return (
+        gr.update(visible=True),
+        gr.update(visible=False),
+        empty,
+        caption,
+        *(gr.update(),) * 2,
+        *(None,) * 6,
+        *_no_nodes(),
+    )
 
 
 def running_view() -> tuple:
@@ -183,9 +200,17 @@ def prompts_view(session: Session, color_mode) -> tuple:
     if len(runs) < 2:
         return _empty_view(NO_PROMPTS)
     if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
-        return (gr.update(visible=False), gr.update(visible=True), None, HIDDEN, *(gr.update(),) * 2, *(None,) * 6)
+        return (
+            gr.update(visible=False),
+            gr.update(visible=True),
+            None,
+            HIDDEN,
+            *(gr.update(),) * 2,
+            *(None,) * 6,
+            *_no_nodes(),
+        )
     numbers = [typical_step(runs[k]) + 1 for k in LABELS]
-    figs = [prompt_tree(session, k, n, color_mode) for k, n in zip(LABELS, numbers)]
+    figs, nodes = zip(*(prompt_step(session, k, n, color_mode) for k, n in zip(LABELS, numbers)))
     depth, _ = scale(session)
     heats = [
         charts.tree_shape_heatmap(
@@ -207,6 +232,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
         *heats,
         charts.shape_distribution_chart({f"prompt {k}": runs[k] for k in LABELS}),
         charts.acceptance_per_depth_chart({f"prompt {k}": runs[k] for k in LABELS}, max_depth=depth),
+        *nodes,
     )
 
 
@@ -230,12 +256,13 @@ def typical_step(trace: RunTrace) -> int:
     return metrics.representative_step(trace.steps, around="mean")
 
 
-def prompt_tree(session: Session, which: str, number, color_mode):
-    """Step ``number`` (from 1) of prompt ``which``'s run, on the scale both prompts share."""
+def prompt_step(session: Session, which: str, number, color_mode) -> tuple:
+    """Step ``number`` (from 1) of prompt ``which``'s run: its tree on the scale both prompts share, and its
+    node table (``viz.tree_figure.node_table``: what hovering the tree shows, as rows to read or copy)."""
     runs = _runs(session)
     trace = runs.get(which)
     if trace is None or not trace.steps:
-        return None
+        return None, _no_nodes()[0]
     number = step_number(number, trace)
     step = trace.steps[number - 1]
     depth, width = scale(session)
@@ -245,15 +272,15 @@ def prompt_tree(session: Session, which: str, number, color_mode):
         f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
     )
     mode = colour_mode(color_mode)
-    return tree_figure(step, mode, title=title, max_depth=depth, max_width=width)
+    return tree_figure(step, mode, title=title, max_depth=depth, max_width=width), node_table(step)
 
 
-def show_prompt_step(session: Session, which: str, number, color_mode):
-    """The step slider of prompt A or B moved: redraw that tree (same scale)."""
+def show_prompt_step(session: Session, which: str, number, color_mode) -> tuple:
+    """The step slider of prompt A or B moved: redraw that tree (same scale) and list its nodes."""
     if which not in LABELS:
         raise gr.Error("Pick prompt A or B.", print_exception=False)
     check_both_run(session)
-    return prompt_tree(session, which, number, color_mode)
+    return prompt_step(session, which, number, color_mode)
 
 
 PROMPTS_DECIMALS = {"mean depth": 2, "draft nodes / step": 1, "MAT": 2}

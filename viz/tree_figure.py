@@ -636,10 +636,10 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
 
 
 NODE_TABLE_WIDTHS = ["4%", "7.5%", "6.5%", "10%", "7.5%", "10%", "10%", "10%", "10%", "11%", "13.5%"]
-NODE_TABLE_HEIGHT = 900
-"""The node tables' height in px before they scroll (Gradio's default, 500, showed about nine nodes)."""
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only,
 a verdict and a token of up to ten characters on one line."""
+NODE_TABLE_HEIGHT = 900
+"""The node tables' height in px before they scroll (Gradio's default, 500, showed about nine nodes)."""
 
 
 NODE_TABLE_HELP = (
