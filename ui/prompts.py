@@ -173,13 +173,13 @@ def _no_nodes() -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(columns=[NODES_EMPTY]), pd.DataFrame(columns=[NODES_EMPTY])
 
 
-def _empty_view(caption: str, table: str = EMPTY_TABLE) -> tuple:
-    """The tab with no pair to show: ``caption``, and the table's one header saying what fills it."""
-    empty = pd.DataFrame(columns=[table])
+def _empty_view(caption: str, table: str | None = EMPTY_TABLE, question: bool = False) -> tuple:
+    """The tab with no pair to show: ``caption``, and the table's one header saying what fills it (None: no
+    table); with ``question`` the class mode's question in place of the results."""
     return (
-        gr.update(visible=True),
-        gr.update(visible=False),
-        empty,
+        gr.update(visible=not question),
+        gr.update(visible=question),
+        pd.DataFrame(columns=[table]) if table is not None else None,
         caption,
         *(gr.update(),) * 2,
         *(None,) * 6,
@@ -200,15 +200,7 @@ def prompts_view(session: Session, color_mode) -> tuple:
     if len(runs) < 2:
         return _empty_view(NO_PROMPTS)
     if session.prompts.get("hidden") and session.prompts.get("guess") is None:  # nothing to peek at yet
-        return (
-            gr.update(visible=False),
-            gr.update(visible=True),
-            None,
-            HIDDEN,
-            *(gr.update(),) * 2,
-            *(None,) * 6,
-            *_no_nodes(),
-        )
+        return _empty_view(HIDDEN, None, question=True)
     numbers = [typical_step(runs[k]) + 1 for k in LABELS]
     figs, nodes = zip(*(prompt_step(session, k, n, color_mode) for k, n in zip(LABELS, numbers)))
     depth, _ = scale(session)
