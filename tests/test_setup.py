@@ -467,6 +467,24 @@ def test_the_prompts_table_shows_its_means_to_fixed_decimals():
             assert row[list(table.columns).index(column)] == f"{values[column]:.{decimals}f}"
 
 
+def test_node_tables_show_a_tiny_probability_in_powers_of_ten():
+    """A target probability of 6.878e-06 read 0.000006878 in its node-table cell, which broke across two
+    lines at 1024 px; the page shows 6.878e-06 (at most nine characters for any probability), and the
+    cell keeps its number for a client and for sorting."""
+    import gradio as gr
+
+    from tests.viz_fakes import random_trace
+    from ui.table_view import node_rows
+
+    step = random_trace(steps=1, seed=1).steps[0]
+    step.target_prob[1] = 6.878e-06
+    shown = gr.Dataframe().postprocess(node_rows(step))
+    column = shown.headers.index("target prob")
+    assert shown.metadata["display_value"][1][column] == "6.878e-06"
+    assert shown.data[1][column] == 6.878e-06
+    assert all(len(row[column]) <= 9 for row in shown.metadata["display_value"])
+
+
 def test_class_mode_hides_the_lesson_that_answers_its_question():
     """Compare prompts' intro said where trees grow deep ("lists, code, math ... deep and narrow") above the
     class mode's question; in class mode it asks instead, and the lesson comes back with the answer."""

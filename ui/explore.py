@@ -25,13 +25,14 @@ from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
 from viz.summary import plural
-from viz.tree_figure import COLOR_MODES, colour_help, colour_mode, node_table, tree_figure, tree_html
+from viz.tree_figure import COLOR_MODES, colour_help, colour_mode, tree_figure, tree_html
 
 from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, RunStopped, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
 from .shared import busy_note, gpu_seconds, step_number
+from .table_view import node_rows
 from .tree_lab import frozen_for, gate_view
 
 UPDATE_HZ = 2
@@ -94,7 +95,7 @@ def step_view(trace: RunTrace | None, number, color_mode: str, run_id: int = 0):
     return (
         run_tree_figure(trace, step, mode),
         text_view.highlight(run_id, number),
-        node_table(step),
+        node_rows(step),
         caption(trace, step),
     )
 

@@ -17,7 +17,7 @@ import pandas as pd
 from talon import metrics
 from talon.trace import RunTrace
 from viz import charts, summary
-from viz.tree_figure import colour_mode, node_table, shared_extent, tree_figure
+from viz.tree_figure import colour_mode, shared_extent, tree_figure
 
 from .compute import model_work
 from .session import Session, stop_tab
@@ -32,7 +32,7 @@ from .shared import (
     gpu_seconds,
     step_number,
 )
-from .table_view import with_decimals
+from .table_view import node_rows, with_decimals
 
 PAIR_IDS = ("list-1", "chat-1")
 """The shipped example pair: a predictable prompt (a numbered list of the months) and an open one (advice
@@ -264,7 +264,7 @@ def prompt_step(session: Session, which: str, number, color_mode) -> tuple:
         f"widest {step.tree.widest_layer}, {step.tree.num_drafts} drafts"
     )
     mode = colour_mode(color_mode)
-    return tree_figure(step, mode, title=title, max_depth=depth, max_width=width), node_table(step)
+    return tree_figure(step, mode, title=title, max_depth=depth, max_width=width), node_rows(step)
 
 
 def show_prompt_step(session: Session, which: str, number, color_mode) -> tuple:

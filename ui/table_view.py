@@ -7,6 +7,9 @@ from collections.abc import Mapping
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from talon.trace import StepRecord
+from viz.tree_figure import node_table
+
 MISSING = "–"
 """What a cell without a value shows (a phase a synchronous run does not have, a method that did not run)."""
 
@@ -23,3 +26,10 @@ def with_decimals(table: pd.DataFrame, decimals: Mapping[str, int]) -> Styler:
         if column in decimals or pd.api.types.is_numeric_dtype(table[column])
     }
     return table.style.format(shown, na_rep=MISSING)
+
+
+def node_rows(step: StepRecord) -> Styler:
+    """``step``'s node table (``viz.tree_figure.node_table``) as the page shows it: every number in its
+    shortest form, so a probability below 1e-4 reads 6.878e-06 (JavaScript wrote 0.000006878, which broke
+    across two lines in its column at 1024 px).  The cells keep their numbers."""
+    return with_decimals(node_table(step), {})

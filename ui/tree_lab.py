@@ -38,7 +38,6 @@ from viz.tree_figure import (
     colour_help,
     colour_mode,
     committed_label,
-    node_table,
     tree_figure,
     visible_text,
 )
@@ -59,7 +58,7 @@ from .shared import (
     shown_path,
     step_number,
 )
-from .table_view import with_decimals
+from .table_view import node_rows, with_decimals
 
 LAB_METHOD_CHOICES = [
     ("TALON", "talon"),
@@ -480,7 +479,7 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
     )
     has_gate = any(layer.tokens for layer in step.gate or [])
     gate = lab_charts.gate_figure(step.gate, cfg.mu, lambda t: token_label(tok, t)) if has_gate else None
-    return fig, caption, gr.update(value=gate, visible=gate is not None), node_table(step)
+    return fig, caption, gr.update(value=gate, visible=gate is not None), node_rows(step)
 
 
 def busier_than_priced(step: StepRecord, price: float | None, curve: CostCurve | None) -> str:

@@ -635,9 +635,10 @@ def shared_extent(steps: Sequence[StepRecord]) -> tuple[int, float]:
     return depth, width
 
 
-NODE_TABLE_WIDTHS = ["4%", "7.5%", "6.5%", "10%", "7.5%", "10%", "10%", "10%", "10%", "11%", "13.5%"]
+NODE_TABLE_WIDTHS = ["4%", "7.5%", "6.5%", "11.5%", "7.5%", "10%", "10%", "10%", "10%", "11%", "12%"]
 """``node_table``'s column widths: its eleven columns fit a 1024-px page, headers broken at spaces only,
-a verdict and a token of up to ten characters on one line."""
+a verdict, a probability and a token of up to ten characters on one line (in Compare prompts' narrower
+box too)."""
 NODE_TABLE_HEIGHT = 900
 """The node tables' height in px before they scroll (Gradio's default, 500, showed about nine nodes)."""
 
