@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import socket
+import time
+
+LAUNCHED: list = []
+"""The app ``launch_app`` launched in this process (at most one): a failed browser test prints its queue."""
 
 
 def free_port() -> int:
@@ -26,4 +30,29 @@ def launch_app():
         quiet=True,
         **app.STYLE,
     )
+    LAUNCHED.append(app.demo)
     return app.demo, f"http://127.0.0.1:{port}/"
+
+
+def describe_gradio_queue(demo) -> str:
+    """What Gradio's own queue holds, for a failed browser test's record: the handlers being processed (how
+    long each has run, in which concurrency group) and, per group, its limit, how many run and which events
+    wait.  A run pressed on the page passes this queue before any model work reaches ``ui.compute``'s."""
+    queue = getattr(demo, "_queue", None)
+    if queue is None:
+        return "Gradio's queue: not started"
+    now = time.monotonic()
+    slots = queue.active_jobs
+    lines = [f"Gradio's queue: {sum(job is not None for job in slots)} of {len(slots)} processing slots in use"]
+    for job in slots:
+        for event in job or []:
+            lines.append(
+                f"  processing {event.fn.name} [{event.concurrency_id}] for {now - event.enqueue_time:.1f} s since "
+                f"queued (session {event.session_hash[:8]}, alive {event.alive})"
+            )
+    for group, events in queue.event_queue_per_concurrency_id.items():
+        if events.current_concurrency or events.queue:
+            waiting = ", ".join(f"{e.fn.name} ({now - e.enqueue_time:.1f} s)" for e in events.queue) or "none"
+            running = f"{events.current_concurrency} running of {events.concurrency_limit}"
+            lines.append(f"  group {group}: {running}; waiting: {waiting}")
+    return "\n".join(lines)

@@ -88,6 +88,10 @@ def explain_a_failure(request):
     from ui.compute import COMPUTE
 
     print("The app's shared queue when the test failed:\n" + COMPUTE.describe())
+    from tests.app_server import LAUNCHED, describe_gradio_queue
+
+    for demo in LAUNCHED:
+        print(describe_gradio_queue(demo))
     if "browser" in request.fixturenames:
         for context in request.getfixturevalue("browser").contexts:
             for page in context.pages:
