@@ -7,6 +7,10 @@ import time
 
 LAUNCHED: list = []
 """The app ``launch_app`` launched in this process (at most one): a failed browser test prints its queue."""
+TABS_CLOSED: list[tuple[float, str]] = []
+"""(``time.monotonic()``, session hash) of each tab the launched app was told had closed (``demo.unload``:
+Gradio's heartbeat stream from that page ended), oldest first: a failed browser test prints them, since a
+tab taken for closed has its runs stopped and its pending events dropped."""
 
 
 def free_port() -> int:
@@ -19,8 +23,16 @@ def launch_app():
     """Import app.py, load the default model, launch on 127.0.0.1:<free port>; returns (demo, url)."""
     import app
     from ui.compute import call_on_fresh_thread
+    from ui.session import OPEN_TABS
     from ui.shared import DEFAULT_TARGET, REGISTRY
 
+    closed = OPEN_TABS.closed
+
+    def record_closed(key: str | None) -> None:
+        TABS_CLOSED.append((time.monotonic(), str(key)))
+        closed(key)
+
+    OPEN_TABS.closed = record_closed  # this process's app only: the tests launch one
     call_on_fresh_thread(REGISTRY.get, DEFAULT_TARGET)  # as app.py does: model work off long-lived threads
     port = free_port()
     app.demo.launch(
@@ -55,4 +67,5 @@ def describe_gradio_queue(demo) -> str:
             waiting = ", ".join(f"{e.fn.name} ({now - e.enqueue_time:.1f} s)" for e in events.queue) or "none"
             running = f"{events.current_concurrency} running of {events.concurrency_limit}"
             lines.append(f"  group {group}: {running}; waiting: {waiting}")
+    lines += [f"  tab {key[:8]} taken for closed {now - at:.1f} s ago" for at, key in TABS_CLOSED[-8:]]
     return "\n".join(lines)

@@ -67,24 +67,67 @@ def browser():
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield b
+        yield RecordingBrowser(b)
         b.close()
 
 
+class RecordingBrowser:
+    """The launched Chromium, whose new pages each keep a log of their loads (a reload Gradio makes after
+    it lost the connection among them) and of what went wrong on them (console errors and warnings,
+    uncaught errors, failed requests, HTTP errors, a crash), each line timed from the page's opening: a
+    failed test prints the logs of the pages still open.  Everything else is the browser's."""
+
+    def __init__(self, browser) -> None:
+        self._browser = browser
+        self.logs: list[tuple[object, list[str]]] = []
+
+    def new_page(self, **options):
+        page = self._browser.new_page(**options)
+        log: list[str] = []
+        opened = time.monotonic()
+
+        def note(kind: str, text: str) -> None:
+            log.append(f"{time.monotonic() - opened:7.1f} s {kind}: {text[:300]}")
+
+        page.on("console", lambda m: m.type in ("error", "warning") and note(f"console {m.type}", m.text))
+        page.on("pageerror", lambda err: note("uncaught", str(err)))
+        page.on("requestfailed", lambda r: note("request failed", f"{r.method} {r.url} ({r.failure})"))
+        page.on("response", lambda r: r.status >= 400 and note(f"HTTP {r.status}", f"{r.request.method} {r.url}"))
+        page.on("crash", lambda _: note("crash", "the page crashed"))
+        page.on("framenavigated", lambda frame: frame == page.main_frame and note("loaded", frame.url))
+        self.logs.append((page, log))
+        return page
+
+    def __getattr__(self, name: str):
+        return getattr(self._browser, name)
+
+
 PAGE_STATE_JS = """() => [...document.querySelectorAll(
-  '#run-summary, #lab-status, .progress-text, .meta-text, .meta-text-center, .eta-bar'
+  '#run-summary, #lab-status, .progress-text, .meta-text, .meta-text-center, .eta-bar, .toast-body'
 )].map(e => `${e.id || e.className}: ${e.innerText.trim().slice(0, 300)}`).filter(t => !t.endsWith(': '))"""
 
 
 @pytest.fixture(autouse=True)
 def explain_a_failure(request):
     """When a test fails (most often a wait that timed out on a loaded machine), print what the app's
-    shared queue was running, what waited and what had finished, and what each open page's status lines
-    and progress bars said: the log then shows what the page was waiting behind."""
+    shared queue was running, what waited and what had finished, Gradio's own queue and the tabs it took
+    for closed, and what each open page's status lines, progress bars and messages said with its log: the
+    record then shows what the page was waiting behind.  Then close the pages the test left open."""
     yield
     report = getattr(request.node, "rep_call", None)
-    if report is None or not report.failed:
-        return
+    browser = request.getfixturevalue("browser") if "browser" in request.fixturenames else None
+    try:
+        if report is not None and report.failed:
+            _print_failure_record(browser)
+    finally:  # a failed test's pages close too: left open, they kept their runs going under the next test
+        for page, _ in browser.logs if browser is not None else ():
+            if not page.is_closed():
+                page.close()
+        if browser is not None:
+            browser.logs.clear()
+
+
+def _print_failure_record(browser) -> None:
     from ui.compute import COMPUTE
 
     print("The app's shared queue when the test failed:\n" + COMPUTE.describe())
@@ -92,13 +135,15 @@ def explain_a_failure(request):
 
     for demo in LAUNCHED:
         print(describe_gradio_queue(demo))
-    if "browser" in request.fixturenames:
-        for context in request.getfixturevalue("browser").contexts:
-            for page in context.pages:
-                try:
-                    print(f"Page {page.url}:", *page.evaluate(PAGE_STATE_JS), sep="\n  ")
-                except Exception as err:  # noqa: BLE001 - a closed or crashed page says so
-                    print(f"Page {page.url}: not readable ({err})")
+    if browser is not None:
+        for page, log in browser.logs:
+            if page.is_closed():
+                continue
+            try:
+                print(f"Page {page.url}:", *page.evaluate(PAGE_STATE_JS), sep="\n  ")
+            except Exception as err:  # noqa: BLE001 - a closed or crashed page says so
+                print(f"Page {page.url}: not readable ({err})")
+            print("  its log:", *(log or ["(empty)"]), sep="\n    ")
 
 
 def screenshot_path(tmp_path: Path) -> Path:
