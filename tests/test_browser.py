@@ -163,6 +163,28 @@ def _enter(page, elem_id: str, value: str) -> None:
     box.press("Enter")
 
 
+RUN_BEGUN_JS = """() => {
+  window.talonRunBegun = false;
+  const summary = document.querySelector('#run-summary');
+  const check = () => { if (!summary.innerText.includes('Stopped by')) window.talonRunBegun = true; };
+  new MutationObserver(check).observe(summary, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def _watch_for_a_new_run(page) -> None:
+    """From now on, note the moment Explore's summary stops telling how a run ended (a new run has begun),
+    for ``_wait_for_the_new_run``: a short run can begin and end while the test waits on something else,
+    and a wait for that state started afterwards never saw it (the gate test failed so in CI, its run long
+    over)."""
+    page.evaluate(RUN_BEGUN_JS)
+
+
+def _wait_for_the_new_run(page) -> None:
+    """Wait until the run watched for by ``_watch_for_a_new_run`` has begun and then ended."""
+    page.wait_for_function("() => window.talonRunBegun", timeout=180_000)
+    page.get_by_text("Stopped by").wait_for(timeout=240_000)  # this run's: it has ended
+
+
 def _wait_for_lab_title(page, part: str) -> None:
     """Wait until the Tree lab's tree is drawn with ``part`` in its title (the settings it was built at)."""
     page.wait_for_function(
@@ -380,9 +402,9 @@ def test_the_wide_tables_fit_1024_px_and_a_fraction_of_a_node_is_rounded(browser
     widths += ".map(g => g._fullLayout.width)"
     page.get_by_role("tab", name="Charts").click()
     page.get_by_role("tab", name="Explore").click()
+    _watch_for_a_new_run(page)
     page.locator("#run").click()
-    page.wait_for_function("() => !document.querySelector('#run-summary').innerText.includes('Stopped by')")
-    page.get_by_text("Stopped by").wait_for(timeout=240_000)
+    _wait_for_the_new_run(page)
     page.get_by_role("tab", name="Charts").click()
     page.wait_for_timeout(1000)
     drawn = page.evaluate(widths)
@@ -465,6 +487,11 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
+    page.locator("#more-settings").click()
+    tokens = page.locator("#max-new input[type=number]")
+    # long batches: one of 64 tokens could end before a Stop pressed on a lagging page reached it (a pair of
+    # prompts ended 7 s before the press in one CI run, and "Nothing is running on this tab" left no note)
+    _enter(page, "max-new", "512")
     for tab, run, stop, note, kept in (
         ("Compare methods", "#compare-run", "#compare-stop", ".toast-body", "#compare-table"),
         ("Sync vs async", "#async-run", "#async-stop", "#async-verdict", "#async-table"),
@@ -485,6 +512,8 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     assert page.locator(".toast-body").get_by_text("Run both prompts first").count() == 0  # no error after Stop
     # Run pressed again while a batch runs: it stops that batch quietly, then runs (it stopped the first and
     # started nothing, and the page said "Stopped")
+    _enter(page, "max-new", "64")
+    assert tokens.input_value() == "64"
     page.get_by_role("tab", name="Sync vs async").click()
     page.locator("#async-run").click()
     page.get_by_text(re.compile(r"Repetition 1 of")).filter(visible=True).first.wait_for(timeout=60_000)
@@ -735,13 +764,11 @@ def test_the_gate_and_the_lab_follow_the_run_on_show(browser, app_url, tmp_path)
     page.wait_for_function(f"() => ({COUNT_NODES_JS})('lab-plot') > 0", timeout=60_000)  # drawn, as after Freeze
     page.screenshot(path=str(tmp_path / "lab-after-gate.png"), full_page=True)
     page.get_by_role("tab", name="Explore").click()
+    _watch_for_a_new_run(page)
     page.locator("#run").click()
     page.locator("#explore-gate").wait_for(state="hidden", timeout=30_000)
     page.wait_for_function(NOTE_EMPTY_JS, timeout=30_000)  # emptied with it (on a busy machine a moment later)
-    page.wait_for_function(  # the new run has begun (behind the lab's every-method verification in the queue)
-        "() => !document.querySelector('#run-summary').innerText.includes('Stopped by')", timeout=180_000
-    )
-    page.get_by_text("Stopped by").wait_for(timeout=240_000)  # this run's: it has ended
+    _wait_for_the_new_run(page)  # (behind the lab's every-method verification in the queue)
     page.get_by_role("tab", name="Tree lab").click()
     page.get_by_text("No step frozen yet").wait_for(timeout=30_000)
     assert not page.get_by_text(re.compile(r"^Frozen: step")).count()
