@@ -7,6 +7,10 @@ import time
 
 LAUNCHED: list = []
 """The app ``launch_app`` launched in this process (at most one): a failed browser test prints its queue."""
+SESSION_CALLS: list[tuple[float, str]] = []
+"""(``time.monotonic()``, what) of each batch press, claim, Stop, end and closing of a session of the
+launched app (``record_session_calls``), oldest first: a failed browser test prints the last ones, which
+say who stopped a batch that ended on its own."""
 TABS_CLOSED: list[tuple[float, str]] = []
 """(``time.monotonic()``, session hash) of each tab the launched app was told had closed (``demo.unload``:
 Gradio's heartbeat stream from that page ended), oldest first: a failed browser test prints them, since a
@@ -33,6 +37,7 @@ def launch_app():
         closed(key)
 
     OPEN_TABS.closed = record_closed  # this process's app only: the tests launch one
+    record_session_calls()
     call_on_fresh_thread(REGISTRY.get, DEFAULT_TARGET)  # as app.py does: model work off long-lived threads
     port = free_port()
     app.demo.launch(
@@ -44,6 +49,25 @@ def launch_app():
     )
     LAUNCHED.append(app.demo)
     return app.demo, f"http://127.0.0.1:{port}/"
+
+
+def record_session_calls() -> None:
+    """Have ``Session``'s batch and closing methods note each call in ``SESSION_CALLS`` (which session, which
+    tab), in this test process."""
+    import functools
+
+    from ui.session import Session
+
+    def recorded(method):
+        @functools.wraps(method)
+        def call(session, *args):
+            SESSION_CALLS.append((time.monotonic(), f"session {id(session) % 10_000:04d} {method.__name__}{args}"))
+            return method(session, *args)
+
+        return call
+
+    for name in ("start_work", "claim_work", "stop_work", "finish_work", "press_failed", "close"):
+        setattr(Session, name, recorded(getattr(Session, name)))
 
 
 def describe_gradio_queue(demo) -> str:
@@ -68,4 +92,5 @@ def describe_gradio_queue(demo) -> str:
             running = f"{events.current_concurrency} running of {events.concurrency_limit}"
             lines.append(f"  group {group}: {running}; waiting: {waiting}")
     lines += [f"  tab {key[:8]} taken for closed {now - at:.1f} s ago" for at, key in TABS_CLOSED[-8:]]
+    lines += [f"  {now - at:.1f} s ago: {what}" for at, what in SESSION_CALLS[-16:]]
     return "\n".join(lines)

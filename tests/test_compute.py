@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -93,6 +94,11 @@ def test_describe_names_what_runs_what_waits_and_what_finished_newest_first():
     assert lines[1].startswith("waiting run 2 [decode step] for ")
     assert "lab explore [lab change] waited" in lines[2] and "run 1 [decode step] waited" in lines[3]
     assert len(lines) == 4
+    for _ in range(3):  # a run of one label's jobs (a decode's steps) is one line
+        queue.run(time.sleep, 0, label="run 3")
+    lines = queue.describe().splitlines()
+    assert re.match(r"[\d.]+ to [\d.]+ s ago: 3 jobs of run 3 \[decode step\], each waited at most ", lines[0])
+    assert "run 2 [decode step] waited" in lines[1] and len(lines) == 5
 
 
 def test_one_worker_thread_runs_every_job():

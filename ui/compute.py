@@ -59,8 +59,9 @@ MAX_WAITING = 64
 SLOTS_ENV = "TALON_COMPUTE_SLOTS"
 QUEUE_NOTE_SECONDS = 0.25
 """A job that waited at least this long says so on the page."""
-RECENT_JOBS = 64
-"""Finished jobs the queue remembers for ``describe`` (what a stalled page was waiting behind)."""
+RECENT_JOBS = 4096
+"""Finished jobs the queue remembers for ``describe`` (what a stalled page was waiting behind): a few
+minutes of decode steps, the span of one browser test."""
 
 
 def compute_slots() -> int:
@@ -214,7 +215,8 @@ class ComputeQueue:
 
     def describe(self, now: float | None = None) -> str:
         """What the queue is doing, one line a job: the running and waiting ones, then the last finished
-        ones, newest first, each with its wait and run time (for a log where a page waited too long)."""
+        ones, newest first, each with its wait and run time, one line for a run of jobs of one label (a
+        decode's steps), for a log where a page waited too long."""
         now = time.perf_counter() if now is None else now
 
         def name(label: str, priority: int) -> str:
@@ -223,10 +225,18 @@ class ComputeQueue:
         with self._cond:
             running = [f"running {name(t.label, t.priority)} for {now - t.started_at:.1f} s" for t in self._running]
             waiting = [f"waiting {name(t.label, t.priority)} for {t.waited:.1f} s" for _, _, t in sorted(self._heap)]
-            done = [
-                f"{now - end:.1f} s ago: {name(label, p)} waited {waited:.2f} s, ran {ran:.2f} s"
-                for label, p, waited, ran, end in reversed(self.recent)
-            ]
+            recent = list(reversed(self.recent))
+        done = []  # a run of finished jobs of one label and kind, one line
+        for key, group in itertools.groupby(recent, key=lambda job: job[:2]):
+            jobs = list(group)
+            waited, ran, ends = [j[2] for j in jobs], [j[3] for j in jobs], [j[4] for j in jobs]
+            if len(jobs) == 1:
+                done.append(f"{now - ends[0]:.1f} s ago: {name(*key)} waited {waited[0]:.2f} s, ran {ran[0]:.2f} s")
+            else:
+                done.append(
+                    f"{now - ends[0]:.1f} to {now - ends[-1]:.1f} s ago: {len(jobs)} jobs of {name(*key)}, each "
+                    f"waited at most {max(waited):.2f} s and ran {min(ran):.2f}-{max(ran):.2f} s"
+                )
         return "\n".join(running + waiting + done) or "the queue has run nothing yet"
 
     # ---- the workers ----------------------------------------------------------------------------------------
