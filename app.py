@@ -941,10 +941,10 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         prompt_a_nodes,
         prompt_b_nodes,
     ]
-    pair_btn.click(prompts.example_pair, None, [prompt_a, prompt_b], queue=False).then(
-        prompts.pair_chosen,
-        [session, prompt_a, prompt_b, predict],
-        [*prompts_view_out, reveal_md, guess, lesson],
+    pair_btn.click(
+        prompts.use_example_pair,
+        [session, predict],
+        [prompt_a, prompt_b, *prompts_view_out, reveal_md, guess, lesson],
         queue=False,
         api_visibility="private",
     )
@@ -972,6 +972,16 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
         .success(prompts.export_prompts, session, prompts_files, api_name="export_prompts")
     )
     prompts_stop_btn.click(prompts.stop_prompts, session, None, queue=False)
+    for box in (prompt_a, prompt_b):  # edited after a run: the caption says whose results are on show
+        box.change(  # not .input: deleting text fires no input event
+            prompts.prompts_edited,
+            [session, prompt_a, prompt_b],
+            prompts_caption,
+            queue=False,
+            show_progress="hidden",
+            trigger_mode="always_last",  # keystrokes come faster than answers: the last text has the last word
+            api_visibility="private",
+        )
     predict.change(prompts.intro, predict, lesson, queue=False, api_visibility="private")  # no answer given away
     refused_first(reveal_btn.click, prompts.check_reveal, [session, guess])(
         prompts.reveal, [session, guess, color_mode], [*prompts_view_out, reveal_md, lesson]

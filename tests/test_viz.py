@@ -1381,7 +1381,7 @@ def test_the_example_pair_button_clears_the_last_pairs_results():
     while a pair decodes."""
     import gradio as gr
 
-    from ui.prompts import CLASS_INTRO, EMPTY_TABLE, NO_PROMPTS, pair_chosen
+    from ui.prompts import CLASS_INTRO, EMPTY_TABLE, NO_PROMPTS, example_pair, pair_chosen, use_example_pair
     from ui.session import Session
 
     session = Session()
@@ -1396,6 +1396,33 @@ def test_the_example_pair_button_clears_the_last_pairs_results():
     assert session.prompts == {} and out[3] == NO_PROMPTS and list(out[2].columns) == [EMPTY_TABLE]
     assert out[-3:] == ("", None, CLASS_INTRO) and all(v is None for v in out[6:12])
     assert all(v == gr.skip() for v in pair_chosen(session, "x", "y", False))  # nothing left to clear
+    session.prompts = {"A": code, "B": chat, "guess": None, "hidden": False}
+    filled = use_example_pair(session, False)  # the boxes and the emptied tab in one answer
+    assert filled[:2] == example_pair() and session.prompts == {} and filled[2 + 3] == NO_PROMPTS
+
+
+def test_a_prompt_typed_into_after_a_run_is_named_in_the_caption():
+    """Editing a prompt after a pair ran left the old pair's results under the new text, the table's prompt
+    column the only sign; the caption now says which prompt changed since the run (nothing is cleared),
+    and reads as before once the prompts read as run again; nothing while a pair decodes or before one ran."""
+    import gradio as gr
+
+    from ui.prompts import EDITED, HIDDEN, prompts_caption, prompts_edited
+    from ui.session import Session
+
+    session = Session()
+    assert prompts_edited(session, "a", "b") == gr.skip()  # no pair run yet
+    code, chat = _run_of_depths([1, 2], "code"), _run_of_depths([1, 1], "chat")
+    session.prompts = {"A": code, "B": chat, "guess": None, "hidden": False}
+    caption = prompts_caption({"A": code, "B": chat})
+    assert prompts_edited(session, "code", "chat") == caption
+    edited = prompts_edited(session, "code", "chat, edited")
+    assert edited == EDITED.format(which="prompt B") + "\n\n" + caption
+    assert "both prompts changed" in prompts_edited(session, "x", "y")
+    session.prompts["hidden"] = True  # class mode before the guess: the question stays, under the note
+    assert prompts_edited(session, "x", "chat").endswith(HIDDEN)
+    session.start_work("prompts")
+    assert prompts_edited(session, "x", "y") == gr.skip()  # a pair on its way fills the caption itself
 
 
 def test_a_calibrated_run_shows_expected_against_realised_tokens(recorded: RunTrace):

@@ -80,6 +80,29 @@ SAME_SIZE = 1.15
 """Two auto runs whose draft nodes per step are within this factor count as "about the same" size."""
 
 
+EDITED = (
+    "*The results below are of the prompts as they were run: {which} changed since. Press **Run both prompts** "
+    "to decode the pair as it reads now.*"
+)
+
+
+def prompts_edited(session: Session, prompt_a, prompt_b):
+    """A prompt was typed into after a pair was run: the caption says the results on show are of the prompts
+    as they were run (nothing is cleared: a person comparing an edit with the run before keeps it), and
+    reads as before once the prompts read as run again.  Nothing changes while a pair decodes or before one
+    has run."""
+    runs = _runs(session)
+    if session.working("prompts") or len(runs) < 2:
+        return gr.skip()
+    hidden = session.prompts.get("hidden") and session.prompts.get("guess") is None
+    caption = HIDDEN if hidden else prompts_caption(runs)
+    changed = [k for k, text in zip(LABELS, (prompt_a, prompt_b)) if runs[k].prompt != text]
+    if not changed:
+        return caption
+    which = "prompt " + changed[0] if len(changed) == 1 else "both prompts"
+    return EDITED.format(which=which) + "\n\n" + caption
+
+
 def example_pair(examples: list[dict] = EXAMPLES) -> tuple[str, str]:
     """The predictable and the open example prompts (``PAIR_IDS``) from the shipped examples."""
     by_id = {e.get("id"): e["prompt"] for e in examples}
@@ -96,6 +119,14 @@ def pair_chosen(session: Session, prompt_a, prompt_b, predict) -> tuple:
         return (gr.skip(),) * (len(_empty_view("")) + 3)
     session.prompts = {}
     return (*_empty_view(NO_PROMPTS), "", None, intro(predict))
+
+
+def use_example_pair(session: Session, predict) -> tuple:
+    """The example pair button: both prompt boxes filled with ``example_pair`` and what ``pair_chosen`` makes
+    of it, in one answer, so the last pair's results are gone before the boxes' change reaches
+    ``prompts_edited`` (which would otherwise note an edit over an emptied tab)."""
+    pair = example_pair()
+    return (*pair, *pair_chosen(session, *pair, predict))
 
 
 def category_of(prompt: str, examples: list[dict] = EXAMPLES) -> str:
