@@ -119,7 +119,7 @@ def explain_a_failure(request):
     try:
         if report is not None and report.failed:
             _print_failure_record(browser)
-    finally:  # a failed test's pages close too: left open, they kept their runs going under the next test
+    finally:  # a failed test's pages close too: left open, they could keep their runs going under the next test
         for page, _ in browser.logs if browser is not None else ():
             if not page.is_closed():
                 page.close()
@@ -479,6 +479,10 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
     page.close()
 
 
+LONG_PROMPT = "Write a long, detailed essay on the history of the Roman Empire."
+"""A prompt the embedded model answers past 400 tokens (greedy), so a batch of it runs until stopped."""
+
+
 def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_url):
     """Stop pressed as soon as the batch shows its progress, on Compare methods, Compare prompts and Sync vs
     async, ends it after the step in flight with a note; nothing on show is emptied (a handler that yielded
@@ -489,9 +493,13 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     page.locator("#run").wait_for(timeout=60_000)
     page.locator("#more-settings").click()
     tokens = page.locator("#max-new input[type=number]")
-    # long batches: one of 64 tokens could end before a Stop pressed on a lagging page reached it (a pair of
-    # prompts ended 7 s before the press in one CI run, and "Nothing is running on this tab" left no note)
+    # long batches: a short one could end before a Stop pressed on a lagging page reached it (a pair of
+    # prompts ended 7 s before the press in one CI run, and "Nothing is running on this tab" left no note);
+    # the example pair ends at 51 tokens, this prompt runs to the limit (greedy, the embedded model)
     _enter(page, "max-new", "512")
+    page.get_by_role("tab", name="Compare prompts").click()
+    for box in ("#prompt-a textarea", "#prompt-b textarea"):
+        page.locator(box).fill(LONG_PROMPT)
     for tab, run, stop, note, kept in (
         ("Compare methods", "#compare-run", "#compare-stop", ".toast-body", "#compare-table"),
         ("Sync vs async", "#async-run", "#async-stop", "#async-verdict", "#async-table"),
@@ -501,7 +509,7 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
         page.locator(run).click()
         # visible only: a tab stopped after its first repetition keeps "Repetition 1 of 3 done" in its (now
         # hidden) verdict, and that earlier match would otherwise be the one waited for
-        progress = page.get_by_text(re.compile(r"Repetition 1 of|Prompt A decoding")).filter(visible=True)
+        progress = page.get_by_text(re.compile(r"Repetition 1 of|Prompt [AB] decoding")).filter(visible=True)
         progress.first.wait_for(timeout=60_000)
         page.locator(stop).click()
         page.locator(note).get_by_text(re.compile("stopped", re.I)).first.wait_for(timeout=60_000)
