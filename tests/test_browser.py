@@ -443,7 +443,9 @@ def test_buttons_with_nothing_to_act_on_say_so_and_mark_nothing(browser, app_url
     page = browser.new_page(viewport={"width": 1024, "height": 768})
     page.goto(app_url)
     page.locator("#run").wait_for(timeout=60_000)
-    # the step slider, off before any run, shows no upper end (Gradio needs one above 1: it read "1 ... 2")
+    # the step slider, off before any run, shows no upper end (Gradio needs one above 1: it read "1 ... 2");
+    # drawn a moment after the Run button on a busy machine (queried at once, it was not there yet in CI)
+    page.locator(MAX_END).wait_for(state="attached", timeout=30_000)
     assert page.evaluate(f"() => getComputedStyle(document.querySelector({MAX_END!r})).visibility") == "hidden"
     for tab, act, message, outputs in (
         ("Tree lab", "#lab-freeze", "No run to freeze a step of", "#lab-status, #lab-step, #lab-method, #lab-budget"),
