@@ -70,10 +70,12 @@ def record_session_calls() -> None:
         setattr(Session, name, recorded(getattr(Session, name)))
 
 
-def describe_gradio_queue(demo) -> str:
-    """What Gradio's own queue holds, for a failed browser test's record: the handlers being processed (how
-    long each has run, in which concurrency group) and, per group, its limit, how many run and which events
-    wait.  A run pressed on the page passes this queue before any model work reaches ``ui.compute``'s."""
+def describe_server(demo) -> str:
+    """What the test server saw, for a failed browser test's record: what Gradio's own queue holds (the
+    handlers being processed, how long each has run, in which concurrency group, and per group its limit,
+    how many run and which events wait; a run pressed on the page passes this queue before any model work
+    reaches ``ui.compute``'s), then the last tabs the app took for closed and the last session calls
+    (``record_session_calls``)."""
     queue = getattr(demo, "_queue", None)
     if queue is None:
         return "Gradio's queue: not started"

@@ -131,10 +131,10 @@ def _print_failure_record(browser) -> None:
     from ui.compute import COMPUTE
 
     print("The app's shared queue when the test failed:\n" + COMPUTE.describe())
-    from tests.app_server import LAUNCHED, describe_gradio_queue
+    from tests.app_server import LAUNCHED, describe_server
 
     for demo in LAUNCHED:
-        print(describe_gradio_queue(demo))
+        print(describe_server(demo))
     if browser is not None:
         for page, log in browser.logs:
             if page.is_closed():
@@ -497,8 +497,10 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     tokens = page.locator("#max-new input[type=number]")
     # long batches: a short one could end before a Stop pressed on a lagging page reached it (a pair of
     # prompts ended 7 s before the press in one CI run, and "Nothing is running on this tab" left no note);
-    # the example pair ends at 51 tokens, this prompt runs to the limit (greedy, the embedded model)
+    # the example pair ends at 51 tokens and Explore's default prompt early too; this prompt runs to the
+    # limit (greedy, the embedded model)
     _enter(page, "max-new", "512")
+    page.locator("#prompt textarea").fill(LONG_PROMPT)  # Compare methods and Sync vs async decode it
     page.get_by_role("tab", name="Compare prompts").click()
     for box in ("#prompt-a textarea", "#prompt-b textarea"):
         page.locator(box).fill(LONG_PROMPT)

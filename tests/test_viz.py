@@ -34,6 +34,7 @@ from viz.tree_figure import (
     SOURCE_NAMES,
     VERDICT_COLORS,
     VERDICT_SYMBOLS,
+    default_title,
     node_table,
     relative_path_probs,
     shared_extent,
@@ -213,7 +214,8 @@ def test_figure_node_count(trace: RunTrace, mode: str):
         bonus = bonus_traces(fig)
         assert len(bonus) == 1 and len(bonus[0].x) == 1
         assert list(bonus[0].customdata) == [len(s.tree)]
-        assert "bonus" in bonus[0].text[0] and bonus[0].marker.symbol == "star"
+        word = "bonus" if s.tree.num_drafts else "next"  # a plain step drafted nothing to be a bonus to
+        assert word in bonus[0].text[0] and bonus[0].marker.symbol == "star"
 
 
 def test_verdict_colours_match_statuses(trace: RunTrace):
@@ -1026,6 +1028,51 @@ def test_the_last_steps_caption_says_why_the_run_ended_on_its_own_line(recorded:
     assert caption(recorded, recorded.steps[2]).startswith(f"**Step 3 of {n}**: ")
     running = dataclasses.replace(recorded, stop_reason="")  # steps still arriving: the count is not the run's
     assert caption(running, running.steps[2]).startswith(f"**Step 3 of {n} so far**: ")
+
+
+def test_a_plain_step_is_called_one_and_its_token_no_bonus(recorded: RunTrace):
+    """A step that drafted nothing (a root-only tree: autoregressive, or the cost rule's plain step) is named a
+    plain decoding step in the caption, the figure's title and its star's label and hover, not "0 draft
+    nodes in 0 layers (widest 0), 0 accepted + bonus"; a step that drafted keeps its counts and its bonus."""
+    from ui.explore import caption
+
+    plain = dataclasses.replace(random_step(1, index=4), committed_ids=[11])
+    run = dataclasses.replace(recorded, steps=[*recorded.steps[:4], plain], stop_reason="")
+    text = caption(run, plain)
+    assert text.startswith("**Step 5 of 5 so far**: a plain decoding step, no draft tree")
+    assert "1 token committed" in text and "bonus" not in text and "0 layers" not in text
+    fig = tree_figure(plain, "verdict")
+    star = bonus_traces(fig)[0]
+    assert star.text[0].startswith("<b>next ") and "bonus" not in star.hovertext[0]
+    assert "plain decoding step" in star.hovertext[0] and "bonus" not in default_title(plain)
+    drafted = next(s for s in recorded.steps if s.tree.num_drafts)
+    assert "accepted + bonus" in caption(recorded, drafted) and "accepted + bonus" in default_title(drafted)
+    assert bonus_traces(tree_figure(drafted, "verdict"))[0].text[0].startswith("<b>bonus ")
+
+
+def test_a_run_not_followed_ends_on_the_step_moved_to_with_its_final_caption(recorded: RunTrace):
+    """Follow the run off, a step moved to while the run decoded ("Step 3 of 36 so far") is drawn again from
+    the finished run when it ends ("Step 3 of n", nothing stale); not moved, or followed, the run opens on its
+    typical step as before (it ended on "Starting..." and no tree, not followed and never moved)."""
+    from types import SimpleNamespace
+
+    from ui.explore import finished_view, opening_step, show_step
+    from ui.session import Session
+
+    live = SimpleNamespace(id=7, waits=0, waited=0.0)  # the few counts of a LiveRun the end view reads
+    n = len(recorded.steps)
+    session = Session(trace=recorded, follow=False)
+    show_step(session, 3, "verdict")
+    slider, fig, text, table, cap, *_ = finished_view(session, recorded, live, "verdict")
+    assert slider["value"] == 3 and text["highlight"] == 3 and fig is not None and table is not None
+    assert cap.startswith(f"**Step 3 of {n}**: ")
+    session.viewed_step = None  # a new run began, the slider not moved since
+    slider, fig, _, _, cap, *_ = finished_view(session, recorded, live, "verdict")
+    assert slider["value"] == opening_step(recorded) and fig is not None
+    assert cap.startswith(f"**Step {opening_step(recorded)} of {n}**: ")
+    session.follow = True  # followed: a step moved to while it ran is not kept
+    show_step(session, 3, "verdict")
+    assert finished_view(session, recorded, live, "verdict")[0]["value"] == opening_step(recorded)
 
 
 def test_a_run_without_drafts_opens_without_calling_its_step_a_typical_tree(recorded: RunTrace):

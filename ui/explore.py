@@ -60,11 +60,17 @@ def caption(trace: RunTrace, step: StepRecord) -> str:
     decodes), and at the last step of a finished run why it ended there."""
     n = len(trace.steps)
     so_far = "" if trace.stop_reason else " so far"  # a run still decoding: n grows while this step stays on show
-    text = (
-        f"**Step {step.index + 1} of {n}{so_far}**: {plural(step.tree.num_drafts, 'draft node')} in "
-        f"{plural(step.tree.max_depth, 'layer')} (widest {step.tree.widest_layer}), "
-        f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
-    )
+    if step.tree.num_drafts:
+        text = (
+            f"**Step {step.index + 1} of {n}{so_far}**: {plural(step.tree.num_drafts, 'draft node')} in "
+            f"{plural(step.tree.max_depth, 'layer')} (widest {step.tree.widest_layer}), "
+            f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
+        )
+    else:  # nothing drafted: no layers to count and no draft for the target's token to be a bonus to
+        text = (
+            f"**Step {step.index + 1} of {n}{so_far}**: a plain decoding step, no draft tree: one target forward "
+            f"→ {plural(len(step.committed_ids), 'token')} committed, the target's own next token"
+        )
     text += summary.step_note(step)
     text += "  \n" + summary.step_explanation(step, trace.tree_config)
     if step.index == n - 1 and trace.stop_reason:
@@ -325,6 +331,7 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     session.trace, session.live, session.lab, session.starting = prepared.trace, live, None, None
     session.lab_results = False
     session.text_run = live.id
+    session.viewed_step = None
     session.specs = (settings.target_spec, settings.drafter_spec)
     trace = live.trace
     shown, tokens, seconds, last_update, started = 0, 0, 0.0, 0.0, time.perf_counter()
@@ -387,7 +394,9 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
 
 
 def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: str) -> tuple:
-    """The page when a run has ended: a representative step (when following), the summary and charts."""
+    """The page when a run has ended: a representative step, or where the run was not followed and the user
+    moved to a step while it ran, that step drawn again from the finished run (its caption counts the run's
+    steps, no longer "so far"); the summary and charts."""
     n = len(trace.steps)
     if not n:
         return (
@@ -400,7 +409,12 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             colour_choices(trace, color_mode),
             *charts_of(trace),
         )
-    number, fig, table, cap = opening_view(trace, color_mode, live.id) if session.follow else (None,) * 4
+    viewed = None if session.follow else session.viewed_step
+    if viewed is None:
+        number, fig, table, cap = opening_view(trace, color_mode, live.id)
+    else:
+        number = step_number(viewed, trace)
+        fig, _, table, cap = step_view(trace, number, color_mode, live.id)
     queue_note = (
         f"\n\n*The machine was shared during this run: {plural(live.waits, 'step')} waited for other users' "
         f"work ({live.waited:.1f} s in all), which the time above leaves out.*"
@@ -409,11 +423,11 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
     )
     busy = busy_note([], [trace])
     return (
-        slider_update(trace, number, session.follow),
-        fig if session.follow else gr.update(),
-        text_view.pieces(live.id, trace.steps, number if session.follow else None),
-        table if session.follow else gr.update(),
-        cap if session.follow else gr.update(),
+        slider_update(trace, number),
+        fig,
+        text_view.pieces(live.id, trace.steps, number),
+        table,
+        cap,
         summary.summary_markdown(trace) + queue_note + (f"\n\n{busy}" if busy else ""),
         colour_choices(trace, color_mode),
         *charts_of(trace),
@@ -439,7 +453,9 @@ def set_follow(session: Session, follow: bool) -> None:
 
 # ---- walking through a run ------------------------------------------------------------------------------
 def show_step(session: Session, number, color_mode):
-    """Draw step ``number`` (from 1) of the session's run."""
+    """Draw step ``number`` (from 1) of the session's run (and remember it: ``Session.viewed_step``)."""
+    if session.trace is not None and session.trace.steps:
+        session.viewed_step = step_number(number, session.trace)
     return step_view(session.trace, number, color_mode, session.text_run)
 
 

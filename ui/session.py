@@ -197,6 +197,9 @@ class Session:
     lab_settings_from: RunTrace | None = None
     """The run whose settings the lab's sliders were set to by its first Freeze (another step of that run
     keeps what the sliders hold since)."""
+    viewed_step: int | None = None
+    """The step (from 1) last drawn by a move of the slider or by Play since the run on show began: where a run
+    not followed ends, the view stays there (None: not moved, the run opens on a typical step)."""
     gate_step: int | None = None
     """The step (from 1) Explore's "Why this shape?" explains, while its gate is on show."""
     specs: tuple[str, str] | None = None

@@ -430,6 +430,8 @@ def busy_note(plain_runs, reference=None) -> str:
     if not notes:
         return ""
     return (
-        "**The machine is busy** (" + "; ".join(notes) + "): other work is sharing the CPU, so these times are "
-        "slower and noisier than usual. Repeat later for numbers to quote."
+        "**The machine is busy** (" + "; ".join(notes) + "): other work is sharing the CPU (another program, "
+        "another user's run, or a browser on this machine drawing the page as the run streams), so these times "
+        "are slower and noisier than usual. For numbers to quote, repeat when it is quieter, or run "
+        "`python -m talon.bench`, which draws nothing."
     )

@@ -462,10 +462,14 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
     mode = colour_mode(color_mode)
     fig = lab_viz_tree(step, mode, cfg)
     cost = _price(step)
-    caption = (
-        f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: "
+    shape = (
         f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
-        f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus → "
+        f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus"
+        if step.tree.num_drafts
+        else "a plain decoding step, no draft tree: the target's own next token"
+    )
+    caption = (
+        f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: {shape} → "
         f"“{visible_text(committed_label(step), 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
         + (
             f"; priced at {cost:.2f} plain decoding steps by {_price_source(state)}, "

@@ -218,6 +218,14 @@ def _hover(step: StepRecord, i: int, ratios: Sequence[float]) -> str:
 
 def _bonus_hover(step: StepRecord) -> str:
     last = step.accepted_path[-1]
+    if not step.tree.num_drafts:  # a plain step: nothing was drafted, so nothing was a bonus
+        lines = [
+            f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (the target's next token)",
+            "a plain decoding step: no draft tree, one target forward, one token",
+        ]
+        if not _committed_count(step, 1):
+            lines.append("not committed (output cut at EOS / token limit)")
+        return "<br>".join(lines)
     lines = [
         f"<b>{_esc(visible_text(bonus_text(step), 40))}</b>  (bonus token)",
         f"the target's own token after node {last} (depth {step.tree.depth[last] + 1})",
@@ -328,8 +336,12 @@ def relative_path_probs(step: StepRecord) -> list[float]:
 
 
 def default_title(step: StepRecord) -> str:
-    """``Step k: N drafts · a accepted + bonus → c committed ("text")``, k counted from 1."""
+    """``Step k: N drafts · a accepted + bonus → c committed ("text")``, k counted from 1; a step that drafted
+    nothing is named a plain decoding step."""
     text = _esc(visible_text(committed_label(step), 40))
+    if not step.tree.num_drafts:
+        committed = len(step.committed_ids)
+        return f"Step {step.index + 1}: a plain decoding step, no drafts → {committed} committed (“{text}”)"
     return (
         f"Step {step.index + 1}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
         f"+ bonus → {len(step.committed_ids)} committed (“{text}”)"
@@ -352,9 +364,11 @@ def _bonus_edge(step: StepRecord, lay: TreeLayout) -> dict:
 
 
 def _bonus_point(step: StepRecord, lay: TreeLayout, st: _Style) -> dict:
-    """The bonus token: a gold star labelled "bonus ...", the target's own token, in every colour mode."""
+    """The bonus token: a gold star labelled "bonus ...", the target's own token, in every colour mode (on a
+    plain step, which drafted nothing, labelled "next ..." instead: the target's one token)."""
     bonus_id = len(step.tree)
-    label = _esc("bonus " + visible_text(bonus_text(step), st.label_chars))
+    word = "bonus " if step.tree.num_drafts else "next "
+    label = _esc(word + visible_text(bonus_text(step), st.label_chars))
     return _scatter(
         x=[lay.x[bonus_id]],
         y=[lay.y[bonus_id]],
