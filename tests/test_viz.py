@@ -1043,7 +1043,7 @@ def test_a_plain_step_is_called_one_and_its_token_no_bonus(recorded: RunTrace):
     assert "1 token committed" in text and "bonus" not in text and "0 layers" not in text
     fig = tree_figure(plain, "verdict")
     star = bonus_traces(fig)[0]
-    assert star.text[0].startswith("<b>next ") and "bonus" not in star.hovertext[0]
+    assert star.text[0].startswith("<b>next ") and "bonus" not in star.hovertext[0] + star.name
     assert "plain decoding step" in star.hovertext[0] and "bonus" not in default_title(plain)
     drafted = next(s for s in recorded.steps if s.tree.num_drafts)
     assert "accepted + bonus" in caption(recorded, drafted) and "accepted + bonus" in default_title(drafted)

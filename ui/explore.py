@@ -140,7 +140,7 @@ def opening_note(trace: RunTrace, number: int) -> str:
     if deepest(trace) == 0:
         return (
             f"*Opened on step {number} of {n}: no step of this run drafted, so every step shows its root and the "
-            "bonus token. Move the slider to see any step.*"
+            "target's next token. Move the slider to see any step.*"
         )
     return (
         f"*Opened on step {number}: a typical tree of this run (median depth, {deepest_note(trace)}); "
@@ -160,7 +160,7 @@ def opening_view(trace: RunTrace, color_mode: str, run_id: int) -> tuple:
 def deepest_note(trace: RunTrace) -> str:
     d = deepest(trace)
     if d == 0:
-        return "no step drafted: every tree is its root, and the column after it the bonus token"
+        return "no step drafted: every tree is its root, and the column after it the target's next token"
     return f"all trees drawn on one depth scale: draft layers 1 to {d}, and the bonus token's column {d + 1}"
 
 

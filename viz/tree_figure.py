@@ -373,7 +373,7 @@ def _bonus_point(step: StepRecord, lay: TreeLayout, st: _Style) -> dict:
         x=[lay.x[bonus_id]],
         y=[lay.y[bonus_id]],
         mode="markers+text",
-        name="bonus token",
+        name="bonus token" if step.tree.num_drafts else "target's next token",
         meta="bonus",
         customdata=[bonus_id],
         text=[f"<b>{label}</b>"],
