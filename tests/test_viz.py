@@ -871,6 +871,14 @@ def test_growth_sentence_reads_the_layers(recorded: RunTrace):
     assert gated.startswith(f"gated root: {widths[0]}")
     two = dataclasses.replace(step, tree=DraftTree([5, 6, 7, 8], [-1, 0, 0, 1], [0, 1, 1, 2], [0.0] * 4, [0.0] * 4))
     assert growth_sentence(two, recorded.tree_config).endswith("; gated layer 2 (μ=0.2): 1 node")
+    # a root of fewer than K children says what held it: the cost rule (N = auto) or the budget N
+    assert growth_sentence(two, recorded.tree_config).startswith("Top-K root: 2 of K=3 children (no gate)")
+    auto = {**recorded.tree_config, "auto": True, "budget": 128}
+    assert growth_sentence(two, auto).startswith("Top-K root: 2 of K=3 children (no gate; the cost rule kept 2)")
+    small = {**recorded.tree_config, "budget": 2}
+    assert growth_sentence(two, small).startswith("Top-K root: 2 of K=3 children (no gate; the budget N=2 held it)")
+    full = {**recorded.tree_config, "auto": True, "topk": 2}
+    assert growth_sentence(two, full).startswith("Top-K root: 2 of K=2 children (no gate); gated")
 
 
 def test_a_plain_step_of_the_cost_rule_says_what_its_price_holds(recorded: RunTrace):

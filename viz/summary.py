@@ -259,6 +259,19 @@ def _widths(widths: list[int]) -> str:
     return ", ".join(str(w) for w in widths)
 
 
+def _root_cut(width: int, k: int, cap, tree_config: dict) -> str:
+    """What held a Top-K root to fewer than K children: ``"; the cost rule kept 3"`` (N = auto: the others
+    would not have paid for their price), ``"; the budget N=2 held it"``, or ``""`` (all K, or the drafter
+    offered fewer)."""
+    if width >= k:
+        return ""
+    if tree_config.get("auto"):
+        return f"; the cost rule kept {width}"
+    if isinstance(cap, int) and width == cap:
+        return f"; the budget N={cap} held it"
+    return ""
+
+
 def growth_sentence(step, tree_config: dict) -> str:
     """How the step's tree was grown, layer by layer (for the step's caption)."""
     method = tree_config.get("method")
@@ -266,11 +279,11 @@ def growth_sentence(step, tree_config: dict) -> str:
     if method == "ar" or not widths:
         return "no drafts (a plain decoding step)" if method != "ar" else "plain decoding: no tree"
     if method in GATE_METHODS:
-        k = tree_config.get("topk")
+        k, cap = tree_config.get("topk"), tree_config.get("budget")
         first = (
             f"gated root: {widths[0]} {'child' if widths[0] == 1 else 'children'} passed the gate (K=0)"
             if not k
-            else f"Top-K root: {widths[0]} of K={k} children (no gate)"
+            else f"Top-K root: {widths[0]} of K={k} children (no gate{_root_cut(widths[0], k, cap, tree_config)})"
         )
         if len(widths) == 1:
             return first + "; no gated layer below it"
