@@ -881,6 +881,21 @@ def test_growth_sentence_reads_the_layers(recorded: RunTrace):
     assert growth_sentence(two, full).startswith("Top-K root: 2 of K=2 children (no gate); gated")
 
 
+def test_a_fixed_trees_step_on_a_priced_run_says_what_it_was_expected_to_commit(recorded: RunTrace):
+    """A fixed N's tree, priced on the cached cost curve, says its expected tokens and price after its stop
+    (the cost rule's sentence says them itself, once); without a price, nothing is added."""
+    from viz.summary import step_explanation
+
+    priced = dataclasses.replace(recorded.steps[0], stop="cap", expected=2.31, price=1.42)
+    text = step_explanation(priced, recorded.tree_config)
+    assert text.endswith(
+        "was used up in layer " + f"{priced.tree.max_depth}.** Expected 2.31 tokens for 1.42 plain steps."
+    )
+    assert "Expected" not in step_explanation(dataclasses.replace(priced, price=None), recorded.tree_config)
+    by_cost = step_explanation(dataclasses.replace(priced, stop=STOP_COST), {**recorded.tree_config, "auto": True})
+    assert by_cost.count("2.31 tokens") == 1
+
+
 def test_a_plain_step_of_the_cost_rule_says_what_its_price_holds(recorded: RunTrace):
     from viz.summary import stop_sentence
 

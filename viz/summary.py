@@ -358,11 +358,16 @@ def stop_sentence(step, tree_config: dict) -> str:
 
 
 def step_explanation(step, tree_config: dict) -> str:
-    """``Grown: ... · Stopped: ...`` for a step's caption, saying so when the tree collapsed into a chain."""
+    """``Grown: ... · Stopped: ...`` for a step's caption, saying so when the tree collapsed into a chain; a
+    tree that stopped for another reason than the cost rule (which states its own) adds what it was expected
+    to commit and its price, where the run carries a cost curve (a fixed N priced on the cached one)."""
     grown = growth_sentence(step, tree_config)
     if tree_config.get("method") in metrics.CHAIN_METHODS and metrics.chain_collapsed(step):
         grown += ", **collapsed into a chain** below layer 1"
-    return f"Grown: {grown} · **Stopped: {stop_sentence(step, tree_config)}.**"
+    text = f"Grown: {grown} · **Stopped: {stop_sentence(step, tree_config)}.**"
+    if step.stop not in (STOP_COST, STOP_PLAIN) and step.expected is not None and step.price is not None:
+        text += f" Expected {step.expected:.2f} tokens for {step.price:.2f} plain steps."
+    return text
 
 
 def step_note(step) -> str:
