@@ -308,9 +308,8 @@ with gr.Blocks(title="TALON Tree Explorer") as demo:
                 step=1,
                 label="Budget N (draft nodes per step, root not counted; 0 = auto)",
                 info=f"0 = auto (TALON, hybrid, EAGLE-2): each tree grows while it pays on this machine's "
-                f"measured cost curve, up to {BUDGET_MAX} nodes (measured on the first auto run with each target and "
-                "drafter: 20-40 s on a 2-core CPU, then kept). 1 or more: every tree spends exactly N nodes, however "
-                "sure the drafter is.",
+                f"measured cost curve, up to {BUDGET_MAX} nodes (measured once per drafter: 20-40 s on a 2-core CPU). "
+                "1 or more: every tree spends exactly N nodes, however sure the drafter is.",
                 elem_id="budget",
             )
             with gr.Row():
