@@ -225,6 +225,8 @@ def test_stop_ends_the_run_through_the_engine_and_keeps_its_summary(client):
     assert trace.stop_reason == "stopped" and 0 < len(trace.output_ids) < 400
     assert "the Stop button" in final["summary"] and "MAT" in final["summary"]
     n = len(trace.steps)
+    # followed, the run stays on its last step, the one on show when Stop was pressed (not its typical one)
+    assert final["caption"].startswith(f"**Step {n} of {n}**") and "you pressed Stop" in final["caption"]
     assert "you pressed Stop" in client.predict(n, "verdict", api_name="/show_step")[3]
     assert final["committed"] is not None
 

@@ -1096,6 +1096,9 @@ def test_a_run_not_followed_ends_on_the_step_moved_to_with_its_final_caption(rec
     session.follow = True  # followed: a step moved to while it ran is not kept
     show_step(session, 3, "verdict")
     assert finished_view(session, recorded, live, "verdict")[0]["value"] == opening_step(recorded)
+    stopped = dataclasses.replace(recorded, stop_reason="stopped")  # Stop pressed: the last step stays on show
+    slider, _, _, _, cap, *_ = finished_view(session, stopped, live, "verdict")
+    assert slider["value"] == n and cap.startswith(f"**Step {n} of {n}**") and "you pressed Stop" in cap
 
 
 def test_a_run_without_drafts_opens_without_calling_its_step_a_typical_tree(recorded: RunTrace):

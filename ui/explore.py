@@ -394,9 +394,10 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
 
 
 def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: str) -> tuple:
-    """The page when a run has ended: a representative step, or where the run was not followed and the user
+    """The page when a run has ended: a representative step; or where the run was not followed and the user
     moved to a step while it ran, that step drawn again from the finished run (its caption counts the run's
-    steps, no longer "so far"); the summary and charts."""
+    steps, no longer "so far"); or where Stop ended a run being followed, its last step, the one on show when
+    Stop was pressed; the summary and charts."""
     n = len(trace.steps)
     if not n:
         return (
@@ -410,6 +411,8 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             *charts_of(trace),
         )
     viewed = None if session.follow else session.viewed_step
+    if viewed is None and session.follow and trace.stop_reason == "stopped":
+        viewed = n  # Stop pressed while following: the step being watched (whole: the run ends after it) stays
     if viewed is None:
         number, fig, table, cap = opening_view(trace, color_mode, live.id)
     else:
