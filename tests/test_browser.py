@@ -516,8 +516,7 @@ def test_stop_pressed_early_leaves_each_tabs_results_as_they_were(browser, app_u
     ):
         page.get_by_role("tab", name=tab).click()
         page.locator(run).click()
-        # visible only: a tab stopped after its first repetition keeps "Repetition 1 of 3 done" in its (now
-        # hidden) verdict, and that earlier match would otherwise be the one waited for
+        # visible only: the tab just pressed, not a progress line another (now hidden) tab still holds
         progress = page.get_by_text(BATCH_PROGRESS).filter(visible=True)
         progress.first.wait_for(timeout=60_000)
         page.locator(stop).click()
