@@ -60,17 +60,10 @@ def caption(trace: RunTrace, step: StepRecord) -> str:
     decodes), and at the last step of a finished run why it ended there."""
     n = len(trace.steps)
     so_far = "" if trace.stop_reason else " so far"  # a run still decoding: n grows while this step stays on show
-    if step.tree.num_drafts:
-        text = (
-            f"**Step {step.index + 1} of {n}{so_far}**: {plural(step.tree.num_drafts, 'draft node')} in "
-            f"{plural(step.tree.max_depth, 'layer')} (widest {step.tree.widest_layer}), "
-            f"{step.accepted_tokens} accepted + bonus → {plural(len(step.committed_ids), 'token')} committed"
-        )
-    else:  # nothing drafted: no layers to count and no draft for the target's token to be a bonus to
-        text = (
-            f"**Step {step.index + 1} of {n}{so_far}**: a plain decoding step, no draft tree: one target forward "
-            f"→ {plural(len(step.committed_ids), 'token')} committed, the target's own next token"
-        )
+    text = (
+        f"**Step {step.index + 1} of {n}{so_far}**: {summary.step_shape(step)} → "
+        f"{plural(len(step.committed_ids), 'token')} committed"
+    )
     text += summary.step_note(step)
     text += "  \n" + summary.step_explanation(step, trace.tree_config)
     if step.index == n - 1 and trace.stop_reason:
@@ -410,9 +403,10 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             colour_choices(trace, color_mode),
             *charts_of(trace),
         )
-    viewed = None if session.follow else session.viewed_step
-    if viewed is None and session.follow and trace.stop_reason == "stopped":
-        viewed = n  # Stop pressed while following: the step being watched (whole: the run ends after it) stays
+    if session.follow:  # Stop pressed: the step being watched (whole: the run ends after it) stays on show
+        viewed = n if trace.stop_reason == "stopped" else None
+    else:
+        viewed = session.viewed_step
     if viewed is None:
         number, fig, table, cap = opening_view(trace, color_mode, live.id)
     else:

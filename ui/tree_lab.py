@@ -32,7 +32,7 @@ from talon.runtime.cost_curve import CostCurve
 from talon.trace import RunTrace, StepRecord
 from talon.tree import CUT_BY_COST
 from viz import bench_charts, lab_charts
-from viz.summary import plural, stop_sentence, tree_parts
+from viz.summary import plural, step_shape, stop_sentence, tree_parts
 from viz.tree_figure import (
     COLOR_MODES,
     colour_help,
@@ -462,14 +462,8 @@ def redraw(session: Session, method, budget, topk, mu, depth, gamma, color_mode,
     mode = colour_mode(color_mode)
     fig = lab_viz_tree(step, mode, cfg)
     cost = _price(step)
-    shape = (
-        f"{plural(step.tree.num_drafts, 'draft node')} in {plural(step.tree.max_depth, 'layer')} (widest "
-        f"{step.tree.widest_layer}), {step.accepted_tokens} accepted + bonus"
-        if step.tree.num_drafts
-        else "a plain decoding step, no draft tree: the target's own next token"
-    )
     caption = (
-        f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: {shape} → "
+        f"**{METHOD_NAMES.get(cfg.method, cfg.method)}** at step {state.index + 1}: {step_shape(step)} → "
         f"“{visible_text(committed_label(step), 40)}”; {plural(step.drafter_forwards, 'drafter call')}"
         + (
             f"; priced at {cost:.2f} plain decoding steps by {_price_source(state)}, "

@@ -259,10 +259,24 @@ def _widths(widths: list[int]) -> str:
     return ", ".join(str(w) for w in widths)
 
 
-def _root_cut(width: int, k: int, cap, tree_config: dict) -> str:
+def step_shape(step) -> str:
+    """A step's tree in a phrase, for the captions of Explore and the Tree lab: ``"7 draft nodes in 2 layers
+    (widest 4), 2 accepted + bonus"``, or for a root-only tree (nothing drafted, so no bonus) ``"a plain
+    decoding step, no draft tree: the target's own next token"``."""
+    tree = step.tree
+    if not tree.num_drafts:
+        return "a plain decoding step, no draft tree: the target's own next token"
+    return (
+        f"{plural(tree.num_drafts, 'draft node')} in {plural(tree.max_depth, 'layer')} (widest "
+        f"{tree.widest_layer}), {step.accepted_tokens} accepted + bonus"
+    )
+
+
+def _root_cut(width: int, k: int, tree_config: dict) -> str:
     """What held a Top-K root to fewer than K children: ``"; the cost rule kept 3"`` (N = auto: the others
     would not have paid for their price), ``"; the budget N=2 held it"``, or ``""`` (all K, or the drafter
     offered fewer)."""
+    cap = tree_config.get("budget")
     if width >= k:
         return ""
     if tree_config.get("auto"):
@@ -279,11 +293,11 @@ def growth_sentence(step, tree_config: dict) -> str:
     if method == "ar" or not widths:
         return "no drafts (a plain decoding step)" if method != "ar" else "plain decoding: no tree"
     if method in GATE_METHODS:
-        k, cap = tree_config.get("topk"), tree_config.get("budget")
+        k = tree_config.get("topk")
         first = (
             f"gated root: {widths[0]} {'child' if widths[0] == 1 else 'children'} passed the gate (K=0)"
             if not k
-            else f"Top-K root: {widths[0]} of K={k} children (no gate{_root_cut(widths[0], k, cap, tree_config)})"
+            else f"Top-K root: {widths[0]} of K={k} children (no gate{_root_cut(widths[0], k, tree_config)})"
         )
         if len(widths) == 1:
             return first + "; no gated layer below it"
