@@ -20,13 +20,16 @@ def main(path: str) -> None:
     for rnd in sorted({r["round"] for r in rows}):
         sel = [r for r in rows if r["round"] == rnd]
         ar = sum(r["runs"]["ar"]["seconds"] for r in sel)
-        print(f"round {rnd}: " + ", ".join(f"{v} {ar / sum(r['runs'][v]['seconds'] for r in sel):.3f}x ar" for v in variants))
+        speeds = (f"{v} {ar / sum(r['runs'][v]['seconds'] for r in sel):.3f}x ar" for v in variants)
+        print(f"round {rnd}: " + ", ".join(speeds))
     for a, b in zip(variants[::2], variants[1::2]):
         per = [r["runs"][a]["seconds"] / r["runs"][b]["seconds"] for r in rows]
         gm = statistics.geometric_mean(per)
         tot = sum(r["runs"][a]["seconds"] for r in rows) / sum(r["runs"][b]["seconds"] for r in rows)
-        print(f"{b} against {a}: {tot:.3f}x in total time, per prompt-run geometric mean {gm:.3f}x "
-              f"(range {min(per):.2f}-{max(per):.2f}), faster in {sum(p > 1 for p in per)} of {len(per)}")
+        print(
+            f"{b} against {a}: {tot:.3f}x in total time, per prompt-run geometric mean {gm:.3f}x "
+            f"(range {min(per):.2f}-{max(per):.2f}), faster in {sum(p > 1 for p in per)} of {len(per)}"
+        )
     cats = defaultdict(list)
     for r in rows:
         cats[r["category"]].append(r)
@@ -37,8 +40,10 @@ def main(path: str) -> None:
             nodes = [n for r in sel for n in r["runs"][v]["nodes"]]
             e = sum(x for r in sel for x in r["runs"][v]["expected"])
             c = sum(x for r in sel for x in r["runs"][v]["committed"])
-            cells.append(f"{statistics.mean(nodes):.2f}, {100 * sum(n == 0 for n in nodes) / len(nodes):.0f} %, "
-                         f"{100 * (e / c - 1):+.1f} %")
+            cells.append(
+                f"{statistics.mean(nodes):.2f}, {100 * sum(n == 0 for n in nodes) / len(nodes):.0f} %, "
+                f"{100 * (e / c - 1):+.1f} %"
+            )
         print(f"{cat} | " + " | ".join(cells))
 
 
