@@ -488,6 +488,34 @@ def test_a_run_that_cannot_be_replayed_gives_no_state(target, registry, run):
     assert replay(altered, target, drafter_for("talon", "layers:1", target, registry), 3) is None
 
 
+def test_a_replay_stopped_by_its_server_or_a_listener_keeps_nothing_borrowed(target, registry, run):
+    """The server may not run a replay's job (``run`` returns False without calling it) and a listener may
+    raise: either way the replay's caches and drafter are released, not left to the garbage collector."""
+    seen: list[Replay] = []
+
+    def listener(replay_now: Replay) -> None:
+        seen.append(replay_now)
+        if replay_now.done >= 1:
+            raise RuntimeError("the page went away")
+
+    with pytest.raises(RuntimeError, match="went away"):
+        replay(run, target, drafter_for("talon", "layers:1", target, registry), 3, on_advance=listener)
+    assert seen[-1]._loop is None
+    seen.clear()
+    assert (
+        replay(
+            run,
+            target,
+            drafter_for("talon", "layers:1", target, registry),
+            3,
+            run=lambda advance: False,
+            on_advance=seen.append,
+        )
+        is None
+    )
+    assert seen[-1]._loop is None
+
+
 def test_a_fresh_measurement_is_drawn_and_read_out():
     """ "Measure this machine again": the curve as the cost chart's rows (every tree size and frontier width
     in plain steps), and a note with the cheapest tree (a root alone is not one) and 16, 32, 64 nodes."""

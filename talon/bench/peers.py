@@ -33,7 +33,7 @@ import torch
 
 from ..config import ConfigError
 from ..drafters.factory import draft_model, parse_drafter_spec
-from ..engine.stopping import cut_at_eos
+from ..engine.stopping import EOS, MAX_NEW_TOKENS, cut_at_eos
 from ..models.device import synchronize
 from ..models.loaded import LoadedModel
 from ..models.registry import ModelRegistry
@@ -179,7 +179,7 @@ def run_peer(
         synchronize(target.device)
         seconds = time.perf_counter() - t0
     new = cut_at_eos(out[0, len(prompt_ids) :].tolist(), eos)
-    reason = "eos" if new and new[-1] in eos else "max_new_tokens"
+    reason = EOS if new and new[-1] in eos else MAX_NEW_TOKENS
     return {
         "method": method,
         "stop_reason": reason,

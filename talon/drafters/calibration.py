@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from ..files import write_text_atomically
 from ..tree import ACCEPTED, SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
@@ -40,7 +41,7 @@ MAX_MATCH_BUCKET = 3
 """Prompt lookup's match lengths 1, 2 and 3+ have cells of their own."""
 PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
-SCALE_STRENGTH = {SOURCE_MODEL: 4.0, SOURCE_RETRIEVAL: 10.0}
+SCALE_STRENGTH = MappingProxyType({SOURCE_MODEL: 4.0, SOURCE_RETRIEVAL: 10.0})
 """Per source, how many expected acceptances the run-level scale starts from at 1 (the prior as fitted):
 the smaller, the faster a run's own verdicts move it.  A model's drafts learn fast (4): that gave TALON
 auto the smallest calibration errors per category on two prompt sets no suite runs and on the headline
@@ -50,7 +51,7 @@ PRIOR_BINS = 50
 """The reached nodes' priors are kept in this many equal bins of [0, 1] (count and sum) to fit the scale."""
 ODDS_LOG_RANGE = 7.0
 """The run-level odds multiplier stays within ``exp(+-ODDS_LOG_RANGE)``."""
-LOOKUP_PRIOR = {0: 0.32, 1: 0.32, 2: 0.64, 3: 0.83}
+LOOKUP_PRIOR = MappingProxyType({0: 0.32, 1: 0.32, 2: 0.64, 3: 0.83})
 """A retrieval draft without a fitted cell is assumed accepted with probability ``LOOKUP_PRIOR[match
 length] * q`` before any verdict (then learned): prompt lookup's q is how often a continuation followed
 the n-gram, and a single continuation of a one-token match is still a guess.  Least-squares fit
@@ -205,8 +206,8 @@ def log_odds_shift(bins: Sequence[tuple[float, float]], want: float, tolerance: 
     """The ``x`` in ``[-ODDS_LOG_RANGE, ODDS_LOG_RANGE]`` where ``sum n * scale_odds(p, exp(x))`` over
     ``bins`` (count, prior) equals ``want`` (the nearest end where it cannot).  The sum rises with
     ``x``, with slope ``sum n * q * (1 - q)`` at the scaled priors ``q``: Newton's steps, bisection
-    wherever a step would leave the bracket the signs so far allow.  A handful of passes over the bins
-    where bisection to the same precision took forty (every step of a run refits)."""
+    wherever a step would leave the bracket the signs so far allow.  A handful of passes over the bins,
+    where bisection to the same precision takes about forty: every step of a run refits."""
     lo, hi, x = -ODDS_LOG_RANGE, ODDS_LOG_RANGE, 0.0
     for _ in range(100):
         s = math.exp(x)

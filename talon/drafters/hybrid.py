@@ -85,7 +85,7 @@ class HybridDrafter(Drafter):
         from_model = lp_model + math.log1p(-w)
         matched = torch.isfinite(lp_retrieval).any(dim=1, keepdim=True)
         # Where both sources give a token probability 1, log(w) + log(1 - w) summed in float32 can round a
-        # hair above 0: a child would then outrank its parent, and EAGLE-2's re-rank kept orphans.
+        # hair above 0: a child would then outrank its parent, and EAGLE-2's re-rank would keep orphans.
         mixed = torch.where(matched, torch.logaddexp(from_retrieval, from_model), lp_model).clamp_max(0.0)
         return Proposal(mixed, SOURCE_MODEL, (from_retrieval > from_model) & matched, retrieval.match)
 

@@ -8,7 +8,7 @@ Budgets count draft nodes, the root excluded.  A builder holds only its settings
 
 A layer's choice is made on the host: the drafter's best children per frontier node come back in one
 read-back (``top_children``) and the scoring, gating and ordering run in numpy on those few values
-(float64, as on the device), so a layer launches one top-k on the device rather than a few dozen small
+(float64, widened from the drafter's float32), so a layer launches one top-k on the device rather than a few dozen small
 operations, which on a GPU cost more host time than the draft head's own forward.
 """
 
@@ -521,8 +521,9 @@ class TalonBuilder(TreeBuilder):
         attached: int,
     ) -> GateLayer:
         """The layer's candidates (finite ones) with what happened to each (lab only).  ``scores`` and
-        ``admitted``: ``[parents * R]`` over ``top``'s children; ``order``: the admitted ones in room, best
-        first; ``attached``: how many of those (best first) the cost rule kept."""
+        ``admitted``: ``[parents * R]`` over ``top``'s children; ``order``: the first ``room`` candidates,
+        the admitted ones first and best first (``admitted[order]`` tells which are in); ``attached``:
+        how many of those (best first) the cost rule kept."""
         in_room = np.zeros_like(admitted)
         in_room[order] = admitted[order]
         kept = np.zeros_like(admitted)

@@ -4,8 +4,8 @@ frontier width, a step's first call and bookkeeping, and the tree builder's own 
 ratios to a plain step are used, so each piece is timed as a ratio to a plain step timed just before
 it, the rounds take the pieces in a shuffled order, and the curve keeps each piece's median ratio: on
 a machine shared with other work (a VM whose neighbours come and go) the load drifts within seconds,
-and a piece timed at a quiet moment against a plain step timed at a busy one is a wrong price.  About
-a dozen seconds on the 2-core CPU; the result is cached next to the model cache and reused until
+and a piece timed at a quiet moment against a plain step timed at a busy one is a wrong price.  20 to
+40 s on a 2-core CPU; the result is cached next to the model cache and reused until
 ``refresh``.
 """
 
@@ -100,8 +100,8 @@ CHAIN_LOGPROB = math.log(0.8)
 continuation, which a useful drafter proposes with confidence); every other node has log-probability
 -1.  A walk that runs down an accepted chain to a leaf then finds the leaf's row in the one LM head call
 (``talon.engine.verify.LEAF_HEAD_PROB``), as four in five such walks did in the headline suite's auto
-runs; at -1 everywhere the leaf of a deep chain fell under that bar and every measured tree paid a
-second LM head call."""
+runs; with -1 everywhere the leaf of a deep chain would fall under that bar and every measured tree would
+pay a second LM head call that runs rarely pay."""
 
 
 def heap_tree(root: int, nodes: int, tokens: Sequence[int], chain: Sequence[int] = ()) -> DraftTree:
@@ -315,7 +315,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
             if target.device.type == "cpu" and not isinstance(drafter, NoDrafter)
             else ""
         )
-        # the default wait keeps the curves cached before the wait was part of the key
+        # the default wait adds nothing to the key, so curves cached without a wait setting stay valid
         + (f", openmp_wait=({wait})" if target.device.type == "cpu" and (wait := openmp_wait()) else ""),
         torch=torch.__version__,
         method=MEASUREMENT,
@@ -425,7 +425,7 @@ class _Measuring:
     """One lock per curve key, so that two runs in one process (two users of the app) needing the same
     uncached curve measure it once: measured side by side on the same cores, both curves would be
     wrong.  Curves whose cache file could not be written are kept here for the process's life (a
-    read-only cache must not mean twenty seconds of measuring every run).  Holds device facts only."""
+    read-only cache must not mean 20-40 s of measuring every run).  Holds device facts only."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()

@@ -26,7 +26,7 @@ from .builders import BuildResult, make_builder
 from .sampling import PositionNoise
 from .sizing import CostRule
 from .speculation import speculate
-from .stopping import cut_step
+from .stopping import STOPPED, cut_step
 from .verify import Verifier
 
 MAX_PROMPT_CHARS = 20_000
@@ -55,8 +55,10 @@ def encode_prompt(target: LoadedModel, prompt: str) -> list[int]:
 
 
 def rows_needed(prompt_tokens: int, tree_cfg: TreeConfig, decode_cfg: DecodeConfig) -> int:
-    """The furthest position a run reaches: the prompt, every new token, and one tree past the end (its
-    nodes sit at most ``budget`` positions deeper; an explicit static tree's at its longest path's)."""
+    """The rows a run's caches may hold, held to the model's context: the prompt, every new token, and one
+    tree past the end (``budget`` nodes, ``gamma`` or ``depth`` for a chain or layers, an explicit static
+    tree's longest path).  Its positions stay inside the prompt and the new tokens (no tree drafts deeper
+    than the run can commit), but a cache is not asked for more rows than the model has positions."""
     deepest = max((len(path) for path in tree_cfg.static_paths or ()), default=0)
     return prompt_tokens + decode_cfg.max_new_tokens + max(tree_cfg.budget, tree_cfg.gamma, tree_cfg.depth, deepest)
 
@@ -97,7 +99,7 @@ def new_trace(
         if without_tree <= target.context_length:  # the tree alone takes it past the context: say so
             setting = f"γ={tree_cfg.gamma}" if tree_cfg.method == "chain" else f"budget N={tree_cfg.budget}"
             raise ConfigError(
-                f"The draft tree ({setting}) reaches up to {needed - without_tree} positions past the last token, "
+                f"The draft tree ({setting}) needs up to {needed - without_tree} cache rows past the last token, "
                 f"which with the prompt's {len(ids)} tokens and {decode_cfg.max_new_tokens} new tokens exceeds the "
                 f"model's context of {target.context_length} tokens. Lower {setting.split('=')[0]}."
             )
@@ -195,13 +197,13 @@ def run(
     Only verified tokens are ever committed, so the output is the synchronous output (greedy, and
     sampled for the same seed); the trees can differ when the drafter's state after a guess is not the
     one it would have had (a head's stand-in features, a hybrid's weights before the step's acceptance
-    counts).  ``ar`` always runs synchronously."""
+    counts, the cost rule's calibration before it reads the step's verdict).  ``ar`` always runs synchronously."""
     loop = _Loop(trace, target, drafter, tree_cfg, decode_cfg)
     try:
         loop.prefill()
         while True:
             if stop is not None and stop():
-                trace.stop_reason = "stopped"
+                trace.stop_reason = STOPPED
                 return
             step = loop.step()
             yield step
@@ -517,11 +519,16 @@ def replay(
     except ConfigError:
         return None
     run = run or (lambda advance: advance())
-    while not run_again.finished:
-        if on_advance is not None:
-            on_advance(run_again)
-        if not run(run_again.advance):
-            return None
+    try:
+        while not run_again.finished:
+            if on_advance is not None:
+                on_advance(run_again)
+            if not run(run_again.advance):  # left the run, or the server did not run the job
+                run_again.close()
+                return None
+    except BaseException:  # a listener's or the server's error: nothing borrowed is kept
+        run_again.close()
+        raise
     return run_again.state()
 
 

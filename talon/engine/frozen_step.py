@@ -271,7 +271,7 @@ class FrozenStep:
         return CostRule(self.calibration, self.curve, sizing=cfg.auto)
 
     def measure_curve(self, method: str = "talon", progress=None, refresh: bool = False) -> CostCurve:
-        """This device's cost curve for the run's drafter (cached, else measured now: about 40 s on the
+        """This device's cost curve for the run's drafter (cached, else measured now: 20-40 s on a
         2-core CPU; ``progress(line)`` hears how it goes), kept for the step's later trees; ``refresh`` measures it
         again (and replaces the cached one)."""
         if self.curve is None or refresh:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-EOS, MAX_NEW_TOKENS = "eos", "max_new_tokens"
-"""Stop reasons (``RunTrace.stop_reason``), besides ``"stopped"`` (by the user)."""
+EOS, MAX_NEW_TOKENS, STOPPED = "eos", "max_new_tokens", "stopped"
+"""Stop reasons (``RunTrace.stop_reason``): an end-of-sequence token, the max-new-tokens limit, the user."""
 
 
 def cut_at_eos(ids: Sequence[int], eos: Collection[int]) -> list[int]:

@@ -83,15 +83,15 @@ def main(benchmarked: str, fitting: str) -> None:
     shipped = cal.rows_table(bench[0]["prior"])
     for label, runs in (("benchmarked prompts, shipped", bench), ("fitting prompts, shipped", fit_runs)):
         evaluate(runs, shipped, label, check=True)
-    default = dict(cal.SCALE_STRENGTH)
+    default = cal.SCALE_STRENGTH
     for retrieval, model in ((6, 4), (4, 4), (2, 2)):
-        cal.SCALE_STRENGTH.update({SOURCE_RETRIEVAL: retrieval, SOURCE_MODEL: model})
+        cal.SCALE_STRENGTH = {SOURCE_RETRIEVAL: retrieval, SOURCE_MODEL: model}
         for label, runs in (("benchmarked", bench), ("fitting", fit_runs)):
             evaluate(runs, shipped, f"{label}, scale strengths {retrieval}/{model}")
-    cal.SCALE_STRENGTH.update(default)
+    cal.SCALE_STRENGTH = default
     evaluate(bench, refit(fit_runs, shipped), "benchmarked, refit 1/2/3+")
     cal.cell = extended_cell
-    cal.LOOKUP_PRIOR.update({4: 0.9, 5: 0.9, 6: 0.93, 7: 0.95})
+    cal.LOOKUP_PRIOR = {**cal.LOOKUP_PRIOR, 4: 0.9, 5: 0.9, 6: 0.93, 7: 0.95}
     bench_x, fit_x = load(benchmarked, True), load(fitting, True)
     evaluate(bench_x, refit(fit_x, shipped), "benchmarked, refit extended match")
 
