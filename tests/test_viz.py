@@ -15,7 +15,7 @@ import pytest
 
 from talon.metrics import acceptance_by_depth, acceptance_per_depth, mat, representative_step
 from talon.trace import RunTrace, StepRecord
-from talon.tree import STOP_COST, DraftTree
+from talon.tree import STOP_COST, STOP_DEPTH, DraftTree
 from viz.charts import (
     acceptance_by_depth_chart,
     committed_tokens_chart,
@@ -830,7 +830,7 @@ def test_methods_table_marks_the_winner_and_the_chains_own_size():
         ("drafter", "talon", {}, "the drafter proposed nothing more"),
         ("depth", "eagle2", {}, "its depth of 5 layers was drafted"),
         ("depth", "eagle2", {"depth": 1, "budget": 100}, "its depth of 1 layer was drafted (all "),
-        ("depth", "eagle2", {"depth": 1, "budget": 1}, "its depth of 1 layer was drafted (then the best 1 "),
+        ("depth", "eagle2", {"depth": 1, "budget": 1}, "its depth of 1 layer was drafted (then the best candidate "),
         ("depth", "chain", {}, "its length γ=4 was reached"),
         ("depth", "static", {}, "its fixed shape (N=12, at most 5 layers) was complete"),
         ("plain", "ar", {}, "plain decoding: no drafts asked for"),
@@ -924,6 +924,23 @@ def test_a_tree_kept_at_under_a_token_per_plain_step_says_why_it_beat_the_root_a
     )
     paying = dataclasses.replace(step, stop=STOP_COST, expected=2.5, price=1.3)
     assert stop_sentence(paying, {**recorded.tree_config, "auto": True}).endswith("for 1.30 plain steps")
+
+
+def test_a_one_node_tree_is_worded_in_the_singular(recorded: RunTrace):
+    """N = 1 (a pass of the app read "1 drafts", "draft layers 1 to 1" and "the best 1 candidates were
+    kept"): the figure's title, the depth scale's note, EAGLE-2's depth sentence and a chain's shape."""
+    from ui.explore import deepest_note
+    from viz.summary import growth_sentence, stop_sentence
+
+    tree = DraftTree.with_root(5)
+    tree.add(0, 7, -0.1)
+    step = dataclasses.replace(recorded.steps[0], tree=tree, accepted_path=[0], stop=STOP_DEPTH)
+    assert "1 draft · " in default_title(step) and "1 drafts" not in default_title(step)
+    one_layer = dataclasses.replace(recorded, steps=[step])
+    assert "draft layer 1, and the bonus token's column 2" in deepest_note(one_layer)
+    eagle = {**recorded.tree_config, "method": "eagle2", "budget": 1, "depth": 2}
+    assert stop_sentence(step, eagle).endswith("(then the best candidate was kept)")
+    assert growth_sentence(step, {**recorded.tree_config, "method": "chain"}) == "a chain of 1 draft"
 
 
 def test_summary_gives_depth_width_and_nodes_per_step(recorded: RunTrace):

@@ -12,7 +12,7 @@ from viz import charts, summary
 from .compute import QUEUE_NOTE_SECONDS, model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, prepare
-from .shared import busy_note, gpu_seconds
+from .shared import busy_note, gpu_seconds, refusal
 from .table_view import with_decimals
 
 REPEATS = 3
@@ -26,7 +26,7 @@ def check_async(*panel) -> None:
     settings = RunSettings.of(panel)
     check(settings)
     if settings.method == "ar":
-        raise gr.Error("Autoregressive decoding has no drafter to overlap: pick a tree method.", print_exception=False)
+        raise refusal("Autoregressive decoding has no drafter to overlap: pick a tree method.")
 
 
 def _async_seconds(session, repeats, *panel) -> int:

@@ -18,7 +18,7 @@ from viz.tree_figure import colour_mode, committed_tokens, shared_extent, tree_f
 from .compute import model_work
 from .session import Session, stop_tab
 from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
-from .shared import busy_note, gpu_seconds, step_number
+from .shared import busy_note, gpu_seconds, refusal, step_number
 from .table_view import with_decimals
 
 NO_COMPARE = (
@@ -119,7 +119,7 @@ def check_compared(session: Session, which: str = "A") -> None:
     """``gr.Error`` unless run ``which`` (A or B) of the comparison is there."""
     trace = session.compare.get(which)
     if trace is None or not trace.steps:
-        raise gr.Error("Run the comparison first.", print_exception=False)
+        raise refusal("Run the comparison first.")
 
 
 def go_to_step(session: Session, which: str, number, color_mode):

@@ -31,7 +31,7 @@ from . import text_view
 from .compute import model_work, waiting_line
 from .session import LiveRun, RunStopped, Session
 from .settings import SETTING_NAMES, RunSettings, check, prepare, settings_of
-from .shared import busy_note, gpu_seconds, step_number
+from .shared import busy_note, gpu_seconds, refusal, step_number
 from .table_view import node_rows
 from .tree_lab import frozen_for, gate_view
 
@@ -154,7 +154,8 @@ def deepest_note(trace: RunTrace) -> str:
     d = deepest(trace)
     if d == 0:
         return "no step drafted: every tree is its root, and the column after it the target's next token"
-    return f"all trees drawn on one depth scale: draft layers 1 to {d}, and the bonus token's column {d + 1}"
+    layers = "draft layer 1" if d == 1 else f"draft layers 1 to {d}"
+    return f"all trees drawn on one depth scale: {layers}, and the bonus token's column {d + 1}"
 
 
 def slider_update(trace: RunTrace | None, value: int | None = None, follow: bool = True) -> dict:
@@ -381,7 +382,7 @@ def run_explore(session: Session, color_mode, progress=gr.Progress(), *panel):
     if session.live is not live:  # replaced while it ended (a trace loaded, Run pressed again)
         return
     if live.error is not None:
-        raise gr.Error(f"The run failed: {live.error}", print_exception=False)
+        raise refusal(f"The run failed: {live.error}")
     live.fill_texts()
     yield finished_view(session, trace, live, color_mode)
 
@@ -545,14 +546,14 @@ def advance(session: Session, number, color_mode, speed=1.0):
 def check_trace(session: Session, what: str = "to export") -> None:
     """``gr.Error`` unless the session holds a run or loaded trace with steps (``what``: what there is not)."""
     if session.trace is None or not session.trace.steps:
-        raise gr.Error(f"Nothing {what} yet: run or load a trace first.", print_exception=False)
+        raise refusal(f"Nothing {what} yet: run or load a trace first.")
 
 
 def check_ended(session: Session, then: str = "export it", what: str = "to export") -> None:
     """``gr.Error`` unless the session holds a trace whose run has ended (``then``: what to do then)."""
     check_trace(session, what)
     if session.live is not None and not session.live.done:
-        raise gr.Error(f"The run is still going: {then} when it has ended (or press Stop).", print_exception=False)
+        raise refusal(f"The run is still going: {then} when it has ended (or press Stop).")
 
 
 def check_gate(session: Session) -> None:
@@ -655,7 +656,7 @@ def read_trace(file) -> RunTrace:
     """The trace in an uploaded ``file`` (a path or a file object); ``gr.Error`` saying what to load
     instead when there is none or it is not one."""
     if file is None:
-        raise gr.Error("Choose a trace JSON file first.", print_exception=False)
+        raise refusal("Choose a trace JSON file first.")
     try:
         trace = RunTrace.from_json(Path(file if isinstance(file, str) else file.name).read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -666,9 +667,8 @@ def read_trace(file) -> RunTrace:
         if trace.steps:
             return trace
         reason = "it holds no decoding step (every view draws a step)"
-    raise gr.Error(
-        f"That file is not a TALON trace: {reason}. Load a file saved with 'Export trace (JSON)' on this tab.",
-        print_exception=False,
+    raise refusal(
+        f"That file is not a TALON trace: {reason}. Load a file saved with 'Export trace (JSON)' on this tab."
     )
 
 

@@ -30,6 +30,7 @@ from .shared import (
     EXAMPLES,
     FALLBACK_EXAMPLES,
     gpu_seconds,
+    refusal,
     step_number,
 )
 from .table_view import node_rows, with_decimals
@@ -149,9 +150,7 @@ def check_prompts(prompt_a, prompt_b, *panel) -> None:
     settings = RunSettings.of(panel)
     for label, prompt in zip(LABELS, (prompt_a, prompt_b)):
         if not isinstance(prompt, str) or not prompt.strip():
-            raise gr.Error(
-                f"Prompt {label} is empty: type one or press the example pair button.", print_exception=False
-            )
+            raise refusal(f"Prompt {label} is empty: type one or press the example pair button.")
         check(settings.but(prompt=prompt))  # each prompt's length, and the panel's fields
 
 
@@ -301,7 +300,7 @@ def prompt_step(session: Session, which: str, number, color_mode) -> tuple:
 def show_prompt_step(session: Session, which: str, number, color_mode) -> tuple:
     """The step slider of prompt A or B moved: redraw that tree (same scale) and list its nodes."""
     if which not in LABELS:
-        raise gr.Error("Pick prompt A or B.", print_exception=False)
+        raise refusal("Pick prompt A or B.")
     check_both_run(session)
     return prompt_step(session, which, number, color_mode)
 
@@ -390,14 +389,14 @@ def prompts_caption(runs: dict[str, RunTrace]) -> str:
 def check_both_run(session: Session) -> None:
     """``gr.Error`` unless both prompts have been run."""
     if len(_runs(session)) < 2:
-        raise gr.Error("Run both prompts first.", print_exception=False)
+        raise refusal("Run both prompts first.")
 
 
 def check_reveal(session: Session, guess) -> None:
     """``gr.Error`` unless both prompts have run and an answer is picked."""
     check_both_run(session)
     if guess not in {value for _, value in GUESS_CHOICES}:
-        raise gr.Error("Pick an answer first.", print_exception=False)
+        raise refusal("Pick an answer first.")
 
 
 def reveal(session: Session, guess, color_mode):

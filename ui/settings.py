@@ -20,7 +20,7 @@ from talon.trace import RunTrace
 from .compute import COMPUTE, STEP, model_work, waiting_line
 from .progress_bar import reporter
 from .session import RunStopped, run_stepwise
-from .shared import load_target, loaded_target, make_drafter, target_refusal, target_spec
+from .shared import load_target, loaded_target, make_drafter, refusal, target_refusal, target_spec
 
 BUDGET_MAX = AUTO_CAP
 """The Budget N sliders' top (draft nodes): the auto cap, so a fixed N reaches every size an auto tree can
@@ -121,7 +121,7 @@ def tree_config(method, budget, topk, mu, depth, gamma) -> TreeConfig:
     try:
         return RunSettings(method=method, budget=budget, topk=topk, mu=mu, depth=depth, gamma=gamma).configs()[0]
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        raise refusal(str(err)) from None
 
 
 @dataclass
@@ -191,11 +191,9 @@ def check_prompt_length(
             target = f"about {fits(limit):,} characters"
         else:
             target = characters_for(limit, len(ids), chars) if chars else f"{limit:,} tokens"
-        raise gr.Error(
+        raise refusal(
             f"This prompt is {size}. On this {device_kind.upper()} reading it and then decoding at that length "
-            f"would take minutes, so prompts are kept to {limit:,} tokens here: shorten it to {target} or fewer.",
-            duration=None,
-            print_exception=False,
+            f"would take minutes, so prompts are kept to {limit:,} tokens here: shorten it to {target} or fewer."
         )
 
 
@@ -229,15 +227,15 @@ def check(settings: RunSettings, label: str = "") -> None:
         check_prompt_text(settings.prompt)
     except ConfigError as err:
         if not settings.prompt.strip():
-            raise gr.Error(str(err), print_exception=False) from None
+            raise refusal(str(err)) from None
         also = _too_long_note(settings.prompt, loaded_target(settings.target_spec))
         # where a token limit is stricter, it is the one length to name (two limits read as a contradiction)
         told = f"The prompt has {len(settings.prompt):,} characters." + also if also else str(err)
-        raise gr.Error(told, duration=None, print_exception=False) from None
+        raise refusal(told) from None
     try:
         settings.configs()
     except ConfigError as err:
-        raise gr.Error(f"{label}{err}", print_exception=False) from None
+        raise refusal(f"{label}{err}") from None
     problem = spec_problem(target_spec(settings.target_spec))
     if problem:  # a missing folder is refused here, before a load step says it is loading it
         raise target_refusal(problem)
@@ -252,7 +250,7 @@ def encoded_prompt(target: LoadedModel, prompt: str) -> list[int]:
     try:
         ids = encode_prompt(target, prompt)
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        raise refusal(str(err)) from None
     check_prompt_length(ids, target.device.type, len(prompt), lambda limit: characters_that_fit(target, prompt, limit))
     return ids
 
@@ -290,7 +288,7 @@ def prepare(
     try:
         tree_cfg, decode_cfg = settings.configs()
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        raise refusal(str(err)) from None
     stopped = stop or (lambda: False)
     target = load_target(settings.target_spec, progress)
     ids = encoded_prompt(target, settings.prompt)
@@ -314,7 +312,7 @@ def prepare(
     try:
         trace = new_trace(target, drafter, tree_cfg, decode_cfg, settings.prompt, prompt_ids=ids, cost_curve=curve)
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        raise refusal(str(err)) from None
     return Prepared(target, drafter, tree_cfg, decode_cfg, trace)
 
 

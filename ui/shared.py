@@ -35,6 +35,14 @@ from .compute import spaces
 from .progress_bar import reporter
 
 
+def refusal(message: str) -> gr.Error:
+    """The page's message for something it cannot do, saying what to do instead.  It stays until the next
+    press of a button that starts work (the page closes the last press's messages) or its own close
+    button: Gradio closes a group of error messages on a timer the group's first message started, so a
+    second message shown within 10 s of the first, after the first was closed, vanished a second later."""
+    return gr.Error(message, duration=None, print_exception=False)
+
+
 def setup_problem() -> str:
     """What is wrong with this machine's settings (environment variables), in a sentence that says how
     to fix it, or ``""``.  Read once at start-up; the page shows it instead of failing to import."""
@@ -174,7 +182,7 @@ def load_target(spec: str | None, progress: gr.Progress | None = None) -> Loaded
     """The target model of ``spec`` (default: the app's); ``gr.Error`` naming the Target field (or the
     environment variable to fix)."""
     if SETUP_PROBLEM:
-        raise gr.Error(SETUP_PROBLEM, print_exception=False)
+        raise refusal(SETUP_PROBLEM)
     spec = target_spec(spec)
     if progress is not None and spec not in REGISTRY.loaded():
         progress(0.0, desc=f"Loading {spec} (the first start converts the embedded model, about 30 s)...")
@@ -189,7 +197,7 @@ def target_refusal(problem: ModelLoadError | ConfigError) -> gr.Error:
     """The message for a Target field no model loads from: the field, the ``problem``, and the choices
     (unless the problem lists them already)."""
     advice = "" if isinstance(problem, ListsTheChoices) else f" {TARGET_ADVICE}"
-    return gr.Error(f"Target model: {problem}{advice}", print_exception=False)
+    return refusal(f"Target model: {problem}{advice}")
 
 
 def loaded_target(spec: str | None) -> LoadedModel | None:
@@ -220,7 +228,7 @@ def make_drafter(
         return drafter_for(method, chosen, target, REGISTRY)
     except (ModelLoadError, ConfigError) as err:
         advice = "" if isinstance(err, NotADrafter) else f" {DRAFTER_ADVICE}"  # its message lists the forms
-        raise gr.Error(f"Drafter: {err}{advice}", print_exception=False) from None
+        raise refusal(f"Drafter: {err}{advice}") from None
 
 
 def shipped_head_fits(target: LoadedModel) -> bool:

@@ -55,6 +55,7 @@ from .shared import (
     load_target,
     make_drafter,
     measured_curves,
+    refusal,
     shown_path,
     step_number,
 )
@@ -142,7 +143,7 @@ def results_after_gate(session: Session) -> tuple:
 
 def _lab(session: Session) -> LabState:
     if session.lab is None:
-        raise gr.Error("Freeze a step first (Tree lab: pick a step, press Freeze this step).", print_exception=False)
+        raise refusal("Freeze a step first (Tree lab: pick a step, press Freeze this step).")
     return session.lab
 
 
@@ -163,18 +164,17 @@ def check_sweep(session: Session, field, method) -> None:
     if field in SWEPT_BY and method not in SWEPT_BY[field]:
         names = [METHOD_NAMES[m] for m in SWEPT_BY[field]]
         readers = ", ".join(names[:-1]) + f" and {names[-1]}"
-        raise gr.Error(
+        raise refusal(
             f"The {lab_charts.SWEEP_AXIS_NAMES[field]} does not shape the Lab method's trees "
             f"({METHOD_NAMES.get(method, method)}): its sweep would be flat. It shapes {readers} trees: pick one "
-            "as the Lab method, or sweep another setting.",
-            print_exception=False,
+            "as the Lab method, or sweep another setting."
         )
 
 
 def check_rerollable(session: Session) -> None:
     """``gr.Error`` unless the lab holds a frozen step with a tree drawn."""
     if _lab(session).last is None:
-        raise gr.Error("Draw a tree first (move a setting).", print_exception=False)
+        raise refusal("Draw a tree first (move a setting).")
 
 
 def check_freezable(session: Session) -> None:
@@ -185,13 +185,9 @@ def check_freezable(session: Session) -> None:
 def _trace_for_lab(session: Session) -> RunTrace:
     trace = session.trace
     if trace is None or not trace.steps:
-        raise gr.Error(
-            "No run to freeze a step of: run or load a trace in the Explore tab first.", print_exception=False
-        )
+        raise refusal("No run to freeze a step of: run or load a trace in the Explore tab first.")
     if session.live is not None and not session.live.done:
-        raise gr.Error(
-            "The run is still going: freeze a step when it has ended (or press Stop).", print_exception=False
-        )
+        raise refusal("The run is still going: freeze a step when it has ended (or press Stop).")
     return trace
 
 
@@ -222,10 +218,9 @@ def frozen_for(
         return lab
     target = load_target(target_spec, progress)
     if target.name != trace.target:
-        raise gr.Error(
+        raise refusal(
             f"This run was made with {trace.target}, but the Target field loads {target.name}: set the "
-            "Target field to the run's model to explore its steps.",
-            print_exception=False,
+            "Target field to the run's model to explore its steps."
         )
     try:
         replayed = _replayed(trace, index, target, drafter_spec, progress)
@@ -236,7 +231,7 @@ def frozen_for(
             FrozenStep.of_run, target, REGISTRY, drafter_spec, trace, index, replayed=replayed, progress=progress
         )
     except ConfigError as err:
-        raise gr.Error(str(err), print_exception=False) from None
+        raise refusal(str(err)) from None
     session.lab = LabState(trace, index, frozen)
     return session.lab
 
@@ -611,9 +606,7 @@ def price(session: Session, curve_key, method, budget, topk, mu, depth, gamma, p
     if curve_key and curve_key != THIS_MACHINE:
         curves = measured_curves()
         if curve_key not in curves:
-            raise gr.Error(
-                f"That cost table is no longer in {shown_path(bench_root())}: pick another.", print_exception=False
-            )
+            raise refusal(f"That cost table is no longer in {shown_path(bench_root())}: pick another.")
         label, curve = curves[curve_key]
         projection = True
     else:

@@ -314,7 +314,7 @@ def growth_sentence(step, tree_config: dict) -> str:
         )
     if method == "static":
         return f"fixed shape: layers of {_widths(widths)} nodes"
-    return f"a chain of {step.tree.num_drafts} drafts"
+    return f"a chain of {plural(step.tree.num_drafts, 'draft')}"
 
 
 def stop_sentence(step, tree_config: dict) -> str:
@@ -352,7 +352,8 @@ def stop_sentence(step, tree_config: dict) -> str:
             if cap is None:
                 note = ""
             elif kept >= cap:
-                note = f" (then the best {cap} candidates were kept)"
+                best = "the best candidate was" if cap == 1 else f"the best {cap} candidates were"
+                note = f" (then {best} kept)"
             else:
                 note = f" (all {plural(kept, 'candidate')} kept: fewer than N={cap})"
             return f"its depth of {plural(depth, 'layer') if depth is not None else '?'} was drafted{note}"

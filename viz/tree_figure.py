@@ -343,7 +343,8 @@ def default_title(step: StepRecord) -> str:
         committed = len(step.committed_ids)
         return f"Step {step.index + 1}: a plain decoding step, no drafts → {committed} committed (“{text}”)"
     return (
-        f"Step {step.index + 1}: {step.tree.num_drafts} drafts · {step.accepted_tokens} accepted "
+        f"Step {step.index + 1}: {step.tree.num_drafts} draft{'' if step.tree.num_drafts == 1 else 's'} · "
+        f"{step.accepted_tokens} accepted "
         f"+ bonus → {len(step.committed_ids)} committed (“{text}”)"
     )
 
