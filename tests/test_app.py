@@ -425,7 +425,11 @@ def test_freezing_a_step_of_an_auto_sized_run_says_what_the_lab_builds_instead(c
     assert "N=auto" not in status and sliders[1]["value"] == RUN_ARGS["budget"]
     _run(client, drafter_spec=LAB_DRAFTER, method="ar", budget=0, max_new=12)  # no N of its own (it read 128)
     status, *sliders = _freeze(client, 1)
-    assert sliders[1]["value"] == AUTO_RUN_LAB_BUDGET
+    assert sliders[1]["value"] == AUTO_RUN_LAB_BUDGET and "not one of this run's steps" not in status
+    steps = len(_exported_trace(client).steps)
+    status, *sliders = _freeze(client, 999)  # a step past the run's: the last is frozen, and the line says so
+    assert f"Step 999 is not one of this run's steps (1 to {steps}), so step {steps} was frozen." in status
+    assert sliders[-1] == steps
 
 
 def test_the_same_context_row_matches_the_engine_and_rerolls_count(client, target):

@@ -381,6 +381,18 @@ def _depth_limit_note(frozen: FrozenStep) -> str:
     )
 
 
+def outside_note(asked, number: int, trace: RunTrace) -> str:
+    """The status line's note when the step typed (``asked``) is not one of the run's and step ``number``
+    was frozen instead (the main sliders say so when they clamp a value; the step box said nothing)."""
+    try:
+        typed = float(asked)
+    except (TypeError, ValueError):
+        return ""
+    if typed == number:
+        return ""
+    return f" Step {typed:g} is not one of this run's steps (1 to {len(trace.steps)}), so step {number} was frozen."
+
+
 KEPT_SETTINGS = " The lab's settings stay as you left them (the first step frozen of a new run sets them to its own)."
 """The status line's note when Freeze took another step of the run the lab holds."""
 
@@ -393,9 +405,9 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     of the same run keeps the ones the lab has (a person comparing, say, EAGLE-2 at N=40 over several steps
     had to set it again after every Freeze)."""
     trace = _trace_for_lab(session)
-    number = step_number(number, trace)
+    asked, number = number, step_number(number, trace)
     frozen_for(session, number, target_spec, drafter_spec, progress)
-    status = status_line(session)
+    status = status_line(session) + outside_note(asked, number, trace)
     if session.lab_settings_from is trace:
         return status + KEPT_SETTINGS, *(gr.skip() for _ in range(6)), number
     session.lab_settings_from = trace
