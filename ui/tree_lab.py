@@ -390,7 +390,7 @@ def outside_note(asked, number: int, trace: RunTrace) -> str:
         return ""
     if typed == number:
         return ""
-    return f" Step {typed:g} is not one of this run's steps (1 to {len(trace.steps)}), so step {number} was frozen."
+    return f"Step {typed:g} is not one of this run's steps (1 to {len(trace.steps)}), so step {number} was frozen. "
 
 
 KEPT_SETTINGS = " The lab's settings stay as you left them (the first step frozen of a new run sets them to its own)."
@@ -407,7 +407,7 @@ def freeze(session: Session, number, target_spec, drafter_spec, progress=gr.Prog
     trace = _trace_for_lab(session)
     asked, number = number, step_number(number, trace)
     frozen_for(session, number, target_spec, drafter_spec, progress)
-    status = status_line(session) + outside_note(asked, number, trace)
+    status = outside_note(asked, number, trace) + status_line(session)  # first: what was not done as asked
     if session.lab_settings_from is trace:
         return status + KEPT_SETTINGS, *(gr.skip() for _ in range(6)), number
     session.lab_settings_from = trace
