@@ -252,3 +252,16 @@ def test_late_import_is_found(tmp_path):
         '"""doc"""\nimport os\ntry:\n    import spaces\nexcept ImportError:\n    pass\nX = 1\nimport json\n'
     )
     assert late_imports(path) == [8]
+
+
+def test_every_page_error_is_a_refusal():
+    """The page's errors are made by ``ui.shared.refusal`` alone: a ``gr.Error`` with Gradio's 10-s timer
+    closed a second message a moment after it appeared (the timer of the group's first message)."""
+    made = []
+    for path in [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and func.attr == "Error" and getattr(func.value, "id", "") == "gr":
+                made.append(str(path.relative_to(ROOT)))
+    assert made == ["ui/shared.py"]  # in ``refusal``, with ``duration=None``
+    assert "gr.Error(message, duration=None," in (ROOT / "ui" / "shared.py").read_text(encoding="utf-8")
