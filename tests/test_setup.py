@@ -266,10 +266,11 @@ def test_every_run_button_refuses_bad_settings_before_the_page_changes(tmp_path)
         check_compare("static", "talon", None, None, *panel())
     check_compare("static", "talon", 8, None, *panel())  # A's own N: a static tree of 8 beside auto TALON
     rule = r"Budget N is 0 \(auto\) or a whole number of draft nodes from 1 to 128"
-    with pytest.raises(gr.Error, match=rf"^\W?Method B: {rule} \(got 2.5\)"):
+    side = r"Budget N is blank \(the Budget N above\), auto, or a whole number of draft nodes from 1 to 128"
+    with pytest.raises(gr.Error, match=rf"^\W?B's {side} \(got 2.5\)"):
         check_compare("talon", "talon", 0, 2.5, *panel())
     for typed, shown in (("abc", "'abc'"), (-5, "-5"), (100_000, "100000")):  # each refusal says what N takes
-        with pytest.raises(gr.Error, match=rf"^\W?Method A: {rule} \(got {shown}\)"):
+        with pytest.raises(gr.Error, match=rf"^\W?A's {side} \(got {shown}\)"):
             check_compare("talon", "talon", typed, None, *panel())
     check_compare("talon", "talon", " Auto ", "", *panel())
     with pytest.raises(gr.Error, match=rf"^\W?{rule} \(got 'many'\)"):

@@ -17,7 +17,7 @@ from viz.tree_figure import colour_mode, committed_tokens, shared_extent, tree_f
 
 from .compute import model_work
 from .session import Session, stop_tab
-from .settings import SETTING_NAMES, RunSettings, check, load_models, prepare
+from .settings import BUDGET_MAX, BUDGET_RULE, SETTING_NAMES, RunSettings, check, load_models, prepare
 from .shared import busy_note, gpu_seconds, refusal, step_number
 from .table_view import with_decimals
 
@@ -143,12 +143,25 @@ TALON, often draw the same small trees there.  Both boxes are set, so the pair s
 the panel's N."""
 
 
+def side_budget_rule(side: str) -> str:
+    """What a side's Budget N box takes, in its refusal (the panel's rule leaves out the blank)."""
+    takes = f"blank (the Budget N above), auto, or a whole number of draft nodes from 1 to {BUDGET_MAX}"
+    return f"{side}'s Budget N is {takes}"
+
+
 def check_compare(method_a, method_b, budget_a, budget_b, *panel) -> None:
     """``gr.Error`` before anything runs (or the page changes) if the settings ``panel`` (``SETTING_NAMES``)
     cannot run with method A at its Budget N (``budget_a``; blank: the panel's) or with method B at its."""
     settings = RunSettings.of(panel)
     for label, method, budget in (("A", method_a, budget_a), ("B", method_b, budget_b)):
-        check(side_settings(settings, method, budget), f"Method {label}: ")
+        try:
+            check(side_settings(settings, method, budget), f"Method {label}: ")
+        except gr.Error as err:
+            panel_rule = f"Method {label}: {BUDGET_RULE}"
+            typed = budget is not None and not (isinstance(budget, str) and not budget.strip())
+            if typed and str(err.message).startswith(panel_rule):  # the side's own box was refused
+                raise refusal(side_budget_rule(label) + str(err.message)[len(panel_rule) :]) from None
+            raise
 
 
 @model_work()
