@@ -10,14 +10,14 @@ from itertools import accumulate
 import gradio as gr
 
 from talon import metrics
-from talon.config import BUDGET_METHODS, METHOD_NAMES
+from talon.config import BUDGET_METHODS, METHOD_NAMES, ConfigError
 from talon.trace import RunTrace
 from viz import charts, lab_charts, summary
 from viz.tree_figure import colour_mode, committed_tokens, shared_extent, tree_figure, visible_text
 
 from .compute import model_work
 from .session import Session, stop_tab
-from .settings import BUDGET_MAX, BUDGET_RULE, SETTING_NAMES, RunSettings, check, load_models, prepare
+from .settings import BUDGET_MAX, SETTING_NAMES, RunSettings, budget_nodes, check, load_models, prepare
 from .shared import busy_note, gpu_seconds, refusal, step_number
 from .table_view import with_decimals
 
@@ -98,10 +98,15 @@ def run_name(trace: RunTrace) -> str:
     return f"{name}, {summary.budget_text(cfg)}" if cfg["method"] in BUDGET_METHODS else name
 
 
+def blank(budget) -> bool:
+    """Whether a side's Budget N box is left to the panel's Budget N (None or blank)."""
+    return budget is None or (isinstance(budget, str) and not budget.strip())
+
+
 def side_settings(settings: RunSettings, method, budget) -> RunSettings:
     """The panel's settings for one side of the comparison: its method, and its own Budget N where one is
     given (None or blank: the panel's; "auto" is 0, the auto position)."""
-    if budget is None or (isinstance(budget, str) and not budget.strip()):
+    if blank(budget):
         return settings.but(method=method)
     if isinstance(budget, str) and budget.strip().lower() == "auto":
         budget = 0
@@ -154,14 +159,12 @@ def check_compare(method_a, method_b, budget_a, budget_b, *panel) -> None:
     cannot run with method A at its Budget N (``budget_a``; blank: the panel's) or with method B at its."""
     settings = RunSettings.of(panel)
     for label, method, budget in (("A", method_a, budget_a), ("B", method_b, budget_b)):
-        try:
-            check(side_settings(settings, method, budget), f"Method {label}: ")
-        except gr.Error as err:
-            panel_rule = f"Method {label}: {BUDGET_RULE}"
-            typed = budget is not None and not (isinstance(budget, str) and not budget.strip())
-            if typed and str(err.message).startswith(panel_rule):  # the side's own box was refused
-                raise refusal(side_budget_rule(label) + str(err.message)[len(panel_rule) :]) from None
-            raise
+        if not blank(budget):  # the side's own box, refused with what it takes (the panel's rule has no blank)
+            try:
+                budget_nodes(budget, side_budget_rule(label))
+            except ConfigError as err:
+                raise refusal(str(err)) from None
+        check(side_settings(settings, method, budget), f"Method {label}: ")
 
 
 @model_work()

@@ -20,6 +20,7 @@ import gradio as gr
 from talon import metrics
 from talon.config import GATE_METHODS
 from talon.drafters.calibration import Calibration, rows_table
+from talon.engine.stopping import STOPPED
 from talon.metrics import plain_share, representative_step, trace_json
 from talon.trace import RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
@@ -405,7 +406,7 @@ def finished_view(session: Session, trace: RunTrace, live: LiveRun, color_mode: 
             *charts_of(trace),
         )
     if session.follow:  # Stop pressed: the step being watched (whole: the run ends after it) stays on show
-        viewed = n if trace.stop_reason == "stopped" else None
+        viewed = n if trace.stop_reason == STOPPED else None
     else:
         viewed = session.viewed_step
     if viewed is None:

@@ -42,19 +42,20 @@ def _number(value, name: str, kind=float):
 
 
 BUDGET_RULE = f"Budget N is 0 (auto) or a whole number of draft nodes from 1 to {BUDGET_MAX}"
-"""What every Budget N refusal says: what the field takes."""
+"""What a Budget N refusal says: what the field takes (a Compare methods side names its own box)."""
 
 
-def _budget(value) -> int:
-    """Budget N's field as a number of draft nodes (0: auto); ``ConfigError`` saying what it takes."""
+def budget_nodes(value, rule: str = BUDGET_RULE) -> int:
+    """Budget N's field as a number of draft nodes (0: auto); ``ConfigError`` saying what it takes (``rule``:
+    how the refusal names the field and what it takes)."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return 0
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{BUDGET_RULE} (got {value!r}).") from None
+        raise ConfigError(f"{rule} (got {value!r}).") from None
     if not number.is_integer() or not 0 <= number <= BUDGET_MAX:
-        raise ConfigError(f"{BUDGET_RULE} (got {number:g}).")
+        raise ConfigError(f"{rule} (got {number:g}).")
     return int(number)
 
 
@@ -89,7 +90,7 @@ class RunSettings:
     def configs(self) -> tuple[TreeConfig, DecodeConfig]:
         """``TreeConfig`` and ``DecodeConfig`` (``ConfigError`` names the bad field).  Budget N 0 is the
         slider's "auto" position: the cost rule sizes each tree, capped at ``AUTO_CAP`` nodes."""
-        budget = _budget(self.budget)  # at most the slider's top: a typed or API value could ask for any size
+        budget = budget_nodes(self.budget)  # at most the slider's top: a typed or API value could ask for any size
         auto = budget == 0 and self.method in AUTO_METHODS
         if budget == 0 and self.method == "static":
             raise ConfigError(
