@@ -11,6 +11,9 @@ from .tree import DraftTree, GateLayer, Verdict
 
 TRACE_FORMAT = 1
 
+EOS, MAX_NEW_TOKENS, STOPPED = "eos", "max_new_tokens", "stopped"
+"""Stop reasons (``RunTrace.stop_reason``): an end-of-sequence token, the max-new-tokens limit, the user."""
+
 
 def _stored_fields(cls, d: dict) -> list:
     """``cls``'s fields to read from ``d``: those present, and the required ones (a missing required
@@ -127,7 +130,7 @@ class RunTrace:
         target / drafter: model names as shown to users (drafter ``""`` for autoregressive).
         device: where it ran, e.g. ``"cpu"`` or ``"cuda (NVIDIA H100)"``.
         prefill_seconds: the prompt's forward passes (target and drafter) before step 0.
-        stop_reason: ``"eos"``, ``"max_new_tokens"``, ``"stopped"`` (by the user) or ``""`` (running).
+        stop_reason: ``EOS``, ``MAX_NEW_TOKENS``, ``STOPPED`` (by the user) or ``""`` (running).
         execution: ``"sync"`` or ``"async"`` (drafting overlapped with verification).
         dtype: the target's weights' precision, e.g. ``"float32"`` (``""`` in traces from before it was
             recorded); it can change timings and, in low precision, output.

@@ -20,9 +20,8 @@ import gradio as gr
 from talon import metrics
 from talon.config import GATE_METHODS
 from talon.drafters.calibration import Calibration, rows_table
-from talon.engine.stopping import STOPPED
 from talon.metrics import plain_share, representative_step, trace_json
-from talon.trace import RunTrace, StepRecord
+from talon.trace import EOS, MAX_NEW_TOKENS, STOPPED, RunTrace, StepRecord
 from talon.tree import SOURCE_MODEL
 from viz import charts, lab_charts, summary
 from viz.summary import plural
@@ -49,9 +48,9 @@ SHOWN_BEFORE = " The page still shows the run before it."
 STOPPED_NOTE = "Stopped before the run's first step: nothing was decoded."
 """The note under Stop after a run stopped while it was prepared (it stays until the next run)."""
 END_NOTES = {
-    "eos": "the model emitted its end-of-sequence token",
-    "max_new_tokens": "the max new tokens limit was reached",
-    "stopped": "you pressed Stop",
+    EOS: "the model emitted its end-of-sequence token",
+    MAX_NEW_TOKENS: "the max new tokens limit was reached",
+    STOPPED: "you pressed Stop",
 }
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from talon import metrics
 from talon.config import AUTO_CAP, BUDGET_METHODS, GATE_METHODS, METHOD_NAMES, ROOT_WIDTH_METHODS
-from talon.trace import RunTrace
+from talon.trace import EOS, MAX_NEW_TOKENS, STOPPED, RunTrace
 from talon.tree import STOP_CAP, STOP_COST, STOP_DEPTH, STOP_DRAFTER, STOP_END, STOP_PLAIN, STOP_REASONS
 
 GLOSSARY = f"""
@@ -119,7 +119,8 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-STOPPED_BY = {"eos": "end of sequence", "max_new_tokens": "max new tokens", "stopped": "the Stop button"}
+STOPPED_BY = {EOS: "end of sequence", MAX_NEW_TOKENS: "max new tokens", STOPPED: "the Stop button"}
+"""What ended a run, as a summary says it (keys: ``RunTrace.stop_reason``)."""
 
 
 def budget_text(tree_config: dict) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-EOS, MAX_NEW_TOKENS, STOPPED = "eos", "max_new_tokens", "stopped"
-"""Stop reasons (``RunTrace.stop_reason``): an end-of-sequence token, the max-new-tokens limit, the user."""
+from ..trace import EOS, MAX_NEW_TOKENS, STOPPED
+
+__all__ = ["EOS", "MAX_NEW_TOKENS", "STOPPED", "cut_at_eos", "cut_step"]
 
 
 def cut_at_eos(ids: Sequence[int], eos: Collection[int]) -> list[int]:
