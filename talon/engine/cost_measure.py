@@ -39,6 +39,7 @@ from ..models.cpu_linear import (
 from ..models.device import OtherWork, cpu_identity, device_label, openmp_wait, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
+from ..models.gqa_attention import runs_few_rows_attention
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
 from ..models.row_ops import uses_row_ops
@@ -301,8 +302,9 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         # the norm and rotary embedding (row_ops) and the picks' argmax / top-k (row_top) share a source
         + ("row_ops=on, " if uses_row_ops(target.model) else "")
         + (f"row_picks=on {row_ops.source_digest()}, " if target.device.type == "cpu" and row_top.active() else "")
-        + f"attention={getattr(target.model.config, '_attn_implementation', None)}, "
-        f"lm_head={head_name(target)}"
+        + f"attention={getattr(target.model.config, '_attn_implementation', None)}"
+        + (" with C++ rows, " if runs_few_rows_attention(target.model) else ", ")
+        + f"lm_head={head_name(target)}"
         + (f", block_rows={rows}" if (rows := block_rows(target.model)) else "")
         + (f", call_rows={rows}" if (rows := call_rows(target.model)) else "")
         # oneDNN's curves keep their keys; TALON's kernel names its source (another revision is timed again)

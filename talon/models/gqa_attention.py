@@ -13,6 +13,13 @@ of K and V per layer per forward) and runs SDPA on the copies.
   of its 60 in the copies and SDPA (profiled); without the copies verifying 16 nodes took 57.5 ms
   against 60.7 (medians of 40 interleaved rounds), one row 39.4 / 40.0 ms (docs/benchmarks.md,
   "Cheaper verification").
+* **CPU, float32, a step's few rows** (``few_rows_attention``): up to ``FEW_ROWS`` query rows of head
+  dimension 64 on a CPU with AVX-512 take ``row_ops``' C++ grouped attention, which stacks the query heads
+  sharing a key/value head and keeps a task's scores, softmax and weighted values in registers: SDPA
+  gives each query head a task of its own.  On the 2-core Xeon (family 6 model 207), over 130-200 keys,
+  one query row took 26-34 us against SDPA's 47-50, 16 rows 70-93 against 86-132 and 32 rows 120-177
+  against 138-202 (docs/benchmarks.md, fifty-ninth session).  A row's output is the same alone as among
+  a tree's rows.  ``$TALON_CPU_ATTENTION=sdpa`` (or ``$TALON_ROW_OPS=0``) keeps SDPA.
 * **CUDA, float32** (``grouped_matmul_attention``): SDPA under a float32 mask runs the memory-efficient
   kernel, which gives each (query block, head) one thread block and walks the keys in it one tile after
   another: a decoding step's few query rows keep 9 of an H100's 132 multiprocessors busy, and a layer
@@ -29,6 +36,7 @@ Only models loaded for our own loop use it (``use_gqa_attention``, draft heads t
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -38,11 +46,20 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from ..config import ConfigError
+from . import row_ops
+from .row_ops import ROW_OPS_ENV
 
 GQA_ATTENTION = "talon_gqa"
 """The attention implementation's registered name (``config._attn_implementation``)."""
 GPU_ATTENTION_ENV = "TALON_GPU_ATTENTION"
 GPU_ATTENTION_MODES = ("grouped", "sdpa")
+CPU_ATTENTION_ENV = "TALON_CPU_ATTENTION"
+CPU_ATTENTION_MODES = ("rows", "sdpa")
+FEW_ROWS = 129
+"""The most query rows a forward gives ``few_rows_attention`` (a 128-node tree and its root); a prompt's
+prefill keeps SDPA, which was as fast from about 100 rows and faster at 512 (a causal mask over 512 keys)."""
+FEW_ROWS_HEAD_DIM = 64
+"""The head dimension the C++ kernel takes (SmolLM2's, Llama 3.2 1B's, Qwen2.5 0.5B's)."""
 
 
 def gpu_attention_mode() -> str:
@@ -52,6 +69,87 @@ def gpu_attention_mode() -> str:
     if value not in GPU_ATTENTION_MODES:
         raise ConfigError(f"${GPU_ATTENTION_ENV}={value!r}: choose one of {', '.join(GPU_ATTENTION_MODES)}.")
     return value
+
+
+def cpu_attention_mode() -> str:
+    """``$TALON_CPU_ATTENTION``: ``rows`` (default: ``few_rows_attention`` where it applies) or ``sdpa``
+    (PyTorch's SDPA for every forward); an unknown value raises ``ConfigError`` naming the choices."""
+    return _cpu_attention_mode(os.environ.get(CPU_ATTENTION_ENV))
+
+
+@functools.cache
+def _cpu_attention_mode(setting: str | None) -> str:
+    value = (setting or "rows").strip().lower() or "rows"
+    if value not in CPU_ATTENTION_MODES:
+        raise ConfigError(f"${CPU_ATTENTION_ENV}={value!r}: choose one of {', '.join(CPU_ATTENTION_MODES)}.")
+    return value
+
+
+@functools.cache
+def cpu_has_avx512() -> bool:
+    """Whether PyTorch runs this CPU's AVX-512 kernels (the C++ attention was measured there only)."""
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
+
+@functools.cache
+def _rows_kernel(attention_setting: str | None, row_ops_setting: str | None):
+    """``row_ops``' ``grouped_attention`` where the raw ``$TALON_CPU_ATTENTION`` and ``$TALON_ROW_OPS``
+    allow it, the CPU has AVX-512 (on AVX2 it is unmeasured) and the extension builds; else None."""
+    if _cpu_attention_mode(attention_setting) != "rows" or not row_ops.judge_setting(row_ops_setting):
+        return None
+    if not cpu_has_avx512() or not row_ops.available():
+        return None
+    return row_ops.extension().grouped_attention
+
+
+def runs_few_rows_attention(model: nn.Module) -> bool:
+    """Whether ``model``'s masked forwards of a few rows take ``few_rows_attention`` here (our grouped
+    attention, float32 on the CPU, heads of 64, the settings on, the extension built): a cost curve's key
+    names it."""
+    weight = next((p for p in model.parameters()), None)
+    config = model.config
+    heads = getattr(config, "num_attention_heads", None) or 1
+    head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
+    return (
+        weight is not None
+        and getattr(config, "_attn_implementation", None) == GQA_ATTENTION
+        and kernel_for(weight.device, weight.dtype) == "sdpa_gqa"
+        and weight.dtype == torch.float32
+        and head_dim == FEW_ROWS_HEAD_DIM
+        and _rows_kernel(os.environ.get(CPU_ATTENTION_ENV), os.environ.get(ROW_OPS_ENV)) is not None
+    )
+
+
+def few_rows_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scaling: float
+) -> torch.Tensor | None:
+    """``row_ops``' C++ grouped attention of ``query`` ``[B, heads, q, 64]`` over ``key`` / ``value``
+    ``[B, kv_heads, k, 64]`` under ``mask`` ``[B or 1, 1, q, >= k]`` (additive float32, or bool with True
+    = visible) -> ``[B, q, heads, 64]``, where it applies: float32 on a CPU with AVX-512, at most
+    ``FEW_ROWS`` query rows, no gradient, ``$TALON_CPU_ATTENTION`` and ``$TALON_ROW_OPS`` on and the
+    extension built.  None otherwise (the caller runs SDPA).  Called in every layer of every step, so the
+    settings are read as raw strings and judged once."""
+    kernel = _rows_kernel(os.environ.get(CPU_ATTENTION_ENV), os.environ.get(ROW_OPS_ENV))
+    if (
+        kernel is None
+        or query.dtype != torch.float32
+        or key.dtype != torch.float32
+        or value.dtype != torch.float32
+        or query.shape[-1] != FEW_ROWS_HEAD_DIM
+        or query.shape[2] > FEW_ROWS
+        or mask.dim() != 4
+        or (torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad))
+    ):
+        return None
+    if mask.dtype == torch.bool:
+        mask = additive_mask(mask, torch.float32)
+    elif mask.dtype != torch.float32:
+        return None
+    if query.stride(-1) != 1 or key.stride(-1) != 1 or value.stride(-1) != 1 or mask.stride(-1) != 1:
+        return None
+    if mask.shape[0] not in (1, query.shape[0]) or mask.shape[1] != 1 or mask.shape[2] != query.shape[2]:
+        return None
+    return kernel(query, key, value, mask, scaling)
 
 
 def kernel_for(device: torch.device, dtype: torch.dtype) -> str | None:
@@ -115,10 +213,13 @@ def gqa_attention_forward(
     )
     if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if kernel == "matmul":
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
         mask = attention_mask[..., : key.shape[-2]]
         return grouped_matmul_attention(query, key, value, mask, scale), None
+    out = few_rows_attention(query, key, value, attention_mask, scale)
+    if out is not None:
+        return out, None
     out = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
     )

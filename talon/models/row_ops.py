@@ -1,6 +1,8 @@
 """A Llama layer's row-wise float32 glue on the CPU in one C++ call each (``csrc/row_ops.cpp``), with
 the bits of transformers' own forward: the RMS norm (``LlamaRMSNorm``) and the rotary embedding of a
-fused attention's query and key heads (``fused_linear.rotate_queries_and_keys``).
+fused attention's query and key heads (``fused_linear.rotate_queries_and_keys``).  The same module holds
+the rows' picks (``row_top``) and the grouped attention of a step's few query rows
+(``gqa_attention.few_rows_attention``).
 
 On the 2-core AVX2 EPYC a plain step of the embedded SmolLM2-135M took about 62 ms, of which the products
 took 32: most of the rest was PyTorch dispatching small operations one by one, a few microseconds each
@@ -13,8 +15,9 @@ run 40).
 
 Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags), and
 cached in its extensions folder; where it cannot be built (no compiler) the layers keep transformers'
-forward.  ``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before").  Only models loaded for our own
-loop use it (``use_row_ops``); the transformers peers run the model as transformers builds it.
+forward.  ``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before"), and PyTorch's argmax and SDPA.
+Only models loaded for our own loop use it (``use_row_ops``); the transformers peers run the model as
+transformers builds it.
 """
 
 from __future__ import annotations
@@ -43,23 +46,32 @@ ROW_OPS_ENV = "TALON_ROW_OPS"
 
 def row_ops_setting() -> bool:
     """``$TALON_ROW_OPS``: on (``1``, the default) or off (``0``); another value raises ``ConfigError``."""
-    value = os.environ.get(ROW_OPS_ENV, "1").strip().lower() or "1"
+    return judge_setting(os.environ.get(ROW_OPS_ENV))
+
+
+@functools.cache
+def judge_setting(setting: str | None) -> bool:
+    """``row_ops_setting`` of the raw value ``setting`` (None: unset), judged once per value (the
+    attention reads it in every layer)."""
+    value = (setting or "1").strip().lower() or "1"
     if value not in ("0", "1", "on", "off"):
-        raise ConfigError(f"${ROW_OPS_ENV}={value!r}: use 1 (the C++ norm and rotary embedding, the default) or 0.")
+        raise ConfigError(
+            f"${ROW_OPS_ENV}={value!r}: use 1 (the C++ norm, rotary embedding, picks and attention; the default) or 0."
+        )
     return value in ("1", "on")
 
 
 @functools.cache
 def extension():
-    """The built module (``rms_norm``, ``rotary``; ``row_argmax`` and ``row_topk`` for ``row_top``), or
-    None where it cannot be built here (the reason is logged).  Builds on first use (about 45 s on the
-    2-core AVX2 EPYC, once per machine)."""
+    """The built module (``rms_norm``, ``rotary``; ``row_argmax`` and ``row_topk`` for ``row_top``;
+    ``grouped_attention`` for ``gqa_attention``), or None where it cannot be built here (the reason is
+    logged).  Builds on first use (about 45 s on the 2-core AVX2 EPYC, once per machine)."""
     from torch.utils import cpp_extension
 
     return build_or_none(
-        "TALON's C++ norm, rotary embedding and row picks",
+        "TALON's C++ norm, rotary embedding, row picks and attention",
         "under a minute",
-        "transformers' forward and PyTorch's argmax serve",
+        "transformers' forward, PyTorch's argmax and SDPA serve",
         lambda: cpp_extension.load(NAME, [str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=["-fopenmp"]),
     )
 

@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -208,9 +210,192 @@ std::tuple<torch::Tensor, torch::Tensor> row_topk(const torch::Tensor& x, int64_
   return {values, ids};
 }
 
+// ---- Grouped attention of a few float32 query rows --------------------------------------------------------
+// A tree's verification and a plain step attend from 1 to about 129 query rows over the cached keys.
+// PyTorch's SDPA gives each query head its own task and its products their own calls; here the query
+// heads that share a key/value head are stacked, 16 rows to a task (one vector lane a row), and the task
+// computes its scores, softmax and weighted values in registers.  Every row follows the same operations in
+// the same order whatever its lane and whatever other rows share the call (scores: a multiply-add chain
+// over the head dimension; softmax and weighted values: one pass over the keys in order), so a row gets
+// the same bits alone as in a tree (tests/test_row_ops.py).  Multiply-adds are fused here (unlike the
+// glue above, which keeps PyTorch's roundings): the exponential is Cephes' single-precision polynomial.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+namespace {
+typedef float v16 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+#define ATT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define LOADV(p) ({ v16 _v; std::memcpy(&_v, (p), 64); _v; })
+#define STOREV(p, v) do { v16 _v = (v); std::memcpy((p), &_v, 64); } while (0)
+#define SPLAT(x) ((v16){} + (x))
+constexpr int64_t kLanes = 16;      // floats a vector = stacked query rows a task
+constexpr int64_t kHeadDim = 64;    // the head dimension this kernel takes
+constexpr int64_t kScoreKeys = 8;   // keys a scores tile (8 vector accumulators)
+constexpr int64_t kValueRows = 6;   // rows a weighted-values tile (6 x 4 vector accumulators)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// e^x lane by lane (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r, times 2^n), exactly 0 where x
+// is -inf (a hidden key).
+#define VEXP(x_in, out) do { \
+  v16 _x = (x_in); \
+  vi16 _live = _x > kNegInf; \
+  v16 _c = _x < -87.33654f ? SPLAT(-87.33654f) : _x; \
+  _c = _c > 88.3762626647949f ? SPLAT(88.3762626647949f) : _c; \
+  v16 _n = (_c * 1.44269504088896341f + 12582912.f) - 12582912.f; \
+  v16 _r = _c - _n * 0.693359375f; \
+  _r = _r - _n * -2.12194440e-4f; \
+  v16 _y = SPLAT(1.9875691500E-4f); \
+  _y = _y * _r + 1.3981999507E-3f; \
+  _y = _y * _r + 8.3334519073E-3f; \
+  _y = _y * _r + 4.1665795894E-2f; \
+  _y = _y * _r + 1.6666665459E-1f; \
+  _y = _y * _r + 5.0000001201E-1f; \
+  _y = _y * (_r * _r) + _r + 1.f; \
+  vi16 _e = (__builtin_convertvector(_n, vi16) + 127) << 23; \
+  v16 _p; std::memcpy(&_p, &_e, 64); \
+  v16 _res = _y * _p; \
+  vi16 _bits; std::memcpy(&_bits, &_res, 64); _bits &= _live; \
+  std::memcpy(&(out), &_bits, 64); \
+} while (0)
+
+// One task: up to kLanes stacked query rows (``rows`` of them; the other lanes are padding), already
+// scaled, as qt [kHeadDim][kLanes], over n keys of one key/value head (k, v: rows of kHeadDim floats,
+// key_stride / value_stride apart).  mask_t [n - prefix][kLanes]: the additive mask of the keys past the
+// prefix every row sees.  st: scratch [n][kLanes].  out_rows [rows][kHeadDim].
+ATT_CLONES void attend_task(const float* qt, int64_t rows, const float* k, int64_t key_stride, const float* v,
+                            int64_t value_stride, int64_t n, int64_t prefix, const float* mask_t, float* st,
+                            float* out_rows) {
+  int64_t key = 0;
+  for (; key + kScoreKeys <= n; key += kScoreKeys) {
+    v16 acc[kScoreKeys] = {};
+    for (int64_t d = 0; d < kHeadDim; ++d) {
+      v16 q = LOADV(qt + d * kLanes);
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kScoreKeys; ++j) acc[j] += k[(key + j) * key_stride + d] * q;
+    }
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kScoreKeys; ++j) STOREV(st + (key + j) * kLanes, acc[j]);
+  }
+  for (; key < n; ++key) {  // the same chain, one key at a time
+    v16 acc = {};
+    for (int64_t d = 0; d < kHeadDim; ++d) acc += k[key * key_stride + d] * LOADV(qt + d * kLanes);
+    STOREV(st + key * kLanes, acc);
+  }
+  for (int64_t j = prefix; j < n; ++j)
+    STOREV(st + j * kLanes, LOADV(st + j * kLanes) + LOADV(mask_t + (j - prefix) * kLanes));
+  v16 top = SPLAT(kNegInf);
+  for (int64_t j = 0; j < n; ++j) {
+    v16 s = LOADV(st + j * kLanes);
+    top = s > top ? s : top;
+  }
+  vi16 dead = top == kNegInf;  // a row that sees no key gets zeros
+  top = dead ? SPLAT(0.f) : top;
+  v16 sum = {};
+  for (int64_t j = 0; j < n; ++j) {
+    v16 e;
+    VEXP(LOADV(st + j * kLanes) - top, e);
+    STOREV(st + j * kLanes, e);
+    sum += e;
+  }
+  v16 inv = 1.f / sum;
+  inv = dead ? SPLAT(0.f) : inv;
+  float inv_rows[kLanes];
+  std::memcpy(inv_rows, &inv, 64);
+  for (int64_t r0 = 0; r0 < rows; r0 += kValueRows) {  // the real rows only
+    const int64_t tile = std::min(kValueRows, rows - r0);
+    v16 acc[kValueRows][kHeadDim / kLanes] = {};
+    for (int64_t j = 0; j < n; ++j) {
+      const float* vr = v + j * value_stride;
+      v16 v0 = LOADV(vr), v1 = LOADV(vr + 16), v2 = LOADV(vr + 32), v3 = LOADV(vr + 48);
+      const float* w = st + j * kLanes + r0;
+#pragma GCC unroll 6
+      for (int64_t r = 0; r < kValueRows; ++r) {
+        float wr = r < tile ? w[r] : 0.f;
+        acc[r][0] += wr * v0;
+        acc[r][1] += wr * v1;
+        acc[r][2] += wr * v2;
+        acc[r][3] += wr * v3;
+      }
+    }
+    for (int64_t r = 0; r < tile; ++r)
+      for (int64_t c = 0; c < kHeadDim / kLanes; ++c)
+        STOREV(out_rows + (r0 + r) * kHeadDim + c * kLanes, acc[r][c] * inv_rows[r0 + r]);
+  }
+}
+}  // namespace
+#pragma GCC pop_options
+
+// query [B, H, q, 64] (each head's rows of 64 contiguous), key / value [B, KVH, n, 64] (the same), H a
+// multiple of KVH (query head h reads key/value head h / (H / KVH)), mask additive float32 [B, 1, q, >= n]
+// or [1, 1, q, >= n] for every batch (its first n keys; 0 visible, -inf hidden) -> [B, q, H, 64].
+torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+                                const torch::Tensor& mask, double scale) {
+  TORCH_CHECK(query.scalar_type() == torch::kFloat32 && key.scalar_type() == torch::kFloat32 &&
+                  value.scalar_type() == torch::kFloat32 && mask.scalar_type() == torch::kFloat32,
+              "float32 query, key, value and mask");
+  TORCH_CHECK(query.dim() == 4 && key.dim() == 4 && value.dim() == 4 && mask.dim() == 4, "4-d tensors");
+  const int64_t B = query.size(0), H = query.size(1), q = query.size(2);
+  const int64_t KVH = key.size(1), n = key.size(2);
+  TORCH_CHECK(query.size(3) == kHeadDim && key.size(3) == kHeadDim && value.size(3) == kHeadDim &&
+                  query.stride(3) == 1 && key.stride(3) == 1 && value.stride(3) == 1,
+              "head dimension 64, contiguous");
+  TORCH_CHECK(key.size(0) == B && value.sizes() == key.sizes() && KVH > 0 && H % KVH == 0, "grouped heads");
+  TORCH_CHECK((mask.size(0) == B || mask.size(0) == 1) && mask.size(1) == 1 && mask.size(2) == q &&
+                  mask.size(3) >= n && mask.stride(3) == 1,
+              "mask [B or 1, 1, q, >= n]");
+  const int64_t mask_batch_stride = mask.size(0) == 1 ? 0 : mask.stride(0);
+  const int64_t groups = H / KVH;
+  const float* mp = mask.data_ptr<float>();
+  int64_t prefix = n;  // keys every row of every batch sees
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < q; ++i) {
+      const float* m = mp + b * mask_batch_stride + i * mask.stride(2);
+      int64_t j = 0;
+      while (j < prefix && m[j] == 0.f) ++j;
+      prefix = j;
+    }
+  auto out = torch::empty({B, q, H, kHeadDim}, query.options());
+  const int64_t stacked = groups * q;
+  const int64_t tasks_per_head = (stacked + kLanes - 1) / kLanes;
+  const float* qp = query.data_ptr<float>();
+  const float* kp = key.data_ptr<float>();
+  const float* vp = value.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float fscale = static_cast<float>(scale);
+  at::parallel_for(0, B * KVH * tasks_per_head, 1, [&](int64_t first, int64_t last) {
+    std::vector<float> qt(kHeadDim * kLanes), mask_t((n - prefix) * kLanes), st(n * kLanes), rows_out(kLanes * kHeadDim);
+    for (int64_t t = first; t < last; ++t) {
+      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
+      const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
+      for (int64_t r = 0; r < kLanes; ++r) {
+        if (r < rows) {
+          const int64_t h = g * groups + (r0 + r) / q, i = (r0 + r) % q;
+          const float* src = qp + b * query.stride(0) + h * query.stride(1) + i * query.stride(2);
+          for (int64_t d = 0; d < kHeadDim; ++d) qt[d * kLanes + r] = src[d] * fscale;
+          const float* m = mp + b * mask_batch_stride + i * mask.stride(2);
+          for (int64_t j = prefix; j < n; ++j) mask_t[(j - prefix) * kLanes + r] = m[j];
+        } else {  // a padding lane (its output is dropped)
+          for (int64_t d = 0; d < kHeadDim; ++d) qt[d * kLanes + r] = 0.f;
+          for (int64_t j = prefix; j < n; ++j) mask_t[(j - prefix) * kLanes + r] = 0.f;
+        }
+      }
+      attend_task(qt.data(), rows, kp + b * key.stride(0) + g * key.stride(1), key.stride(2),
+                  vp + b * value.stride(0) + g * value.stride(1), value.stride(2), n, prefix, mask_t.data(),
+                  st.data(), rows_out.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t h = g * groups + (r0 + r) / q, i = (r0 + r) % q;
+        std::memcpy(op + ((b * q + i) * H + h) * kHeadDim, rows_out.data() + r * kHeadDim, kHeadDim * sizeof(float));
+      }
+    }
+  });
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rms_norm", &rms_norm, "LlamaRMSNorm's float32 forward in one call", py::call_guard<py::gil_scoped_release>());
   m.def("rotary", &rotary, "x * cos + rotate_half(x) * sin in one call", py::call_guard<py::gil_scoped_release>());
   m.def("row_argmax", &row_argmax, "torch.argmax(x, dim=1) of float32 rows", py::call_guard<py::gil_scoped_release>());
   m.def("row_topk", &row_topk, "each float32 row's k largest, best first", py::call_guard<py::gil_scoped_release>());
+  m.def("grouped_attention", &grouped_attention, "grouped-query attention of a few float32 query rows",
+        py::call_guard<py::gil_scoped_release>());
 }
