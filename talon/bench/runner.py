@@ -36,6 +36,7 @@ from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows
 from ..models.device import OtherWork, cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
+from ..models.gqa_attention import runs_few_rows_attention
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
@@ -585,6 +586,7 @@ def environment(target: LoadedModel) -> dict:
         "fused_layers": fused_layers(target.model),
         "row_ops": uses_row_ops(target.model),
         "row_picks": target.device.type == "cpu" and row_top.active(),
+        "few_rows_attention": runs_few_rows_attention(target.model),
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),

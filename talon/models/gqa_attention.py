@@ -17,8 +17,8 @@ of K and V per layer per forward) and runs SDPA on the copies.
   dimension 64 on a CPU with AVX-512 take ``row_ops``' C++ grouped attention, which stacks the query heads
   sharing a key/value head and keeps a task's scores, softmax and weighted values in registers: SDPA
   gives each query head a task of its own.  On the 2-core Xeon (family 6 model 207), over 130-200 keys,
-  one query row took 26-34 us against SDPA's 47-50, 16 rows 70-93 against 86-132 and 32 rows 120-177
-  against 138-202 (docs/benchmarks.md, fifty-ninth session).  A row's output is the same alone as among
+  one query row took 13-17 us against SDPA's 33-35, 16 rows 40-62 against 54-98 and 32 rows 86-132
+  against 101-150 (docs/benchmarks.md, fifty-ninth session).  A row's output is the same alone as among
   a tree's rows.  ``$TALON_CPU_ATTENTION=sdpa`` (or ``$TALON_ROW_OPS=0``) keeps SDPA.
 * **CUDA, float32** (``grouped_matmul_attention``): SDPA under a float32 mask runs the memory-efficient
   kernel, which gives each (query block, head) one thread block and walks the keys in it one tile after
