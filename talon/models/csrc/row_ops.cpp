@@ -210,15 +210,16 @@ std::tuple<torch::Tensor, torch::Tensor> row_topk(const torch::Tensor& x, int64_
   return {values, ids};
 }
 
-// ---- Grouped attention of a few float32 query rows --------------------------------------------------------
+// ---- Grouped attention of a few float32 query rows --------------------------------------------------
 // A tree's verification and a plain step attend from 1 to about 129 query rows over the cached keys.
 // PyTorch's SDPA gives each query head its own task and its products their own calls; here the query
 // heads that share a key/value head are stacked, 16 rows to a task (one vector lane a row), and the task
-// computes its scores, softmax and weighted values in registers.  Every row follows the same operations in
-// the same order whatever its lane and whatever other rows share the call (scores: a multiply-add chain
-// over the head dimension; softmax and weighted values: one pass over the keys in order), so a row gets
-// the same bits alone as in a tree (tests/test_row_ops.py).  Multiply-adds are fused here (unlike the
-// glue above, which keeps PyTorch's roundings): the exponential is Cephes' single-precision polynomial.
+// computes its scores, softmax and weighted values in registers.  Every row follows the same operations
+// in the same order whatever its lane and whatever other rows share the call (scores: a multiply-add
+// chain over the head dimension; softmax and weighted values: one pass over the keys in order), so a row
+// gets the same bits alone as in a tree (tests/test_few_rows_attention.py).  Multiply-adds are fused here
+// (unlike the glue above, which keeps PyTorch's roundings); the exponential is Cephes' single-precision
+// polynomial.
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
 namespace {
@@ -363,7 +364,8 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
   float* op = out.data_ptr<float>();
   const float fscale = static_cast<float>(scale);
   at::parallel_for(0, B * KVH * tasks_per_head, 1, [&](int64_t first, int64_t last) {
-    std::vector<float> qt(kHeadDim * kLanes), mask_t((n - prefix) * kLanes), st(n * kLanes), rows_out(kLanes * kHeadDim);
+    std::vector<float> qt(kHeadDim * kLanes), mask_t((n - prefix) * kLanes), st(n * kLanes);
+    std::vector<float> rows_out(kLanes * kHeadDim);
     for (int64_t t = first; t < last; ++t) {
       const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
       const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
