@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.model import ModelDrafter
@@ -15,7 +14,7 @@ from talon.engine.decode import run_to_end
 from talon.models import gqa_attention, row_ops
 from talon.models.gqa_attention import FEW_ROWS, few_rows_attention, use_gqa_attention
 from talon.models.loaded import LoadedModel
-from tests.tiny import EOS, VOCAB, greedy_generate, prompt_ids, tiny_tokenizer
+from tests.tiny import greedy_generate, prompt_ids, tiny_target
 
 pytestmark = pytest.mark.skipif(not row_ops.available(), reason="no C++ compiler here")
 HEAD_DIM = 64
@@ -119,26 +118,7 @@ def test_an_unknown_setting_names_the_choices(monkeypatch):
 def head_dim_64_target(seed: int) -> LoadedModel:
     """A tiny Llama whose heads are 64 wide (4 query heads, 2 key/value heads), so its masked forwards
     take the C++ attention."""
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=256,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=EOS,
-        pad_token_id=1,
-        bos_token_id=None,
-        tie_word_embeddings=False,
-        initializer_range=0.2,
-        attn_implementation="sdpa",
-    )
-    model = LlamaForCausalLM(config).eval().requires_grad_(False)
-    with torch.no_grad():
-        model.lm_head.weight[EOS].zero_()
-    return LoadedModel("tiny-64", model, tiny_tokenizer(), torch.device("cpu"), torch.float32, identity=f"t64-{seed}")
+    return tiny_target(seed, name="tiny-64", hidden_size=256, intermediate_size=256)
 
 
 @pytest.mark.skipif(not gqa_attention.cpu_has_avx512(), reason="the C++ attention runs on AVX-512 CPUs only")

@@ -30,8 +30,9 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
 
 
-def tiny_config(layers: int = 2) -> LlamaConfig:
-    return LlamaConfig(
+def tiny_config(layers: int = 2, **overrides) -> LlamaConfig:
+    """A tiny Llama's config (heads of 16); ``overrides`` replace any of its values."""
+    settings = dict(
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -46,12 +47,13 @@ def tiny_config(layers: int = 2) -> LlamaConfig:
         initializer_range=0.2,
         attn_implementation="sdpa",
     )
+    return LlamaConfig(**{**settings, **overrides})
 
 
-def tiny_target(seed: int = 0, layers: int = 2, name: str = "tiny-llama") -> LoadedModel:
-    """A fresh tiny target; the same ``seed`` gives the same weights."""
+def tiny_target(seed: int = 0, layers: int = 2, name: str = "tiny-llama", **config) -> LoadedModel:
+    """A fresh tiny target; the same ``seed`` gives the same weights (``config``: ``tiny_config`` overrides)."""
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(tiny_config(layers)).eval().requires_grad_(False)
+    model = LlamaForCausalLM(tiny_config(layers, **config)).eval().requires_grad_(False)
     with torch.no_grad():
         model.lm_head.weight[EOS].zero_()
     return LoadedModel(name, model, tiny_tokenizer(), torch.device("cpu"), torch.float32, identity=f"{name}-seed{seed}")
