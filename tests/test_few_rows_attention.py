@@ -14,6 +14,7 @@ from talon.engine.decode import run_to_end
 from talon.models import gqa_attention, row_ops
 from talon.models.gqa_attention import FEW_ROWS, few_rows_attention, use_gqa_attention
 from talon.models.loaded import LoadedModel
+from talon.models.stream_gemm import instruction_set
 from tests.tiny import greedy_generate, prompt_ids, tiny_target
 
 pytestmark = pytest.mark.skipif(not row_ops.available(), reason="no C++ compiler here")
@@ -87,7 +88,7 @@ def test_a_row_that_sees_no_key_gets_zeros_and_hidden_keys_weigh_nothing():
 
 def test_forwards_it_does_not_take_return_none(monkeypatch):
     q, k, v, mask = tree_case(3, 8, 20)
-    if not gqa_attention.cpu_has_avx512():
+    if instruction_set() != "AVX512":
         assert few_rows_attention(q, k, v, mask, 0.125) is None
         return
     got = few_rows_attention(q, k, v, mask, 0.125)
@@ -121,7 +122,7 @@ def head_dim_64_target(seed: int) -> LoadedModel:
     return tiny_target(seed, name="tiny-64", hidden_size=256, intermediate_size=256)
 
 
-@pytest.mark.skipif(not gqa_attention.cpu_has_avx512(), reason="the C++ attention runs on AVX-512 CPUs only")
+@pytest.mark.skipif(not instruction_set() == "AVX512", reason="the C++ attention runs on AVX-512 CPUs only")
 def test_tree_decoding_through_it_equals_plain_decoding_and_stock_generate(monkeypatch):
     calls = []
     kernel = row_ops.extension().grouped_attention

@@ -17,7 +17,7 @@ from viz.tree_figure import colour_mode, committed_tokens, shared_extent, tree_f
 
 from .compute import model_work
 from .session import Session, stop_tab
-from .settings import BUDGET_MAX, SETTING_NAMES, RunSettings, budget_nodes, check, load_models, prepare
+from .settings import BUDGET_NODES, SETTING_NAMES, RunSettings, budget_nodes, check, load_models, prepare
 from .shared import busy_note, gpu_seconds, refusal, step_number
 from .table_view import with_decimals
 
@@ -150,8 +150,7 @@ the panel's N."""
 
 def side_budget_rule(side: str) -> str:
     """What a side's Budget N box takes, in its refusal (the panel's rule leaves out the blank)."""
-    takes = f"blank (the Budget N above), auto, or a whole number of draft nodes from 1 to {BUDGET_MAX}"
-    return f"{side}'s Budget N is {takes}"
+    return f"{side}'s Budget N is blank (the Budget N above), auto, or {BUDGET_NODES}"
 
 
 def check_compare(method_a, method_b, budget_a, budget_b, *panel) -> None:

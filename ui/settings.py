@@ -41,7 +41,9 @@ def _number(value, name: str, kind=float):
     return kind(number)
 
 
-BUDGET_RULE = f"Budget N is 0 (auto) or a whole number of draft nodes from 1 to {BUDGET_MAX}"
+BUDGET_NODES = f"a whole number of draft nodes from 1 to {BUDGET_MAX}"
+"""What Budget N takes besides auto (every refusal of a Budget N box says it)."""
+BUDGET_RULE = f"Budget N is 0 (auto) or {BUDGET_NODES}"
 """What a Budget N refusal says: what the field takes (a Compare methods side names its own box)."""
 
 

@@ -30,6 +30,7 @@ from talon.tree import ACCEPTED, NOT_REACHED, REJECTED, ROOT
 
 from .layout import TreeLayout, tree_layout
 from .style import TEMPLATE
+from .summary import plural
 
 BONUS = "bonus"
 
@@ -343,8 +344,7 @@ def default_title(step: StepRecord) -> str:
         committed = len(step.committed_ids)
         return f"Step {step.index + 1}: a plain decoding step, no drafts → {committed} committed (“{text}”)"
     return (
-        f"Step {step.index + 1}: {step.tree.num_drafts} draft{'' if step.tree.num_drafts == 1 else 's'} · "
-        f"{step.accepted_tokens} accepted "
+        f"Step {step.index + 1}: {plural(step.tree.num_drafts, 'draft')} · {step.accepted_tokens} accepted "
         f"+ bonus → {len(step.committed_ids)} committed (“{text}”)"
     )
 

@@ -48,6 +48,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from ..config import ConfigError
 from . import row_ops
 from .row_ops import ROW_OPS_ENV
+from .stream_gemm import instruction_set
 
 GQA_ATTENTION = "talon_gqa"
 """The attention implementation's registered name (``config._attn_implementation``)."""
@@ -71,6 +72,11 @@ def gpu_attention_mode() -> str:
     return value
 
 
+def head_dim(config) -> int:
+    """A transformers attention config's head width: its ``head_dim``, else hidden size over heads."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 def cpu_attention_mode() -> str:
     """``$TALON_CPU_ATTENTION``: ``rows`` (default: ``few_rows_attention`` where it applies) or ``sdpa``
     (PyTorch's SDPA for every forward); an unknown value raises ``ConfigError`` naming the choices."""
@@ -86,18 +92,13 @@ def _cpu_attention_mode(setting: str | None) -> str:
 
 
 @functools.cache
-def cpu_has_avx512() -> bool:
-    """Whether PyTorch runs this CPU's AVX-512 kernels (the C++ attention was measured there only)."""
-    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
-
-
-@functools.cache
 def _rows_kernel(attention_setting: str | None, row_ops_setting: str | None):
     """``row_ops``' ``grouped_attention`` where the raw ``$TALON_CPU_ATTENTION`` and ``$TALON_ROW_OPS``
-    allow it, the CPU has AVX-512 (on AVX2 it is unmeasured) and the extension builds; else None."""
+    allow it, the CPU runs AVX-512 (``stream_gemm.instruction_set``; on AVX2 it is unmeasured) and the
+    extension builds; else None."""
     if _cpu_attention_mode(attention_setting) != "rows" or not row_ops.judge_setting(row_ops_setting):
         return None
-    if not cpu_has_avx512() or not row_ops.available():
+    if instruction_set() != "AVX512" or not row_ops.available():
         return None
     return row_ops.extension().grouped_attention
 
@@ -107,15 +108,12 @@ def runs_few_rows_attention(model: nn.Module) -> bool:
     attention, float32 on the CPU, heads of 64, the settings on, the extension built): a cost curve's key
     names it."""
     weight = next((p for p in model.parameters()), None)
-    config = model.config
-    heads = getattr(config, "num_attention_heads", None) or 1
-    head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
     return (
         weight is not None
-        and getattr(config, "_attn_implementation", None) == GQA_ATTENTION
+        and getattr(model.config, "_attn_implementation", None) == GQA_ATTENTION
         and kernel_for(weight.device, weight.dtype) == "sdpa_gqa"
         and weight.dtype == torch.float32
-        and head_dim == FEW_ROWS_HEAD_DIM
+        and head_dim(model.config) == FEW_ROWS_HEAD_DIM
         and _rows_kernel(os.environ.get(CPU_ATTENTION_ENV), os.environ.get(ROW_OPS_ENV)) is not None
     )
 

@@ -32,7 +32,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from ..config import ConfigError
 from ..models.device import host_to_device, to_device
-from ..models.gqa_attention import additive_mask, takes_additive_mask
+from ..models.gqa_attention import additive_mask, head_dim, takes_additive_mask
 from ..models.lm_head import RowScores, row_scores
 from ..models.loaded import LoadedModel, ResourcePool
 from ..tree import DraftTree
@@ -350,8 +350,8 @@ class CachedLM(TreeKVCache):
         config = lm.model.config
         check_full_attention(config, lm.name)
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        super().__init__(partial(KVBuffer, config.num_hidden_layers, heads, head_dim, lm.dtype, lm.device), lm.device)
+        width = head_dim(config)
+        super().__init__(partial(KVBuffer, config.num_hidden_layers, heads, width, lm.dtype, lm.device), lm.device)
         self.lm = lm
         self.decoder = lm.model.base_model
         self.hidden_layers = tuple(hidden_layers)
