@@ -964,7 +964,7 @@ def test_cost_results_round_trip_and_draw(tmp_path):
     cost = bench_results.read_cost(tmp_path)
     assert list(cost.columns) == list(bench_results.COST_COLUMNS) and len(cost) == len(rows)
     fig = bench_charts.cost_figure(cost)
-    assert {t.name for t in fig.data} == {"verify a tree of n nodes", "one draft-head call over n nodes"}
+    assert {t.name for t in fig.data} == {"verify a tree of n nodes", "a step's second drafter call over n nodes"}
     assert bench_charts.cost_table(cost)["× AR step"].iloc[0] == 1.0
     # n counts the root, Budget N does not: both say how they meet (16 nodes read as N=16)
     assert "Budget N + 1" in fig.layout.xaxis.title.text
@@ -1005,7 +1005,20 @@ def test_cost_rows_give_back_the_curve_they_were_written_from():
     assert [(r["component"], r["size"]) for r in rows[-3:]] == [("first_call", 2), ("bookkeeping", 1), ("builder", 1)]
     assert curve_from_rows(rows) == replace(timed, note="from cost.csv rows")
     fig = bench_charts.cost_figure(pd.DataFrame(rows))  # the chart draws verify and call curves, as before
-    assert {t.name for t in fig.data} == {"verify a tree of n nodes", "one draft-head call over n nodes"}
+    assert {t.name for t in fig.data} == {"verify a tree of n nodes", "a step's second drafter call over n nodes"}
+    warm = replace(timed, later=((1, 0.002), (8, 0.0035)))  # a step's third and later calls, measured
+    rows = curve_rows(warm, reps=3)
+    assert [(r["component"], r["size"]) for r in rows if r["component"] == "head_later"] == [
+        ("head_later", 1),
+        ("head_later", 8),
+    ]
+    assert curve_from_rows(rows) == replace(warm, note="from cost.csv rows")
+    assert "a later drafter call of the step over n nodes" in {
+        t.name for t in bench_charts.cost_figure(pd.DataFrame(rows)).data
+    }
+    assert "a later drafter call of the step, its weights still cached (frontier nodes)" in set(
+        bench_charts.cost_table(pd.DataFrame(rows))["piece"]
+    )
 
 
 def test_the_methods_table_names_each_experiment_in_the_method_where_there_are_several(frames):

@@ -43,7 +43,8 @@ def test_a_measured_curve_covers_every_size_and_width(target):
     lines = []
     curve = measure_curve(target, HeadDrafter(random_head(target), target), reps=2, progress=lines.append)
     assert [n for n, _ in curve.verify] == list(VERIFY_SIZES) and [w for w, _ in curve.call] == list(CALL_WIDTHS)
-    assert curve.plain > 0 and all(s > 0 for _, s in curve.verify + curve.call)
+    assert [w for w, _ in curve.later] == list(CALL_WIDTHS)  # a call after another of the same step
+    assert curve.plain > 0 and all(s > 0 for _, s in curve.verify + curve.call + curve.later)
     assert curve.price(1, []) == pytest.approx(1.0)
     assert curve.root > 0 and curve.observe > 0  # the step's first call and a drafted step's bookkeeping
     assert 0 < curve.builder < curve.plain  # the builder's own work per call
@@ -190,7 +191,7 @@ def test_a_measured_trees_chain_leaf_is_headed_so_its_walk_takes_one_lm_head_cal
 
 class _SpikyPieces:
     """Stand-in step pieces with known costs (plain 1, verify(n) = 1 + n / 10 except a dip at 4, as a CPU
-    kernel's blocking gives, call(w) = w / 100), all scaled by a load that changes after every other
+    kernel's blocking gives, call(w) = w / 100, later(w) = w / 200), all scaled by a load that changes after every other
     plain step, with one piece spiking in one round."""
 
     spiked = False
@@ -207,7 +208,7 @@ class _SpikyPieces:
         return self.load
 
     def time(self, kind: str, size: int) -> float:
-        seconds = (1.0 + size / 10 - (0.3 if size == 4 else 0.0)) if kind == "verify" else size / 100
+        seconds = {"verify": 1.0 + size / 10 - (0.3 if size == 4 else 0.0), "later": size / 200}.get(kind, size / 100)
         self.calls[kind, size] = self.calls.get((kind, size), 0) + 1
         spike = (kind, size, self.calls[kind, size]) == ("verify", 2, 3)  # in round 2 of 0-5
         _SpikyPieces.spiked |= spike
@@ -228,5 +229,6 @@ def test_a_curve_is_priced_from_round_ratios_robust_to_load_and_spikes(target, m
     assert ratios[1] == pytest.approx(1.1) and ratios[2] == pytest.approx(1.2)  # the spiked round is outvoted
     assert ratios[4] == pytest.approx(1.1) and ratios[8] == pytest.approx(1.8)  # the dip is kept: it is real
     assert [s / curve.plain for _, s in curve.call] == pytest.approx([0.01, 0.02])
+    assert [s / curve.plain for _, s in curve.later] == pytest.approx([0.005, 0.01])
     assert curve.builder / curve.plain == pytest.approx(0.005)
     assert curve.key["method"] == cost_measure.MEASUREMENT and _SpikyPieces.spiked

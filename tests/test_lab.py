@@ -535,6 +535,9 @@ def test_a_fresh_measurement_is_drawn_and_read_out():
         "a drafter call over one node 0.06, a step's first call 0.08, the tree builder's own work per call 0.03, "
         "a drafted step's bookkeeping 0.01" in tree_lab.measured_note(timed)
     )
+    warm = dataclasses.replace(timed, later=((1, 0.0008), (8, 0.0016)))  # a step's third call on
+    assert "a drafter call over one node 0.06, 0.04 from a step's third call" in tree_lab.measured_note(warm)
+    assert list(tree_lab.curve_frame(warm)["component"]) == ["target"] * 7 + ["head"] * 2 + ["head_later"] * 2
     tiny = dataclasses.replace(curve, root=0.0016, observe=0.00005)  # 0.0025 plain steps: not "0.00"
     assert "a drafted step's bookkeeping under 0.01" in tree_lab.measured_note(tiny)
     busy = CostCurve(plain=0.020, verify=((1, 0.020), (16, 0.040), (32, 0.030)), measured="x")

@@ -370,6 +370,21 @@ def test_a_measured_first_call_and_bookkeeping_are_priced():
     assert CostCurve.from_dict(old).price(5, [1, 2]) == pytest.approx(1.0 + 0.4 + 0.05 + 0.05)
 
 
+def test_calls_after_a_steps_second_are_priced_as_later_calls():
+    """A step's third and later drafter calls find the drafter's weights in the caches the calls before
+    them filled: they take ``later``'s price; the second takes ``call``'s; a curve without ``later`` (stored
+    before it was measured) prices them all as ``call``."""
+    c = replace(curve(slope=0.1, call=0.05, overhead=0.2), root=0.0012)  # a plain step 0.01
+    warm = replace(c, later=((1, 0.0003), (4, 0.0006)))
+    assert warm.price(5, [1, 2]) == pytest.approx(c.price(5, [1, 2]))  # no third call: nothing changes
+    assert warm.price(6, [1, 2, 1]) == pytest.approx(1.0 + 0.5 + 0.12 + 0.05 + 0.03)
+    assert warm.price(9, [1, 1, 4, 2]) == pytest.approx(1.0 + 0.8 + 0.12 + 0.05 + 0.06 + 0.04)
+    assert c.price(6, [1, 2, 1]) == pytest.approx(1.0 + 0.5 + 0.12 + 0.05 + 0.05)
+    assert CostCurve.from_dict(warm.to_dict()) == warm
+    stored_before = {k: v for k, v in warm.to_dict().items() if k != "later"}
+    assert CostCurve.from_dict(stored_before).price(6, [1, 2, 1]) == pytest.approx(c.price(6, [1, 2, 1]))
+
+
 def test_past_the_last_point_a_bigger_tree_never_looks_cheaper():
     """Two noisy last points (verify(128) under verify(64), as a GPU's kernel choice or load can give)
     must not extrapolate to trees that cost less the bigger they get: the cap could then be any size."""

@@ -729,6 +729,8 @@ def drafter_note(curve: CostCurve) -> str:
         return f"{seconds / curve.plain:.2f}" if seconds >= 0.005 * curve.plain else "under 0.01"
 
     parts = [f"a drafter call over one node {steps(curve.call_seconds(1))}"]
+    if curve.later:
+        parts.append(f"{steps(curve.later_seconds(1))} from a step's third call (its weights still cached)")
     if curve.root:
         parts.append(f"a step's first call {steps(curve.root)}")
     if curve.builder:
@@ -744,7 +746,7 @@ def curve_frame(curve: CostCurve) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {"component": component, "size": n, "seconds": sec, "ratio": sec / curve.plain, "lm_head_rows": n}
-            for component, points in (("target", curve.verify), ("head", curve.call))
+            for component, points in (("target", curve.verify), ("head", curve.call), ("head_later", curve.later))
             for n, sec in points
         ]
     )

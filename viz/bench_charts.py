@@ -682,7 +682,8 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
     names = {
         "ar": "one autoregressive step",
         "target": "verify a tree (nodes incl. root: Budget N + 1)",
-        "head": "one draft-head call (frontier nodes)",
+        "head": "a step's second drafter call (frontier nodes)",
+        "head_later": "a later drafter call of the step, its weights still cached (frontier nodes)",
         "first_call": "a step's first drafter call (size: tokens the last step committed)",
         "bookkeeping": "a drafted step's bookkeeping",
         "builder": "the tree builder's own work, a call",
@@ -702,7 +703,7 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.Figure:
-    """The cost model: verifying a tree of n nodes and one draft-head call over a frontier of w nodes,
+    """The cost model: verifying a tree of n nodes and drafter calls over a frontier of w nodes,
     as multiples of one autoregressive step (log-scaled size axis).  A tree pays off when its tokens
     per step (MAT) exceed its verify + draft cost.  ``where``: the machine, for the title."""
     title = f"Cost of a step's pieces {where}, in autoregressive steps"
@@ -711,7 +712,8 @@ def cost_figure(cost: pd.DataFrame, where: str = "where this suite ran") -> go.F
     fig = new_figure()
     for component, name, colour in (
         ("target", "verify a tree of n nodes", "#4C78A8"),
-        ("head", "one draft-head call over n nodes", "#F58518"),
+        ("head", "a step's second drafter call over n nodes", "#F58518"),
+        ("head_later", "a later drafter call of the step over n nodes", "#E45756"),
     ):
         rows = cost[cost["component"] == component].sort_values("size")
         if rows.empty:

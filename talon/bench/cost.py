@@ -2,7 +2,7 @@
 as ratios to one plain decoding step, so a tree's price can be read off before it is run.
 
 It is the cost curve the app and the engine size trees by (``talon.engine.cost_measure.measure_curve``:
-a plain step through the real loop, verifying trees of 1 to 128 nodes, one drafter call per frontier
+a plain step through the real loop, verifying trees of 1 to 128 nodes, drafter calls per frontier
 width, each the median of its ratios to the plain step timed just before it), written as ``cost.csv``
 rows and stored in the curve cache too, so a later auto-sized run on this machine uses exactly what the
 suite measured:
@@ -10,7 +10,10 @@ suite measured:
 * ``ar``: one plain decoding step (the unit);
 * ``target``: verifying a tree of ``size`` nodes (root included; the LM head on ``lm_head_rows`` rows in
   one call, and the leaf's row in a second where more than four leaves kept it out);
-* ``head``: one drafter call over a frontier of ``size`` nodes (for any drafter, not only a head);
+* ``head``: a step's second drafter call, over a frontier of ``size`` nodes (for any drafter, not only
+  a head);
+* ``head_later``: a drafter call over ``size`` nodes right after another call of the same step (its
+  third and later calls, the drafter's weights still in the caches);
 * ``first_call``: a step's first drafter call after a step that committed ``size`` tokens (the
   drafter catching up with them, then proposing after the root);
 * ``bookkeeping``: what a drafted step's bookkeeping adds (the drafter and the calibration reading the
@@ -51,6 +54,7 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
             }
         )
     rows += [{"component": "head", "size": w, "lm_head_rows": w, "seconds": s} for w, s in curve.call]
+    rows += [{"component": "head_later", "size": w, "lm_head_rows": w, "seconds": s} for w, s in curve.later]
     for component, name, size, lm_head_rows in SINGLE_PIECES:
         if seconds := getattr(curve, name):
             rows.append({"component": component, "size": size, "lm_head_rows": lm_head_rows, "seconds": seconds})
@@ -65,7 +69,14 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
         name: next((float(r["seconds"]) for r in rows if r["component"] == component), 0.0)
         for component, name, _, _ in SINGLE_PIECES
     }
-    return CostCurve(plain=plain, verify=pick("target"), call=pick("head"), note="from cost.csv rows", **singles)
+    return CostCurve(
+        plain=plain,
+        verify=pick("target"),
+        call=pick("head"),
+        later=pick("head_later"),
+        note="from cost.csv rows",
+        **singles,
+    )
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,10 @@ COST = "cost.csv"
 COST_COLUMNS = ("component", "size", "lm_head_rows", "seconds", "ratio", "reps", "prefix_tokens")
 """``cost.csv`` (``python -m talon.bench --suite cost``): one row per measured piece of a step:
 ``component`` ``ar`` (one autoregressive step), ``target`` (verifying a tree of ``size`` nodes, root
-included, with the LM head on ``lm_head_rows`` rows) or ``head`` (one draft-head call over a frontier of
-``size`` nodes); ``seconds`` the median wall clock; ``ratio`` = seconds / the ``ar`` row's."""
+included, with the LM head on ``lm_head_rows`` rows), ``head`` (a step's second drafter call, over a
+frontier of ``size`` nodes), ``head_later`` (a later call of the same step), ``first_call``,
+``bookkeeping`` or ``builder`` (``talon.bench.cost``); ``seconds`` the median wall clock; ``ratio`` =
+seconds / the ``ar`` row's."""
 
 
 def _missing(value) -> bool:

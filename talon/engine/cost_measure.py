@@ -1,11 +1,11 @@
 """Measuring the device's cost curve (``talon.runtime.cost_curve``) for a target and drafter: a plain
-decoding step through the real loop, verifying trees of 1 to 128 nodes, one drafter call per
-frontier width, a step's first call and bookkeeping, and the tree builder's own work per call.  Only
-ratios to a plain step are used, so each piece is timed as a ratio to a plain step timed just before
-it, the rounds take the pieces in a shuffled order, and the curve keeps each piece's median ratio: on
-a machine shared with other work (a VM whose neighbours come and go) the load drifts within seconds,
-and a piece timed at a quiet moment against a plain step timed at a busy one is a wrong price.  20 to
-40 s on a 2-core CPU; the result is cached next to the model cache and reused until
+decoding step through the real loop, verifying trees of 1 to 128 nodes, a step's second drafter call
+and a later one per frontier width, a step's first call and bookkeeping, and the tree builder's own
+work per call.  Only ratios to a plain step are used, so each piece is timed as a ratio to a plain step
+timed just before it, the rounds take the pieces in a shuffled order, and the curve keeps each piece's
+median ratio: on a machine shared with other work (a VM whose neighbours come and go) the load drifts
+within seconds, and a piece timed at a quiet moment against a plain step timed at a busy one is a wrong
+price.  25 to 45 s on a 2-core CPU; the result is cached next to the model cache and reused until
 ``refresh``.
 """
 
@@ -64,7 +64,7 @@ PLAIN_TOKENS = 64
 ROOT_TOKENS = 2
 """Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
 the first call feeds the drafter those rows before it proposes after the root."""
-MEASUREMENT = "round ratios, median, every size to 8, first call, bookkeeping and builder work"
+MEASUREMENT = "round ratios, median, every size to 8, first call, later calls, bookkeeping and builder work"
 """Names how ``measure_curve`` measures (part of a curve's key): a curve cached by another way of
 measuring (other statistics, other sizes timed, other pieces priced) is measured again, not reused."""
 BUILDER_STEPS = 3
@@ -168,10 +168,11 @@ class _ClockedDrafter(Drafter):
 
 class _Pieces:
     """The timed pieces of a step, each callable once per round: a plain decoding step through the real
-    loop (a long plain run advanced one step at a time), verifying a tree of each size, a drafter call
-    over each frontier width (the drafter restarts its step before each call, off the clock), a step's
-    first call after a step that committed ``ROOT_TOKENS`` tokens, a drafted step's bookkeeping (the
-    drafter and a calibration observing a verdict), and the builder's own work in a drafted step."""
+    loop (a long plain run advanced one step at a time), verifying a tree of each size, a step's second
+    drafter call and a later one over each frontier width (the drafter restarts its step before each, off
+    the clock, with the calls before it), a step's first call after a step that committed ``ROOT_TOKENS``
+    tokens, a drafted step's bookkeeping (the drafter and a calibration observing a verdict), and the
+    builder's own work in a drafted step."""
 
     def __init__(
         self, target: LoadedModel, drafter: Drafter, ids: list[int], sizes: Sequence[int], widths: Sequence[int]
@@ -230,6 +231,21 @@ class _Pieces:
             self.drafter.begin_step(self.ids, self.features)
             return timed(once, self.target.device)
 
+    def later(self, width: int) -> float:
+        """A drafter call over ``width`` nodes after another call of the same step (the step's third call:
+        its first and second, off the clock, have just read the drafter's weights)."""
+        tree = DraftTree.with_root(self.ids[-1])
+        first = tree.add(0, self.ids[0], -1.0)
+        frontier = [tree.add(first, self.ids[k % len(self.ids)], -1.0) for k in range(width)]
+
+        def once() -> None:
+            _read_back(self.drafter.propose(tree, frontier))
+
+        with torch.inference_mode():
+            self.drafter.begin_step(self.ids, self.features)
+            _read_back(self.drafter.propose(tree, [first]))
+            return timed(once, self.target.device)
+
     def _step_back(self) -> None:
         """Start the drafter's step ``ROOT_TOKENS`` tokens before the context (off the clock), so that
         its next step at the context is a run's step after a step that committed them."""
@@ -272,11 +288,13 @@ class _Pieces:
         return (seconds - clocked.seconds) / calls if calls else None
 
     def time(self, kind: str, size: int) -> float:
-        """``verify(size)``, ``call(size)``, ``root()`` or ``observe()`` by ``kind``."""
+        """``verify(size)``, ``call(size)``, ``later(size)``, ``root()`` or ``observe()`` by ``kind``."""
         if kind == "verify":
             return self.verify(size)
         if kind == "call":
             return self.call(size)
+        if kind == "later":
+            return self.later(size)
         return self.root() if kind == "root" else self.observe()
 
     def close(self) -> None:
@@ -350,7 +368,8 @@ def measure_curve(
     report("Measuring this machine's cost curve: preparing (a short plain run, the context prefilled)...")
     pieces = _Pieces(target, drafter, ids, sizes, widths)
     # Every price is a difference from verify(1), so it is timed three times a round.
-    jobs = [("verify", n) for n in sizes] + [("verify", 1)] * 2 + [("call", w) for w in pieces.widths]
+    jobs = [("verify", n) for n in sizes] + [("verify", 1)] * 2
+    jobs += [(kind, w) for kind in ("call", "later") for w in pieces.widths]
     if pieces.widths:
         jobs += [("root", 0), ("observe", 0)]
     order = random.Random(0)
@@ -404,6 +423,7 @@ def _curve(
         plain=unit,
         verify=points("verify", sizes, monotone=False),
         call=points("call", widths, monotone=True),
+        later=points("later", widths, monotone=True),
         root=piece("root"),
         observe=piece("observe"),
     )

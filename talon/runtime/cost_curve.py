@@ -4,17 +4,22 @@ decoding step, so a tree's price can be read off before it is verified.
 A step of a tree with ``n`` nodes (root included) drafted in calls over frontiers of widths ``w_1 ..
 w_k`` (the root call is width 1) costs
 
-    price = 1 + (verify(n) - verify(1) + root + sum_{i>1} call(w_i) + k builder + observe [n > 1]) / plain
+    price = 1 + (verify(n) - verify(1) + root + call(w_2) + sum_{i>2} later(w_i) + k builder
+                 + observe [n > 1]) / plain
 
 in plain steps, where ``plain`` is the wall clock of one step of plain decoding through the real loop
 (so a plain step costs exactly 1, its loop overhead included), ``verify(n)`` the target's tree forward,
 LM head on the internal rows and walk, ``root`` the step's first drafter call (the drafter catching up
-with the tokens the last step committed, then proposing after the root), ``call(w)`` one later call
-over ``w`` frontier nodes with its answer's top choices read back, ``builder`` the tree builder's own
+with the tokens the last step committed, then proposing after the root), ``call(w)`` the step's second
+call, over ``w`` frontier nodes, with its answer's top choices read back, ``later(w)`` a call after that
+(the drafter's weights are still in the caches from the calls before it: on the 2-core AMX Xeon a
+head's one-node call cost 2.4 ms as a step's second call and 1.7-2.0 ms as its third or fourth, after
+a verification had passed 540 MB of the target's weights through the caches), ``builder`` the tree builder's own
 work per call (choosing, gating and sizing from the answer: host work, a tenth of a plain step per call
 on a GPU), and ``observe`` what a drafted step's bookkeeping adds (the drafter and the calibration
 reading the verdict).  A curve without a measured ``root`` prices the first call as ``call(1)``; one
-without ``builder`` or ``observe`` prices them at 0.  Measured points are interpolated linearly and
+without ``later`` prices every call after the first as ``call``; one without ``builder`` or ``observe``
+prices them at 0.  Measured points are interpolated linearly and
 extrapolated from the last two (never downward).
 
 A curve belongs to one target, drafter, dtype, device, thread count and kernel setting; ``CurveKey``
@@ -80,7 +85,10 @@ class CostCurve:
     Attributes:
         plain: seconds of one plain decoding step through the loop (the unit of every price).
         verify: ``(nodes incl. root, seconds)`` of verifying trees of that size, by size.
-        call: ``(frontier width, seconds)`` of one drafter call, by width (empty for plain decoding).
+        call: ``(frontier width, seconds)`` of a step's second drafter call, by width (empty for plain
+            decoding).
+        later: ``(frontier width, seconds)`` of a drafter call after the second, by width (empty: priced
+            as ``call``).
         root: seconds of a step's first drafter call after a step that committed
             ``talon.engine.cost_measure.ROOT_TOKENS`` tokens (0: not measured, priced as ``call(1)``).
         observe: seconds a drafted step's bookkeeping adds to a plain step's (0: not measured).
@@ -94,6 +102,7 @@ class CostCurve:
     plain: float
     verify: tuple[tuple[int, float], ...]
     call: tuple[tuple[int, float], ...] = ()
+    later: tuple[tuple[int, float], ...] = ()
     root: float = 0.0
     observe: float = 0.0
     builder: float = 0.0
@@ -108,6 +117,9 @@ class CostCurve:
     def call_seconds(self, width: int) -> float:
         return _interpolate(self.call, width)
 
+    def later_seconds(self, width: int) -> float:
+        return _interpolate(self.later or self.call, width)
+
     def verify_ratio(self, nodes: int) -> float:
         """Verifying ``nodes`` nodes (root included), in plain steps."""
         return self.verify_seconds(nodes) / self.plain
@@ -118,7 +130,8 @@ class CostCurve:
         extra = self.verify_seconds(nodes) - self.verify_seconds(1)
         if call_widths:
             first = self.root or self.call_seconds(call_widths[0])
-            extra += first + sum(self.call_seconds(w) for w in call_widths[1:]) + len(call_widths) * self.builder
+            extra += first + sum(self.call_seconds(w) for w in call_widths[1:2])
+            extra += sum(self.later_seconds(w) for w in call_widths[2:]) + len(call_widths) * self.builder
         if nodes > 1:
             extra += self.observe
         return 1.0 + extra / self.plain
@@ -128,6 +141,7 @@ class CostCurve:
         d = asdict(self)
         d["verify"] = [list(p) for p in self.verify]
         d["call"] = [list(p) for p in self.call]
+        d["later"] = [list(p) for p in self.later]
         return {"format": CURVE_FORMAT, **d}
 
     @classmethod
@@ -144,6 +158,7 @@ class CostCurve:
             plain=plain,
             verify=_points(d["verify"], "verify", need=True),
             call=_points(d.get("call", ()), "call"),
+            later=_points(d.get("later", ()), "later"),
             root=_seconds(d.get("root", 0.0), "root"),
             observe=_seconds(d.get("observe", 0.0), "observe"),
             builder=_seconds(d.get("builder", 0.0), "builder"),
