@@ -5,7 +5,10 @@
 // contiguous range of groups of blocks; a pass multiplies a few rows by a group as its weights go by.
 // Memory and arithmetic overlap through prefetching: a one-pass product prefetches its own stream 64
 // steps ahead; with several passes every pass also prefetches a share of the next group's stream, so
-// memory stays busy while the later passes run from cache.
+// memory stays busy while the later passes run from cache.  With two to four passes (AVX-512: 9 to 32
+// rows) a group goes by in chunks of kChunk k-steps, every pass over a chunk before the next, so the
+// passes after the first read the chunk from L1 rather than the whole group from L2 (a pass's partial
+// sums wait in y between chunks: stored as float32 and read back, exactly).
 //
 // Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
 // whatever the number of rows, the row's place among them, the blocking, the thread split or the
@@ -30,6 +33,11 @@ constexpr int64_t kAhead = 64;  // how many k-steps ahead a pass prefetches its 
 // a tile's rows of x at most kTileBytes (the same bits: a row's chains do not depend on its tile).
 constexpr int64_t kTileAbove = 128;
 constexpr int64_t kTileBytes = 128 * 1024;
+// k-steps of a chunk: a group's chunk (3 blocks, 12 KB) and a pass's rows of x stay in L1.  On the 2-core
+// Xeon with two AVX-512 multiply-add units a core, the model's products at 9 / 12 / 16 / 24 / 32 rows took
+// 8 / 12 / 11 / 5 / 1.5 % less time in chunks of 64 than a group whole; chunks of 48 or 96 did no better,
+// and at 64 rows chunks cost more (7 %), hence kChunkedPasses.
+constexpr int64_t kChunk = 64;
 
 #if defined(__AVX512F__)
 // 32 registers: 3 blocks x 8 rows = 24 accumulators, 3 weight vectors, a broadcast
@@ -37,6 +45,7 @@ using Vec = __m512;
 constexpr int64_t kWidth = 16;  // floats a vector holds
 constexpr int64_t kGroup = 3;   // column blocks a pass multiplies
 constexpr int64_t kPassRows = 8;
+constexpr int64_t kChunkedPasses = 4;  // products of 2 .. this many passes go a chunk at a time
 inline Vec vzero() { return _mm512_setzero_ps(); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
@@ -54,6 +63,7 @@ using Vec = __m256;
 constexpr int64_t kWidth = 8;
 constexpr int64_t kGroup = 1;
 constexpr int64_t kPassRows = 6;
+constexpr int64_t kChunkedPasses = 1;  // unmeasured on an AVX2 CPU: a group whole, as before
 inline Vec vzero() { return _mm256_setzero_ps(); }
 inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec vbroadcast(float v) { return _mm256_set1_ps(v); }
@@ -156,6 +166,98 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
   });
 }
 
+// Rows [0, MR) of x times NC column blocks over the KN k-steps of one chunk (x and w point at the chunk's
+// first k-step; a block's k-steps are kLanes apart, its blocks K * kLanes).  first: the sums start at 0,
+// else at y's partial sums of the chunks before; last: the bias is added and the sums are final.  Lines
+// [line, line + lines) of the nb blocks at np (the next chunk) are prefetched, spread over the chunk.
+template <int MR, int NC>
+void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, int64_t K, int64_t KN,
+           float* __restrict y, int64_t ldy, const float* __restrict bias, bool first, bool last, const float* np,
+           int64_t nb, int64_t line, int64_t lines) {
+  constexpr int V = NC * kPerBlock;
+  auto column = [](int v) { return (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth; };
+  Vec acc[MR][V];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(y + i * ldy + column(v));
+  const int64_t every = lines > 0 ? std::max<int64_t>(1, KN / lines) : 0;
+  for (int64_t k = 0; k < KN; ++k) {
+    if (lines > 0 && k % every == 0) {
+      for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+      ++line;
+      --lines;
+    }
+    Vec wv[V];
+    for (int j = 0; j < NC; ++j)
+      for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const Vec xb = vbroadcast(x[i * ldx + k]);
+      for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
+    }
+  }
+  for (; lines > 0; --lines, ++line)
+    for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+  for (int v = 0; v < V; ++v) {
+    const Vec b = last && bias ? vload(bias + column(v)) : vzero();
+    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + column(v), last && bias ? vadd(acc[i][v], b) : acc[i][v]);
+  }
+}
+
+using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, bool,
+                         bool, const float*, int64_t, int64_t, int64_t);
+
+template <int NC, int... R>
+constexpr std::array<ChunkFn, sizeof...(R)> chunk_table(std::integer_sequence<int, R...>) {
+  return {chunk<R + 1, NC>...};
+}
+
+struct ChunkTables {
+  static constexpr auto whole = chunk_table<int(kGroup)>(std::make_integer_sequence<int, int(kPassRows)>{});
+  static constexpr auto single = chunk_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
+};
+
+// multiply's work for float32 weights and 2 .. kChunkedPasses passes, a group a chunk at a time: every pass
+// over a chunk, then the next chunk (this group's, or the thread's next group's first), whose lines the
+// passes prefetch a share each.
+void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+                      const float* bp) {
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const float* w = wp + first * k * kLanes;
+      for (int64_t kc = 0; kc < k; kc += kChunk) {
+        const int64_t kn = std::min(kChunk, k - kc);
+        const float* np = nullptr;  // the next chunk: nb blocks, its lines [nline, nline + nlen)
+        int64_t nb = 0, nline = 0, nlen = 0;
+        if (kc + kn < k) {
+          np = w, nb = count, nline = kc + kn, nlen = std::min(kChunk, k - kc - kn);
+        } else if (g + 1 < g1) {
+          np = w + count * k * kLanes, nb = std::min(kGroup, blocks - first - count), nlen = std::min(kChunk, k);
+        }
+        const int64_t share = (nlen + passes - 1) / passes;
+        for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+          const int64_t rows = std::min(pass_rows, m - r);
+          const int64_t line = nline + std::min(nlen, p * share), lines = std::clamp(nlen - p * share, int64_t{0}, share);
+          const float* x = xp + r * k + kc;
+          if (count == kGroup) {
+            ChunkTables::whole[rows - 1](x, k, w + kc * kLanes, k, kn, yp + r * ldy + first * kLanes, ldy,
+                                         bp ? bp + first * kLanes : nullptr, kc == 0, kc + kn == k, np, nb, line, lines);
+          } else {  // the last group, short of blocks: one block at a time (the first prefetches)
+            for (int64_t j = 0; j < count; ++j)
+              ChunkTables::single[rows - 1](x, k, w + j * k * kLanes + kc * kLanes, k, kn,
+                                            yp + r * ldy + (first + j) * kLanes, ldy,
+                                            bp ? bp + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
+                                            j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0);
+          }
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 // W [N, K] float32 or bfloat16 -> [ceil(N / 16), K, 16] of its dtype, outputs past N zero.
@@ -198,9 +300,12 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   const int64_t tile = m > kTileAbove ? std::max<int64_t>(kPassRows, kTileBytes / (k * 4) / kPassRows * kPassRows) : m;
   for (int64_t t = 0; t < m; t += tile) {
     const int64_t rows = std::min(tile, m - t);
+    const int64_t passes = (rows + kPassRows - 1) / kPassRows;
     if (half)
       multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
                yp + t * width, width, bp);
+    else if (passes > 1 && passes <= kChunkedPasses)
+      multiply_chunked(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
     else
       multiply(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
   }
