@@ -11,7 +11,9 @@ products took 15.4 / 17.0 / 18.2 / 23.8 / 32.3 ms at 2 / 4 / 8 / 16 / 32 rows ag
 18.0 / 20.6 / 24.5 / 28.7 / 36.2, and at one row 15.0 ms against PyTorch's linear's 16.4; from 64 rows
 MKL's packed kernel is faster (59.8 against 51.9; docs/benchmarks.md, run 35).  The kernel reads the input
 rows where they lie: copying them transposed first, one ATen copy per product, had cost 12-17 % of the
-products' time from 4 rows up (docs/benchmarks.md, run 52).
+products' time from 4 rows up (docs/benchmarks.md, run 52).  At 9 to 32 rows (two to four passes over a
+group of blocks) a group goes by in chunks of 64 k-steps that stay in L1 while every pass reads them: on
+a Xeon with two AVX-512 multiply-add units a core, 9-12 % less time at 9 to 16 rows (run 60).
 
 Each output element is one chain of fused multiply-adds in the order of the input's columns, whatever
 the row count: a row gets the same bits alone or among 64 others (tests/test_stream_gemm.py).

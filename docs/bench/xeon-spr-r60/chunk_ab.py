@@ -55,5 +55,5 @@ stream_gemm.extension = real
 print(f"verdicts equal under both revisions: {same}")
 for name, t in times.items():
     plain = statistics.median(t["plain"])
-    cells = ", ".join(f"verify({n}) {statistics.median(t[n]) * 1e3:6.2f} ms = {statistics.median(t[n]) / plain:.3f}" for n in SIZES)
+    cells = ", ".join(f"verify({n}) {(v := statistics.median(t[n])) * 1e3:6.2f} ms = {v / plain:.3f}" for n in SIZES)
     print(f"{name:8s} plain step {plain * 1e3:6.2f} ms, {cells}")
