@@ -79,6 +79,35 @@ inline Vec vload(const uint16_t* p) {
 #endif
 constexpr int kPerBlock = int(kLanes / kWidth);  // vectors in a block's k-step
 
+// The output columns of accumulator vector v of a group (kPerBlock vectors a block).
+constexpr int64_t column(int v) { return (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth; }
+
+// One k-step: the NC blocks' weights at step k (a block's k-steps kLanes apart, its blocks K * kLanes) times
+// each row's x[k], added to acc.
+template <int MR, int NC, typename W>
+inline __attribute__((always_inline)) void k_step(Vec (&acc)[MR][NC * kPerBlock], const float* __restrict x,
+                                                  int64_t ldx, const W* __restrict w, int64_t K, int64_t k) {
+  constexpr int V = NC * kPerBlock;
+  Vec wv[V];
+  for (int j = 0; j < NC; ++j)
+    for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const Vec xb = vbroadcast(x[i * ldx + k]);
+    for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
+  }
+}
+
+// acc into rows [0, MR) of y, plus the bias where one is given.
+template <int MR, int V>
+inline __attribute__((always_inline)) void store(Vec (&acc)[MR][V], float* __restrict y, int64_t ldy,
+                                                 const float* __restrict bias) {
+  for (int v = 0; v < V; ++v) {
+    const Vec b = bias ? vload(bias + column(v)) : vzero();
+    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + column(v), bias ? vadd(acc[i][v], b) : acc[i][v]);
+  }
+}
+
 // Rows [0, MR) of x (row-major: x[row * ldx + k]) times NC adjacent column blocks starting at w (W: float,
 // or uint16_t holding bfloat16 bits).  A k-step broadcasts one value from each row; a row's cache line serves
 // 16 k-steps, so the MR lines a pass reads stay in L1 without copying x transposed first.
@@ -103,20 +132,9 @@ void block(const float* __restrict x, int64_t ldx, const W* __restrict w, int64_
           _mm_prefetch((const char*)(next + j * K * kLanes + line * kLanes), _MM_HINT_T0);
       ++line;
     }
-    Vec wv[V];
-    for (int j = 0; j < NC; ++j)
-      for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const Vec xb = vbroadcast(x[i * ldx + k]);
-      for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
-    }
+    k_step<MR, NC>(acc, x, ldx, w, K, k);
   }
-  for (int v = 0; v < V; ++v) {
-    const int64_t col = (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth;
-    const Vec b = bias ? vload(bias + col) : vzero();
-    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + col, bias ? vadd(acc[i][v], b) : acc[i][v]);
-  }
+  store(acc, y, ldy, bias);
 }
 
 template <typename W>
@@ -175,7 +193,6 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
            float* __restrict y, int64_t ldy, const float* __restrict bias, bool first, bool last, const float* np,
            int64_t nb, int64_t line, int64_t lines) {
   constexpr int V = NC * kPerBlock;
-  auto column = [](int v) { return (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth; };
   Vec acc[MR][V];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(y + i * ldy + column(v));
@@ -186,21 +203,11 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
       ++line;
       --lines;
     }
-    Vec wv[V];
-    for (int j = 0; j < NC; ++j)
-      for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      const Vec xb = vbroadcast(x[i * ldx + k]);
-      for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
-    }
+    k_step<MR, NC>(acc, x, ldx, w, K, k);
   }
   for (; lines > 0; --lines, ++line)
     for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
-  for (int v = 0; v < V; ++v) {
-    const Vec b = last && bias ? vload(bias + column(v)) : vzero();
-    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + column(v), last && bias ? vadd(acc[i][v], b) : acc[i][v]);
-  }
+  store(acc, y, ldy, last ? bias : nullptr);
 }
 
 using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, bool,
