@@ -34,9 +34,9 @@ constexpr int64_t kAhead = 64;  // how many k-steps ahead a pass prefetches its 
 constexpr int64_t kTileAbove = 128;
 constexpr int64_t kTileBytes = 128 * 1024;
 // k-steps of a chunk: a group's chunk (3 blocks, 12 KB) and a pass's rows of x stay in L1.  On the 2-core
-// Xeon with two AVX-512 multiply-add units a core, the model's products at 9 / 12 / 16 / 24 / 32 rows took
-// 8 / 12 / 11 / 5 / 1.5 % less time in chunks of 64 than a group whole; chunks of 48 or 96 did no better,
-// and at 64 rows chunks cost more (7 %), hence kChunkedPasses.
+// Xeon with two AVX-512 multiply-add units a core, the model's products at 9 to 16 rows took 9-15 % less
+// time in chunks of 64 than a group whole, at 24 rows 2-4 %, at 32 none; chunks of 48 or 96 did no
+// better, and at 64 rows chunks cost 5-7 % more, hence kChunkedPasses (docs/benchmarks.md, run 60).
 constexpr int64_t kChunk = 64;
 
 #if defined(__AVX512F__)
