@@ -41,6 +41,7 @@ from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
 from ..models.row_ops import uses_row_ops
+from ..models.weight_arena import gathered_bytes
 from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace
 from . import results
@@ -587,6 +588,7 @@ def environment(target: LoadedModel) -> dict:
         "row_ops": uses_row_ops(target.model),
         "row_picks": target.device.type == "cpu" and row_top.active(),
         "few_rows_attention": runs_few_rows_attention(target.model),
+        "weight_arena_bytes": gathered_bytes(target.model),
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),

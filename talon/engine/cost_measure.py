@@ -43,6 +43,7 @@ from ..models.gqa_attention import runs_few_rows_attention
 from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
 from ..models.row_ops import uses_row_ops
+from ..models.weight_arena import gathered_bytes
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
 from ..trace import StepRecord
@@ -328,6 +329,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         # oneDNN's curves keep their keys; TALON's kernel names its source (another revision is timed again)
         + (f", packed={kernel}" if (kernel := packed_kernel(target.model)) not in (None, "onednn") else "")
         + (f" {stream_gemm.source_digest()}" if kernel == "stream" else "")
+        + (", weights in one arena" if gathered_bytes(target.model) else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

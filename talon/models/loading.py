@@ -21,6 +21,7 @@ from .lm_head import screen_for
 from .loaded import ListsTheChoices, LoadedModel, ModelLoadError, Progress
 from .row_invariant import make_row_invariant
 from .row_ops import use_row_ops
+from .weight_arena import gather_stream_weights
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ def load_model(
                 "a machine's first load also builds TALON's own C++ kernels, about a minute)..."
             )
         pack_for_device(model, fuse=fuse)
+        gather_stream_weights(model)
         use_row_ops(model)
         use_row_linears(model)
         if not make_row_invariant(model):  # bfloat16 on the CPU: exact; otherwise the fastest attention
