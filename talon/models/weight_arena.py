@@ -7,8 +7,9 @@ product does not read, so each product starts cold; with the weights one after a
 it lands on the next product's first block.  Memory on 4 KB pages also costs the stream a page-table
 walk every 4 KB, and Linux gives a region 2 MB pages only where asked (``madvise``, when
 ``/sys/kernel/mm/transparent_hugepage/enabled`` says ``madvise``, as on this project's VMs).  On the 2-core
-Xeon of run 60 the two together made the embedded model's plain step 5 % faster and verifying 16 / 32
-nodes 2 / 4 % (docs/benchmarks.md).  Only where the bytes lie changes: every product keeps its bits.
+Xeon of run 61 the two together made the embedded model's plain step 1-5 % faster and verifying 4 to 32
+nodes 4-6 %, side by side (docs/benchmarks.md).  Only where the bytes lie changes: every product keeps its
+bits.
 """
 
 from __future__ import annotations
