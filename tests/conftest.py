@@ -24,6 +24,15 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def settled_vector_math():
+    """MKL's vector math settled before any test computes (``talon.models.vector_math``): the tests'
+    tiny models are built without a load, which does it for the app and the benchmarks."""
+    from talon.models.vector_math import warm_vector_math
+
+    warm_vector_math()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Keep each phase's report on the test (``item.rep_call``), for fixtures that explain a failure."""

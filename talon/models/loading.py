@@ -21,6 +21,7 @@ from .lm_head import screen_for
 from .loaded import ListsTheChoices, LoadedModel, ModelLoadError, Progress
 from .row_invariant import make_row_invariant
 from .row_ops import use_row_ops
+from .vector_math import warm_vector_math
 from .weight_arena import gather_stream_weights
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def load_model(
     A Hub id is tried from the local Hugging Face cache first; the network is tried only when the Hub
     is reachable (``talon.models.hub.hub_reachable``, decided once), so an unknown id fails at once
     offline.  Failures raise ``ModelLoadError`` saying what was looked for and where."""
+    warm_vector_math()  # before anything computes on two threads (``talon.models.vector_math``)
     if device is None or dtype is None:
         auto_device, auto_dtype = pick_device()
         device, dtype = device or auto_device, dtype or auto_dtype
