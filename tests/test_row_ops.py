@@ -1,6 +1,6 @@
-"""Fast tier: a Llama layer's norm and rotary embedding in one C++ call each (``talon.models.row_ops``):
-transformers' bits at every shape, on tiny random Llamas the same logits and the same greedy decoding,
-and only float32 CPU models running transformers' own forward take them."""
+"""Fast tier: a Llama layer's norm, rotary embedding and MLP's silu(gate) * up in one C++ call each
+(``talon.models.row_ops``): transformers' bits at every shape, on tiny random Llamas the same logits and
+the same greedy decoding, and only float32 CPU models running transformers' own forward take them."""
 
 from __future__ import annotations
 
@@ -69,16 +69,53 @@ def _twins(layers: int = 2) -> tuple[nn.Module, nn.Module]:
     return stock, ours
 
 
+needs_silu_mul = pytest.mark.skipif(
+    not (row_ops.available() and row_ops.extension().silu_mul_available()),
+    reason="the one-call silu * up needs AVX-512 and PyTorch's SLEEF",
+)
+
+
+@needs_silu_mul
+@pytest.mark.parametrize("width", [7, 31, 32, 48, 64, 1536, 1550])
+def test_silu_times_up_gives_pytorchs_bits_at_every_width_and_row_count(width):
+    """Whole pairs of vectors and the scalar tail (width mod 32), one row or many (the rows split over the
+    threads), rows of a wider tensor (the fused product's view), magnitudes from 1e-4 to 1e3, and the
+    values where the exponential overflows, underflows or is infinite."""
+    torch.manual_seed(width)
+    ext = row_ops.extension()
+    with torch.inference_mode():
+        for rows in (1, 3, 32, 200):
+            both = torch.randn(1, rows, 2 * width) * 10.0 ** torch.randint(-4, 4, (1, rows, 2 * width))
+            specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 88.7, -88.8, -104.0, 1e-40])
+            both[0, 0, : min(width, 8)] = specials[: min(width, 8)]
+            gate, up = both.split(width, dim=-1)
+            want = nn.functional.silu(gate) * up
+            got = ext.silu_mul(gate, up)
+            assert got.shape == want.shape and got.is_contiguous()
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), rows
+            assert torch.equal(row_ops.silu_times_up(gate, up).view(torch.int32), want.view(torch.int32))
+    assert row_ops.silu_mul_matches(width)
+
+
+def test_silu_times_up_leaves_what_the_extension_does_not_take_to_pytorch():
+    gate = torch.randn(2, 16, dtype=torch.bfloat16)
+    assert torch.equal(row_ops.silu_times_up(gate, gate), nn.functional.silu(gate) * gate)
+    leaf = torch.randn(2, 16, requires_grad=True)
+    row_ops.silu_times_up(leaf, leaf).sum().backward()  # the C++ form has no backward: PyTorch's carries it
+    assert leaf.grad is not None
+
+
 @pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
 def test_a_fused_target_with_the_row_ops_gives_the_same_logits(monkeypatch):
     stock, ours = _twins(3)
     for model in (stock, ours):
         pack_linears(model)
         assert fuse_projections(model) == 6
-    assert row_ops.use_row_ops(ours) == 3 * 2 + 1 + 3  # two norms a layer, the final norm, three attentions
+    silu = 3 if row_ops.silu_mul_matches(128) else 0  # the MLPs' silu(gate) * up, where it runs here
+    assert row_ops.use_row_ops(ours) == 3 * 2 + 1 + 3 + silu  # two norms a layer, the final norm, three attentions
     assert row_ops.uses_row_ops(ours) and not row_ops.uses_row_ops(stock)
     assert row_ops.use_row_ops(ours) == 0  # a second call changes nothing
-    calls = {"rms_norm": 0, "rotary": 0}
+    calls = {"rms_norm": 0, "rotary": 0, "silu_mul": 0}
     real = row_ops.extension()
 
     class Counting:
@@ -91,7 +128,8 @@ def test_a_fused_target_with_the_row_ops_gives_the_same_logits(monkeypatch):
         for rows in (1, 2, 9, 40):
             ids = torch.tensor([prompt_ids(3, rows)])
             assert torch.equal(ours(ids).logits, stock(ids).logits), rows
-    assert calls == {"rms_norm": 4 * 7, "rotary": 4 * 3}  # the C++ forms ran: 7 norms, 3 rotaries a forward
+    # the C++ forms ran: 7 norms, 3 rotaries and (where it runs) 3 MLPs' silu * up a forward
+    assert calls == {"rms_norm": 4 * 7, "rotary": 4 * 3, "silu_mul": 4 * silu}
 
 
 def test_only_float32_cpu_norms_with_transformers_forward_take_it(monkeypatch):
@@ -103,6 +141,11 @@ def test_only_float32_cpu_norms_with_transformers_forward_take_it(monkeypatch):
     model.model.norm.__class__ = OwnNorm
     assert row_ops.use_row_ops(model) == 2  # the layer's two norms; not fused: no attention changes
     assert "forward" not in vars(model.model.norm)
+    gelu = LlamaForCausalLM(tiny_config(1, hidden_act="gelu")).eval().requires_grad_(False)
+    pack_linears(gelu)
+    fuse_projections(gelu)
+    row_ops.use_row_ops(gelu)
+    assert "act_times_up" not in vars(gelu.model.layers[0].mlp)  # another activation: PyTorch's operations
     bf16 = LlamaForCausalLM(tiny_config(1)).to(torch.bfloat16).eval()
     assert row_ops.use_row_ops(bf16) == 0 and not row_ops.uses_row_ops(bf16)
     monkeypatch.setenv("TALON_ROW_OPS", "0")

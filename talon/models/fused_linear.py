@@ -155,9 +155,12 @@ def rotate_queries_and_keys(
 
 
 def _fused_mlp_forward(self: LlamaMLP, x: torch.Tensor) -> torch.Tensor:
-    """``LlamaMLP.forward`` with the gate and up projections from one product (``fused_gate_up``)."""
+    """``LlamaMLP.forward`` with the gate and up projections from one product (``fused_gate_up``), and
+    ``act_fn(gate) * up`` in one call where ``talon.models.row_ops`` set one on the module
+    (``act_times_up``: the same bits)."""
     gate, up = self.fused_gate_up(x)
-    return self.down_proj(self.act_fn(gate) * up)
+    act_times_up = vars(self).get("act_times_up")
+    return self.down_proj(act_times_up(gate, up) if act_times_up is not None else self.act_fn(gate) * up)
 
 
 FUSIONS = (

@@ -1,6 +1,8 @@
 """A Llama layer's row-wise float32 glue on the CPU in one C++ call each (``csrc/row_ops.cpp``), with
-the bits of transformers' own forward: the RMS norm (``LlamaRMSNorm``) and the rotary embedding of a
-fused attention's query and key heads (``fused_linear.rotate_queries_and_keys``).  The same module holds
+the bits of transformers' own forward: the RMS norm (``LlamaRMSNorm``), the rotary embedding of a
+fused attention's query and key heads (``fused_linear.rotate_queries_and_keys``) and, where PyTorch's
+AVX-512 kernels run and its SLEEF exponential can be called, a fused MLP's ``silu(gate) * up``
+(``silu_times_up``, compared bit for bit with PyTorch's at load).  The same module holds
 the rows' picks (``row_top``) and the grouped attention of a step's few query rows
 (``gqa_attention.few_rows_attention``).
 
@@ -13,7 +15,8 @@ transformers' forward): a norm took 9 us against 68, the rotary embedding 3 us a
 side plain decoding ran 1.091x and TALON auto 1.080x as fast with the same tokens (docs/benchmarks.md,
 run 40).
 
-Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags), and
+Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags: the element loops are
+built for AVX-512, AVX2 and the baseline and picked as the module loads), and
 cached in its extensions folder; where it cannot be built (no compiler) the layers keep transformers'
 forward.  ``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before"), and PyTorch's argmax and SDPA.
 Only models loaded for our own loop use it (``use_row_ops``); the transformers peers run the model as
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRMSNorm
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
 
 from ..config import ConfigError
 from . import cpp_build, fused_linear
@@ -127,6 +130,53 @@ def rotate_queries_and_keys(
     return rotated[..., :query_heads, :].transpose(1, 2), rotated[..., query_heads:, :].transpose(1, 2)
 
 
+def silu_times_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` (``[..., n]`` each, one shape) in one C++ call where the extension takes the
+    tensors (float32 on the CPU, no gradient), with the bits of PyTorch's two operations; else those."""
+    if (
+        gate.dtype != torch.float32
+        or up.dtype != torch.float32
+        or gate.device.type != "cpu"
+        or gate.shape != up.shape
+        or _needs_grad(gate, up)
+    ):
+        return nn.functional.silu(gate) * up
+    return extension().silu_mul(gate, up)
+
+
+SILU_PROBE_ROWS = (1, 5, 32)
+"""Row counts at which the C++ ``silu(gate) * up`` is compared with PyTorch's at a model's width."""
+
+
+@functools.cache
+def silu_mul_matches(width: int) -> bool:
+    """Whether the extension's ``silu_mul`` runs here and gives PyTorch's bits for ``silu(gate) * up`` at
+    ``width`` (rows of random values over a wide range of magnitudes, infinities and zeros among them, as
+    strided views of a wider tensor, as the MLP's fused product gives them).  Checked once a process per
+    width: a PyTorch whose silu computes otherwise keeps its own operations."""
+    if not available() or not extension().silu_mul_available():
+        return False
+    generator = torch.Generator().manual_seed(0)
+    for rows in SILU_PROBE_ROWS:
+        both = torch.randn(rows, 2 * width, generator=generator)
+        both *= 10.0 ** torch.randint(-3, 3, both.shape, generator=generator)
+        both[0, : min(6, width)] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), 90.0, -105.0])[: min(6, width)]
+        gate, up = both.split(width, dim=-1)
+        with torch.inference_mode():
+            expected, got = nn.functional.silu(gate) * up, extension().silu_mul(gate, up)
+        if not torch.equal(expected.view(torch.int32), got.view(torch.int32)):
+            return False
+    return True
+
+
+def _plain_silu(act: nn.Module) -> bool:
+    """Whether ``act`` is a SiLU module whose forward is ``nn.functional.silu`` (PyTorch's or
+    transformers' class, forward not replaced)."""
+    from transformers.activations import SiLUActivation
+
+    return type(act) in (nn.SiLU, SiLUActivation) and "forward" not in vars(act)
+
+
 def use_row_ops(model: nn.Module) -> int:
     """Give ``model``'s float32 CPU norms (``LlamaRMSNorm`` and subclasses that keep its forward) and fused
     attentions (``fused_linear``) the C++ forms, where ``$TALON_ROW_OPS`` allows and the extension builds.
@@ -146,13 +196,24 @@ def use_row_ops(model: nn.Module) -> int:
         and isinstance(vars(m).get("fused_qkv"), FusedRows)
         and "rotate_queries_and_keys" not in vars(m)
     ]
-    if not (norms or attentions) or not available():
+    mlps = [
+        m
+        for m in model.modules()
+        if isinstance(m, LlamaMLP)
+        and isinstance(vars(m).get("fused_gate_up"), FusedRows)
+        and _plain_silu(m.act_fn)
+        and "act_times_up" not in vars(m)
+    ]
+    if not (norms or attentions or mlps) or not available():
         return 0
+    mlps = [m for m in mlps if silu_mul_matches(m.fused_gate_up.sizes[0])]
     for norm in norms:
         norm.forward = types.MethodType(_norm_forward, norm)
     for attention in attentions:
         attention.rotate_queries_and_keys = rotate_queries_and_keys
-    return len(norms) + len(attentions)
+    for mlp in mlps:
+        mlp.act_times_up = silu_times_up
+    return len(norms) + len(attentions) + len(mlps)
 
 
 def uses_row_ops(model: nn.Module) -> bool:
@@ -160,5 +221,6 @@ def uses_row_ops(model: nn.Module) -> bool:
     return any(
         getattr(vars(m).get("forward"), "__func__", None) is _norm_forward
         or vars(m).get("rotate_queries_and_keys") is rotate_queries_and_keys
+        or vars(m).get("act_times_up") is silu_times_up
         for m in model.modules()
     )

@@ -24,9 +24,51 @@
 #include <tuple>
 #include <vector>
 
+// The element loops and the block comparison are built for AVX-512, AVX2 and the baseline, the loader picking the best this CPU
+// runs (GCC's and Clang's function multiversioning, x86 only); elsewhere the baseline alone.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PICK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PICK_CLONES
+#endif
+
 namespace {
-constexpr int64_t kRowsPerTask = 16;  // rows a thread takes at a time (a prompt's prefill)
+// Rows a thread takes at a time in the norm and the rotary embedding: a step's few rows (a tree's 32) go
+// on one thread, where waking the other cost more than it saved; a prompt's prefill is split.
+constexpr int64_t kGlueRowsPerTask = 64;
+// Elements of silu(gate) * up a thread takes at least (its exponentials cost more than the norm's work).
+constexpr int64_t kSiluElementsPerTask = 16384;
+
+// o[i] = x[i] * x[i] (torch.pow(x, 2) on float32).  The element loops here vectorise; every element is
+// still one rounded IEEE operation after another, as in the scalar loop, so the bits do not change.
+PICK_CLONES void squares(const float* __restrict x, float* __restrict o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = x[i] * x[i];
 }
+
+// o[i] = w[i] * (x[i] * inverse): the norm's scaling of one row.
+PICK_CLONES void scale_row(const float* __restrict x, const float* __restrict w, float inverse, float* __restrict o,
+                           int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float scaled = x[i] * inverse;
+    o[i] = w[i] * scaled;
+  }
+}
+
+// One head of d = 2 * half values: o = x * c + rotate_half(x) * s.
+PICK_CLONES void rotate_head(const float* __restrict x, const float* __restrict c, const float* __restrict s,
+                             float* __restrict o, int64_t half) {
+  for (int64_t k = 0; k < half; ++k) {
+    const float straight = x[k] * c[k];
+    const float turned = (-x[k + half]) * s[k];
+    o[k] = straight + turned;
+  }
+  for (int64_t k = half; k < 2 * half; ++k) {
+    const float straight = x[k] * c[k];
+    const float turned = x[k - half] * s[k];
+    o[k] = straight + turned;
+  }
+}
+}  // namespace
 
 // x [..., h] float32, weight [h] float32 -> weight * (x * rsqrt(mean(x * x, -1) + eps)), x's shape:
 // LlamaRMSNorm.forward on float32.
@@ -41,21 +83,16 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   const float* xp = xc.data_ptr<float>();
   const float* wp = wc.data_ptr<float>();
   float* op = out.data_ptr<float>();
-  for (int64_t i = 0, n = rows * h; i < n; ++i) op[i] = xp[i] * xp[i];  // pow(2): x * x
+  squares(xp, op, rows * h);  // pow(2): x * x
   const auto sums = at::sum(out.view({rows, h}), {1});
   const float* sp = sums.data_ptr<float>();
   // the scalars as PyTorch applies them to a float32 tensor: eps and the count cast to float32
   const float e = static_cast<float>(eps), count = static_cast<float>(h);
-  at::parallel_for(0, rows, kRowsPerTask, [&](int64_t r0, int64_t r1) {
+  at::parallel_for(0, rows, kGlueRowsPerTask, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float variance = sp[r] / count;
       const float inverse = 1.0f / std::sqrt(variance + e);  // rsqrt: a rounded root, then a rounded quotient
-      const float* xr = xp + r * h;
-      float* o = op + r * h;
-      for (int64_t i = 0; i < h; ++i) {
-        const float scaled = xr[i] * inverse;
-        o[i] = wp[i] * scaled;
-      }
+      scale_row(xp + r * h, wp, inverse, op + r * h, h);
     }
   });
   return out;
@@ -81,37 +118,17 @@ torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const tor
   const float* sp = s.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const int64_t batch_stride = x.stride(0), row_stride = x.stride(1), angle_batch = c.size(0) == 1 ? 0 : rows * d;
-  at::parallel_for(0, b * rows, kRowsPerTask, [&](int64_t first, int64_t last) {
+  at::parallel_for(0, b * rows, kGlueRowsPerTask, [&](int64_t first, int64_t last) {
     for (int64_t br = first; br < last; ++br) {
       const int64_t i = br / rows, r = br % rows;
       const float* cr = cp + i * angle_batch + r * d;
       const float* sr = sp + i * angle_batch + r * d;
-      for (int64_t hd = 0; hd < heads; ++hd) {
-        const float* xr = xp + i * batch_stride + r * row_stride + hd * d;
-        float* o = op + (br * heads + hd) * d;
-        for (int64_t k = 0; k < half; ++k) {
-          const float straight = xr[k] * cr[k];
-          const float turned = (-xr[k + half]) * sr[k];
-          o[k] = straight + turned;
-        }
-        for (int64_t k = half; k < d; ++k) {
-          const float straight = xr[k] * cr[k];
-          const float turned = xr[k - half] * sr[k];
-          o[k] = straight + turned;
-        }
-      }
+      for (int64_t hd = 0; hd < heads; ++hd)
+        rotate_head(xp + i * batch_stride + r * row_stride + hd * d, cr, sr, op + (br * heads + hd) * d, half);
     }
   });
   return out;
 }
-
-// The block comparison is built for AVX-512, AVX2 and the baseline, the loader picking the best this CPU
-// runs (GCC's and Clang's function multiversioning, x86 only); elsewhere the baseline alone.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PICK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PICK_CLONES
-#endif
 
 namespace {
 constexpr int64_t kBlock = 64;            // elements compared with the best so far at a time
@@ -393,6 +410,72 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
   return out;
 }
 
+// The MLP's silu(gate) * up in one pass, with the bits of PyTorch's AVX-512 kernels: its silu is
+// x / (1 + exp(-x)) with SLEEF's expf16_u10 over pairs of 16-float vectors, the scalar expf for a row's
+// last (n mod 32) elements, and the product a separate rounded multiply.  The SLEEF function is the one
+// libtorch_cpu exports, looked up when first needed (none: silu_mul_available() is false and the forward
+// keeps PyTorch's two operations); the Python side also compares the bits with PyTorch's at load.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <dlfcn.h>
+#include <immintrin.h>
+
+namespace {
+void* sleef_expf16() {
+  static void* const fn = dlsym(RTLD_DEFAULT, "Sleef_expf16_u10");
+  return fn;
+}
+
+__attribute__((target("avx512f"))) void silu_mul_row(const float* __restrict g, const float* __restrict u,
+                                                     float* __restrict o, int64_t n) {
+  const auto expf16 = reinterpret_cast<__m512 (*)(__m512)>(sleef_expf16());
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  const int64_t vectors_end = n - n % 32;  // PyTorch takes two vectors a turn, then (n mod 32) floats one by one
+  int64_t i = 0;
+  for (; i < vectors_end; i += 16) {
+    const __m512 x = _mm512_loadu_ps(g + i);
+    const __m512 minus = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), sign));
+    const __m512 silu = _mm512_div_ps(x, _mm512_add_ps(one, expf16(minus)));
+    _mm512_storeu_ps(o + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    const float silu = g[i] / (1.0f + std::exp(-g[i]));
+    o[i] = silu * u[i];
+  }
+}
+}  // namespace
+
+bool silu_mul_available() { return __builtin_cpu_supports("avx512f") && sleef_expf16() != nullptr; }
+
+// gate, up [..., n] float32 of one shape (rows at any stride) -> silu(gate) * up [..., n], contiguous.
+torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {
+  TORCH_CHECK(silu_mul_available(), "silu_mul needs AVX-512 and libtorch_cpu's SLEEF");
+  TORCH_CHECK(gate.scalar_type() == torch::kFloat32 && up.scalar_type() == torch::kFloat32 && gate.dim() >= 1 &&
+                  gate.sizes() == up.sizes(),
+              "float32 gate and up of one shape");
+  const int64_t n = gate.size(-1);
+  auto out = torch::empty(gate.sizes(), gate.options());
+  if (out.numel() == 0) return out;
+  auto g = gate.reshape({-1, n}), u = up.reshape({-1, n});
+  if (g.stride(1) != 1) g = g.contiguous();
+  if (u.stride(1) != 1) u = u.contiguous();
+  const int64_t rows = g.size(0), gs = g.stride(0), us = u.stride(0);
+  const float* gp = g.data_ptr<float>();
+  const float* up_ = u.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, rows, std::max<int64_t>(1, kSiluElementsPerTask / n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) silu_mul_row(gp + r * gs, up_ + r * us, op + r * n, n);
+  });
+  return out;
+}
+#else
+bool silu_mul_available() { return false; }
+torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor&) {
+  TORCH_CHECK(false, "silu_mul is built for x86-64 only");
+  return gate;
+}
+#endif
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("rms_norm", &rms_norm, "LlamaRMSNorm's float32 forward in one call", py::call_guard<py::gil_scoped_release>());
   m.def("rotary", &rotary, "x * cos + rotate_half(x) * sin in one call", py::call_guard<py::gil_scoped_release>());
@@ -400,4 +483,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("row_topk", &row_topk, "each float32 row's k largest, best first", py::call_guard<py::gil_scoped_release>());
   m.def("grouped_attention", &grouped_attention, "grouped-query attention of a few float32 query rows",
         py::call_guard<py::gil_scoped_release>());
+  m.def("silu_mul_available", &silu_mul_available, "whether silu_mul runs here (AVX-512, SLEEF found)");
+  m.def("silu_mul", &silu_mul, "silu(gate) * up with PyTorch's float32 bits", py::call_guard<py::gil_scoped_release>());
 }
