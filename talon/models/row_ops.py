@@ -15,12 +15,12 @@ transformers' forward): a norm took 9 us against 68, the rotary embedding 3 us a
 side plain decoding ran 1.091x and TALON auto 1.080x as fast with the same tokens (docs/benchmarks.md,
 run 40).
 
-Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags: the element loops are
-built for AVX-512, AVX2 and the baseline and picked as the module loads), and
-cached in its extensions folder; where it cannot be built (no compiler) the layers keep transformers'
-forward.  ``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before"), and PyTorch's argmax and SDPA.
-Only models loaded for our own loop use it (``use_row_ops``); the transformers peers run the model as
-transformers builds it.
+Built on first use with PyTorch's C++ extension loader, for any CPU (no instruction-set flags: the
+element loops are built for AVX-512, AVX2 and the baseline and picked as the module loads), and cached
+in its extensions folder; where it cannot be built (no compiler) the layers keep transformers' forward.
+``$TALON_ROW_OPS=0`` keeps it too (a benchmark's "before"), and PyTorch's argmax and SDPA.  Only models
+loaded for our own loop use it (``use_row_ops``); the transformers peers run the model as transformers
+builds it.
 """
 
 from __future__ import annotations
@@ -178,8 +178,9 @@ def _plain_silu(act: nn.Module) -> bool:
 
 
 def use_row_ops(model: nn.Module) -> int:
-    """Give ``model``'s float32 CPU norms (``LlamaRMSNorm`` and subclasses that keep its forward) and fused
-    attentions (``fused_linear``) the C++ forms, where ``$TALON_ROW_OPS`` allows and the extension builds.
+    """Give ``model``'s float32 CPU norms (``LlamaRMSNorm`` and subclasses that keep its forward), fused
+    attentions and fused SiLU MLPs (``fused_linear``; the MLPs where ``silu_mul_matches``) the C++ forms,
+    where ``$TALON_ROW_OPS`` allows and the extension builds.
     Returns how many modules changed (0: none; ``uses_row_ops`` tells later)."""
     weight = next((p for p in model.parameters()), None)
     if weight is None or weight.device.type != "cpu" or weight.dtype != torch.float32 or not row_ops_setting():

@@ -24,8 +24,9 @@
 #include <tuple>
 #include <vector>
 
-// The element loops and the block comparison are built for AVX-512, AVX2 and the baseline, the loader picking the best this CPU
-// runs (GCC's and Clang's function multiversioning, x86 only); elsewhere the baseline alone.
+// The element loops and the block comparison are built for AVX-512, AVX2 and the baseline, the loader
+// picking the best this CPU runs (GCC's and Clang's function multiversioning, x86 only); elsewhere the
+// baseline alone.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PICK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
