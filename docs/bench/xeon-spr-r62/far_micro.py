@@ -3,6 +3,10 @@ prefetch FAR chunks ahead with hint FARHINT, the near one with NEARHINT, or none
 kernel as it is: the model's 120 products in one buffer, alternating every round, medians of 20 rounds.
 
     PYTHONPATH=. python docs/bench/xeon-spr-r62/far_micro.py ROWS,... DEFINES...   e.g. 16,32 FAR=2:FARHINT=_MM_HINT_T1
+
+With ``--source stream_gemm_warm.cpp`` (beside this; its define WARM=n) the variant asks for the first n
+k-steps of each thread's first group at once before it starts, rather than relying on the hardware and the
+kernel's own prefetch 64 steps ahead.
 """
 
 from pathlib import Path
@@ -12,9 +16,16 @@ from torch.utils import cpp_extension
 from talon.models import stream_gemm
 name, flags = stream_gemm.BUILDS[stream_gemm.instruction_set()]
 variants = {"current": stream_gemm.extension().linear}
+args = sys.argv[1:]
+source = Path(__file__).with_name("stream_gemm_far.cpp")
+if "--source" in args:
+    at = args.index("--source")
+    source = Path(__file__).with_name(args[at + 1])
+    del args[at : at + 2]
+sys.argv[1:] = args
 for spec in sys.argv[2:]:
     defs = [f"-D{d}" for d in spec.split(":")]
-    mod = cpp_extension.load("sgv_" + spec.replace(":", "_").replace("=", ""), [str(Path(__file__).with_name("stream_gemm_far.cpp"))], extra_cflags=flags + defs, extra_ldflags=["-fopenmp"])
+    mod = cpp_extension.load(source.stem + "_" + spec.replace(":", "_").replace("=", ""), [str(source)], extra_cflags=flags + defs, extra_ldflags=["-fopenmp"])
     variants[spec] = mod.linear
 rows_list = [int(r) for r in sys.argv[1].split(",")]
 torch.manual_seed(0)

@@ -1,0 +1,340 @@
+// A float32 product y = x @ W.T (+ bias) for the few rows of plain decoding and tree verification on
+// AVX-512 or AVX2 CPUs (talon/models/stream_gemm.py builds this file once for each, with -mavx512f or
+// -mavx2).  W is laid out once as column blocks of 16 outputs, each [in_features][16] contiguous, so a
+// block is one sequential stream and a k-step of a block one 64-byte cache line.  Each thread walks a
+// contiguous range of groups of blocks; a pass multiplies a few rows by a group as its weights go by.
+// Memory and arithmetic overlap through prefetching: a one-pass product prefetches its own stream 64
+// steps ahead; with several passes every pass also prefetches a share of the next group's stream, so
+// memory stays busy while the later passes run from cache.  With two to four passes (AVX-512: 9 to 32
+// rows) a group goes by in chunks of kChunk k-steps, every pass over a chunk before the next, so the
+// passes after the first read the chunk from L1 rather than the whole group from L2 (a pass's partial
+// sums wait in y between chunks: stored as float32 and read back, exactly).
+//
+// Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
+// whatever the number of rows, the row's place among them, the blocking, the thread split or the
+// vector width: a row's result has the same bits in a product of 1 row or of 64, on either build.
+//
+// A weight may also be packed as bfloat16 (half the bytes to stream; a drafter's few-row calls on a CPU
+// without bfloat16 arithmetic): each weight is widened to float32 as it is loaded (exact), so the product
+// has the bits of the float32 kernel on the bfloat16-rounded weight.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace {
+
+constexpr int64_t kLanes = 16;  // outputs in a column block
+constexpr int64_t kAhead = 64;  // how many k-steps ahead a pass prefetches its own stream
+// Products of more rows than the largest tree verified (a prompt's prefill) go a tile of rows at a time,
+// a tile's rows of x at most kTileBytes (the same bits: a row's chains do not depend on its tile).
+constexpr int64_t kTileAbove = 128;
+constexpr int64_t kTileBytes = 128 * 1024;
+// k-steps of a chunk: a group's chunk (3 blocks, 12 KB) and a pass's rows of x stay in L1.  On the 2-core
+// Xeon with two AVX-512 multiply-add units a core, the model's products at 9 to 16 rows took 9-15 % less
+// time in chunks of 64 than a group whole, at 24 rows 2-4 %, at 32 none; chunks of 48 or 96 did no
+// better, and at 64 rows chunks cost 5-7 % more, hence kChunkedPasses (docs/benchmarks.md, run 60).
+constexpr int64_t kChunk = 64;
+
+#if defined(__AVX512F__)
+// 32 registers: 3 blocks x 8 rows = 24 accumulators, 3 weight vectors, a broadcast
+using Vec = __m512;
+constexpr int64_t kWidth = 16;  // floats a vector holds
+constexpr int64_t kGroup = 3;   // column blocks a pass multiplies
+constexpr int64_t kPassRows = 8;
+constexpr int64_t kChunkedPasses = 4;  // products of 2 .. this many passes go a chunk at a time
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vbroadcast(float v) { return _mm512_set1_ps(v); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+// 16 bfloat16 (their bits) -> float32: the bits move to the upper half of each lane
+inline Vec vload(const uint16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// 16 registers: 1 block (2 vectors) x 6 rows = 12 accumulators, 2 weight vectors, a broadcast
+using Vec = __m256;
+constexpr int64_t kWidth = 8;
+constexpr int64_t kGroup = 1;
+constexpr int64_t kPassRows = 6;
+constexpr int64_t kChunkedPasses = 1;  // unmeasured on an AVX2 CPU: a group whole, as before
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vbroadcast(float v) { return _mm256_set1_ps(v); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec vload(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+#else
+#error "build with -mavx512f -mfma or -mavx2 -mfma"
+#endif
+constexpr int kPerBlock = int(kLanes / kWidth);  // vectors in a block's k-step
+
+#ifndef WARM
+#define WARM 64
+#endif
+// The first WARM k-steps of the n blocks at w (a block's k-steps kLanes apart, its blocks K * kLanes), asked
+// for at once: a thread's first group starts cold, and its own prefetch runs only kAhead steps ahead.
+template <typename W>
+inline void warm_start(const W* w, int64_t n, int64_t K) {
+  const int64_t lines = std::min<int64_t>(WARM, K);
+  for (int64_t k = 0; k < lines; ++k)
+    for (int64_t j = 0; j < n; ++j) _mm_prefetch((const char*)(w + j * K * kLanes + k * kLanes), _MM_HINT_T0);
+}
+
+
+// The output columns of accumulator vector v of a group (kPerBlock vectors a block).
+constexpr int64_t column(int v) { return (v / kPerBlock) * kLanes + (v % kPerBlock) * kWidth; }
+
+// One k-step: the NC blocks' weights at step k (a block's k-steps kLanes apart, its blocks K * kLanes) times
+// each row's x[k], added to acc.
+template <int MR, int NC, typename W>
+inline __attribute__((always_inline)) void k_step(Vec (&acc)[MR][NC * kPerBlock], const float* __restrict x,
+                                                  int64_t ldx, const W* __restrict w, int64_t K, int64_t k) {
+  constexpr int V = NC * kPerBlock;
+  Vec wv[V];
+  for (int j = 0; j < NC; ++j)
+    for (int h = 0; h < kPerBlock; ++h) wv[j * kPerBlock + h] = vload(w + j * K * kLanes + k * kLanes + h * kWidth);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    const Vec xb = vbroadcast(x[i * ldx + k]);
+    for (int v = 0; v < V; ++v) acc[i][v] = vfma(xb, wv[v], acc[i][v]);
+  }
+}
+
+// acc into rows [0, MR) of y, plus the bias where one is given.
+template <int MR, int V>
+inline __attribute__((always_inline)) void store(Vec (&acc)[MR][V], float* __restrict y, int64_t ldy,
+                                                 const float* __restrict bias) {
+  for (int v = 0; v < V; ++v) {
+    const Vec b = bias ? vload(bias + column(v)) : vzero();
+    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + column(v), bias ? vadd(acc[i][v], b) : acc[i][v]);
+  }
+}
+
+// Rows [0, MR) of x (row-major: x[row * ldx + k]) times NC adjacent column blocks starting at w (W: float,
+// or uint16_t holding bfloat16 bits).  A k-step broadcasts one value from each row; a row's cache line serves
+// 16 k-steps, so the MR lines a pass reads stay in L1 without copying x transposed first.
+template <int MR, int NC, typename W>
+void block(const float* __restrict x, int64_t ldx, const W* __restrict w, int64_t K, float* __restrict y,
+           int64_t ldy, const float* __restrict bias, bool own, const W* next, int64_t next_blocks, int64_t every,
+           int64_t first_line) {
+  // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
+  // next_blocks blocks, one of whose lines (k-steps) is prefetched every ``every`` steps from first_line
+  constexpr int V = NC * kPerBlock;  // vectors across the group's blocks
+  Vec acc[MR][V];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < V; ++v) acc[i][v] = vzero();
+  int64_t count = 0, line = first_line;
+  for (int64_t k = 0; k < K; ++k) {
+    if (own)
+      for (int j = 0; j < NC; ++j) _mm_prefetch((const char*)(w + j * K * kLanes + (k + kAhead) * kLanes), _MM_HINT_T0);
+    if (next && ++count == every) {
+      count = 0;
+      if (line < K)
+        for (int64_t j = 0; j < next_blocks; ++j)
+          _mm_prefetch((const char*)(next + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+      ++line;
+    }
+    k_step<MR, NC>(acc, x, ldx, w, K, k);
+  }
+  store(acc, y, ldy, bias);
+}
+
+template <typename W>
+using BlockFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, const float*, bool, const W*,
+                         int64_t, int64_t, int64_t);
+
+template <int NC, typename W, int... R>
+constexpr std::array<BlockFn<W>, sizeof...(R)> rows_table(std::integer_sequence<int, R...>) {
+  return {block<R + 1, NC, W>...};
+}
+
+template <typename W>
+struct Tables {
+  static constexpr auto whole = rows_table<int(kGroup), W>(std::make_integer_sequence<int, int(kPassRows)>{});
+  static constexpr auto single = rows_table<1, W>(std::make_integer_sequence<int, int(kPassRows)>{});
+};
+
+// Rows [0, m) of x (row-major, row stride k) times every block of packed into y (row stride ldy).
+template <typename W>
+void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+              const float* bp) {
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
+  const int64_t lines_a_pass = (k + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    if (WARM > 0 && g0 < g1) warm_start(wp + g0 * kGroup * k * kLanes, std::min(kGroup, blocks - g0 * kGroup), k);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const W* w = wp + first * k * kLanes;
+      // with several passes, the thread's next group is prefetched a share a pass
+      const bool spread = passes > 1 && g + 1 < g1;
+      const W* next = spread ? w + kGroup * k * kLanes : nullptr;
+      const int64_t next_blocks = spread ? std::min(kGroup, blocks - first - kGroup) : 0;
+      for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+        const int64_t rows = std::min(pass_rows, m - r);
+        const bool own = p == 0 && (passes == 1 || g == g0);
+        if (count == kGroup) {
+          Tables<W>::whole[rows - 1](xp + r * k, k, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
+                           own, next, next_blocks, passes, p * lines_a_pass);
+        } else {  // the last group, short of blocks: one block at a time
+          for (int64_t j = 0; j < count; ++j)
+            Tables<W>::single[rows - 1](xp + r * k, k, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
+                              bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
+        }
+      }
+    }
+  });
+}
+
+// Rows [0, MR) of x times NC column blocks over the KN k-steps of one chunk (x and w point at the chunk's
+// first k-step; a block's k-steps are kLanes apart, its blocks K * kLanes).  first: the sums start at 0,
+// else at y's partial sums of the chunks before; last: the bias is added and the sums are final.  Lines
+// [line, line + lines) of the nb blocks at np (the next chunk) are prefetched, spread over the chunk.
+template <int MR, int NC>
+void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, int64_t K, int64_t KN,
+           float* __restrict y, int64_t ldy, const float* __restrict bias, bool first, bool last, const float* np,
+           int64_t nb, int64_t line, int64_t lines) {
+  constexpr int V = NC * kPerBlock;
+  Vec acc[MR][V];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(y + i * ldy + column(v));
+  const int64_t every = lines > 0 ? std::max<int64_t>(1, KN / lines) : 0;
+  for (int64_t k = 0; k < KN; ++k) {
+    if (lines > 0 && k % every == 0) {
+      for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+      ++line;
+      --lines;
+    }
+    k_step<MR, NC>(acc, x, ldx, w, K, k);
+  }
+  for (; lines > 0; --lines, ++line)
+    for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
+  store(acc, y, ldy, last ? bias : nullptr);
+}
+
+using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, bool,
+                         bool, const float*, int64_t, int64_t, int64_t);
+
+template <int NC, int... R>
+constexpr std::array<ChunkFn, sizeof...(R)> chunk_table(std::integer_sequence<int, R...>) {
+  return {chunk<R + 1, NC>...};
+}
+
+struct ChunkTables {
+  static constexpr auto whole = chunk_table<int(kGroup)>(std::make_integer_sequence<int, int(kPassRows)>{});
+  static constexpr auto single = chunk_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
+};
+
+// multiply's work for float32 weights and 2 .. kChunkedPasses passes, a group a chunk at a time: every pass
+// over a chunk, then the next chunk (this group's, or the thread's next group's first), whose lines the
+// passes prefetch a share each.
+void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+                      const float* bp) {
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    if (WARM > 0 && g0 < g1) warm_start(wp + g0 * kGroup * k * kLanes, std::min(kGroup, blocks - g0 * kGroup), k);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const float* w = wp + first * k * kLanes;
+      for (int64_t kc = 0; kc < k; kc += kChunk) {
+        const int64_t kn = std::min(kChunk, k - kc);
+        const float* np = nullptr;  // the next chunk: nb blocks, its lines [nline, nline + nlen)
+        int64_t nb = 0, nline = 0, nlen = 0;
+        if (kc + kn < k) {
+          np = w, nb = count, nline = kc + kn, nlen = std::min(kChunk, k - kc - kn);
+        } else if (g + 1 < g1) {
+          np = w + count * k * kLanes, nb = std::min(kGroup, blocks - first - count), nlen = std::min(kChunk, k);
+        }
+        const int64_t share = (nlen + passes - 1) / passes;
+        for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+          const int64_t rows = std::min(pass_rows, m - r);
+          const int64_t line = nline + std::min(nlen, p * share), lines = std::clamp(nlen - p * share, int64_t{0}, share);
+          const float* x = xp + r * k + kc;
+          if (count == kGroup) {
+            ChunkTables::whole[rows - 1](x, k, w + kc * kLanes, k, kn, yp + r * ldy + first * kLanes, ldy,
+                                         bp ? bp + first * kLanes : nullptr, kc == 0, kc + kn == k, np, nb, line, lines);
+          } else {  // the last group, short of blocks: one block at a time (the first prefetches)
+            for (int64_t j = 0; j < count; ++j)
+              ChunkTables::single[rows - 1](x, k, w + j * k * kLanes + kc * kLanes, k, kn,
+                                            yp + r * ldy + (first + j) * kLanes, ldy,
+                                            bp ? bp + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
+                                            j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// W [N, K] float32 or bfloat16 -> [ceil(N / 16), K, 16] of its dtype, outputs past N zero.
+torch::Tensor pack(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2 && (weight.scalar_type() == torch::kFloat32 || weight.scalar_type() == torch::kBFloat16),
+              "a 2-d float32 or bfloat16 weight");
+  const int64_t n = weight.size(0), k = weight.size(1), blocks = (n + kLanes - 1) / kLanes;
+  auto padded = torch::zeros({blocks * kLanes, k}, weight.options());
+  padded.narrow(0, 0, n).copy_(weight);
+  return padded.view({blocks, kLanes, k}).transpose(1, 2).contiguous();
+}
+
+// x [M, K] float32, packed from ``pack``, bias [N] or None -> [M, N].
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_t out_features,
+                     const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
+  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == x.size(1) && packed.size(2) == kLanes,
+              "a packed weight of x's width");
+  const bool half = packed.scalar_type() == torch::kBFloat16;
+  TORCH_CHECK(half || packed.scalar_type() == torch::kFloat32, "a float32 or bfloat16 packed weight");
+  const int64_t m = x.size(0), k = x.size(1), blocks = packed.size(0), width = blocks * kLanes;
+  TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
+  auto y = torch::empty({m, width}, x.options());
+  if (m == 0) return y.narrow(1, 0, out_features);
+  torch::Tensor b;
+  if (bias.has_value() && bias->defined()) {  // padded to whole blocks only where the outputs are not
+    b = bias->contiguous();
+    if (width != out_features) {
+      b = torch::zeros({width}, x.options());
+      b.narrow(0, 0, out_features).copy_(*bias);
+    }
+  }
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  // A tile's rows stay in the core's own cache while every block of weights passes them: all of x at once
+  // is read again for every block, from memory once x outgrows the last-level cache (two layers' products
+  // on the AVX2 EPYC: 1.2x the tiles' time at 512 rows, 1.8x at 1,024, 2.3x at 2,048).
+  const auto xc = x.contiguous();
+  const float* xp = xc.data_ptr<float>();
+  const int64_t tile = m > kTileAbove ? std::max<int64_t>(kPassRows, kTileBytes / (k * 4) / kPassRows * kPassRows) : m;
+  for (int64_t t = 0; t < m; t += tile) {
+    const int64_t rows = std::min(tile, m - t);
+    const int64_t passes = (rows + kPassRows - 1) / kPassRows;
+    if (half)
+      multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
+               yp + t * width, width, bp);
+    else if (passes > 1 && passes <= kChunkedPasses)
+      multiply_chunked(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
+    else
+      multiply(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
+  }
+  return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("pack", &pack, "lay a float32 or bfloat16 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
+  m.def("linear", &linear, "x @ W.T + bias from a packed W", py::call_guard<py::gil_scoped_release>());
+}
