@@ -49,3 +49,18 @@ def test_a_model_load_warms_it_before_anything_else(monkeypatch):
     with pytest.raises(ModelLoadError, match="stop here"):
         loading.load_model("anything", device=torch.device("cpu"), dtype=torch.float32)
     assert order == ["warm", "spec"]
+
+
+def test_a_function_this_torch_lacks_or_refuses_is_skipped(monkeypatch):
+    def refuses(x):
+        raise RuntimeError("not implemented for this dtype")
+
+    monkeypatch.setattr(vector_math, "FUNCTIONS", ("no_such_function", "erfinv", "exp"))
+    monkeypatch.setattr(torch, "erfinv", refuses)
+    vector_math._warm.cache_clear()
+    try:
+        vector_math.warm_vector_math()  # neither raises: a model load must not fail here
+    finally:
+        vector_math._warm.cache_clear()
+        monkeypatch.undo()
+        vector_math.warm_vector_math()
