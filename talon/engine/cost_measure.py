@@ -222,15 +222,9 @@ class _Pieces:
             return timed(once, self.target.device)
 
     def call(self, width: int) -> float:
+        """A step's second drafter call, over ``width`` nodes below the root."""
         tree = DraftTree.with_root(self.ids[-1])
-        frontier = [tree.add(0, self.ids[k % len(self.ids)], -1.0) for k in range(width)]
-
-        def once() -> None:
-            _read_back(self.drafter.propose(tree, frontier))
-
-        with torch.inference_mode():
-            self.drafter.begin_step(self.ids, self.features)
-            return timed(once, self.target.device)
+        return self._proposal(tree, [tree.add(0, self.ids[k % len(self.ids)], -1.0) for k in range(width)])
 
     def later(self, width: int) -> float:
         """A drafter call over ``width`` nodes after another call of the same step (the step's third call:
@@ -238,13 +232,19 @@ class _Pieces:
         tree = DraftTree.with_root(self.ids[-1])
         first = tree.add(0, self.ids[0], -1.0)
         frontier = [tree.add(first, self.ids[k % len(self.ids)], -1.0) for k in range(width)]
+        return self._proposal(tree, frontier, before=[first])
+
+    def _proposal(self, tree: DraftTree, frontier: list[int], before: list[int] | None = None) -> float:
+        """The wall clock of one ``propose(tree, frontier)``, its answer read back, after the drafter
+        restarted its step at the context (and, with ``before``, proposed below those nodes), off the clock."""
 
         def once() -> None:
             _read_back(self.drafter.propose(tree, frontier))
 
         with torch.inference_mode():
             self.drafter.begin_step(self.ids, self.features)
-            _read_back(self.drafter.propose(tree, [first]))
+            if before:
+                _read_back(self.drafter.propose(tree, before))
             return timed(once, self.target.device)
 
     def _step_back(self) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from transformers.activations import SiLUActivation
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
 
 from ..config import ConfigError
@@ -172,8 +173,6 @@ def silu_mul_matches(width: int) -> bool:
 def _plain_silu(act: nn.Module) -> bool:
     """Whether ``act`` is a SiLU module whose forward is ``nn.functional.silu`` (PyTorch's or
     transformers' class, forward not replaced)."""
-    from transformers.activations import SiLUActivation
-
     return type(act) in (nn.SiLU, SiLUActivation) and "forward" not in vars(act)
 
 
