@@ -1,28 +1,38 @@
-"""TALON's kernel with other prefetching (stream_gemm_far.cpp beside this: the chunked passes with a second
-prefetch FAR chunks ahead with hint FARHINT, the near one with NEARHINT, or none with NONEAR=1) against the
-kernel as it is: the model's 120 products in one buffer, alternating every round, medians of 20 rounds.
+"""TALON's kernel with other prefetching against the kernel as it is: the model's 120 products in one
+buffer, alternating every round, medians of 20 rounds.  A variant is the kernel at 44513f5 with a patch
+beside this script applied: ``stream_gemm_far.patch`` (the default: the chunked passes with a second
+prefetch FAR chunks ahead with hint FARHINT, the near one with NEARHINT, or none with NONEAR=1) or, with
+``--patch stream_gemm_warm.patch``, each thread's first group's first WARM k-steps asked for at once
+before it starts.
 
     PYTHONPATH=. python docs/bench/xeon-spr-r62/far_micro.py ROWS,... DEFINES...   e.g. 16,32 FAR=2:FARHINT=_MM_HINT_T1
-
-With ``--source stream_gemm_warm.cpp`` (beside this; its define WARM=n) the variant asks for the first n
-k-steps of each thread's first group at once before it starts, rather than relying on the hardware and the
-kernel's own prefetch 64 steps ahead.
 """
 
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
-import statistics, sys, time
+
 import torch
 from torch.utils import cpp_extension
+
 from talon.models import stream_gemm
+
+BASE = "44513f5"
 name, flags = stream_gemm.BUILDS[stream_gemm.instruction_set()]
 variants = {"current": stream_gemm.extension().linear}
 args = sys.argv[1:]
-source = Path(__file__).with_name("stream_gemm_far.cpp")
-if "--source" in args:
-    at = args.index("--source")
-    source = Path(__file__).with_name(args[at + 1])
+patch = Path(__file__).with_name("stream_gemm_far.patch")
+if "--patch" in args:
+    at = args.index("--patch")
+    patch = Path(__file__).with_name(args[at + 1])
     del args[at : at + 2]
 sys.argv[1:] = args
+source = Path(tempfile.mkdtemp()) / f"{patch.stem}.cpp"
+source.write_text(subprocess.run(["git", "show", f"{BASE}:talon/models/csrc/stream_gemm.cpp"], capture_output=True, text=True, check=True).stdout)
+subprocess.run(["patch", "-s", str(source), str(patch)], check=True)
 for spec in sys.argv[2:]:
     defs = [f"-D{d}" for d in spec.split(":")]
     mod = cpp_extension.load(source.stem + "_" + spec.replace(":", "_").replace("=", ""), [str(source)], extra_cflags=flags + defs, extra_ldflags=["-fopenmp"])

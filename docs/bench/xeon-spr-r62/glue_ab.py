@@ -12,32 +12,13 @@ import statistics
 import sys
 
 import torch
-from torch.utils import cpp_extension
+from glue_builds import mlps, target, use
 
 from talon.drafters.base import NoDrafter
 from talon.engine.cost_measure import _Pieces, context_ids
-from talon.models import row_ops
-from talon.models.registry import ModelRegistry
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-torch.set_num_threads(2)
-before = cpp_extension.load(
-    "talon_row_ops_before", ["/tmp/row_ops_before.cpp"], extra_cflags=row_ops.FLAGS, extra_ldflags=["-fopenmp"]
-)
-after = row_ops.extension()
-target = ModelRegistry().get("embedded")
-mlps = [m for m in target.model.modules() if "act_times_up" in vars(m)]
 print(f"MLPs with the one-call silu * up: {len(mlps)}", flush=True)
-
-
-def use(which: str) -> None:
-    row_ops.extension = (lambda: before) if which == "before" else (lambda: after)
-    for m in mlps:
-        if which == "before":
-            vars(m).pop("act_times_up", None)
-        else:
-            m.act_times_up = row_ops.silu_times_up
-
 
 ids = context_ids(target)
 with torch.inference_mode():

@@ -9,36 +9,15 @@ runs in an order alternating per prompt, one loaded target; total times and the 
 import sys
 import time
 
-import torch
-from torch.utils import cpp_extension
+from glue_builds import registry, target, use
 
 from talon.bench.suites import get_suite, load_prompts
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.cost_measure import curve_for_run
 from talon.engine.decode import run_to_end
-from talon.models import row_ops
-from talon.models.registry import ModelRegistry
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-torch.set_num_threads(2)
-before = cpp_extension.load(
-    "talon_row_ops_before", ["/tmp/row_ops_before.cpp"], extra_cflags=row_ops.FLAGS, extra_ldflags=["-fopenmp"]
-)
-after = row_ops.extension()
-registry = ModelRegistry()
-target = registry.get("embedded")
-mlps = [m for m in target.model.modules() if "act_times_up" in vars(m)]
-
-
-def use(which: str) -> None:
-    row_ops.extension = (lambda: before) if which == "before" else (lambda: after)
-    for m in mlps:
-        if which == "before":
-            vars(m).pop("act_times_up", None)
-        else:
-            m.act_times_up = row_ops.silu_times_up
-
 
 prompts, _ = load_prompts(get_suite("headline").experiments[0])
 cfg = {
