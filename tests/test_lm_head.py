@@ -16,6 +16,7 @@ import torch
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.head import HeadDrafter
 from talon.engine.decode import run_to_end
+from talon.models import row_top
 from talon.models.cpu_linear import onednn_linear_works
 from talon.models.lm_head import FullScores, ScreenedHead, ScreenedScores, row_scores, screen_for
 from tests.tiny import greedy_generate, prompt_ids, random_head, tiny_target
@@ -182,6 +183,29 @@ def test_flat_and_peaked_rows_in_one_call_pick_the_float32_argmax(native: bool) 
     values = scores.approx.topk(16, dim=1).values
     assert (values[6:, 0] - values[6:, -1] < scores.radius[6:] * scores.head.max_norm).all()  # the full check
     assert (values[:6, 0] - values[:6, -1] > 2 * scores.radius[:6] * scores.head.max_norm).sum() >= 3  # fast ones
+
+
+@pytest.mark.skipif(not row_top.active(), reason="no C++ compiler here")
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_flat_rows_candidates_in_cpp_are_pytorchs_in_its_order(monkeypatch, temperature: float) -> None:
+    """A flat row's search over the whole vocabulary (``row_reaching``) finds exactly the tokens, in the
+    order, that PyTorch's passes find, so the pick cannot change with it; rows may come in any order."""
+    w = near_tie_weights(vocab=1000)
+    w[100:300] = w[100] * (1 + 1e-3 * torch.randn(200, 1, generator=torch.Generator().manual_seed(3)))
+    h = torch.cat([w[100:101] * 30 + 0.05 * hidden_rows(5, seed=4), hidden_rows(3)])
+    scores = ScreenedHead(w, native=False).scores(h)
+    scale = 1.0 if temperature == 0 else 1 / temperature
+    g = torch.Generator().manual_seed(6)
+    noise = -torch.empty(8, 1000).exponential_(generator=g).log()  # Gumbel
+    noisy = scores.approx if temperature == 0 else scores.approx * scale + noise
+    flat = torch.tensor([4, 0, 2, 6])
+    top = noisy.topk(16, dim=1).values[flat]
+    floor, cut = top[:, 0] - 2.0, top[:, 0] - 4.0
+    got = scores._reaching(noisy, flat, cut, floor, scale)
+    monkeypatch.setattr(row_top, "native_rows", lambda _: False)
+    want = scores._reaching(noisy, flat, cut, floor, scale)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert set(got[0].tolist()) == {4, 0, 2, 6} and got[0].numel() > 40  # many tokens of every row reached
 
 
 @pytest.mark.parametrize("native", [None, *NATIVE])

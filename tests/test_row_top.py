@@ -1,6 +1,7 @@
-"""Fast tier: each row's argmax and top-k in one C++ call (``talon.models.row_top``): torch.argmax's
-indices and torch.topk's values on random, tied, infinite and NaN rows, block edges included, and
-PyTorch's own answer wherever the C++ does not serve."""
+"""Fast tier: each row's argmax, top-k and log-sum-exp in one C++ call (``talon.models.row_top``):
+torch.argmax's indices and torch.topk's values on random, tied, infinite and NaN rows, block edges
+included, torch.logsumexp's values within float32 rounding, and PyTorch's own answer wherever the C++
+does not serve."""
 
 from __future__ import annotations
 
@@ -110,15 +111,60 @@ def test_what_the_cpp_does_not_take_goes_to_torch(monkeypatch) -> None:
             calls.append("topk")
             return real.row_topk(x, k)
 
+        def row_logsumexp(self, x, rows, scale):
+            calls.append("logsumexp")
+            return real.row_logsumexp(x, rows, scale)
+
     monkeypatch.setattr(row_ops, "extension", lambda: Spy())
     x = torch.randn(3, 100)
     for other in (x.double(), x.bfloat16(), x[0], x.clone().requires_grad_()):
         assert torch.equal(row_top.row_argmax(other), other.argmax(dim=-1))
         assert torch.equal(row_top.row_topk(other, 3)[0], other.topk(3, dim=-1).values)
+        if other.dim() == 2:
+            assert torch.equal(row_top.row_logsumexp(other), other.logsumexp(dim=-1))
     assert calls == []
     monkeypatch.setenv(row_ops.ROW_OPS_ENV, "0")
     row_top.row_argmax(x), row_top.row_topk(x, 3)
     assert calls == [] and not row_top.active()
     monkeypatch.setenv(row_ops.ROW_OPS_ENV, "1")
-    row_top.row_argmax(x), row_top.row_topk(x, 3)
-    assert calls == ["argmax", "topk"]
+    row_top.row_argmax(x), row_top.row_topk(x, 3), row_top.row_logsumexp(x)
+    assert calls == ["argmax", "topk", "logsumexp"]
+
+
+@pytest.mark.parametrize("vocab", [1, 15, 16, 17, 255, 256, 257, 49152])
+@pytest.mark.parametrize("scale", [1.0, 1 / 0.7, 3.0])
+def test_logsumexp_is_torchs_within_float32_rounding(vocab: int, scale: float) -> None:
+    g = torch.Generator().manual_seed(vocab)
+    x = torch.randn(6, vocab, generator=g) * 5
+    x[1] -= 300.0  # every exponential of the row underflows unless its maximum is taken out first
+    x[2] += 300.0
+    x[3, -1] = 80.0  # the maximum in the tail past the last whole vector
+    rows = torch.tensor([5, 0, 3, 3, 1, 2])  # any order, repeats
+    want = torch.logsumexp(x[rows].double() * scale, dim=-1)
+    got = row_top.row_logsumexp(x, rows, scale)
+    assert got.dtype == torch.float32 and got.shape == (6,)
+    torch.testing.assert_close(got.double(), want, rtol=3e-7, atol=0)
+    torch.testing.assert_close(
+        row_top.row_logsumexp(x, None, scale).double(), torch.logsumexp(x.double() * scale, dim=-1), rtol=3e-7, atol=0
+    )
+
+
+def test_logsumexp_of_rows_with_nan_or_infinity_is_torchs() -> None:
+    x = torch.randn(5, 300)
+    x[0, 17] = torch.nan
+    x[1, 299] = torch.inf
+    x[2] = -torch.inf
+    x[3, 5] = -torch.inf  # one hidden entry: an ordinary row
+    got = row_top.row_logsumexp(x, torch.tensor([0, 1, 2, 3, 4]))
+    torch.testing.assert_close(got, x.logsumexp(dim=-1), equal_nan=True)
+    assert got[0].isnan() and got[1] == torch.inf and got[2] == -torch.inf
+
+
+def test_logsumexp_reads_the_rows_where_they_lie() -> None:
+    wide = torch.randn(4, 600)
+    x = wide[:, 50:350]  # rows 600 apart, each contiguous
+    torch.testing.assert_close(
+        row_top.row_logsumexp(x, torch.tensor([2, 0])), x[[2, 0]].logsumexp(dim=-1), rtol=3e-7, atol=0
+    )
+    with pytest.raises(RuntimeError, match="outside"):
+        row_top.row_logsumexp(x, torch.tensor([4]))

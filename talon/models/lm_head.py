@@ -42,9 +42,10 @@ from typing import Protocol
 
 import torch
 
+from . import row_ops, row_top
 from .cpu_linear import MARGIN, fastest_each, onednn_linear_works
 from .loaded import LoadedModel
-from .row_top import row_argmax, row_topk
+from .row_top import row_argmax, row_logsumexp, row_topk
 
 BF16_UNIT = 2.0**-8
 """Largest relative error of rounding a float32 to bfloat16 (8 significant bits, round to nearest)."""
@@ -83,7 +84,7 @@ class FullScores:
     def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
         needed, rows_at, tokens_at, at = _row_index(rows, tokens, self.device)
         scale = 1.0 / temperature if temperature > 0 else 1.0
-        log_norm = torch.logsumexp(_scaled(_rows_of(self.logits, needed), scale), dim=-1)
+        log_norm = row_logsumexp(self.logits, _asked(self.logits, needed), scale)
         return (self.logits[rows_at, tokens_at] * scale - log_norm[at]).exp()
 
 
@@ -195,7 +196,7 @@ class ScreenedScores:
         tokens = ids[rows, cols]
         outside = torch.nonzero(~inside).flatten()
         if outside.numel():  # a flat row: every token that can reach its floor
-            flat_scores, flat_floor = scores[outside], floor[outside]
+            flat_floor = floor[outside]
             # First those whose score with the row's largest error reaches it (one comparison a token; for
             # greedy the output error's own |approx|, the score plus it rising with the score), then
             # each of those with its own error.
@@ -205,11 +206,8 @@ class ScreenedScores:
                 cut = torch.where(y >= 0, y / (1 + unit), y / (1 - unit))
             else:
                 cut = flat_floor - below[outside]
-            more_rows, more_tokens = torch.nonzero(flat_scores >= cut[:, None], as_tuple=True)
-            at = outside[more_rows]
-            reach = flat_scores[more_rows, more_tokens] + self.error(at, more_tokens, scale)
-            reached = reach >= flat_floor[more_rows]
-            rows, tokens = torch.cat([rows, at[reached]]), torch.cat([tokens, more_tokens[reached]])
+            at, more_tokens = self._reaching(scores, outside, cut, flat_floor, scale)
+            rows, tokens = torch.cat([rows, at]), torch.cat([tokens, more_tokens])
         exact = self.exact(rows, tokens) * scale
         if temperature > 0:
             exact = exact + noise[rows, tokens]
@@ -217,6 +215,24 @@ class ScreenedScores:
         vocab = self.approx.shape[1]
         first = torch.where(exact == top[rows], tokens, vocab)  # ties: the lowest id, as argmax
         return torch.full((self.rows,), vocab).scatter_reduce(0, rows, first, "amin").tolist()
+
+    def _reaching(
+        self, scores: torch.Tensor, flat: torch.Tensor, cut: torch.Tensor, floor: torch.Tensor, scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rows, tokens)``: in the rows ``flat`` of ``scores`` (``[rows, vocab]``: ``approx`` or its
+        tempered, noisy scores), every token whose score reaches the row's ``cut`` and whose score plus its
+        error reaches the row's ``floor``, row by row in token order (C++ where ``row_top.active()``: one
+        pass a row, the same tokens)."""
+        head = self.head
+        if row_top.native_rows(scores):
+            return row_ops.extension().row_reaching(
+                scores, self.approx, flat, cut, floor, self.radius, head.row_norms, head.output_unit, scale
+            )
+        flat_scores = scores[flat]
+        more_rows, more_tokens = torch.nonzero(flat_scores >= cut[:, None], as_tuple=True)
+        at = flat[more_rows]
+        reached = flat_scores[more_rows, more_tokens] + self.error(at, more_tokens, scale) >= floor[more_rows]
+        return at[reached], more_tokens[reached]
 
     def token_probs(self, rows: Sequence[int], tokens: Sequence[int], temperature: float) -> torch.Tensor:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
@@ -228,8 +244,7 @@ class ScreenedScores:
         # tail; the difference in float64, clamped at 0 where rounding leaves nothing), plus the best k in
         # float32.
         best = values[:, :1].double()
-        scores = _scaled(_rows_of(self.approx, needed), scale)
-        everything = (torch.logsumexp(scores, dim=1, keepdim=True).double() - best).exp()
+        everything = (row_logsumexp(self.approx, _asked(self.approx, needed), scale)[:, None].double() - best).exp()
         tail = everything - (values.double() - best).exp().sum(dim=1, keepdim=True)
         mass = tail.clamp_min(0.0) + (exact_top.double() - best).exp().sum(dim=1, keepdim=True)
         log_norm = (best + mass.log()).flatten().float()
@@ -248,13 +263,10 @@ def _row_index(
     return torch.tensor(needed, device=device), *rows_tokens_at.unbind(0)
 
 
-def _rows_of(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``matrix[rows]`` for sorted distinct ``rows``, without a copy when they are all of its rows."""
-    return matrix if rows.numel() == matrix.shape[0] else matrix[rows]
-
-
-def _scaled(scores: torch.Tensor, scale: float) -> torch.Tensor:
-    return scores if scale == 1.0 else scores * scale
+def _asked(matrix: torch.Tensor, rows: torch.Tensor) -> torch.Tensor | None:
+    """Sorted distinct ``rows`` of ``matrix``, or None when they are all of its rows (``row_logsumexp``
+    then reads the matrix without gathering it)."""
+    return None if rows.numel() == matrix.shape[0] else rows
 
 
 def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:

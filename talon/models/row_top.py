@@ -1,6 +1,6 @@
 """Each row's best entries of float32 scores on the CPU in one C++ call (``csrc/row_ops.cpp``): the token
 a verification picks (``row_argmax``, torch.argmax's answer) and the screened LM head's best candidates
-(``row_topk``).
+(``row_topk``); and the normalisers of a verification's node probabilities (``row_logsumexp``).
 
 PyTorch's argmax and top-k walk a row with an index beside each value, one element at a time: on the
 2-core AVX-512 Xeon (family 6 model 207) about 2 ms for 32 rows of the embedded model's 49,152-token
@@ -9,6 +9,9 @@ vocabulary, 0.1 ms for one, where the amax of the same rows takes 0.18 ms.  At 3
 loop built for AVX-512, AVX2 or neither, chosen when the module loads) and walks only the blocks that
 beat it: argmax 0.21 ms at 32 rows and 8 us at one, the top 16 0.41 ms against 2.6
 (docs/benchmarks.md, run 54).
+
+``row_logsumexp`` reads each asked row where it lies, twice (its maximum, then the sum of exponentials),
+where PyTorch's logsumexp of the same rows first gathers them into a copy and then walks them four times.
 
 ``row_argmax`` returns exactly torch.argmax's indices (the first largest value; a NaN counts as the
 largest).  ``row_topk`` returns torch.topk's values, equal values in index order (torch.topk leaves the
@@ -21,6 +24,12 @@ from __future__ import annotations
 import torch
 
 from . import row_ops
+
+
+def native_rows(scores: torch.Tensor) -> bool:
+    """Whether the C++ takes ``scores``: float32 ``[rows, vocab]`` on the CPU, each row contiguous, no
+    gradient wanted, and ``active()``."""
+    return _native(scores) and scores.stride(1) == 1
 
 
 def _native(scores: torch.Tensor) -> bool:
@@ -53,3 +62,14 @@ def row_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         return row_ops.extension().row_topk(scores, k)
     top = scores.topk(k, dim=-1)
     return top.values, top.indices
+
+
+def row_logsumexp(scores: torch.Tensor, rows: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+    """``torch.logsumexp(scores[rows] * scale, dim=-1)``: float32 ``[n]`` for ``scores`` ``[R, vocab]`` and
+    int64 ``rows`` ``[n]`` on ``scores``' device (None: every row, without a copy); within float32 rounding
+    of PyTorch's answer where the C++ serves."""
+    if _native(scores):
+        every = torch.arange(scores.shape[0]) if rows is None else rows
+        return row_ops.extension().row_logsumexp(scores, every, scale)
+    picked = scores if rows is None else scores[rows]
+    return torch.logsumexp(picked if scale == 1.0 else picked * scale, dim=-1)

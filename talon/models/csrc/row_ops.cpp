@@ -411,6 +411,153 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
   return out;
 }
 
+// ---- The tokens of a flat row that may still be the screened LM head's pick --------------------------------
+// A bfloat16-screened LM head (talon/models/lm_head.py) looks for a flat row's candidates over the whole
+// vocabulary: every token whose score reaches the row's cut, and of those each whose score plus its own error
+// bound reaches the row's floor.  PyTorch does it in several passes over a gathered copy of the rows; here each
+// row is read once where it lies (a block of 64 compared with the cut as a whole first) and the error of a
+// token past the cut is computed with the same float32 operations in the same order as the Python's, so the
+// same tokens come out, in the same order (row by row, token by token).
+namespace {
+PICK_CLONES bool any_at_or_above(const float* __restrict x, int64_t n, float cut) {
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) any |= x[i] >= cut;
+  return any;
+}
+}  // namespace
+
+// scores, approx [R, V] float32 (rows contiguous; approx may be scores), rows int64 [n], cut, floor float32 [n],
+// radius float32 [R], norms float32 [V], unit, scale -> (rows int64 [c], tokens int64 [c]): for each i, every
+// token j with scores[rows[i], j] >= cut[i] and scores[rows[i], j] + scale * (radius[rows[i]] * norms[j] +
+// unit * |approx[rows[i], j]|) >= floor[i], in the order of i, then j.
+std::tuple<torch::Tensor, torch::Tensor> row_reaching(const torch::Tensor& scores, const torch::Tensor& approx,
+                                                      const torch::Tensor& rows, const torch::Tensor& cut,
+                                                      const torch::Tensor& floor, const torch::Tensor& radius,
+                                                      const torch::Tensor& norms, double unit, double scale) {
+  TORCH_CHECK(scores.scalar_type() == torch::kFloat32 && approx.scalar_type() == torch::kFloat32 && scores.dim() == 2 &&
+                  approx.sizes() == scores.sizes() && scores.stride(1) == 1 && approx.stride(1) == 1,
+              "float32 scores and approx [R, V], rows contiguous");
+  const int64_t n = rows.size(0), R = scores.size(0), V = scores.size(1);
+  TORCH_CHECK(rows.scalar_type() == torch::kInt64 && rows.dim() == 1, "int64 rows [n]");
+  TORCH_CHECK(cut.scalar_type() == torch::kFloat32 && floor.scalar_type() == torch::kFloat32 && cut.numel() == n &&
+                  floor.numel() == n,
+              "float32 cut and floor [n]");
+  TORCH_CHECK(radius.scalar_type() == torch::kFloat32 && radius.numel() == R && norms.scalar_type() == torch::kFloat32 &&
+                  norms.numel() == V,
+              "float32 radius [R] and norms [V]");
+  const auto rc = rows.contiguous(), cc = cut.contiguous(), fc = floor.contiguous(), radc = radius.contiguous(),
+             nc = norms.contiguous();
+  const int64_t* rp = rc.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < R, "a row outside scores");
+  const float *sp = scores.data_ptr<float>(), *ap = approx.data_ptr<float>(), *cp = cc.data_ptr<float>(),
+              *fp = fc.data_ptr<float>(), *radp = radc.data_ptr<float>(), *np = nc.data_ptr<float>();
+  const float funit = static_cast<float>(unit), fscale = static_cast<float>(scale);
+  std::vector<std::vector<int64_t>> found(n);
+  at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = rp[i];
+      const float* s = sp + r * scores.stride(0);
+      const float* a = ap + r * approx.stride(0);
+      for (int64_t start = 0; start < V; start += kBlock) {
+        const int64_t end = std::min(V, start + kBlock);
+        if (!any_at_or_above(s + start, end - start, cp[i])) continue;
+        for (int64_t j = start; j < end; ++j) {
+          if (!(s[j] >= cp[i])) continue;
+          const float spread = radp[r] * np[j];
+          const float rounding = funit * std::fabs(a[j]);
+          const float error = fscale * (spread + rounding);
+          if (s[j] + error >= fp[i]) found[i].push_back(j);
+        }
+      }
+    }
+  });
+  int64_t total = 0;
+  for (const auto& f : found) total += static_cast<int64_t>(f.size());
+  auto out_rows = torch::empty({total}, rc.options());
+  auto out_tokens = torch::empty({total}, rc.options());
+  int64_t* orp = out_rows.data_ptr<int64_t>();
+  int64_t* otp = out_tokens.data_ptr<int64_t>();
+  for (int64_t i = 0, at = 0; i < n; ++i)
+    for (const int64_t j : found[i]) orp[at] = rp[i], otp[at] = j, ++at;
+  return {out_rows, out_tokens};
+}
+
+// ---- Each asked row's log-sum-exp of float32 scores ------------------------------------------------------
+// A verification's node probabilities need each parent row's normaliser over the whole vocabulary.  PyTorch's
+// logsumexp of the asked rows gathers them into a copy and then walks them four times (max, subtract,
+// exponential, sum); here each asked row is read where it lies, once for its maximum and once for the sum of
+// exponentials (Cephes' expf above, its multiply-adds fused), summed in float32 a block of 256 at a time and
+// the blocks in double.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+namespace {
+constexpr int64_t kSumBlock = 256;
+
+// log(sum_j exp(scale * x[j])) of one row; false where the row's largest scaled value is not finite or the
+// row holds a NaN (the caller asks PyTorch).
+ATT_CLONES bool row_lse(const float* __restrict x, int64_t n, float scale, float* out) {
+  v16 top = SPLAT(kNegInf);
+  vi16 nan = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const v16 s = LOADV(x + j) * scale;
+    nan |= s != s;
+    top = s > top ? s : top;
+  }
+  float m = kNegInf;
+  bool odd = false;
+  for (int64_t l = 0; l < kLanes; ++l) m = std::max(m, top[l]), odd |= nan[l] != 0;
+  for (; j < n; ++j) {
+    const float s = x[j] * scale;
+    odd |= s != s;
+    m = std::max(m, s);
+  }
+  if (odd || !std::isfinite(m)) return false;
+  double total = 0.0;
+  j = 0;
+  while (j + kLanes <= n) {
+    v16 acc = {};
+    const int64_t end = std::min(n - n % kLanes, j + kSumBlock);
+    for (; j < end; j += kLanes) {
+      v16 e;
+      VEXP(LOADV(x + j) * scale - m, e);
+      acc += e;
+    }
+    float block = 0.f;
+    for (int64_t l = 0; l < kLanes; ++l) block += acc[l];
+    total += block;
+  }
+  for (; j < n; ++j) total += std::exp(static_cast<double>(x[j] * scale - m));
+  *out = static_cast<float>(m + std::log(total));
+  return true;
+}
+}  // namespace
+#pragma GCC pop_options
+
+// x [R, V] float32 (rows contiguous), rows int64 [n] (each in [0, R)), scale -> float32 [n]: the
+// log-sum-exp of row rows[i] of x * scale, as torch.logsumexp(x[rows] * scale, dim=1) within float32
+// rounding (a row that holds a NaN, or whose largest scaled value is infinite, gets PyTorch's answer).
+torch::Tensor row_logsumexp(const torch::Tensor& x, const torch::Tensor& rows, double scale) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.dim() == 2 && x.size(1) >= 1, "float32 x [R, V], V >= 1");
+  TORCH_CHECK(rows.scalar_type() == torch::kInt64 && rows.dim() == 1, "int64 rows [n]");
+  const auto xc = x.stride(1) == 1 ? x : x.contiguous();
+  const auto rc = rows.contiguous();
+  const int64_t n = rc.size(0), width = xc.size(1), stride = xc.stride(0);
+  const int64_t* rp = rc.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < xc.size(0), "a row outside x");
+  auto out = torch::empty({n}, xc.options());
+  float* op = out.data_ptr<float>();
+  const float* xp = xc.data_ptr<float>();
+  const float fscale = static_cast<float>(scale);
+  std::vector<char> odd(n, 0);
+  at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) odd[i] = !row_lse(xp + rp[i] * stride, width, fscale, op + i);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    if (odd[i]) op[i] = torch::logsumexp(xc[rp[i]] * fscale, 0).item<float>();
+  return out;
+}
+
 // The MLP's silu(gate) * up in one pass, with the bits of PyTorch's AVX-512 kernels: its silu is
 // x / (1 + exp(-x)) with SLEEF's expf16_u10 over pairs of 16-float vectors, the scalar expf for a row's
 // last (n mod 32) elements, and the product a separate rounded multiply.  The SLEEF function is the one
@@ -484,6 +631,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("row_topk", &row_topk, "each float32 row's k largest, best first", py::call_guard<py::gil_scoped_release>());
   m.def("grouped_attention", &grouped_attention, "grouped-query attention of a few float32 query rows",
         py::call_guard<py::gil_scoped_release>());
+  m.def("row_reaching", &row_reaching, "a flat row's tokens that may reach its floor", py::call_guard<py::gil_scoped_release>());
+  m.def("row_logsumexp", &row_logsumexp, "each asked float32 row's log-sum-exp", py::call_guard<py::gil_scoped_release>());
   m.def("silu_mul_available", &silu_mul_available, "whether silu_mul runs here (AVX-512, SLEEF found)");
   m.def("silu_mul", &silu_mul, "silu(gate) * up with PyTorch's float32 bits", py::call_guard<py::gil_scoped_release>());
 }
