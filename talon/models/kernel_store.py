@@ -1,5 +1,6 @@
-"""The CPU kernel choices a load times (``cpu_linear.KernelChoices``), kept for the machine next to the
-model cache (``$TALON_CACHE_DIR/kernel-choices``) when they were timed on a quiet machine.
+"""The CPU kernel choices a load times (``cpu_linear.KernelChoices``, and whether the LM head is screened:
+``lm_head.screen_for``), kept for the machine next to the model cache (``$TALON_CACHE_DIR/kernel-choices``)
+when they were timed on a quiet machine.
 
 Which packed kernel a model's linears take and up to how many rows PyTorch's own linear serves are
 timed at load, and hold for the process's life.  Timed while another process works, they can be wrong
@@ -69,30 +70,24 @@ def retime() -> bool:
     return os.environ.get(RETIME_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def cached_choice(key: dict, root: Path | None = None) -> tuple[str, int] | None:
-    """The kept ``(packed kernel, plain rows)`` of ``key``, or None (none kept, unreadable, another key,
-    or ``retime()``)."""
+def cached_record(key: dict, root: Path | None = None) -> dict | None:
+    """The record kept for ``key`` (its fields as ``store_record`` wrote them), or None (none kept,
+    unreadable, another key, or ``retime()``)."""
     if retime():
         return None
     try:
         stored = json.loads(choice_path(key, root).read_text())
-        if stored["key"] != key:
-            return None
-        kernel, rows = stored["kernel"], stored["plain_rows"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return stored if isinstance(stored, dict) and stored.get("key") == key else None
+    except (OSError, ValueError):
         return None
-    if kernel not in ("onednn", "mkl", "stream") or not isinstance(rows, int) or rows < 0:
-        return None
-    return kernel, rows
 
 
-def store_choice(key: dict, kernel: str, plain_rows: int, other_share: float, root: Path | None = None) -> Path | None:
-    """Keep a choice timed while others took ``other_share`` of the machine; None where the cache cannot be
-    written."""
+def store_record(key: dict, fields: dict, other_share: float, root: Path | None = None) -> Path | None:
+    """Keep ``fields`` (JSON values), timed while others took ``other_share`` of the machine, for ``key``;
+    None where the cache cannot be written."""
     record = {
         "key": key,
-        "kernel": kernel,
-        "plain_rows": plain_rows,
+        **fields,
         "other_share": round(other_share, 4),
         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -100,3 +95,18 @@ def store_choice(key: dict, kernel: str, plain_rows: int, other_share: float, ro
         return write_text_atomically(choice_path(key, root), json.dumps(record, indent=1))
     except OSError:
         return None
+
+
+def cached_choice(key: dict, root: Path | None = None) -> tuple[str, int] | None:
+    """The kept ``(packed kernel, plain rows)`` of ``key``, or None (none kept, unreadable, another key,
+    or ``retime()``)."""
+    stored = cached_record(key, root)
+    kernel, rows = (stored or {}).get("kernel"), (stored or {}).get("plain_rows")
+    if kernel not in ("onednn", "mkl", "stream") or not isinstance(rows, int) or rows < 0:
+        return None
+    return kernel, rows
+
+
+def store_choice(key: dict, kernel: str, plain_rows: int, other_share: float, root: Path | None = None) -> Path | None:
+    """Keep a linears' choice (``store_record``)."""
+    return store_record(key, {"kernel": kernel, "plain_rows": plain_rows}, other_share, root)

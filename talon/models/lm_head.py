@@ -42,7 +42,7 @@ from typing import Protocol
 
 import torch
 
-from . import row_ops, row_top
+from . import device, kernel_store, row_ops, row_top, stream_gemm
 from .cpu_linear import MARGIN, fastest_each, onednn_linear_works
 from .loaded import LoadedModel
 from .row_top import row_argmax, row_logsumexp, row_topk
@@ -277,21 +277,50 @@ def row_scores(lm: LoadedModel, hidden: torch.Tensor) -> RowScores:
     return FullScores(lm.logits(hidden))
 
 
-def screen_for(model: torch.nn.Module, hidden_rows: int = 1) -> ScreenedHead | None:
-    """``model``'s screened head when it can have one (``ScreenedHead.for_model``) and picking the
-    token of ``hidden_rows`` random rows with it takes at most ``MARGIN`` of the float32 head's time
-    (least of 15 timings each, interleaved; about 0.1 s): a CPU whose oneDNN emulates bfloat16 keeps the float32
-    head.  None otherwise."""
+SCREEN_ROWS = (1, 8)
+"""Rows the screen is timed at against the float32 head, the two timings summed: a plain step's one row
+(its pick) and a tree's typical headed rows (their picks and node probabilities)."""
+SCREEN_REPS = 25
+"""Timings of each head (the least kept): about 0.3 s, long enough for ``device.OtherWork`` to tell
+whether the machine was quiet, so the choice can be kept."""
+
+
+def screen_for(model: torch.nn.Module) -> ScreenedHead | None:
+    """``model``'s screened head when it can have one (``ScreenedHead.for_model``) and, at the rows of
+    ``SCREEN_ROWS``, it takes at most ``MARGIN`` of the float32 head's time (least of ``SCREEN_REPS``
+    timings each, interleaved): a CPU whose oneDNN emulates bfloat16 keeps the float32 head.  None
+    otherwise.  The two are often within a few per cent of each other, so a choice timed anew at every
+    load went either way on one machine; like the linears' kernel choices it is kept for the machine
+    (``kernel_store``) when timed on a quiet one, and later loads read it."""
     screen = ScreenedHead.for_model(model)
     if screen is None:
         return None
-    hidden = torch.randn(hidden_rows, screen.weight.shape[1]) * 4
     head = model.get_output_embeddings()
-    with torch.inference_mode():
+    packed = getattr(head, "packed", None)
+    what = ("screened LM head", tuple(screen.weight.shape), type(head).__name__, getattr(packed, "kernel", None))
+    key = kernel_store.machine_key(
+        (*what, getattr(head, "plain_rows", None), SCREEN_ROWS, torch.get_num_threads(), row_top.active()),
+        f"{stream_gemm.source_digest()} {row_ops.source_digest()}",
+    )
+    kept = (kernel_store.cached_record(key) or {}).get("screen")
+    if isinstance(kept, bool):
+        return screen if kept else None
+    hidden = [torch.randn(rows, screen.weight.shape[1]) * 4 for rows in SCREEN_ROWS]
+
+    def use(scores: RowScores) -> None:
+        scores.pick(0.0, None)
+        if scores.rows > 1:
+            scores.token_probs(range(scores.rows - 1), [0] * (scores.rows - 1), 0.0)
+
+    with torch.inference_mode(), device.OtherWork() as others:
         full, screened = fastest_each(
-            [lambda: FullScores(head(hidden)).pick(0.0, None), lambda: screen.scores(hidden).pick(0.0, None)]
+            [lambda: [use(FullScores(head(h))) for h in hidden], lambda: [use(screen.scores(h)) for h in hidden]],
+            reps=SCREEN_REPS,
         )
-    return screen if screened <= MARGIN * full else None
+    chosen = screened <= MARGIN * full
+    if others.quiet:
+        kernel_store.store_record(key, {"screen": chosen}, others.share)
+    return screen if chosen else None
 
 
 def head_name(lm: LoadedModel) -> str:
