@@ -30,8 +30,8 @@ takes the same path as verification, so both pick their tokens the same way; the
 recomputed tokens differ from a float32 matrix product's in the last bits, as any two float32 kernels'
 do (greedy decoding is checked against transformers' ``generate()``).  ``screen_for`` gives a model its
 screen where its logits are its LM head's output (no logit scaling, soft-capping or bias), oneDNN has
-bfloat16 linears and a one-row pick measures faster screened; every other model takes the float32 head
-(``FullScores``).  Read-only after construction.
+bfloat16 linears and the picks of 1 and 8 rows measure faster screened (kept for the machine); every
+other model takes the float32 head (``FullScores``).  Read-only after construction.
 """
 
 from __future__ import annotations
