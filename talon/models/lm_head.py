@@ -221,8 +221,8 @@ class ScreenedScores:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(rows, tokens)``: in the rows ``flat`` of ``scores`` (``[rows, vocab]``: ``approx`` or its
         tempered, noisy scores), every token whose score reaches the row's ``cut`` and whose score plus its
-        error reaches the row's ``floor``, row by row in token order (C++ where ``row_top.active()``: one
-        pass a row, the same tokens)."""
+        error reaches the row's ``floor``, row by row in token order (C++ where ``row_top.native_rows``:
+        one pass a row, the same tokens)."""
         head = self.head
         if row_top.native_rows(scores):
             return row_ops.extension().row_reaching(
@@ -296,12 +296,21 @@ def screen_for(model: torch.nn.Module) -> ScreenedHead | None:
     if screen is None:
         return None
     head = model.get_output_embeddings()
-    packed = getattr(head, "packed", None)
-    what = ("screened LM head", tuple(screen.weight.shape), type(head).__name__, getattr(packed, "kernel", None))
-    key = kernel_store.machine_key(
-        (*what, getattr(head, "plain_rows", None), SCREEN_ROWS, torch.get_num_threads(), row_top.active()),
-        f"{stream_gemm.source_digest()} {row_ops.source_digest()}",
+    # what the timing depends on: the head's shape and kernel, the rows timed, the threads, the C++ picks
+    head_kernel = (
+        type(head).__name__,
+        getattr(getattr(head, "packed", None), "kernel", None),
+        getattr(head, "plain_rows", None),
     )
+    timed = (
+        "screened LM head",
+        tuple(screen.weight.shape),
+        head_kernel,
+        SCREEN_ROWS,
+        torch.get_num_threads(),
+        row_top.active(),
+    )
+    key = kernel_store.machine_key(timed, f"{stream_gemm.source_digest()} {row_ops.source_digest()}")
     kept = (kernel_store.cached_record(key) or {}).get("screen")
     if isinstance(kept, bool):
         return screen if kept else None
