@@ -47,13 +47,23 @@ int main(int argc, char** argv) {
 head = "#include <immintrin.h>\n#include <algorithm>\n#include <array>\n#include <utility>\n#include <cstdint>\n"
 work = Path(tempfile.mkdtemp())
 (work / "k.cpp").write_text(head + body + main)
+# for the timing only (wrong sums): a pass's accumulators never spilled to y and read back between chunks,
+# and then also every pass reading the same rows of x
+spill_free = body.replace("acc[i][v] = first ? vzero() : vload(y + i * ldy + column(v));", "acc[i][v] = vzero();")
+spill_free = spill_free.replace("  store(acc, y, ldy, last ? bias : nullptr);\n}", "  if (last) store(acc, y, ldy, bias);\n}")
+(work / "nospill.cpp").write_text(head + spill_free + main)
+shared_x = spill_free.replace("const float* x = xp + r * k + kc;", "const float* x = xp + kc;")
+(work / "sharedx.cpp").write_text(head + shared_x + main)
 variants = {"as built (3 blocks, 8 rows, chunks of 64)": "-DGROUP=3 -DPASSROWS=8 -DCHUNK=64 -DCP=4",
             "chunks of 128": "-DGROUP=3 -DPASSROWS=8 -DCHUNK=128 -DCP=4",
             "no chunks": "-DGROUP=3 -DPASSROWS=8 -DCHUNK=64 -DCP=1",
-            "2 blocks, 12 rows": "-DGROUP=2 -DPASSROWS=12 -DCHUNK=64 -DCP=4"}
+            "2 blocks, 12 rows": "-DGROUP=2 -DPASSROWS=12 -DCHUNK=64 -DCP=4",
+            "no spill between chunks (wrong sums)": "-DGROUP=3 -DPASSROWS=8 -DCHUNK=64 -DCP=4 nospill",
+            "no spill, every pass the same x (wrong sums)": "-DGROUP=3 -DPASSROWS=8 -DCHUNK=64 -DCP=4 sharedx"}
 for label, flags in variants.items():
     exe = work / re.sub(r"\W", "_", label)
-    subprocess.run(["g++", "-O3", "-mavx512f", "-mfma", *flags.split(), str(work / "k.cpp"), "-o", str(exe)], check=True)
+    *defines, source = flags.split() if flags.split()[-1].isalpha() else (*flags.split(), "k")
+    subprocess.run(["g++", "-O3", "-mavx512f", "-mfma", *defines, str(work / f"{source}.cpp"), "-o", str(exe)], check=True)
     rates = [subprocess.run([str(exe), "480", "576", str(m)], capture_output=True, text=True).stdout for m in (8, 12, 16, 24, 32)]
     print(f"{label:45s} GFLOPS at 8 / 12 / 16 / 24 / 32 rows: {' / '.join(rates)}", flush=True)
 for name in ("fma_peak", "lone_block"):
