@@ -8,7 +8,8 @@
 // memory stays busy while the later passes run from cache.  With two to four passes (AVX-512: 9 to 32
 // rows) a group goes by in chunks of kChunk k-steps, every pass over a chunk before the next, so the
 // passes after the first read the chunk from L1 rather than the whole group from L2 (a pass's partial
-// sums wait in y between chunks: stored as float32 and read back, exactly).
+// sums wait between chunks in a small buffer of the thread's, which stays in L1: stored as float32 and read
+// back, exactly; in y, whose rows lie a row of outputs apart, verify(32) took about 2 % longer).
 //
 // Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
 // whatever the number of rows, the row's place among them, the blocking, the thread split or the
@@ -186,16 +187,18 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
 
 // Rows [0, MR) of x times NC column blocks over the KN k-steps of one chunk (x and w point at the chunk's
 // first k-step; a block's k-steps are kLanes apart, its blocks K * kLanes).  first: the sums start at 0,
-// else at y's partial sums of the chunks before; last: the bias is added and the sums are final.  Lines
-// [line, line + lines) of the nb blocks at np (the next chunk) are prefetched, spread over the chunk.
+// else at the partial sums the chunks before left in partial (row stride kGroup * kLanes); last: the bias is
+// added and the sums go to y, else back to partial.  Lines [line, line + lines) of the nb blocks at np (the
+// next chunk) are prefetched, spread over the chunk.
 template <int MR, int NC>
 void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, int64_t K, int64_t KN,
            float* __restrict y, int64_t ldy, const float* __restrict bias, bool first, bool last, const float* np,
-           int64_t nb, int64_t line, int64_t lines) {
+           int64_t nb, int64_t line, int64_t lines, float* __restrict partial) {
   constexpr int V = NC * kPerBlock;
+  constexpr int64_t lp = kGroup * kLanes;  // partial's row stride
   Vec acc[MR][V];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(y + i * ldy + column(v));
+    for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(partial + i * lp + column(v));
   const int64_t every = lines > 0 ? std::max<int64_t>(1, KN / lines) : 0;
   for (int64_t k = 0; k < KN; ++k) {
     if (lines > 0 && k % every == 0) {
@@ -207,11 +210,14 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
   }
   for (; lines > 0; --lines, ++line)
     for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
-  store(acc, y, ldy, last ? bias : nullptr);
+  if (last)
+    store(acc, y, ldy, bias);
+  else
+    store(acc, partial, lp, nullptr);
 }
 
 using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, bool,
-                         bool, const float*, int64_t, int64_t, int64_t);
+                         bool, const float*, int64_t, int64_t, int64_t, float*);
 
 template <int NC, int... R>
 constexpr std::array<ChunkFn, sizeof...(R)> chunk_table(std::integer_sequence<int, R...>) {
@@ -232,6 +238,9 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
   const int64_t pass_rows = (m + passes - 1) / passes;
   const int64_t groups = (blocks + kGroup - 1) / kGroup;
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    // each pass's partial sums between chunks, [passes][kPassRows][kGroup * kLanes]: 6 KB that stay in L1
+    // (y's rows lie a row of outputs apart, 12 KB in a 3,072-wide product)
+    alignas(64) float partial[kChunkedPasses * kPassRows * kGroup * kLanes];
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
       const float* w = wp + first * k * kLanes;
@@ -249,15 +258,17 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
           const int64_t rows = std::min(pass_rows, m - r);
           const int64_t line = nline + std::min(nlen, p * share), lines = std::clamp(nlen - p * share, int64_t{0}, share);
           const float* x = xp + r * k + kc;
+          float* part = partial + p * kPassRows * kGroup * kLanes;
           if (count == kGroup) {
             ChunkTables::whole[rows - 1](x, k, w + kc * kLanes, k, kn, yp + r * ldy + first * kLanes, ldy,
-                                         bp ? bp + first * kLanes : nullptr, kc == 0, kc + kn == k, np, nb, line, lines);
+                                         bp ? bp + first * kLanes : nullptr, kc == 0, kc + kn == k, np, nb, line, lines,
+                                         part);
           } else {  // the last group, short of blocks: one block at a time (the first prefetches)
             for (int64_t j = 0; j < count; ++j)
               ChunkTables::single[rows - 1](x, k, w + j * k * kLanes + kc * kLanes, k, kn,
                                             yp + r * ldy + (first + j) * kLanes, ldy,
                                             bp ? bp + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
-                                            j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0);
+                                            j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0, part + j * kLanes);
           }
         }
       }
