@@ -24,7 +24,7 @@ from talon.engine.verify import LEAF_HEAD_PROB, LEAVES_WITH_INTERNAL, Verifier, 
 from talon.models.cpu_linear import PackedLinear, pack_linears
 from talon.models.registry import ModelRegistry
 from talon.runtime.cost_curve import CostCurve
-from talon.runtime.kv_cache import CachedLM, check_full_attention
+from talon.runtime.kv_cache import CachedLM, KVBuffer, check_full_attention
 from talon.runtime.masks import tree_rows_mask
 from talon.tree import DraftTree, Verdict
 from tests.tiny import VOCAB, greedy_generate, greedy_references, prompt_ids, random_head, tiny_config, tiny_target
@@ -616,3 +616,21 @@ def test_the_cost_rule_learns_online_from_every_verdict(target, head):
         verdict = Verdict(step.status, step.accepted_path, step.bonus_token, step.target_token, step.target_prob)
         learned.observe(step.tree, verdict)
     assert moved >= len(trace.steps) // 2  # what the run learned changed most steps' values
+
+
+def test_a_grown_buffer_is_written_and_read_where_it_now_lies():
+    """Each layer's key and value views are cut once per buffer (``KVBuffer.write``): growing the buffer
+    must move them with it, keeping the rows written before and writing the new ones into the new tensor."""
+    buffer = KVBuffer(num_layers=2, kv_heads=3, head_dim=4, dtype=torch.float32, device=torch.device("cpu"), capacity=4)
+    first, second = torch.randn(1, 3, 3, 4), torch.randn(1, 3, 2, 4)
+    for start, rows in ((0, first), (3, second)):
+        buffer.reserve(start + rows.shape[2])
+        buffer.write_at = start
+        for layer in range(2):
+            keys, values = buffer.write(layer, rows + layer, -rows - layer)
+    assert buffer.capacity == 8
+    whole = torch.cat([first, second], dim=2)
+    for layer in range(2):
+        assert torch.equal(buffer.buffer[layer, 0, :, :5], (whole + layer)[0])
+        assert torch.equal(buffer.buffer[layer, 1, :, :5], (-whole - layer)[0])
+    assert torch.equal(keys, whole + 1) and torch.equal(values, -whole - 1)  # what layer 1's attention reads
