@@ -11,14 +11,10 @@ tokens compared.
 
 import statistics
 import sys
-import time
+from pathlib import Path
 
-from talon.bench.suites import get_suite, load_prompts
-from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.base import NoDrafter
-from talon.drafters.factory import drafter_for
-from talon.engine.cost_measure import _Pieces, context_ids, curve_for_run
-from talon.engine.decode import run_to_end
+from talon.engine.cost_measure import _Pieces, context_ids
 from talon.models.registry import ModelRegistry
 from talon.models.weight_arena import gathered_bytes, streamed_weights
 
@@ -52,39 +48,7 @@ for name, t in times.items():
     cells = ", ".join(f"verify({n}) {(v := statistics.median(t[n])) * 1e3:6.2f} ms = {v / plain:.3f}" for n in SIZES)
     print(f"{name:8s} plain step {plain * 1e3:6.2f} ms, {cells}", flush=True)
 if RUNS:
-    prompts, _ = load_prompts(get_suite("headline").experiments[0])
-    cfg = {
-        "ar": TreeConfig(method="ar"),
-        "talon": TreeConfig(method="talon", budget=24, topk=6, mu=0.1, depth=5, gamma=4, auto=True),
-    }
-    use("arena")  # one cached curve for both layouts: only where the weights lie differs
-    curve = curve_for_run(target, drafter_for("talon", "head", target, registry), cfg["talon"])
-    totals = {(m, layout): 0.0 for m in cfg for layout in layouts}
-    same = 0
-    variants = [(m, layout) for layout in layouts for m in cfg]
-    for k, item in enumerate(prompts[:RUNS]):
-        ids = {}
-        for m, layout in variants if k % 2 == 0 else variants[::-1]:
-            use(layout)
-            drafter = None if m == "ar" else drafter_for(m, "head", target, registry)
-            t0 = time.perf_counter()
-            trace = run_to_end(
-                target,
-                drafter,
-                cfg[m],
-                DecodeConfig(max_new_tokens=64),
-                item["prompt"],
-                texts=False,
-                cost_curve=curve if m != "ar" else None,
-            )
-            totals[m, layout] += time.perf_counter() - t0
-            ids[m, layout] = [t for s in trace.steps for t in s.committed_ids]
-        agree = len({tuple(v) for v in ids.values()}) == 1
-        same += agree
-        print(f"{k + 1}/{RUNS}: all four runs the same tokens: {agree}", flush=True)
-    for m in cfg:
-        print(f"{m}: arena / separate total time {totals[m, 'arena'] / totals[m, 'separate']:.3f}")
-    print(
-        f"TALON auto x ar: arena {totals['ar', 'arena'] / totals['talon', 'arena']:.3f}, "
-        f"separate {totals['ar', 'separate'] / totals['talon', 'separate']:.3f}; same tokens on {same} of {RUNS}"
-    )
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from side_by_side import ar_and_talon_auto  # docs/bench/side_by_side.py
+
+    ar_and_talon_auto(target, registry, use, tuple(layouts), new="arena", old="separate", runs=RUNS)

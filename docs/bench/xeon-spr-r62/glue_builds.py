@@ -1,6 +1,8 @@
 """The two builds of a layer's glue that glue_ab.py and glue_e2e.py compare on one loaded target: the
 row_ops extension built from an earlier revision (``/tmp/row_ops_before.cpp``; PyTorch's silu then
-multiply) and this one (the MLPs' one-call ``silu(gate) * up``).  ``use("before" | "after")`` switches."""
+multiply) and this one (the MLPs' one-call ``silu(gate) * up``).  ``use("before" | "after")`` switches.
+The whole extension is swapped: a "before" built from a revision older than e44cbcf lacks ``row_logsumexp``
+and ``row_reaching``, which the LM head calls since run 63, so run the scripts with such a build at 9f78b32."""
 
 import torch
 from torch.utils import cpp_extension
