@@ -168,3 +168,39 @@ def test_logsumexp_reads_the_rows_where_they_lie() -> None:
     )
     with pytest.raises(RuntimeError, match="outside"):
         row_top.row_logsumexp(x, torch.tensor([4]))
+
+
+@pytest.mark.parametrize("width", [1, 15, 16, 17, 64, 577])
+def test_dots_are_within_float32s_bound_and_each_pairs_bits_stand_alone(width: int) -> None:
+    """The screened head's exact logits: every pair within float32's bound for a sum of ``width`` products
+    of the float64 dot, and a pair's bits the same alone, among others, and from rows that lie apart."""
+    g = torch.Generator().manual_seed(width)
+    hidden, weight = torch.randn(7, width, generator=g) * 4, torch.randn(300, width, generator=g) * 0.05
+    rows = torch.randint(0, 7, (150,), generator=g)
+    tokens = torch.randint(0, 300, (150,), generator=g)
+    got = row_top.row_dots(hidden, rows, weight, tokens)
+    exact = (hidden[rows].double() * weight[tokens].double()).sum(-1)
+    bound = width * 2.0**-23 * (hidden[rows].double().abs() * weight[tokens].double().abs()).sum(-1)
+    assert got.dtype == torch.float32 and got.shape == (150,)
+    assert ((got.double() - exact).abs() <= bound).all()
+    for i in (0, 41, 149):
+        assert torch.equal(row_top.row_dots(hidden, rows[i : i + 1], weight, tokens[i : i + 1]), got[i : i + 1])
+    apart = torch.zeros(7, width + 9)
+    apart[:, 3 : 3 + width] = hidden
+    assert torch.equal(row_top.row_dots(apart[:, 3 : 3 + width], rows, weight, tokens), got)
+    with pytest.raises(RuntimeError, match="outside"):
+        row_top.row_dots(hidden, torch.tensor([7]), weight, torch.tensor([0]))
+
+
+def test_dots_the_cpp_does_not_take_are_torchs(monkeypatch) -> None:
+    class Refuse:
+        def row_dots(self, *args):
+            raise AssertionError("the C++ was asked")
+
+    monkeypatch.setattr(row_ops, "extension", lambda: Refuse())
+    hidden, weight = torch.randn(3, 20), torch.randn(5, 20)
+    rows, tokens = torch.tensor([0, 2]), torch.tensor([4, 1])
+    for h, w in ((hidden.double(), weight.double()), (hidden.clone().requires_grad_(), weight)):
+        assert torch.equal(row_top.row_dots(h, rows, w, tokens), (h[rows] * w[tokens]).sum(-1))
+    with pytest.raises(AssertionError, match="asked"):
+        row_top.row_dots(hidden, rows, weight, tokens)

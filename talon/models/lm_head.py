@@ -94,7 +94,7 @@ class ScreenedHead:
 
     def __init__(self, weight: torch.Tensor, native: bool = True) -> None:
         hidden = weight.shape[1]
-        self.weight = weight
+        self.weight = weight.detach()  # the exact logits' dots read it in place, with or without autograd
         self.native = native
         """Whether the bfloat16 product runs on oneDNN's packed kernel (AVX512-BF16); otherwise it is
         computed in float32 from the bfloat16-rounded operands, the same arithmetic slower (tests)."""
@@ -155,8 +155,8 @@ class ScreenedScores:
         self._approx_top: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def exact(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Float32 logits ``[n]`` of ``tokens[i]`` in row ``rows[i]``."""
-        return (self.hidden[rows] * self.head.weight[tokens]).sum(dim=-1)
+        """Float32 logits ``[n]`` of ``tokens[i]`` in row ``rows[i]`` (``row_top.row_dots``)."""
+        return row_top.row_dots(self.hidden, rows, self.head.weight, tokens)
 
     def _top(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``scores``' ``TOP`` best (values and ids, best first; ``row_topk``), kept for the untempered

@@ -252,6 +252,7 @@ constexpr int64_t kHeadDim = 64;    // the head dimension this kernel takes
 constexpr int64_t kScoreKeys = 8;   // keys a scores tile (8 vector accumulators)
 constexpr int64_t kValueRows = 6;   // rows a weighted-values tile (6 x 4 vector accumulators)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kDotsPerTask = 64;  // (row, token) pairs a thread takes at least in row_dots
 
 // e^x lane by lane (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r, times 2^n), exactly 0 where x
 // is -inf (a hidden key).
@@ -482,6 +483,58 @@ std::tuple<torch::Tensor, torch::Tensor> row_reaching(const torch::Tensor& score
   return {out_rows, out_tokens};
 }
 
+// ---- Dot products of a few (row, token) pairs ---------------------------------------------------------
+// The screened LM head's exact logits: hidden row rows[i] times weight row tokens[i], for a few hundred
+// pairs.  PyTorch's (hidden[rows] * weight[tokens]).sum(-1) copies both gathers and the products into new
+// tensors first (at 32 rows about 0.4 ms of a verification); here each pair reads its two rows where they
+// lie.  One pair's sum: 16 lanes, lane l the multiply-add chain over k = l, l + 16, ... in order, then the
+// lanes added pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a pair gets the same bits whatever the other pairs
+// (the compiler keeps the source's order without -ffast-math).
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+namespace {
+ATT_CLONES float row_dot(const float* __restrict a, const float* __restrict b, int64_t n) {
+  v16 acc = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) acc += LOADV(a + k) * LOADV(b + k);
+  float lanes[kLanes];
+  std::memcpy(lanes, &acc, 64);
+  for (int64_t l = 0; k < n; ++k, ++l) lanes[l] += a[k] * b[k];
+  for (int64_t width = kLanes / 2; width >= 1; width /= 2)
+    for (int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  return lanes[0];
+}
+}  // namespace
+#pragma GCC pop_options
+
+// hidden [R, H], weight [V, H] float32 (each row contiguous), rows, tokens int64 [n] -> float32 [n]: the dot
+// product of hidden row rows[i] and weight row tokens[i] (row_dot's order; within float32's bound for a sum
+// of H products of PyTorch's).
+torch::Tensor row_dots(const torch::Tensor& hidden, const torch::Tensor& rows, const torch::Tensor& weight,
+                       const torch::Tensor& tokens) {
+  TORCH_CHECK(hidden.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+                  hidden.dim() == 2 && weight.dim() == 2 && hidden.size(1) == weight.size(1),
+              "float32 hidden [R, H] and weight [V, H]");
+  TORCH_CHECK(rows.scalar_type() == torch::kInt64 && tokens.scalar_type() == torch::kInt64 && rows.dim() == 1 &&
+                  tokens.sizes() == rows.sizes(),
+              "int64 rows and tokens [n]");
+  const auto hc = hidden.stride(1) == 1 ? hidden : hidden.contiguous();
+  const auto wc = weight.stride(1) == 1 ? weight : weight.contiguous();
+  const auto rc = rows.contiguous(), tc = tokens.contiguous();
+  const int64_t n = rc.size(0), width = hc.size(1), R = hc.size(0), V = wc.size(0);
+  const int64_t *rp = rc.data_ptr<int64_t>(), *tp = tc.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    TORCH_CHECK(rp[i] >= 0 && rp[i] < R && tp[i] >= 0 && tp[i] < V, "a row or token outside hidden or weight");
+  auto out = torch::empty({n}, hc.options());
+  float* op = out.data_ptr<float>();
+  const float *hp = hc.data_ptr<float>(), *wp = wc.data_ptr<float>();
+  const int64_t hs = hc.stride(0), ws = wc.stride(0);
+  at::parallel_for(0, n, kDotsPerTask, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) op[i] = row_dot(hp + rp[i] * hs, wp + tp[i] * ws, width);
+  });
+  return out;
+}
+
 // ---- Each asked row's log-sum-exp of float32 scores ------------------------------------------------------
 // A verification's node probabilities need each parent row's normaliser over the whole vocabulary.  PyTorch's
 // logsumexp of the asked rows gathers them into a copy and then walks them four times (max, subtract,
@@ -632,6 +685,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("grouped_attention", &grouped_attention, "grouped-query attention of a few float32 query rows",
         py::call_guard<py::gil_scoped_release>());
   m.def("row_reaching", &row_reaching, "a flat row's tokens that may reach its floor", py::call_guard<py::gil_scoped_release>());
+  m.def("row_dots", &row_dots, "dot products of (hidden row, weight row) pairs", py::call_guard<py::gil_scoped_release>());
   m.def("row_logsumexp", &row_logsumexp, "each asked float32 row's log-sum-exp", py::call_guard<py::gil_scoped_release>());
   m.def("silu_mul_available", &silu_mul_available, "whether silu_mul runs here (AVX-512, SLEEF found)");
   m.def("silu_mul", &silu_mul, "silu(gate) * up with PyTorch's float32 bits", py::call_guard<py::gil_scoped_release>());
