@@ -14,6 +14,7 @@ from transformers.models.llama.modeling_llama import LlamaMLP, apply_rotary_pos_
 from talon.config import DecodeConfig, TreeConfig
 from talon.drafters.factory import drafter_for
 from talon.engine.decode import run_to_end
+from talon.models import stream_gemm
 from talon.models.cpu_linear import (
     KernelChoices,
     PackedLinear,
@@ -30,6 +31,7 @@ from talon.models.fused_linear import (
     fuse_projections,
     fused_layers,
     fused_products,
+    hand_residuals,
     rotate_queries_and_keys,
 )
 
@@ -166,6 +168,28 @@ def test_only_transformers_own_forward_with_packed_float32_parts_is_fused(monkey
     assert fuse_projections(other) == 0  # a build whose fused product rounds otherwise keeps the parts
     mlp = other.model.layers[0].mlp
     assert all(isinstance(p, PackedLinear) and p.packed is not None for p in (mlp.gate_proj, mlp.up_proj))
+
+
+@pytest.mark.parametrize("kernel", ["onednn", "stream"])
+def test_layers_hand_their_residuals_to_the_products_with_the_same_bits(kernel):
+    """A decoder layer whose attention and MLP run the fused forwards passes each residual to the
+    product that ends its branch (added as the streaming kernel stores its outputs, else separately):
+    the class's own forward's bits at every row count; a layer with a forward of its own is left alone."""
+    if kernel == "stream" and not stream_gemm.available():
+        pytest.skip("no streaming kernel here")
+    torch.manual_seed(5)
+    separate, fused = _twins(tiny_config(3))
+    for model in (separate, fused):
+        use_packed_kernel(model, kernel)
+    assert fuse_projections(fused) == 6
+    assert all("forward" in vars(layer) for layer in fused.model.layers)
+    for rows in (1, 2, 9, 17, 33):
+        assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+    for layer in fused.model.layers:
+        del layer.forward
+    fused.model.layers[1].forward = fused.model.layers[1].forward  # a forward of its own
+    fused.model.layers[2].mlp.down_proj = nn.Linear(128, 64)  # not a packed product
+    assert hand_residuals(fused) == 1
 
 
 def test_a_gradient_takes_the_parts():

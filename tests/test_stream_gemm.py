@@ -95,6 +95,25 @@ def test_a_prefill_of_many_rows_goes_in_tiles_with_the_same_bits(shape):
 
 
 @needs_kernel
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_residual_added_as_the_outputs_are_stored_gives_the_separate_additions_bits(shape):
+    """``add`` (a decoder layer's residual) is added in the kernel's store: the bits of ``add + product``
+    at every row count (one pass, chunked passes, tiles), with and without a bias, padded outputs too."""
+    _, bias, packed, x = _layer_and_rows(shape, 5 + shape[0], 140)
+    residual = torch.randn(140, shape[0], generator=torch.Generator().manual_seed(9)) * 3
+    for rows in (*ROWS, 140):
+        for b in (None, bias):
+            want = residual[:rows] + stream_gemm.linear(x[:rows], packed, shape[0], b)
+            got = stream_gemm.linear(x[:rows], packed, shape[0], b, residual[:rows])
+            assert torch.equal(got, want), (rows, b is None)
+    assert not torch.equal(stream_gemm.linear(x, packed, shape[0], bias, residual * 2), want)  # it is read
+    leading = stream_gemm.linear(x[:6].view(2, 3, -1), packed, shape[0], None, residual[:6].view(2, 3, -1))
+    assert torch.equal(leading.view(6, -1), residual[:6] + stream_gemm.linear(x[:6], packed, shape[0]))
+    with pytest.raises(RuntimeError, match="add"):
+        stream_gemm.extension().linear(x[:4], packed, shape[0], None, residual[:3])
+
+
+@needs_kernel
 def test_any_leading_shape_and_no_rows():
     weight = torch.randn(48, 32)
     packed = stream_gemm.pack(weight)

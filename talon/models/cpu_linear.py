@@ -107,13 +107,18 @@ class PackedWeight:
         else:
             raise ValueError(f"packed kernel {kernel!r}: choose one of {', '.join(PACKED_KERNELS)}")
 
-    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` (the weight's dtype) -> ``x @ weight.T + bias``, ``[..., out_features]``."""
-        if self.kernel == "mkl":
-            return torch.ops.mkl._mkl_linear(x, self.data, self.sizes, bias, x.numel() // self.in_features)
+    def __call__(
+        self, x: torch.Tensor, bias: torch.Tensor | None = None, add: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``x`` ``[..., in_features]`` (the weight's dtype) -> ``x @ weight.T + bias``, ``[..., out_features]``;
+        ``add + (x @ weight.T + bias)`` where ``add`` is given (the streaming kernel adds it as it stores)."""
         if self.kernel == "stream":
-            return stream_gemm.linear(x, self.data, self.out_features, bias)
-        return torch.ops.mkldnn._linear_pointwise(x, self.data, bias, "none", [], "")
+            return stream_gemm.linear(x, self.data, self.out_features, bias, add)
+        if self.kernel == "mkl":
+            out = torch.ops.mkl._mkl_linear(x, self.data, self.sizes, bias, x.numel() // self.in_features)
+        else:
+            out = torch.ops.mkldnn._linear_pointwise(x, self.data, bias, "none", [], "")
+        return out if add is None else add + out
 
 
 class PackedLinear(nn.Module):
@@ -157,20 +162,39 @@ class PackedLinear(nn.Module):
         """``x`` ``[..., in_features]`` (float32 or bfloat16, on the CPU) -> ``[..., out_features]``.  When
         a gradient is wanted (training a draft head through the target's LM head) it takes PyTorch's own
         linear, because the packed op has no backward."""
+        return self._product(x)
+
+    def plus(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``residual + self(x)`` with its bits (``residual`` ``[..., out_features]``: a decoder layer's).
+        Where ``x`` takes TALON's streaming kernel the residual is added as the outputs are stored: at 32
+        rows the separate addition read outputs that partly lay in the other core's cache."""
+        return self._product(x, residual)
+
+    def _product(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """``self(x)``, plus ``residual`` where given (``plus``)."""
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad) or self.packed is None:
-            return self.plain_product(x)  # (no packed copy: a fused product has it)
-        # a drafter's few rows: half the bytes to read
-        if self.int8_rows and x.numel() <= self.int8_rows * self.in_features:
+            out = self.plain_product(x)  # (no packed copy: a fused product has it)
+        elif self.int8_rows and x.numel() <= self.int8_rows * self.in_features:
+            # a drafter's few rows: half the bytes to read
             rows = x.reshape(-1, self.in_features)
             out = torch._weight_int8pack_mm(rows, self.int8_weight, self.int8_scales)
             if self.bias is not None:
                 out = out + self.bias
-            return out.reshape(*x.shape[:-1], self.out_features)
-        if self.half_rows and x.numel() <= self.half_rows * self.in_features:
-            return self.half(x, self.bias)
-        if x.numel() <= self.plain_rows * self.in_features:
-            return self.plain_product(x)
-        return product_in_rows(self.packed_product, x, self)
+            out = out.reshape(*x.shape[:-1], self.out_features)
+        elif self.half_rows and x.numel() <= self.half_rows * self.in_features:
+            out = self.half(x, self.bias)
+        elif x.numel() <= self.plain_rows * self.in_features:
+            out = self.plain_product(x)
+        elif (
+            residual is not None
+            and self.packed.kernel == "stream"
+            and residual.dtype == torch.float32
+            and not (self.min_rows or self.block_rows)
+        ):
+            return self.packed(x, self.bias, add=residual)
+        else:
+            out = product_in_rows(self.packed_product, x, self)
+        return out if residual is None else residual + out
 
     def plain_product(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` -> ``[..., out_features]`` through PyTorch's own linear (MKL)."""

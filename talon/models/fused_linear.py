@@ -32,6 +32,7 @@ from torch import nn
 from transformers.models.llama.modeling_llama import (
     ALL_ATTENTION_FUNCTIONS,
     LlamaAttention,
+    LlamaDecoderLayer,
     LlamaMLP,
     eager_attention_forward,
     rotate_half,
@@ -114,11 +115,13 @@ def _fused_attention_forward(
     position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
     attention_mask: torch.Tensor | None = None,
     past_key_values=None,
+    residual: torch.Tensor | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``LlamaAttention.forward`` with the query, key and value from one product (``fused_qkv``), and the
     rotary embedding applied to the query and key heads in one pass (``rotate_queries_and_keys``, or the
-    one-call C++ form ``talon.models.row_ops`` sets on the module)."""
+    one-call C++ form ``talon.models.row_ops`` sets on the module).  ``residual`` given (the decoder
+    layer's, ``_residual_layer_forward``): returns ``residual`` plus the output (``PackedLinear.plus``)."""
     input_shape = hidden_states.shape[:-1]
     hidden_shape = (*input_shape, -1, self.head_dim)
     queries, keys, _ = self.fused_qkv.sizes
@@ -139,7 +142,8 @@ def _fused_attention_forward(
         scaling=self.scaling,
         **kwargs,
     )
-    return self.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+    out = out.reshape(*input_shape, -1).contiguous()
+    return (self.o_proj(out) if residual is None else self.o_proj.plus(out, residual)), weights
 
 
 def rotate_queries_and_keys(
@@ -154,13 +158,40 @@ def rotate_queries_and_keys(
     return rotated[..., :query_heads, :].transpose(1, 2), rotated[..., query_heads:, :].transpose(1, 2)
 
 
-def _fused_mlp_forward(self: LlamaMLP, x: torch.Tensor) -> torch.Tensor:
+def _fused_mlp_forward(self: LlamaMLP, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
     """``LlamaMLP.forward`` with the gate and up projections from one product (``fused_gate_up``), and
     ``act_fn(gate) * up`` in one call where ``talon.models.row_ops`` set one on the module
-    (``act_times_up``: the same bits)."""
+    (``act_times_up``: the same bits).  ``residual`` given: ``residual`` plus the output."""
     gate, up = self.fused_gate_up(x)
     act_times_up = vars(self).get("act_times_up")
-    return self.down_proj(act_times_up(gate, up) if act_times_up is not None else self.act_fn(gate) * up)
+    hidden = act_times_up(gate, up) if act_times_up is not None else self.act_fn(gate) * up
+    return self.down_proj(hidden) if residual is None else self.down_proj.plus(hidden, residual)
+
+
+def _residual_layer_forward(
+    self: LlamaDecoderLayer,
+    hidden_states: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    past_key_values=None,
+    use_cache: bool | None = False,
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+    **kwargs,
+) -> torch.Tensor:
+    """``LlamaDecoderLayer.forward`` with each residual handed to the product that ends its branch (the
+    attention's output projection, the MLP's down projection: ``PackedLinear.plus``), the same bits."""
+    normed = self.input_layernorm(hidden_states)
+    hidden_states, _ = self.self_attn(
+        hidden_states=normed,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        past_key_values=past_key_values,
+        use_cache=use_cache,
+        position_embeddings=position_embeddings,
+        residual=hidden_states,
+        **kwargs,
+    )
+    return self.mlp(self.post_attention_layernorm(hidden_states), residual=hidden_states)
 
 
 FUSIONS = (
@@ -193,8 +224,9 @@ def _fusible(module: nn.Module, cls: type, names: Sequence[str]) -> list[PackedL
 
 def fuse_projections(model: nn.Module) -> int:
     """Give every Llama attention and MLP of ``model`` whose parts allow it (``_fusible``) and whose fused
-    product gives the parts' bits (``FusedRows.same_bits``) its fused forward; returns how many layers
-    (attentions and MLPs) were fused."""
+    product gives the parts' bits (``FusedRows.same_bits``) its fused forward, and every decoder layer
+    whose attention and MLP both took it the residual-passing forward (``hand_residuals``); returns how
+    many attentions and MLPs were fused."""
     count = 0
     for module in model.modules():
         for cls, names, attribute, forward in FUSIONS:
@@ -209,6 +241,30 @@ def fuse_projections(model: nn.Module) -> int:
             for part in parts:
                 part.packed = None  # the fused copy serves them; a direct call takes PyTorch's linear
             count += 1
+    hand_residuals(model)
+    return count
+
+
+def hand_residuals(model: nn.Module) -> int:
+    """Give every ``LlamaDecoderLayer`` of ``model`` that runs its class's own forward, with an attention
+    and an MLP that run the fused forwards and end in ``PackedLinear`` products, ``_residual_layer_forward``;
+    returns how many layers took it."""
+    count = 0
+    for layer in model.modules():
+        if not isinstance(layer, LlamaDecoderLayer) or type(layer).forward is not LlamaDecoderLayer.forward:
+            continue
+        attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        if "forward" in vars(layer) or not all(
+            getattr(vars(module).get("forward"), "__func__", None) is forward
+            and isinstance(getattr(module, name, None), PackedLinear)
+            for module, forward, name in (
+                (attention, _fused_attention_forward, "o_proj"),
+                (mlp, _fused_mlp_forward, "down_proj"),
+            )
+        ):
+            continue
+        layer.forward = types.MethodType(_residual_layer_forward, layer)
+        count += 1
     return count
 
 

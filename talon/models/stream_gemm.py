@@ -102,9 +102,17 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     return extension().pack(weight.detach().contiguous())
 
 
-def linear(x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor,
+    packed: torch.Tensor,
+    out_features: int,
+    bias: torch.Tensor | None = None,
+    add: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]`` float32, from
-    ``pack(weight)`` (a float32 or bfloat16 weight)."""
+    ``pack(weight)`` (a float32 or bfloat16 weight); plus ``add`` (float32, ``[..., out_features]``, a
+    residual) where given, added as the outputs are stored: the bits of ``add + (x @ weight.T + bias)``."""
     rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies rows that are not contiguous
-    out = extension().linear(rows, packed, out_features, bias)
+    addend = None if add is None else add.reshape(-1, out_features)
+    out = extension().linear(rows, packed, out_features, bias, addend)
     return out.reshape(*x.shape[:-1], out_features)

@@ -13,7 +13,9 @@
 //
 // Every output element is one chain of fused multiply-adds over k = 0 .. in_features - 1 in order,
 // whatever the number of rows, the row's place among them, the blocking, the thread split or the
-// vector width: a row's result has the same bits in a product of 1 row or of 64, on either build.
+// vector width: a row's result has the same bits in a product of 1 row or of 64, on either build.  A
+// residual to add (a decoder layer's) is added as the outputs are stored, while they are still in
+// registers, instead of by a separate pass over outputs that may by then lie in the other core's cache.
 //
 // A weight may also be packed as bfloat16 (half the bytes to stream; a drafter's few-row calls on a CPU
 // without bfloat16 arithmetic): each weight is widened to float32 as it is loaded (exact), so the product
@@ -99,13 +101,17 @@ inline __attribute__((always_inline)) void k_step(Vec (&acc)[MR][NC * kPerBlock]
   }
 }
 
-// acc into rows [0, MR) of y, plus the bias where one is given.
+// acc into rows [0, MR) of y, plus the bias where one is given, then plus add's rows where given (add: y's
+// layout; each sum rounded as PyTorch's separate additions round it).
 template <int MR, int V>
 inline __attribute__((always_inline)) void store(Vec (&acc)[MR][V], float* __restrict y, int64_t ldy,
-                                                 const float* __restrict bias) {
+                                                 const float* __restrict bias, const float* __restrict add) {
   for (int v = 0; v < V; ++v) {
     const Vec b = bias ? vload(bias + column(v)) : vzero();
-    for (int i = 0; i < MR; ++i) vstore(y + i * ldy + column(v), bias ? vadd(acc[i][v], b) : acc[i][v]);
+    for (int i = 0; i < MR; ++i) {
+      const Vec out = bias ? vadd(acc[i][v], b) : acc[i][v];
+      vstore(y + i * ldy + column(v), add ? vadd(out, vload(add + i * ldy + column(v))) : out);
+    }
   }
 }
 
@@ -114,8 +120,8 @@ inline __attribute__((always_inline)) void store(Vec (&acc)[MR][V], float* __res
 // 16 k-steps, so the MR lines a pass reads stay in L1 without copying x transposed first.
 template <int MR, int NC, typename W>
 void block(const float* __restrict x, int64_t ldx, const W* __restrict w, int64_t K, float* __restrict y,
-           int64_t ldy, const float* __restrict bias, bool own, const W* next, int64_t next_blocks, int64_t every,
-           int64_t first_line) {
+           int64_t ldy, const float* __restrict bias, const float* __restrict add, bool own, const W* next,
+           int64_t next_blocks, int64_t every, int64_t first_line) {
   // own: prefetch this stream kAhead steps ahead; next (nullptr: none): the next group's first block, of
   // next_blocks blocks, one of whose lines (k-steps) is prefetched every ``every`` steps from first_line
   constexpr int V = NC * kPerBlock;  // vectors across the group's blocks
@@ -135,12 +141,12 @@ void block(const float* __restrict x, int64_t ldx, const W* __restrict w, int64_
     }
     k_step<MR, NC>(acc, x, ldx, w, K, k);
   }
-  store(acc, y, ldy, bias);
+  store(acc, y, ldy, bias, add);
 }
 
 template <typename W>
-using BlockFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, const float*, bool, const W*,
-                         int64_t, int64_t, int64_t);
+using BlockFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, const float*, const float*,
+                         bool, const W*, int64_t, int64_t, int64_t);
 
 template <int NC, typename W, int... R>
 constexpr std::array<BlockFn<W>, sizeof...(R)> rows_table(std::integer_sequence<int, R...>) {
@@ -153,10 +159,11 @@ struct Tables {
   static constexpr auto single = rows_table<1, W>(std::make_integer_sequence<int, int(kPassRows)>{});
 };
 
-// Rows [0, m) of x (row-major, row stride k) times every block of packed into y (row stride ldy).
+// Rows [0, m) of x (row-major, row stride k) times every block of packed into y (row stride ldy), plus
+// the bias bp and the rows of ap (y's layout) where given.
 template <typename W>
 void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
-              const float* bp) {
+              const float* bp, const float* ap) {
   const int64_t passes = (m + kPassRows - 1) / kPassRows;
   const int64_t pass_rows = (m + passes - 1) / passes;  // the passes balanced
   const int64_t lines_a_pass = (k + passes - 1) / passes;
@@ -174,11 +181,12 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
         const bool own = p == 0 && (passes == 1 || g == g0);
         if (count == kGroup) {
           Tables<W>::whole[rows - 1](xp + r * k, k, w, k, yp + r * ldy + first * kLanes, ldy, bp ? bp + first * kLanes : nullptr,
-                           own, next, next_blocks, passes, p * lines_a_pass);
+                           ap ? ap + r * ldy + first * kLanes : nullptr, own, next, next_blocks, passes, p * lines_a_pass);
         } else {  // the last group, short of blocks: one block at a time
           for (int64_t j = 0; j < count; ++j)
             Tables<W>::single[rows - 1](xp + r * k, k, w + j * k * kLanes, k, yp + r * ldy + (first + j) * kLanes, ldy,
-                              bp ? bp + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
+                              bp ? bp + (first + j) * kLanes : nullptr,
+                              ap ? ap + r * ldy + (first + j) * kLanes : nullptr, p == 0, nullptr, 0, 1, 0);
         }
       }
     }
@@ -187,13 +195,13 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
 
 // Rows [0, MR) of x times NC column blocks over the KN k-steps of one chunk (x and w point at the chunk's
 // first k-step; a block's k-steps are kLanes apart, its blocks K * kLanes).  first: the sums start at 0,
-// else at the partial sums the chunks before left in partial (row stride kGroup * kLanes); last: the bias is
-// added and the sums go to y, else back to partial.  Lines [line, line + lines) of the nb blocks at np (the
+// else at the partial sums the chunks before left in partial (row stride kGroup * kLanes); last: the bias and
+// add's rows (where given) are added and the sums go to y, else back to partial.  Lines [line, line + lines) of the nb blocks at np (the
 // next chunk) are prefetched, spread over the chunk.
 template <int MR, int NC>
 void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, int64_t K, int64_t KN,
-           float* __restrict y, int64_t ldy, const float* __restrict bias, bool first, bool last, const float* np,
-           int64_t nb, int64_t line, int64_t lines, float* __restrict partial) {
+           float* __restrict y, int64_t ldy, const float* __restrict bias, const float* __restrict add, bool first,
+           bool last, const float* np, int64_t nb, int64_t line, int64_t lines, float* __restrict partial) {
   constexpr int V = NC * kPerBlock;
   constexpr int64_t lp = kGroup * kLanes;  // partial's row stride
   Vec acc[MR][V];
@@ -211,13 +219,13 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
   for (; lines > 0; --lines, ++line)
     for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
   if (last)
-    store(acc, y, ldy, bias);
+    store(acc, y, ldy, bias, add);
   else
-    store(acc, partial, lp, nullptr);
+    store(acc, partial, lp, nullptr, nullptr);
 }
 
-using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*, bool,
-                         bool, const float*, int64_t, int64_t, int64_t, float*);
+using ChunkFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, const float*,
+                         const float*, bool, bool, const float*, int64_t, int64_t, int64_t, float*);
 
 template <int NC, int... R>
 constexpr std::array<ChunkFn, sizeof...(R)> chunk_table(std::integer_sequence<int, R...>) {
@@ -233,7 +241,7 @@ struct ChunkTables {
 // over a chunk, then the next chunk (this group's, or the thread's next group's first), whose lines the
 // passes prefetch a share each.
 void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
-                      const float* bp) {
+                      const float* bp, const float* ap) {
   const int64_t passes = (m + kPassRows - 1) / kPassRows;
   const int64_t pass_rows = (m + passes - 1) / passes;
   const int64_t groups = (blocks + kGroup - 1) / kGroup;
@@ -261,13 +269,14 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
           float* part = partial + p * kPassRows * kGroup * kLanes;
           if (count == kGroup) {
             ChunkTables::whole[rows - 1](x, k, w + kc * kLanes, k, kn, yp + r * ldy + first * kLanes, ldy,
-                                         bp ? bp + first * kLanes : nullptr, kc == 0, kc + kn == k, np, nb, line, lines,
-                                         part);
+                                         bp ? bp + first * kLanes : nullptr, ap ? ap + r * ldy + first * kLanes : nullptr,
+                                         kc == 0, kc + kn == k, np, nb, line, lines, part);
           } else {  // the last group, short of blocks: one block at a time (the first prefetches)
             for (int64_t j = 0; j < count; ++j)
               ChunkTables::single[rows - 1](x, k, w + j * k * kLanes + kc * kLanes, k, kn,
                                             yp + r * ldy + (first + j) * kLanes, ldy,
-                                            bp ? bp + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
+                                            bp ? bp + (first + j) * kLanes : nullptr,
+                                            ap ? ap + r * ldy + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
                                             j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0, part + j * kLanes);
           }
         }
@@ -288,9 +297,10 @@ torch::Tensor pack(const torch::Tensor& weight) {
   return padded.view({blocks, kLanes, k}).transpose(1, 2).contiguous();
 }
 
-// x [M, K] float32, packed from ``pack``, bias [N] or None -> [M, N].
+// x [M, K] float32, packed from ``pack``, bias [N] or None, add [M, N] float32 or None -> [M, N]: x @ W.T,
+// plus the bias, plus add (a residual: PyTorch's residual + output has the same bits).
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_t out_features,
-                     const c10::optional<torch::Tensor>& bias) {
+                     const c10::optional<torch::Tensor>& bias, const c10::optional<torch::Tensor>& add) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
   TORCH_CHECK(packed.dim() == 3 && packed.size(1) == x.size(1) && packed.size(2) == kLanes,
               "a packed weight of x's width");
@@ -300,6 +310,18 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
   auto y = torch::empty({m, width}, x.options());
   if (m == 0) return y.narrow(1, 0, out_features);
+  torch::Tensor a;  // the residual in y's layout (a copy only where the outputs are padded)
+  if (add.has_value() && add->defined()) {
+    TORCH_CHECK(add->scalar_type() == torch::kFloat32 && add->dim() == 2 && add->size(0) == m &&
+                    add->size(1) == out_features,
+                "add: float32 [rows, out_features]");
+    a = add->contiguous();
+    if (width != out_features) {
+      a = torch::zeros({m, width}, x.options());
+      a.narrow(1, 0, out_features).copy_(*add);
+    }
+  }
+  const float* ap = a.defined() ? a.data_ptr<float>() : nullptr;
   torch::Tensor b;
   if (bias.has_value() && bias->defined()) {  // padded to whole blocks only where the outputs are not
     b = bias->contiguous();
@@ -319,18 +341,21 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   for (int64_t t = 0; t < m; t += tile) {
     const int64_t rows = std::min(tile, m - t);
     const int64_t passes = (rows + kPassRows - 1) / kPassRows;
+    const float* addend = ap ? ap + t * width : nullptr;
     if (half)
       multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
-               yp + t * width, width, bp);
+               yp + t * width, width, bp, addend);
     else if (passes > 1 && passes <= kChunkedPasses)
-      multiply_chunked(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
+      multiply_chunked(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp, addend);
     else
-      multiply(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp);
+      multiply(xp + t * k, rows, packed.data_ptr<float>(), k, blocks, yp + t * width, width, bp, addend);
   }
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack", &pack, "lay a float32 or bfloat16 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
-  m.def("linear", &linear, "x @ W.T + bias from a packed W", py::call_guard<py::gil_scoped_release>());
+  m.def("linear", &linear, "x @ W.T + bias (+ add) from a packed W", py::arg("x"), py::arg("packed"),
+        py::arg("out_features"), py::arg("bias") = py::none(), py::arg("add") = py::none(),
+        py::call_guard<py::gil_scoped_release>());
 }
