@@ -244,7 +244,7 @@ def test_flat_rows_candidates_in_cpp_are_pytorchs_in_its_order(monkeypatch, temp
     noise = -torch.empty(8, 1000).exponential_(generator=g).log()  # Gumbel
     noisy = scores.approx if temperature == 0 else scores.approx * scale + noise
     flat = torch.tensor([4, 0, 2, 6])
-    top = noisy.topk(16, dim=1).values[flat]
+    top = noisy.topk(16, dim=1).values[flat].float()
     floor, cut = top[:, 0] - 2.0, top[:, 0] - 4.0
     got = scores._reaching(noisy, flat, cut, floor, scale)
     monkeypatch.setattr(row_top, "native_rows", lambda _: False)
@@ -265,3 +265,23 @@ def test_token_probabilities_of_some_rows_are_those_of_all_rows(native: bool | N
     every = scores.token_probs(everyone, tokens, temperature)
     some = [4, 1, 4]
     assert torch.equal(scores.token_probs(some, [tokens[8], tokens[2], tokens[9]], temperature), every[[8, 2, 9]])
+
+
+@pytest.mark.parametrize("native", NATIVE)
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_bfloat16_scores_kept_as_they_come_give_the_picks_and_probabilities_of_widened_ones(native, temperature):
+    """Where the C++ reads bfloat16 rows the screen keeps its scores bfloat16 (no widened copy): the picks
+    (flat rows included) and node probabilities are exactly those of the same scores widened first."""
+    w = near_tie_weights()
+    w[100:300] = w[100] * (1 + 1e-3 * torch.randn(200, 1, generator=torch.Generator().manual_seed(3)))
+    h = torch.cat([w[100:101] * 30 + 0.05 * hidden_rows(5, seed=4), hidden_rows(60)])  # 5 flat rows
+    kept = ScreenedHead(w, native=native).scores(h)
+    if not row_top.native_rows(kept.approx):
+        pytest.skip("no C++ here: the scores are widened as they come")
+    assert kept.approx.dtype == torch.bfloat16
+    widened = ScreenedScores(kept.head, kept.hidden, kept.approx.float(), kept.radius)
+    noise = -torch.empty(65, w.shape[0]).exponential_(generator=torch.Generator().manual_seed(2)).log()
+    picks = kept.pick(temperature, noise)
+    assert picks == widened.pick(temperature, noise)
+    rows, tokens = list(range(65)), picks
+    assert torch.equal(kept.token_probs(rows, tokens, temperature), widened.token_probs(rows, tokens, temperature))

@@ -120,9 +120,12 @@ def test_what_the_cpp_does_not_take_goes_to_torch(monkeypatch) -> None:
     for other in (x.double(), x.bfloat16(), x[0], x.clone().requires_grad_()):
         assert torch.equal(row_top.row_argmax(other), other.argmax(dim=-1))
         assert torch.equal(row_top.row_topk(other, 3)[0], other.topk(3, dim=-1).values)
-        if other.dim() == 2:
+        if other.dim() == 2 and other.dtype != torch.bfloat16:  # bfloat16: the C++ widens it (below)
             assert torch.equal(row_top.row_logsumexp(other), other.logsumexp(dim=-1))
     assert calls == []
+    row_top.row_logsumexp(x.bfloat16()), row_top.row_topk_widened(x.bfloat16(), 3)
+    assert calls == ["logsumexp", "topk"]
+    calls.clear()
     monkeypatch.setenv(row_ops.ROW_OPS_ENV, "0")
     row_top.row_argmax(x), row_top.row_topk(x, 3)
     assert calls == [] and not row_top.active()
@@ -204,3 +207,27 @@ def test_dots_the_cpp_does_not_take_are_torchs(monkeypatch) -> None:
         assert torch.equal(row_top.row_dots(h, rows, w, tokens), (h[rows] * w[tokens]).sum(-1))
     with pytest.raises(AssertionError, match="asked"):
         row_top.row_dots(hidden, rows, weight, tokens)
+
+
+@pytest.mark.parametrize("vocab", [1, 17, 257, 4099])
+def test_bfloat16_rows_give_the_answers_of_the_rows_widened(vocab: int) -> None:
+    """The screened LM head's bfloat16 scores are widened row by row as the C++ reads them: the top-k,
+    the log-sum-exp and a flat row's search give exactly what they give on the matrix widened first."""
+    rows = _tricky_rows(vocab).bfloat16()
+    wide = rows.float()
+    k = min(vocab, 5)
+    got, want = row_top.row_topk_widened(rows, k), row_top.row_topk(wide, k)
+    assert got[0].dtype == torch.float32 and torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    asked = torch.tensor([3, 0, 3, len(rows) - 1])
+    for scale in (1.0, 1 / 0.7):
+        assert torch.equal(row_top.row_logsumexp(rows, asked, scale), row_top.row_logsumexp(wide, asked, scale))
+    g = torch.Generator().manual_seed(vocab)
+    scores = (torch.randn(4, vocab, generator=g) * 3).bfloat16()
+    flat, cut, floor = torch.tensor([2, 0]), torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.5])
+    radius, norms = torch.rand(4, generator=g), torch.rand(vocab, generator=g)
+    reach = row_ops.extension().row_reaching
+    want = reach(scores.float(), scores.float(), flat, cut, floor, radius, norms, 2**-8, 1.0)
+    for s, a in ((scores, scores), (scores.float(), scores), (scores, scores.float())):
+        got = reach(s, a, flat, cut, floor, radius, norms, 2**-8, 1.0)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert vocab < 257 or want[0].numel() > 0  # something was found

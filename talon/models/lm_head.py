@@ -45,7 +45,7 @@ import torch
 from . import device, kernel_store, row_ops, row_top, stream_gemm
 from .cpu_linear import MARGIN, fastest_each, onednn_linear_works
 from .loaded import LoadedModel
-from .row_top import row_argmax, row_logsumexp, row_topk
+from .row_top import row_argmax, row_logsumexp, row_topk_widened
 
 BF16_UNIT = 2.0**-8
 """Largest relative error of rounding a float32 to bfloat16 (8 significant bits, round to nearest)."""
@@ -141,13 +141,15 @@ class ScreenedHead:
             approx = torch.ops.mkldnn._linear_pointwise(hidden.bfloat16(), self.packed, None, "none", [], "")
         else:  # the output rounded to bfloat16 as oneDNN's is
             approx = (hidden.bfloat16().float() @ self.packed.T).bfloat16()
-        return ScreenedScores(self, hidden, approx.float(), self.bound * hidden.norm(dim=1))
+        # kept bfloat16 where the C++ reads it so (each row widened as it is read); else widened here
+        approx = approx if row_top.native_rows(approx) else approx.float()
+        return ScreenedScores(self, hidden, approx, self.bound * hidden.norm(dim=1))
 
 
 class ScreenedScores:
-    """``RowScores`` from a ``ScreenedHead``: bfloat16 scores ``approx`` ``[rows, vocab]`` (as float32),
-    each within ``radius[r] * row_norms[j] + output_unit * |approx[r, j]|`` of the float32 logit
-    (``error``)."""
+    """``RowScores`` from a ``ScreenedHead``: bfloat16 scores ``approx`` ``[rows, vocab]`` (bfloat16, or
+    widened to float32 where the C++ does not serve; every use widens them first, exactly), each within
+    ``radius[r] * row_norms[j] + output_unit * |approx[r, j]|`` of the float32 logit (``error``)."""
 
     def __init__(self, head: ScreenedHead, hidden: torch.Tensor, approx: torch.Tensor, radius: torch.Tensor) -> None:
         self.head, self.hidden, self.approx, self.radius = head, hidden, approx, radius
@@ -163,7 +165,7 @@ class ScreenedScores:
         scores, which the pick and the normalisers of a greedy step both use."""
         if scores is self.approx and self._approx_top is not None:
             return self._approx_top
-        top = row_topk(scores, min(TOP, scores.shape[1]))
+        top = row_topk_widened(scores, min(TOP, scores.shape[1]))
         if scores is self.approx:
             self._approx_top = top
         return top
@@ -172,11 +174,12 @@ class ScreenedScores:
         """How far ``scale * approx[rows, tokens]`` can be from ``scale`` times those float32 logits
         (``rows`` and ``tokens``: index tensors that broadcast together)."""
         head = self.head
-        return scale * (self.radius[rows] * head.row_norms[tokens] + head.output_unit * self.approx[rows, tokens].abs())
+        approx = self.approx[rows, tokens].float()
+        return scale * (self.radius[rows] * head.row_norms[tokens] + head.output_unit * approx.abs())
 
     def pick(self, temperature: float, noise: torch.Tensor | None) -> list[int]:
         scale = 1.0 if temperature == 0 else 1.0 / temperature
-        scores = self.approx if temperature == 0 else self.approx * scale + noise
+        scores = self.approx if temperature == 0 else self.approx.float() * scale + noise
         values, ids = self._top(scores)
         error = self.error(torch.arange(self.rows)[:, None], ids, scale)  # [rows, TOP]
         floor = values[:, 0] - error[:, 0]  # the best token's float32 score is at least this
@@ -187,7 +190,7 @@ class ScreenedScores:
             largest = values[:, -1].abs()
         else:
             low, high = torch.aminmax(self.approx, dim=1)
-            largest = torch.maximum(low.abs(), high.abs())
+            largest = torch.maximum(low.abs(), high.abs()).float()
         below = scale * (self.radius * self.head.max_norm + self.head.output_unit * largest)
         # Where no token below the TOP best can reach the floor, the candidates are among those TOP.
         inside = values[:, -1] + below < floor

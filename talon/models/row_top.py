@@ -31,14 +31,19 @@ from . import row_ops
 
 
 def native_rows(scores: torch.Tensor) -> bool:
-    """Whether the C++ takes ``scores``: float32 ``[rows, vocab]`` on the CPU, each row contiguous, no
-    gradient wanted, and ``active()``."""
-    return _native(scores) and scores.stride(1) == 1
+    """Whether the C++ takes ``scores``: float32 or bfloat16 ``[rows, vocab]`` on the CPU, each row
+    contiguous, no gradient wanted, and ``active()``."""
+    return _native(scores, HALF) and scores.stride(1) == 1
 
 
-def _native(scores: torch.Tensor) -> bool:
+HALF = (torch.float32, torch.bfloat16)
+"""What the top-k, the log-sum-exp and the flat rows' search read: float32, or the screened LM head's
+bfloat16 scores, each row widened to float32 (exactly) as it is read."""
+
+
+def _native(scores: torch.Tensor, dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> bool:
     return (
-        scores.dtype == torch.float32
+        scores.dtype in dtypes
         and scores.device.type == "cpu"
         and scores.dim() == 2
         and scores.shape[1] > 0
@@ -68,11 +73,20 @@ def row_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return top.values, top.indices
 
 
+def row_topk_widened(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``row_topk`` of float32 or bfloat16 ``scores`` with the values as float32 (the screened LM head's
+    bfloat16 scores: the C++ widens each row as it reads it)."""
+    if _native(scores, HALF) and 1 <= k <= scores.shape[1]:
+        return row_ops.extension().row_topk(scores, k)
+    values, ids = row_topk(scores, k)
+    return values.float(), ids
+
+
 def row_logsumexp(scores: torch.Tensor, rows: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
     """``torch.logsumexp(scores[rows] * scale, dim=-1)``: float32 ``[n]`` for ``scores`` ``[R, vocab]`` and
     int64 ``rows`` ``[n]`` on ``scores``' device (None: every row, without a copy); within float32 rounding
-    of PyTorch's answer where the C++ serves."""
-    if _native(scores):
+    of PyTorch's answer where the C++ serves (bfloat16 scores: of the answer for them widened to float32)."""
+    if _native(scores, HALF):
         every = torch.arange(scores.shape[0]) if rows is None else rows
         return row_ops.extension().row_logsumexp(scores, every, scale)
     picked = scores if rows is None else scores[rows]

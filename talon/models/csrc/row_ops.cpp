@@ -186,6 +186,46 @@ bool row_top(const float* x, int64_t n, int64_t k, float* values, int64_t* ids) 
   }
   return true;
 }
+
+// bfloat16 bits -> float32, exactly (the bits move to the upper half).
+PICK_CLONES void widen(const uint16_t* __restrict h, float* __restrict f, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;
+    std::memcpy(f + i, &bits, 4);
+  }
+}
+
+// The rows of a float32 or bfloat16 matrix [R, V] (each row contiguous) as float32: a float32 row where it
+// lies, a bfloat16 row widened into this thread's scratch slot ``slot`` (exact, so every answer is the one the
+// matrix widened as a whole gives).  The screened LM head's scores stay bfloat16: widening a tree's 20-32
+// rows of 49,152 into a new float32 matrix took about 0.25 ms of a verification (a 4-MB write, from outputs
+// that oneDNN's two threads had just left in their own caches), where a row's scratch stays in L2.
+class FloatRows {
+ public:
+  FloatRows(const torch::Tensor& x, int slot) : slot_(slot), width_(x.size(1)), stride_(x.stride(0)) {
+    TORCH_CHECK(x.dim() == 2 && x.stride(1) == 1 &&
+                    (x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16),
+                "float32 or bfloat16 [R, V], rows contiguous");
+    if (x.scalar_type() == torch::kFloat32)
+      floats_ = x.data_ptr<float>();
+    else
+      halves_ = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+  }
+  const float* row(int64_t r) const {
+    if (floats_) return floats_ + r * stride_;
+    thread_local std::vector<float> scratch[2];
+    auto& into = scratch[slot_];
+    if (static_cast<int64_t>(into.size()) < width_) into.resize(width_);
+    widen(halves_ + r * stride_, into.data(), width_);
+    return into.data();
+  }
+
+ private:
+  const float* floats_ = nullptr;
+  const uint16_t* halves_ = nullptr;
+  int slot_;
+  int64_t width_, stride_;
+};
 }  // namespace
 
 // x [R, V] float32, V >= 1 -> int64 [R]: torch.argmax(x, dim=1) (the first largest; a NaN, the first NaN).
@@ -202,22 +242,21 @@ torch::Tensor row_argmax(const torch::Tensor& x) {
   return out;
 }
 
-// x [R, V] float32, 1 <= k <= V -> (values [R, k], ids int64 [R, k]): each row's k largest, best first,
-// equal values in index order; torch.topk's values, its ids wherever the row has no ties among them.  A
-// row with a NaN gets torch.topk's answer.
+// x [R, V] float32 or bfloat16, 1 <= k <= V -> (values float32 [R, k], ids int64 [R, k]): each row's k largest,
+// best first, equal values in index order; torch.topk's values, its ids wherever the row has no ties among
+// them.  A row with a NaN gets torch.topk's answer.
 std::tuple<torch::Tensor, torch::Tensor> row_topk(const torch::Tensor& x, int64_t k) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.dim() == 2 && k >= 1 && k <= x.size(1),
-              "float32 x [R, V] and 1 <= k <= V");
+  TORCH_CHECK(x.dim() == 2 && k >= 1 && k <= x.size(1), "x [R, V] and 1 <= k <= V");
   const auto xc = x.contiguous();
+  const FloatRows xr(xc, 0);
   const int64_t rows = xc.size(0), n = xc.size(1);
-  auto values = torch::empty({rows, k}, xc.options());
+  auto values = torch::empty({rows, k}, xc.options().dtype(torch::kFloat32));
   auto ids = torch::empty({rows, k}, xc.options().dtype(torch::kInt64));
-  const float* xp = xc.data_ptr<float>();
   float* vp = values.data_ptr<float>();
   int64_t* ip = ids.data_ptr<int64_t>();
   std::vector<char> with_nan(rows, 0);
   at::parallel_for(0, rows, kRowsPerPickTask, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) with_nan[r] = !row_top(xp + r * n, n, k, vp + r * k, ip + r * k);
+    for (int64_t r = r0; r < r1; ++r) with_nan[r] = !row_top(xr.row(r), n, k, vp + r * k, ip + r * k);
   });
   for (int64_t r = 0; r < rows; ++r) {
     if (!with_nan[r]) continue;
@@ -427,7 +466,7 @@ PICK_CLONES bool any_at_or_above(const float* __restrict x, int64_t n, float cut
 }
 }  // namespace
 
-// scores, approx [R, V] float32 (rows contiguous; approx may be scores), rows int64 [n], cut, floor float32 [n],
+// scores, approx [R, V] float32 or bfloat16 (rows contiguous; approx may be scores), rows int64 [n], cut, floor float32 [n],
 // radius float32 [R], norms float32 [V], unit, scale -> (rows int64 [c], tokens int64 [c]): for each i, every
 // token j with scores[rows[i], j] >= cut[i] and scores[rows[i], j] + scale * (radius[rows[i]] * norms[j] +
 // unit * |approx[rows[i], j]|) >= floor[i], in the order of i, then j.
@@ -435,9 +474,10 @@ std::tuple<torch::Tensor, torch::Tensor> row_reaching(const torch::Tensor& score
                                                       const torch::Tensor& rows, const torch::Tensor& cut,
                                                       const torch::Tensor& floor, const torch::Tensor& radius,
                                                       const torch::Tensor& norms, double unit, double scale) {
-  TORCH_CHECK(scores.scalar_type() == torch::kFloat32 && approx.scalar_type() == torch::kFloat32 && scores.dim() == 2 &&
-                  approx.sizes() == scores.sizes() && scores.stride(1) == 1 && approx.stride(1) == 1,
-              "float32 scores and approx [R, V], rows contiguous");
+  TORCH_CHECK(scores.dim() == 2 && approx.sizes() == scores.sizes(), "scores and approx [R, V]");
+  const FloatRows score_rows(scores, 0), approx_rows(approx, 1);
+  const bool same = scores.data_ptr() == approx.data_ptr() && scores.strides() == approx.strides() &&
+                    scores.scalar_type() == approx.scalar_type();
   const int64_t n = rows.size(0), R = scores.size(0), V = scores.size(1);
   TORCH_CHECK(rows.scalar_type() == torch::kInt64 && rows.dim() == 1, "int64 rows [n]");
   TORCH_CHECK(cut.scalar_type() == torch::kFloat32 && floor.scalar_type() == torch::kFloat32 && cut.numel() == n &&
@@ -450,15 +490,15 @@ std::tuple<torch::Tensor, torch::Tensor> row_reaching(const torch::Tensor& score
              nc = norms.contiguous();
   const int64_t* rp = rc.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < R, "a row outside scores");
-  const float *sp = scores.data_ptr<float>(), *ap = approx.data_ptr<float>(), *cp = cc.data_ptr<float>(),
-              *fp = fc.data_ptr<float>(), *radp = radc.data_ptr<float>(), *np = nc.data_ptr<float>();
+  const float *cp = cc.data_ptr<float>(), *fp = fc.data_ptr<float>(), *radp = radc.data_ptr<float>(),
+              *np = nc.data_ptr<float>();
   const float funit = static_cast<float>(unit), fscale = static_cast<float>(scale);
   std::vector<std::vector<int64_t>> found(n);
   at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r = rp[i];
-      const float* s = sp + r * scores.stride(0);
-      const float* a = ap + r * approx.stride(0);
+      const float* s = score_rows.row(r);
+      const float* a = same ? s : approx_rows.row(r);
       for (int64_t start = 0; start < V; start += kBlock) {
         const int64_t end = std::min(V, start + kBlock);
         if (!any_at_or_above(s + start, end - start, cp[i])) continue;
@@ -587,27 +627,28 @@ ATT_CLONES bool row_lse(const float* __restrict x, int64_t n, float scale, float
 }  // namespace
 #pragma GCC pop_options
 
-// x [R, V] float32 (rows contiguous), rows int64 [n] (each in [0, R)), scale -> float32 [n]: the
-// log-sum-exp of row rows[i] of x * scale, as torch.logsumexp(x[rows] * scale, dim=1) within float32
-// rounding (a row that holds a NaN, or whose largest scaled value is infinite, gets PyTorch's answer).
+// x [R, V] float32 or bfloat16 (rows contiguous), rows int64 [n] (each in [0, R)), scale -> float32 [n]: the
+// log-sum-exp of row rows[i] of x * scale (x widened to float32), as torch.logsumexp(x[rows].float() * scale,
+// dim=1) within float32 rounding (a row that holds a NaN, or whose largest scaled value is infinite, gets
+// PyTorch's answer).
 torch::Tensor row_logsumexp(const torch::Tensor& x, const torch::Tensor& rows, double scale) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.dim() == 2 && x.size(1) >= 1, "float32 x [R, V], V >= 1");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) >= 1, "x [R, V], V >= 1");
   TORCH_CHECK(rows.scalar_type() == torch::kInt64 && rows.dim() == 1, "int64 rows [n]");
   const auto xc = x.stride(1) == 1 ? x : x.contiguous();
   const auto rc = rows.contiguous();
-  const int64_t n = rc.size(0), width = xc.size(1), stride = xc.stride(0);
+  const FloatRows xr(xc, 0);
+  const int64_t n = rc.size(0), width = xc.size(1);
   const int64_t* rp = rc.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) TORCH_CHECK(rp[i] >= 0 && rp[i] < xc.size(0), "a row outside x");
-  auto out = torch::empty({n}, xc.options());
+  auto out = torch::empty({n}, xc.options().dtype(torch::kFloat32));
   float* op = out.data_ptr<float>();
-  const float* xp = xc.data_ptr<float>();
   const float fscale = static_cast<float>(scale);
   std::vector<char> odd(n, 0);
   at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) odd[i] = !row_lse(xp + rp[i] * stride, width, fscale, op + i);
+    for (int64_t i = i0; i < i1; ++i) odd[i] = !row_lse(xr.row(rp[i]), width, fscale, op + i);
   });
   for (int64_t i = 0; i < n; ++i)
-    if (odd[i]) op[i] = torch::logsumexp(xc[rp[i]] * fscale, 0).item<float>();
+    if (odd[i]) op[i] = torch::logsumexp(xc[rp[i]].to(torch::kFloat32) * fscale, 0).item<float>();
   return out;
 }
 
