@@ -19,6 +19,11 @@ Only classes whose forward is transformers' Llama forward take it (``LlamaAttent
 and their subclasses that keep it): the fused forward is that forward with one product in place of
 the parts', and in the attention the rotary embedding applied to the query and key heads in one pass
 over that product's output (``rotate_queries_and_keys``: the same bits, 1-2 % of a forward more).
+A ``LlamaDecoderLayer`` whose attention and MLP both took the fused forwards then hands each residual
+to the product that ends its branch (``hand_residuals``: ``PackedLinear.plus``, which TALON's kernel
+adds as it stores its outputs; the same bits, since ``residual + output`` is one IEEE addition either
+way): at 32 rows the separate addition had read outputs the product's threads had just left in their
+own caches, 0.7 ms of a verification (docs/benchmarks.md, run 64).
 Read-only after loading, like the rest of a loaded model.
 """
 

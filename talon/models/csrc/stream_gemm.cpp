@@ -207,12 +207,15 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
   Vec acc[MR][V];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(partial + i * lp + column(v));
+  // a prefetch every ``every`` k-steps, the first at k = 0: counted down, where ``k % every`` had put a
+  // 64-bit division in every step of the multiply-adds' loop
   const int64_t every = lines > 0 ? std::max<int64_t>(1, KN / lines) : 0;
+  int64_t due = lines > 0 ? 1 : KN + 1;
   for (int64_t k = 0; k < KN; ++k) {
-    if (lines > 0 && k % every == 0) {
+    if (--due == 0) {
       for (int64_t j = 0; j < nb; ++j) _mm_prefetch((const char*)(np + j * K * kLanes + line * kLanes), _MM_HINT_T0);
       ++line;
-      --lines;
+      due = --lines > 0 ? every : KN + 1;
     }
     k_step<MR, NC>(acc, x, ldx, w, K, k);
   }
