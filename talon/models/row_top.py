@@ -18,9 +18,11 @@ and their products.  ``native_rows`` says whether the C++ takes a matrix of scor
 search of a flat row, ``lm_head.ScreenedScores``, asks it too).
 
 ``row_argmax`` returns exactly torch.argmax's indices (the first largest value; a NaN counts as the
-largest).  ``row_topk`` returns torch.topk's values, equal values in index order (torch.topk leaves the
-order of ties open).  Both take the C++ where the extension is built (``row_ops.extension``) and
-``$TALON_ROW_OPS`` is on; other dtypes, devices, shapes and tensors that need a gradient take PyTorch's.
+largest).  ``row_topk`` (and ``row_topk_widened``, which also reads bfloat16 scores, each row widened to
+float32 as it is read, and gives float32 values) returns torch.topk's values, equal values in index
+order (torch.topk leaves the order of ties open).  Both take the C++ where the extension is built
+(``row_ops.extension``) and ``$TALON_ROW_OPS`` is on; other dtypes, devices, shapes and tensors that need
+a gradient take PyTorch's.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from . import row_ops
 def native_rows(scores: torch.Tensor) -> bool:
     """Whether the C++ takes ``scores``: float32 or bfloat16 ``[rows, vocab]`` on the CPU, each row
     contiguous, no gradient wanted, and ``active()``."""
-    return _native(scores, HALF) and scores.stride(1) == 1
+    return _native(scores, SCORE_DTYPES) and scores.stride(1) == 1
 
 
-HALF = (torch.float32, torch.bfloat16)
+SCORE_DTYPES = (torch.float32, torch.bfloat16)
 """What the top-k, the log-sum-exp and the flat rows' search read: float32, or the screened LM head's
 bfloat16 scores, each row widened to float32 (exactly) as it is read."""
 
@@ -76,7 +78,7 @@ def row_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 def row_topk_widened(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``row_topk`` of float32 or bfloat16 ``scores`` with the values as float32 (the screened LM head's
     bfloat16 scores: the C++ widens each row as it reads it)."""
-    if _native(scores, HALF) and 1 <= k <= scores.shape[1]:
+    if _native(scores, SCORE_DTYPES) and 1 <= k <= scores.shape[1]:
         return row_ops.extension().row_topk(scores, k)
     values, ids = row_topk(scores, k)
     return values.float(), ids
@@ -86,7 +88,7 @@ def row_logsumexp(scores: torch.Tensor, rows: torch.Tensor | None = None, scale:
     """``torch.logsumexp(scores[rows] * scale, dim=-1)``: float32 ``[n]`` for ``scores`` ``[R, vocab]`` and
     int64 ``rows`` ``[n]`` on ``scores``' device (None: every row, without a copy); within float32 rounding
     of PyTorch's answer where the C++ serves (bfloat16 scores: of the answer for them widened to float32)."""
-    if _native(scores, HALF):
+    if _native(scores, SCORE_DTYPES):
         every = torch.arange(scores.shape[0]) if rows is None else rows
         return row_ops.extension().row_logsumexp(scores, every, scale)
     picked = scores if rows is None else scores[rows]

@@ -466,10 +466,11 @@ PICK_CLONES bool any_at_or_above(const float* __restrict x, int64_t n, float cut
 }
 }  // namespace
 
-// scores, approx [R, V] float32 or bfloat16 (rows contiguous; approx may be scores), rows int64 [n], cut, floor float32 [n],
-// radius float32 [R], norms float32 [V], unit, scale -> (rows int64 [c], tokens int64 [c]): for each i, every
-// token j with scores[rows[i], j] >= cut[i] and scores[rows[i], j] + scale * (radius[rows[i]] * norms[j] +
-// unit * |approx[rows[i], j]|) >= floor[i], in the order of i, then j.
+// scores, approx [R, V] float32 or bfloat16 (rows contiguous; approx may be scores), rows int64 [n], cut,
+// floor float32 [n], radius float32 [R], norms float32 [V], unit, scale -> (rows int64 [c], tokens int64
+// [c]): for each i, every token j with scores[rows[i], j] >= cut[i] and scores[rows[i], j] + scale *
+// (radius[rows[i]] * norms[j] + unit * |approx[rows[i], j]|) >= floor[i], in the order of i, then j (a
+// bfloat16 row widened to float32 as it is read).
 std::tuple<torch::Tensor, torch::Tensor> row_reaching(const torch::Tensor& scores, const torch::Tensor& approx,
                                                       const torch::Tensor& rows, const torch::Tensor& cut,
                                                       const torch::Tensor& floor, const torch::Tensor& radius,

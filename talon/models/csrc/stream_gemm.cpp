@@ -195,9 +195,9 @@ void multiply(const float* xp, int64_t m, const W* wp, int64_t k, int64_t blocks
 
 // Rows [0, MR) of x times NC column blocks over the KN k-steps of one chunk (x and w point at the chunk's
 // first k-step; a block's k-steps are kLanes apart, its blocks K * kLanes).  first: the sums start at 0,
-// else at the partial sums the chunks before left in partial (row stride kGroup * kLanes); last: the bias and
-// add's rows (where given) are added and the sums go to y, else back to partial.  Lines [line, line + lines) of the nb blocks at np (the
-// next chunk) are prefetched, spread over the chunk.
+// else at the partial sums the chunks before left in partial (row stride kGroup * kLanes); last: the bias
+// and add's rows (where given) are added and the sums go to y, else back to partial.  Lines [line, line +
+// lines) of the nb blocks at np (the next chunk) are prefetched, spread over the chunk.
 template <int MR, int NC>
 void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, int64_t K, int64_t KN,
            float* __restrict y, int64_t ldy, const float* __restrict bias, const float* __restrict add, bool first,
@@ -207,8 +207,8 @@ void chunk(const float* __restrict x, int64_t ldx, const float* __restrict w, in
   Vec acc[MR][V];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < V; ++v) acc[i][v] = first ? vzero() : vload(partial + i * lp + column(v));
-  // a prefetch every ``every`` k-steps, the first at k = 0: counted down, where ``k % every`` had put a
-  // 64-bit division in every step of the multiply-adds' loop
+  // a prefetch every ``every`` k-steps, the first at k = 0, counted down: ``k % every`` would put a 64-bit
+  // division beside every step's multiply-adds (a 32-row verification about 5 % slower)
   const int64_t every = lines > 0 ? std::max<int64_t>(1, KN / lines) : 0;
   int64_t due = lines > 0 ? 1 : KN + 1;
   for (int64_t k = 0; k < KN; ++k) {
