@@ -59,10 +59,13 @@ def test_the_kernel_gives_sdpa_output_to_float32_rounding(rows, prefix, heads, k
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-6)
 
 
-def test_a_row_gets_the_same_bits_alone_as_among_a_trees_rows():
+@pytest.mark.parametrize("prefix", [120, 117])
+def test_a_row_gets_the_same_bits_alone_as_among_a_trees_rows(prefix):
     """What makes a plain step and a tree's row agree: a row's output does not depend on its lane or on
-    the other rows of the call (nor on a zero added by the mask to a key it sees)."""
-    q, k, v, mask = tree_case(5, 40, 120)
+    the other rows of the call, nor on whether its task took its scores with another's (40 rows of 3 query
+    heads a key/value head: 8 tasks, in pairs; 160 or 157 keys, whole groups of 8 or not), nor on a zero
+    added by the mask to a key it sees."""
+    q, k, v, mask = tree_case(5, 40, prefix)
     attend = row_ops.extension().grouped_attention
     together = attend(q, k, v, mask, 0.125)
     for r in (0, 1, 15, 16, 17, 39):

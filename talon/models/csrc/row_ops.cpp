@@ -317,13 +317,10 @@ constexpr int64_t kDotsPerTask = 64;  // (row, token) pairs a thread takes at le
   std::memcpy(&(out), &_bits, 64); \
 } while (0)
 
-// One task: up to kLanes stacked query rows (``rows`` of them; the other lanes are padding), already
-// scaled, as qt [kHeadDim][kLanes], over n keys of one key/value head (k, v: rows of kHeadDim floats,
-// key_stride / value_stride apart).  mask_t [n - prefix][kLanes]: the additive mask of the keys past the
-// prefix every row sees.  st: scratch [n][kLanes].  out_rows [rows][kHeadDim].
-ATT_CLONES void attend_task(const float* qt, int64_t rows, const float* k, int64_t key_stride, const float* v,
-                            int64_t value_stride, int64_t n, int64_t prefix, const float* mask_t, float* st,
-                            float* out_rows) {
+// A task's scores: up to kLanes stacked query rows, already scaled, as qt [kHeadDim][kLanes], against n keys
+// of one key/value head (k: rows of kHeadDim floats, key_stride apart), into st [n][kLanes]: for each lane and
+// key one chain of multiply-adds over the head dimension in order.
+ATT_CLONES void task_scores(const float* qt, const float* k, int64_t key_stride, int64_t n, float* st) {
   int64_t key = 0;
   for (; key + kScoreKeys <= n; key += kScoreKeys) {
     v16 acc[kScoreKeys] = {};
@@ -340,6 +337,43 @@ ATT_CLONES void attend_task(const float* qt, int64_t rows, const float* k, int64
     for (int64_t d = 0; d < kHeadDim; ++d) acc += k[key * key_stride + d] * LOADV(qt + d * kLanes);
     STOREV(st + key * kLanes, acc);
   }
+}
+
+// Two tasks' scores against the same keys at once (qt0 / qt1 into st0 / st1): each key value read once for
+// both, so a step reads 8 keys' values and 2 query vectors for 16 multiply-adds where one task read 8 and 1
+// for 8.  Every lane's chains are task_scores' own, so the same bits.
+ATT_CLONES void pair_scores(const float* qt0, const float* qt1, const float* k, int64_t key_stride, int64_t n,
+                            float* st0, float* st1) {
+  int64_t key = 0;
+  for (; key + kScoreKeys <= n; key += kScoreKeys) {
+    v16 acc0[kScoreKeys] = {}, acc1[kScoreKeys] = {};
+    for (int64_t d = 0; d < kHeadDim; ++d) {
+      v16 q0 = LOADV(qt0 + d * kLanes), q1 = LOADV(qt1 + d * kLanes);
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kScoreKeys; ++j) {
+        const float kv = k[(key + j) * key_stride + d];
+        acc0[j] += kv * q0;
+        acc1[j] += kv * q1;
+      }
+    }
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kScoreKeys; ++j) {
+      STOREV(st0 + (key + j) * kLanes, acc0[j]);
+      STOREV(st1 + (key + j) * kLanes, acc1[j]);
+    }
+  }
+  if (key < n) {
+    task_scores(qt0, k + key * key_stride, key_stride, n - key, st0 + key * kLanes);
+    task_scores(qt1, k + key * key_stride, key_stride, n - key, st1 + key * kLanes);
+  }
+}
+
+// One task after its scores (task_scores): ``rows`` stacked query rows (the other lanes are padding) over n
+// keys of one key/value head (v: rows of kHeadDim floats, value_stride apart).  mask_t [n - prefix][kLanes]:
+// the additive mask of the keys past the prefix every row sees.  st: the scores [n][kLanes], then scratch.
+// out_rows [rows][kHeadDim].
+ATT_CLONES void attend_task(int64_t rows, const float* v, int64_t value_stride, int64_t n, int64_t prefix,
+                            const float* mask_t, float* st, float* out_rows) {
   for (int64_t j = prefix; j < n; ++j)
     STOREV(st + j * kLanes, LOADV(st + j * kLanes) + LOADV(mask_t + (j - prefix) * kLanes));
   v16 top = SPLAT(kNegInf);
@@ -422,30 +456,51 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
   float* op = out.data_ptr<float>();
   const float fscale = static_cast<float>(scale);
   at::parallel_for(0, B * KVH * tasks_per_head, 1, [&](int64_t first, int64_t last) {
-    std::vector<float> qt(kHeadDim * kLanes), mask_t((n - prefix) * kLanes), st(n * kLanes);
+    // two tasks' scratch: consecutive tasks of one key/value head take their scores together (pair_scores)
+    std::vector<float> qt(2 * kHeadDim * kLanes), mask_t(2 * (n - prefix) * kLanes), st(2 * n * kLanes);
     std::vector<float> rows_out(kLanes * kHeadDim);
-    for (int64_t t = first; t < last; ++t) {
+    auto gather = [&](int64_t t, float* tq, float* tm) {  // task t's scaled query rows and mask, transposed
       const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
       const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
       for (int64_t r = 0; r < kLanes; ++r) {
         if (r < rows) {
           const int64_t h = g * groups + (r0 + r) / q, i = (r0 + r) % q;
           const float* src = qp + b * query.stride(0) + h * query.stride(1) + i * query.stride(2);
-          for (int64_t d = 0; d < kHeadDim; ++d) qt[d * kLanes + r] = src[d] * fscale;
+          for (int64_t d = 0; d < kHeadDim; ++d) tq[d * kLanes + r] = src[d] * fscale;
           const float* m = mp + b * mask_batch_stride + i * mask.stride(2);
-          for (int64_t j = prefix; j < n; ++j) mask_t[(j - prefix) * kLanes + r] = m[j];
+          for (int64_t j = prefix; j < n; ++j) tm[(j - prefix) * kLanes + r] = m[j];
         } else {  // a padding lane (its output is dropped)
-          for (int64_t d = 0; d < kHeadDim; ++d) qt[d * kLanes + r] = 0.f;
-          for (int64_t j = prefix; j < n; ++j) mask_t[(j - prefix) * kLanes + r] = 0.f;
+          for (int64_t d = 0; d < kHeadDim; ++d) tq[d * kLanes + r] = 0.f;
+          for (int64_t j = prefix; j < n; ++j) tm[(j - prefix) * kLanes + r] = 0.f;
         }
       }
-      attend_task(qt.data(), rows, kp + b * key.stride(0) + g * key.stride(1), key.stride(2),
-                  vp + b * value.stride(0) + g * value.stride(1), value.stride(2), n, prefix, mask_t.data(),
-                  st.data(), rows_out.data());
+    };
+    auto finish = [&](int64_t t, float* tm, float* ts) {  // task t's softmax and weighted values into out
+      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
+      const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
+      attend_task(rows, vp + b * value.stride(0) + g * value.stride(1), value.stride(2), n, prefix, tm, ts,
+                  rows_out.data());
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t h = g * groups + (r0 + r) / q, i = (r0 + r) % q;
         std::memcpy(op + ((b * q + i) * H + h) * kHeadDim, rows_out.data() + r * kHeadDim, kHeadDim * sizeof(float));
       }
+    };
+    float *q0 = qt.data(), *q1 = q0 + kHeadDim * kLanes, *m0 = mask_t.data(), *m1 = m0 + (n - prefix) * kLanes;
+    float *s0 = st.data(), *s1 = s0 + n * kLanes;
+    for (int64_t t = first; t < last;) {
+      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
+      const float* keys = kp + b * key.stride(0) + g * key.stride(1);
+      const bool pair = t + 1 < last && (t + 1) / tasks_per_head == bh;
+      gather(t, q0, m0);
+      if (pair) {
+        gather(t + 1, q1, m1);
+        pair_scores(q0, q1, keys, key.stride(2), n, s0, s1);
+      } else {
+        task_scores(q0, keys, key.stride(2), n, s0);
+      }
+      finish(t, m0, s0);
+      if (pair) finish(t + 1, m1, s1);
+      t += pair ? 2 : 1;
     }
   });
   return out;
