@@ -459,9 +459,15 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
     // two tasks' scratch: consecutive tasks of one key/value head take their scores together (pair_scores)
     std::vector<float> qt(2 * kHeadDim * kLanes), mask_t(2 * (n - prefix) * kLanes), st(2 * n * kLanes);
     std::vector<float> rows_out(kLanes * kHeadDim);
+    struct Task {
+      int64_t b, g, r0, rows;  // batch, key/value head, first stacked row, real rows
+    };
+    auto locate = [&](int64_t t) {
+      const int64_t bh = t / tasks_per_head, r0 = (t % tasks_per_head) * kLanes;
+      return Task{bh / KVH, bh % KVH, r0, std::min(kLanes, stacked - r0)};
+    };
     auto gather = [&](int64_t t, float* tq, float* tm) {  // task t's scaled query rows and mask, transposed
-      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
-      const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
+      const auto [b, g, r0, rows] = locate(t);
       for (int64_t r = 0; r < kLanes; ++r) {
         if (r < rows) {
           const int64_t h = g * groups + (r0 + r) / q, i = (r0 + r) % q;
@@ -476,8 +482,7 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
       }
     };
     auto finish = [&](int64_t t, float* tm, float* ts) {  // task t's softmax and weighted values into out
-      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
-      const int64_t r0 = (t % tasks_per_head) * kLanes, rows = std::min(kLanes, stacked - r0);
+      const auto [b, g, r0, rows] = locate(t);
       attend_task(rows, vp + b * value.stride(0) + g * value.stride(1), value.stride(2), n, prefix, tm, ts,
                   rows_out.data());
       for (int64_t r = 0; r < rows; ++r) {
@@ -488,9 +493,9 @@ torch::Tensor grouped_attention(const torch::Tensor& query, const torch::Tensor&
     float *q0 = qt.data(), *q1 = q0 + kHeadDim * kLanes, *m0 = mask_t.data(), *m1 = m0 + (n - prefix) * kLanes;
     float *s0 = st.data(), *s1 = s0 + n * kLanes;
     for (int64_t t = first; t < last;) {
-      const int64_t bh = t / tasks_per_head, b = bh / KVH, g = bh % KVH;
-      const float* keys = kp + b * key.stride(0) + g * key.stride(1);
-      const bool pair = t + 1 < last && (t + 1) / tasks_per_head == bh;
+      const Task task = locate(t);
+      const float* keys = kp + task.b * key.stride(0) + task.g * key.stride(1);
+      const bool pair = t + 1 < last && (t + 1) / tasks_per_head == t / tasks_per_head;
       gather(t, q0, m0);
       if (pair) {
         gather(t + 1, q1, m1);
