@@ -10,15 +10,18 @@ from torch import nn
 
 from talon.models import stream_gemm
 from talon.models.cpu_linear import (
+    WEIGHT_CODES_ENV,
     PackedLinear,
     PackedWeight,
     choose_packed_kernel,
+    coded_weights,
     pack_for_device,
     pack_linears,
     packed_kernel,
     use_packed_kernel,
 )
 from talon.models.fused_linear import fuse_projections, fused_products
+from talon.models.loaded import ModelLoadError
 
 needs_kernel = pytest.mark.skipif(
     not stream_gemm.available(), reason="neither AVX-512 nor AVX2, or no C++ compiler here"
@@ -151,6 +154,90 @@ def test_a_bfloat16_weight_gives_the_float32_kernels_bits_on_its_rounded_weight(
     for rows in ROWS + (200,):
         x = torch.randn(rows, shape[1], generator=gen)
         assert torch.equal(stream_gemm.linear(x, half, shape[0], bias), stream_gemm.linear(x, whole, shape[0], bias))
+
+
+def four_bit_weight(shape: tuple[int, int], seed: int) -> torch.Tensor:
+    """A float32 weight as GGUF's Q4_1 dequantizes one: every run of 32 inputs of an output is fl(fl(d * q) +
+    m), float16 scale d and offset m, codes q in 0..15 (each run holding its least and greatest code, as
+    the quantizer's min and max do)."""
+    gen = torch.Generator().manual_seed(seed)
+    out, inputs = shape
+    d = (torch.rand(out, inputs // 32, 1, generator=gen) * 0.02).half().float()
+    m = (torch.randn(out, inputs // 32, 1, generator=gen) * 0.1).half().float()
+    q = torch.randint(0, 16, (out, inputs // 32, 32), generator=gen).float()
+    q[..., 3], q[..., 17] = 0, 15
+    return (d * q + m).reshape(out, inputs)  # two roundings: PyTorch fuses no multiply-add on the CPU
+
+
+CODED_SHAPES = [(960, 576), (576, 1536), (100, 96), (50, 64), (17, 32)]
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", CODED_SHAPES)
+def test_a_weight_from_4bit_blocks_streams_as_codes_with_the_float32_kernels_bits(shape):
+    """``pack4`` finds the codes, scales and offsets of a weight dequantized from 4-bit blocks, and the kernel
+    decoding them as they stream gives the float32 kernel's bits at every row count (one pass, chunked
+    passes, tiles), with a bias and a residual, padded outputs too: 0.75 bytes a weight in place of 4."""
+    weight = four_bit_weight(shape, sum(shape))
+    codes, whole = stream_gemm.pack4(weight), stream_gemm.pack(weight)
+    assert codes.dtype == torch.uint8 and codes.shape == ((shape[0] + 15) // 16, shape[1] // 32, 384)
+    assert codes.numel() < whole.numel()  # bytes against float32 elements: under a quarter of the bytes
+    gen = torch.Generator().manual_seed(1)
+    bias = torch.randn(shape[0], generator=gen)
+    for rows in ROWS + (140,):
+        x = torch.randn(rows, shape[1], generator=gen)
+        residual = torch.randn(rows, shape[0], generator=gen)
+        for b, add in ((None, None), (bias, None), (bias, residual)):
+            got = stream_gemm.linear(x, codes, shape[0], b, add)
+            assert torch.equal(got, stream_gemm.linear(x, whole, shape[0], b, add)), (rows, b is None, add is None)
+    assert _within_float32(stream_gemm.linear(x, codes, shape[0]), x, weight, None)
+
+
+@needs_kernel
+def test_a_weight_the_codes_would_not_give_back_bit_for_bit_keeps_its_float32_layout():
+    """Any weight whose value the decoding would not return with its bits is refused (None): random
+    weights, one weight one ulp off, a NaN, a run of negative zeros (decoded: +0), inputs that are no
+    multiple of 32; a constant run (scale 0) is taken."""
+    weight = four_bit_weight((48, 64), 5)
+    assert stream_gemm.pack4(weight) is not None
+    assert stream_gemm.pack4(torch.randn(48, 64)) is None
+    for spoil in (
+        lambda w: w.view(-1)[77].copy_(torch.nextafter(w.view(-1)[77], torch.tensor(9.0))),
+        lambda w: w.view(-1)[500].fill_(float("nan")),
+        lambda w: w[5, 32:].fill_(-0.0),
+    ):
+        spoilt = weight.clone()
+        spoil(spoilt)
+        assert stream_gemm.pack4(spoilt) is None
+    assert stream_gemm.pack4(torch.randn(48, 40)) is None
+    constant = weight.clone()
+    constant[7, :32] = 0.25
+    codes = stream_gemm.pack4(constant)
+    x = torch.randn(3, 64)
+    assert torch.equal(stream_gemm.linear(x, codes, 48), stream_gemm.linear(x, stream_gemm.pack(constant), 48))
+
+
+@needs_kernel
+def test_a_packed_weight_takes_the_codes_unless_the_setting_says_off(monkeypatch):
+    linear = nn.Linear(64, 40)
+    with torch.no_grad():
+        linear.weight.copy_(four_bit_weight((40, 64), 2))
+    layer = PackedLinear(linear)
+    monkeypatch.delenv(WEIGHT_CODES_ENV, raising=False)
+    layer.packed = PackedWeight(linear.weight, "stream")
+    assert layer.packed.codes and layer.packed.data.dtype == torch.uint8 and coded_weights(layer) == 1
+    x = torch.randn(5, 64)
+    with torch.inference_mode():
+        coded = layer(x)
+    monkeypatch.setenv(WEIGHT_CODES_ENV, "off")
+    layer.packed = PackedWeight(linear.weight, "stream")
+    assert not layer.packed.codes and layer.packed.data.dtype == torch.float32 and coded_weights(layer) == 0
+    with torch.inference_mode():
+        assert torch.equal(layer(x), coded)
+    assert not PackedWeight(linear.weight, "onednn").codes
+    monkeypatch.setenv(WEIGHT_CODES_ENV, "sometimes")
+    with pytest.raises(ModelLoadError, match="TALON_WEIGHT_CODES"):
+        PackedWeight(linear.weight, "stream")
 
 
 @needs_kernel

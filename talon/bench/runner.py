@@ -32,7 +32,7 @@ from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models import row_top
-from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows, packed_kernel
+from ..models.cpu_linear import block_rows, call_rows, coded_weights, cpu_linear_mode, mkl_rows, packed_kernel
 from ..models.device import OtherWork, cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
@@ -589,6 +589,7 @@ def environment(target: LoadedModel) -> dict:
         "row_picks": target.device.type == "cpu" and row_top.active(),
         "few_rows_attention": runs_few_rows_attention(target.model),
         "weight_arena_bytes": gathered_bytes(target.model),
+        "weight_codes": coded_weights(target.model),
         "gpu_linear_lt_rows": lt_signature(target.model),
         "lm_head": head_name(target),
         "cpu_flags": cpu_flags(),

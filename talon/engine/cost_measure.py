@@ -30,6 +30,7 @@ from ..models import row_ops, row_top, stream_gemm
 from ..models.cpu_linear import (
     block_rows,
     call_rows,
+    coded_weights,
     cpu_linear_mode,
     draft_half_rows,
     draft_int8_rows,
@@ -330,6 +331,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         + (f", packed={kernel}" if (kernel := packed_kernel(target.model)) not in (None, "onednn") else "")
         + (f" {stream_gemm.source_digest()}" if kernel == "stream" else "")
         + (", weights in one arena" if gathered_bytes(target.model) else "")
+        + (", weights as 4-bit codes" if coded_weights(target.model) else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

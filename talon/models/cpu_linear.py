@@ -57,6 +57,8 @@ from .loaded import ModelLoadError
 
 CPU_LINEAR_ENV = "TALON_CPU_LINEAR"
 CPU_LINEAR_MODES = ("auto", "onednn", "mkl", "stream", "plain")
+WEIGHT_CODES_ENV = "TALON_WEIGHT_CODES"
+WEIGHT_CODES_MODES = ("auto", "off")
 PACKED_KERNELS = ("onednn", "mkl", "stream")
 SMALL_ROWS = (1, 2, 3, 4)
 """Row counts at which MKL may beat the packed kernel (measured per model at load in ``auto`` mode, from
@@ -88,11 +90,15 @@ reads past the end of rows whose width is not a multiple of its vector (it crash
 class PackedWeight:
     """A weight ``[out_features, in_features]`` laid out once for a packed kernel (``PACKED_KERNELS``):
     oneDNN's blocked layout, MKL's packed sgemm (float32 only), or TALON's own streaming kernel's column
-    blocks (float32 on AVX-512 or AVX2, ``talon.models.stream_gemm``).  Not a tensor: call it."""
+    blocks (float32 on AVX-512 or AVX2, ``talon.models.stream_gemm``; a float32 weight dequantized from 4-bit
+    blocks as its exact codes, ``stream_gemm.pack4``, unless ``$TALON_WEIGHT_CODES`` is ``off``).  Not a
+    tensor: call it."""
 
     def __init__(self, weight: torch.Tensor, kernel: str = "onednn") -> None:
         self.kernel = kernel
         self.dtype = weight.dtype
+        self.codes = False
+        """Whether ``data`` holds the weight's exact 4-bit codes (TALON's kernel; ``stream_gemm.pack4``)."""
         self.out_features, self.in_features = weight.shape
         weight = weight.detach().contiguous()
         if kernel == "mkl":
@@ -101,7 +107,10 @@ class PackedWeight:
             # than the one passed, never runs): a stride-0 view holds them without a copy
             self.sizes = torch.zeros((), dtype=weight.dtype).expand(weight.shape)
         elif kernel == "stream":
-            self.data = stream_gemm.pack(weight)
+            coded = weight.dtype == torch.float32 and weight_codes_mode() == "auto"
+            codes = stream_gemm.pack4(weight) if coded else None
+            self.data = stream_gemm.pack(weight) if codes is None else codes
+            self.codes = codes is not None
         elif kernel == "onednn":
             self.data = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_BATCH_HINT)
         else:
@@ -258,6 +267,13 @@ def _env_choice(name: str, modes: tuple[str, ...]) -> str:
     if mode not in modes:
         raise ModelLoadError(f"${name}={mode!r}: choose one of {', '.join(modes)}.")
     return mode
+
+
+def weight_codes_mode() -> str:
+    """``$TALON_WEIGHT_CODES``: ``auto`` (default: TALON's kernel streams a float32 weight dequantized from
+    4-bit blocks as its exact codes, 0.75 bytes a weight, the same bits) or ``off`` (the float32 weights); an
+    unknown value raises ``ModelLoadError``."""
+    return _env_choice(WEIGHT_CODES_ENV, WEIGHT_CODES_MODES)
 
 
 def cpu_linear_mode() -> str:
@@ -663,6 +679,13 @@ def halve_small_rows(module: nn.Module) -> int:
             m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
             m.half_rows = rows
     return rows
+
+
+def coded_weights(module: nn.Module) -> int:
+    """How many of ``module``'s packed weights (its layers' and fused products') TALON's kernel streams as
+    exact 4-bit codes."""
+    weights = [getattr(v, "packed", None) for m in module.modules() for v in (m, *vars(m).values())]
+    return len({id(w) for w in weights if isinstance(w, PackedWeight) and w.codes})
 
 
 def packed_kernel(module: nn.Module) -> str | None:

@@ -29,6 +29,8 @@ HUGE_PAGE = 2 << 20
 """Bytes of an x86-64 Linux huge page (the buffer starts on one)."""
 MADV_HUGEPAGE = 14
 """Linux's ``madvise`` advice asking for transparent huge pages."""
+LINE = 64
+"""Each weight starts on a cache line (a float32 weight's bytes are a multiple of 64 anyway)."""
 GATHERED = "_talon_weight_arena_bytes"
 """The attribute a gathered model carries: the bytes its arena holds (for cost-curve keys and meta)."""
 
@@ -53,13 +55,12 @@ def streamed_weights(module: nn.Module) -> list[PackedWeight]:
 
 
 def huge_page_buffer(count: int) -> torch.Tensor:
-    """A float32 tensor of ``count`` elements starting on a huge-page boundary, its whole huge pages advised
-    to be huge on Linux (elsewhere, or where the kernel refuses, ordinary pages: the same values)."""
-    spare = HUGE_PAGE // 4
-    raw = torch.empty(count + spare, dtype=torch.float32)
-    start = (-raw.data_ptr() % HUGE_PAGE) // 4
+    """A uint8 tensor of ``count`` bytes starting on a huge-page boundary, its whole huge pages advised to be
+    huge on Linux (elsewhere, or where the kernel refuses, ordinary pages: the same values)."""
+    raw = torch.empty(count + HUGE_PAGE, dtype=torch.uint8)
+    start = -raw.data_ptr() % HUGE_PAGE
     buffer = raw[start : start + count]
-    whole = count * 4 // HUGE_PAGE * HUGE_PAGE
+    whole = count // HUGE_PAGE * HUGE_PAGE
     if sys.platform.startswith("linux") and whole:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -78,16 +79,17 @@ def gather_stream_weights(module: nn.Module) -> int:
     weights = streamed_weights(module)
     if not weights:
         return 0
-    buffer = huge_page_buffer(sum(w.data.numel() for w in weights))
+    sizes = [-(-w.data.numel() * w.data.element_size() // LINE) * LINE for w in weights]
+    buffer = huge_page_buffer(sum(sizes))
     offset = 0
-    for weight in weights:
-        count = weight.data.numel()
-        view = buffer[offset : offset + count].view(weight.data.shape)
+    for weight, size in zip(weights, sizes):
+        count = weight.data.numel() * weight.data.element_size()
+        view = buffer[offset : offset + count].view(weight.data.dtype).view(weight.data.shape)
         view.copy_(weight.data)
         weight.data = view
-        offset += count
-    setattr(module, GATHERED, offset * 4)
-    return offset * 4
+        offset += size
+    setattr(module, GATHERED, offset)
+    return offset
 
 
 def gathered_bytes(module: nn.Module) -> int:

@@ -20,13 +20,24 @@
 // A weight may also be packed as bfloat16 (half the bytes to stream; a drafter's few-row calls on a CPU
 // without bfloat16 arithmetic): each weight is widened to float32 as it is loaded (exact), so the product
 // has the bits of the float32 kernel on the bfloat16-rounded weight.
+//
+// A float32 weight dequantized from 4-bit blocks (GGUF's Q4_1, as the embedded model's layers are: every run of
+// 32 inputs of an output is fl(fl(d * q) + m) for codes q in 0..15 and one scale d and offset m) may be packed
+// as those codes instead (``pack4``: derived from the float32 values and kept only where every weight comes
+// back with its exact bits): 0.75 bytes a weight in place of 4.  Each chunk of a group is decoded into a
+// thread's float32 scratch in L1 (a rounded multiply, then a rounded add: the file's dequantization) and the
+// float32 passes run over it, so the product has the float32 kernel's bits.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cmath>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -288,6 +299,122 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
   });
 }
 
+// ---- exact 4-bit codes of a float32 weight ----
+constexpr int64_t kSegment = 32;                        // inputs sharing one scale and offset per output
+constexpr int64_t kCodeBytes = kSegment / 2 * kLanes;   // a segment's codes of a block: 16 pairs x 16 lanes
+constexpr int64_t kSegmentBytes = kCodeBytes + 2 * kLanes * 4;  // then the 16 lanes' scales and offsets
+static_assert(kChunk % kSegment == 0, "a chunk holds whole segments");
+
+// One segment of one block decoded: out[k * kLanes + lane] = fl(fl(d[lane] * q) + m[lane]) for its 32 k-steps
+// (a rounded multiply, then a rounded add; the build has -ffp-contract=off).
+inline void decode_segment(const uint8_t* __restrict seg, float* __restrict out) {
+  const float* dp = reinterpret_cast<const float*>(seg + kCodeBytes);
+#if defined(__AVX512F__)
+  const __m512 d = _mm512_loadu_ps(dp), m = _mm512_loadu_ps(dp + kLanes);
+  const __m512i low = _mm512_set1_epi32(15);
+  for (int64_t p = 0; p < kSegment / 2; ++p) {
+    const __m512i pair = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(seg + p * kLanes)));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(pair, low));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(pair, 4));
+    _mm512_store_ps(out + 2 * p * kLanes, _mm512_add_ps(_mm512_mul_ps(d, lo), m));
+    _mm512_store_ps(out + (2 * p + 1) * kLanes, _mm512_add_ps(_mm512_mul_ps(d, hi), m));
+  }
+#else
+  const __m256i low = _mm256_set1_epi32(15);
+  for (int64_t h = 0; h < kLanes; h += 8) {
+    const __m256 d = _mm256_loadu_ps(dp + h), m = _mm256_loadu_ps(dp + kLanes + h);
+    for (int64_t p = 0; p < kSegment / 2; ++p) {
+      const __m256i pair = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(seg + p * kLanes + h)));
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(pair, low));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(pair, 4));
+      _mm256_store_ps(out + 2 * p * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, lo), m));
+      _mm256_store_ps(out + (2 * p + 1) * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, hi), m));
+    }
+  }
+#endif
+}
+
+// multiply's work for a weight in 4-bit codes ([blocks][k / kSegment][kSegmentBytes]): a group a chunk at a
+// time, the chunk decoded into the thread's scratch ([kGroup][kChunk][kLanes]) and every pass run over it by
+// the float32 chunk passes (the next chunk's bytes prefetched first).
+void multiply4(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+               const float* bp, const float* ap) {
+  const int64_t passes = (m + kPassRows - 1) / kPassRows;
+  const int64_t pass_rows = (m + passes - 1) / passes;
+  const int64_t groups = (blocks + kGroup - 1) / kGroup;
+  const int64_t block_bytes = k / kSegment * kSegmentBytes;
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    alignas(64) float scratch[kGroup * kChunk * kLanes];
+    std::vector<float> partial(passes * kPassRows * kGroup * kLanes);
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
+      const uint8_t* w = wp + first * block_bytes;
+      for (int64_t kc = 0; kc < k; kc += kChunk) {
+        const int64_t kn = std::min(kChunk, k - kc), bytes = kn / kSegment * kSegmentBytes;
+        // the next chunk: this group's, else the thread's next group's first
+        const uint8_t* next = kc + kn < k ? w + (kc + kn) / kSegment * kSegmentBytes : (g + 1 < g1 ? w + count * block_bytes : nullptr);
+        const int64_t next_blocks = kc + kn < k ? count : std::min(kGroup, blocks - first - count);
+        if (next)
+          for (int64_t j = 0; j < next_blocks; ++j)
+            for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch((const char*)(next + j * block_bytes + b), _MM_HINT_T0);
+        for (int64_t j = 0; j < count; ++j)
+          for (int64_t s = 0; s < kn / kSegment; ++s)
+            decode_segment(w + j * block_bytes + (kc / kSegment + s) * kSegmentBytes,
+                           scratch + (j * kChunk + s * kSegment) * kLanes);
+        for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+          const int64_t rows = std::min(pass_rows, m - r);
+          const float* x = xp + r * k + kc;
+          float* part = partial.data() + p * kPassRows * kGroup * kLanes;
+          if (count == kGroup) {
+            ChunkTables::whole[rows - 1](x, k, scratch, kChunk, kn, yp + r * ldy + first * kLanes, ldy,
+                                         bp ? bp + first * kLanes : nullptr, ap ? ap + r * ldy + first * kLanes : nullptr,
+                                         kc == 0, kc + kn == k, nullptr, 0, 0, 0, part);
+          } else {
+            for (int64_t j = 0; j < count; ++j)
+              ChunkTables::single[rows - 1](x, k, scratch + j * kChunk * kLanes, kChunk, kn,
+                                            yp + r * ldy + (first + j) * kLanes, ldy,
+                                            bp ? bp + (first + j) * kLanes : nullptr,
+                                            ap ? ap + r * ldy + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
+                                            nullptr, 0, 0, 0, part + j * kLanes);
+          }
+        }
+      }
+    }
+  });
+}
+
+// The codes of one output's segment of 32 values, with its scale and offset, where some scale d and the
+// offset m = the segment's least value give every value back as fl(fl(d * q) + m), q in 0..15 (GGUF's Q4_1
+// stores d and m as float16 with d near (max - min) / 15: the float16 values around that are tried); false
+// where none does.  Bits compared, so a negative zero the decoding would not give back fails.
+bool derive_segment(const float* v, uint8_t* q, float& d_out, float& m_out) {
+  float lo = v[0], hi = v[0];
+  for (int64_t i = 0; i < kSegment; ++i) {
+    if (std::isnan(v[i])) return false;  // no code decodes to a NaN
+    lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+  }
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
+  auto try_scale = [&](float d) {
+    for (int64_t i = 0; i < kSegment; ++i) {
+      float code = d > 0 ? std::nearbyint((v[i] - lo) / d) : 0.0f;
+      code = std::clamp(code, 0.0f, 15.0f);
+      const volatile float scaled = d * code;  // two roundings, whatever the compiler's contraction
+      if (!same(scaled + lo, v[i])) return false;
+      q[i] = static_cast<uint8_t>(code);
+    }
+    d_out = d, m_out = lo;
+    return true;
+  };
+  if (hi == lo) return try_scale(0.0f);
+  const uint16_t base = c10::Half((hi - lo) / 15.0f).x;
+  for (int off : {0, 1, -1, 2, -2, 3, -3}) {
+    const int bits = int(base) + off;
+    if (bits <= 0 || bits >= 0x7c00) continue;  // positive, finite float16 only
+    if (try_scale(static_cast<float>(c10::Half(static_cast<uint16_t>(bits), c10::Half::from_bits())))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // W [N, K] float32 or bfloat16 -> [ceil(N / 16), K, 16] of its dtype, outputs past N zero.
@@ -305,10 +432,13 @@ torch::Tensor pack(const torch::Tensor& weight) {
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_t out_features,
                      const c10::optional<torch::Tensor>& bias, const c10::optional<torch::Tensor>& add) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
-  TORCH_CHECK(packed.dim() == 3 && packed.size(1) == x.size(1) && packed.size(2) == kLanes,
+  const bool codes = packed.scalar_type() == torch::kUInt8;
+  TORCH_CHECK(packed.dim() == 3 &&
+                  (codes ? packed.size(1) * kSegment == x.size(1) && packed.size(2) == kSegmentBytes
+                         : packed.size(1) == x.size(1) && packed.size(2) == kLanes),
               "a packed weight of x's width");
   const bool half = packed.scalar_type() == torch::kBFloat16;
-  TORCH_CHECK(half || packed.scalar_type() == torch::kFloat32, "a float32 or bfloat16 packed weight");
+  TORCH_CHECK(codes || half || packed.scalar_type() == torch::kFloat32, "a float32, bfloat16 or 4-bit packed weight");
   const int64_t m = x.size(0), k = x.size(1), blocks = packed.size(0), width = blocks * kLanes;
   TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
   auto y = torch::empty({m, width}, x.options());
@@ -345,7 +475,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
     const int64_t rows = std::min(tile, m - t);
     const int64_t passes = (rows + kPassRows - 1) / kPassRows;
     const float* addend = ap ? ap + t * width : nullptr;
-    if (half)
+    if (codes)
+      multiply4(xp + t * k, rows, packed.data_ptr<uint8_t>(), k, blocks, yp + t * width, width, bp, addend);
+    else if (half)
       multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
                yp + t * width, width, bp, addend);
     else if (passes > 1 && passes <= kChunkedPasses)
@@ -356,8 +488,42 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
+// W [N, K] float32, K a multiple of 32 -> its 4-bit codes, uint8 [ceil(N / 16), K / 32, 384] (per block of 16
+// outputs and segment of 32 inputs: 16 pairs of k-steps x 16 lanes of two codes each, low nibble first, then
+// the lanes' 16 float32 scales and 16 offsets; outputs past N decode to 0), where every weight is
+// fl(fl(d * q) + m) of its segment's (``derive_segment``); else an undefined tensor.
+torch::Tensor pack4(const torch::Tensor& weight) {
+  TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "a 2-d float32 weight");
+  const int64_t n = weight.size(0), k = weight.size(1), blocks = (n + kLanes - 1) / kLanes;
+  if (k == 0 || k % kSegment != 0 || n == 0) return torch::Tensor();
+  const auto w = weight.contiguous();
+  const float* wp = w.data_ptr<float>();
+  const int64_t segments = k / kSegment;
+  auto out = torch::zeros({blocks, segments, kSegmentBytes}, torch::kUInt8);
+  uint8_t* op = out.data_ptr<uint8_t>();
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    uint8_t q[kSegment];
+    for (int64_t b = b0; b < b1 && ok.load(std::memory_order_relaxed); ++b)
+      for (int64_t s = 0; s < segments; ++s) {
+        uint8_t* seg = op + (b * segments + s) * kSegmentBytes;
+        float* scales = reinterpret_cast<float*>(seg + kCodeBytes);
+        for (int64_t l = 0; l < kLanes && b * kLanes + l < n; ++l) {
+          if (!derive_segment(wp + (b * kLanes + l) * k + s * kSegment, q, scales[l], scales[kLanes + l])) {
+            ok = false;
+            return;
+          }
+          for (int64_t p = 0; p < kSegment / 2; ++p) seg[p * kLanes + l] = uint8_t(q[2 * p] | (q[2 * p + 1] << 4));
+        }
+      }
+  });
+  return ok ? out : torch::Tensor();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack", &pack, "lay a float32 or bfloat16 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
+  m.def("pack4", &pack4, "a float32 weight's exact 4-bit codes, or None where it has none",
+        py::call_guard<py::gil_scoped_release>());
   m.def("linear", &linear, "x @ W.T + bias (+ add) from a packed W", py::arg("x"), py::arg("packed"),
         py::arg("out_features"), py::arg("bias") = py::none(), py::arg("add") = py::none(),
         py::call_guard<py::gil_scoped_release>());
