@@ -22,6 +22,14 @@ may be packed as bfloat16 instead (``pack`` of a bfloat16 tensor): it is widened
 streams, half the bytes for the float32 kernel's bits on the rounded weight; a float32 drafter's calls
 of a few rows read such copies (``cpu_linear.halve_small_rows``).
 
+A float32 weight that was dequantized from 4-bit blocks (GGUF's Q4_1: every run of 32 inputs of an output
+is ``fl(fl(d * q) + m)``, codes ``q`` in 0..15; the embedded model's decoder layers) streams as those
+codes (``pack4``): 0.75 bytes a weight in place of 4, decoded a chunk at a time into the thread's cache
+with the file's two roundings, so every product keeps the float32 kernel's bits.  The codes are derived
+from the float32 values and kept only where every weight decodes back to its bits.  A plain decoding
+step is memory-bound (the weights read once), so it gains most: on the model-167 Xeon the model's
+products at one row took 5.2 ms against 14.1 ms (docs/benchmarks.md, run 65).
+
 Needs a C++ compiler and ninja where it is first built, and an AVX-512 or AVX2 CPU (as
 ``torch.backends.cpu`` reports it; AVX2 with FMA builds 8-lane vectors, six rows a pass); elsewhere
 ``available()`` is False and the other packed kernels serve.  Whether it serves a model is measured at

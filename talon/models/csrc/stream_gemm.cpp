@@ -303,6 +303,10 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
 constexpr int64_t kSegment = 32;                        // inputs sharing one scale and offset per output
 constexpr int64_t kCodeBytes = kSegment / 2 * kLanes;   // a segment's codes of a block: 16 pairs x 16 lanes
 constexpr int64_t kSegmentBytes = kCodeBytes + 2 * kLanes * 4;  // then the 16 lanes' scales and offsets
+#ifndef CODES_AHEAD
+#define CODES_AHEAD 1
+#endif
+constexpr int64_t kCodesAhead = CODES_AHEAD;  // chunks ahead a chunk's codes are prefetched
 static_assert(kChunk % kSegment == 0, "a chunk holds whole segments");
 
 // One segment of one block decoded: out[k * kLanes + lane] = fl(fl(d[lane] * q) + m[lane]) for its 32 k-steps
@@ -350,13 +354,17 @@ void multiply4(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t
       const int64_t first = g * kGroup, count = std::min(kGroup, blocks - first);
       const uint8_t* w = wp + first * block_bytes;
       for (int64_t kc = 0; kc < k; kc += kChunk) {
-        const int64_t kn = std::min(kChunk, k - kc), bytes = kn / kSegment * kSegmentBytes;
-        // the next chunk: this group's, else the thread's next group's first
-        const uint8_t* next = kc + kn < k ? w + (kc + kn) / kSegment * kSegmentBytes : (g + 1 < g1 ? w + count * block_bytes : nullptr);
-        const int64_t next_blocks = kc + kn < k ? count : std::min(kGroup, blocks - first - count);
-        if (next)
-          for (int64_t j = 0; j < next_blocks; ++j)
-            for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch((const char*)(next + j * block_bytes + b), _MM_HINT_T0);
+        const int64_t kn = std::min(kChunk, k - kc);
+        // the chunk kCodesAhead chunks on in the thread's order (this group's, then its next groups')
+        int64_t ag = g, ak = kc;
+        for (int64_t a = 0; a < kCodesAhead; ++a)
+          if ((ak += kChunk) >= k) ak = 0, ++ag;
+        if (kCodesAhead > 0 && ag < g1) {
+          const uint8_t* ahead = wp + ag * kGroup * block_bytes + ak / kSegment * kSegmentBytes;
+          const int64_t ahead_bytes = std::min(kChunk, k - ak) / kSegment * kSegmentBytes;
+          for (int64_t j = 0; j < std::min(kGroup, blocks - ag * kGroup); ++j)
+            for (int64_t b = 0; b < ahead_bytes; b += 64) _mm_prefetch((const char*)(ahead + j * block_bytes + b), _MM_HINT_T0);
+        }
         for (int64_t j = 0; j < count; ++j)
           for (int64_t s = 0; s < kn / kSegment; ++s)
             decode_segment(w + j * block_bytes + (kc / kSegment + s) * kSegmentBytes,
