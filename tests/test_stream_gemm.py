@@ -169,19 +169,35 @@ def four_bit_weight(shape: tuple[int, int], seed: int) -> torch.Tensor:
     return (d * q + m).reshape(out, inputs)  # two roundings: PyTorch fuses no multiply-add on the CPU
 
 
+def eight_bit_weight(shape: tuple[int, int], seed: int) -> torch.Tensor:
+    """A float32 weight as GGUF's Q8_0 dequantizes one: every run of 32 inputs of an output is fl(d * q),
+    float16 scale d, codes q in -127..127 (each run holding a code of 127 or -127, as the quantizer's
+    greatest magnitude does)."""
+    gen = torch.Generator().manual_seed(seed)
+    out, inputs = shape
+    d = (torch.rand(out, inputs // 32, 1, generator=gen) * 0.001).half().float()
+    q = torch.randint(-127, 128, (out, inputs // 32, 32), generator=gen).float()
+    q[..., 9] = 127 * (1 - 2 * (torch.rand(out, inputs // 32, generator=gen) < 0.5).float())
+    return (d * q).reshape(out, inputs)
+
+
 CODED_SHAPES = [(960, 576), (576, 1536), (100, 96), (50, 64), (17, 32)]
+CODED_KINDS = {"Q4_1": (four_bit_weight, 384), "Q8_0": (eight_bit_weight, 576)}
 
 
 @needs_kernel
+@pytest.mark.parametrize("kind", CODED_KINDS)
 @pytest.mark.parametrize("shape", CODED_SHAPES)
-def test_a_weight_from_4bit_blocks_streams_as_codes_with_the_float32_kernels_bits(shape):
-    """``pack4`` finds the codes, scales and offsets of a weight dequantized from 4-bit blocks, and the kernel
-    decoding them as they stream gives the float32 kernel's bits at every row count (one pass, chunked
-    passes, tiles), with a bias and a residual, padded outputs too: 0.75 bytes a weight in place of 4."""
-    weight = four_bit_weight(shape, sum(shape))
-    codes, whole = stream_gemm.pack4(weight), stream_gemm.pack(weight)
-    assert codes.dtype == torch.uint8 and codes.shape == ((shape[0] + 15) // 16, shape[1] // 32, 384)
-    assert codes.numel() < whole.numel()  # bytes against float32 elements: under a quarter of the bytes
+def test_a_weight_from_4_or_8_bit_blocks_streams_as_codes_with_the_float32_kernels_bits(shape, kind):
+    """``pack_codes`` finds the codes (scales, offsets) of a weight dequantized from 4- or 8-bit blocks, and
+    the kernel decoding them as they stream gives the float32 kernel's bits at every row count (one pass,
+    chunked passes, tiles), with a bias and a residual, padded outputs too: 0.75 or 1.125 bytes a weight in
+    place of 4."""
+    make, segment_bytes = CODED_KINDS[kind]
+    weight = make(shape, sum(shape))
+    codes, whole = stream_gemm.pack_codes(weight), stream_gemm.pack(weight)
+    assert codes.dtype == torch.uint8 and codes.shape == ((shape[0] + 15) // 16, shape[1] // 32, segment_bytes)
+    assert codes.numel() < whole.numel() * 4 * 0.3  # bytes against float32 elements
     gen = torch.Generator().manual_seed(1)
     bias = torch.randn(shape[0], generator=gen)
     for rows in ROWS + (140,):
@@ -194,13 +210,14 @@ def test_a_weight_from_4bit_blocks_streams_as_codes_with_the_float32_kernels_bit
 
 
 @needs_kernel
-def test_a_weight_the_codes_would_not_give_back_bit_for_bit_keeps_its_float32_layout():
+@pytest.mark.parametrize("kind", CODED_KINDS)
+def test_a_weight_the_codes_would_not_give_back_bit_for_bit_keeps_its_float32_layout(kind):
     """Any weight whose value the decoding would not return with its bits is refused (None): random
     weights, one weight one ulp off, a NaN, a run of negative zeros (decoded: +0), inputs that are no
-    multiple of 32; a constant run (scale 0) is taken."""
-    weight = four_bit_weight((48, 64), 5)
-    assert stream_gemm.pack4(weight) is not None
-    assert stream_gemm.pack4(torch.randn(48, 64)) is None
+    multiple of 32; a constant run is taken."""
+    weight = CODED_KINDS[kind][0]((48, 64), 5)
+    assert stream_gemm.pack_codes(weight) is not None
+    assert stream_gemm.pack_codes(torch.randn(48, 64)) is None
     for spoil in (
         lambda w: w.view(-1)[77].copy_(torch.nextafter(w.view(-1)[77], torch.tensor(9.0))),
         lambda w: w.view(-1)[500].fill_(float("nan")),
@@ -208,11 +225,11 @@ def test_a_weight_the_codes_would_not_give_back_bit_for_bit_keeps_its_float32_la
     ):
         spoilt = weight.clone()
         spoil(spoilt)
-        assert stream_gemm.pack4(spoilt) is None
-    assert stream_gemm.pack4(torch.randn(48, 40)) is None
+        assert stream_gemm.pack_codes(spoilt) is None
+    assert stream_gemm.pack_codes(torch.randn(48, 40)) is None
     constant = weight.clone()
-    constant[7, :32] = 0.25
-    codes = stream_gemm.pack4(constant)
+    constant[7, :32] = 0.0
+    codes = stream_gemm.pack_codes(constant)
     x = torch.randn(3, 64)
     assert torch.equal(stream_gemm.linear(x, codes, 48), stream_gemm.linear(x, stream_gemm.pack(constant), 48))
 

@@ -90,15 +90,15 @@ reads past the end of rows whose width is not a multiple of its vector (it crash
 class PackedWeight:
     """A weight ``[out_features, in_features]`` laid out once for a packed kernel (``PACKED_KERNELS``):
     oneDNN's blocked layout, MKL's packed sgemm (float32 only), or TALON's own streaming kernel's column
-    blocks (float32 on AVX-512 or AVX2, ``talon.models.stream_gemm``; a float32 weight dequantized from 4-bit
-    blocks as its exact codes, ``stream_gemm.pack4``, unless ``$TALON_WEIGHT_CODES`` is ``off``).  Not a
+    blocks (float32 on AVX-512 or AVX2, ``talon.models.stream_gemm``; a float32 weight dequantized from 4- or
+    8-bit blocks as its exact codes, ``stream_gemm.pack_codes``, unless ``$TALON_WEIGHT_CODES`` is ``off``).  Not a
     tensor: call it."""
 
     def __init__(self, weight: torch.Tensor, kernel: str = "onednn") -> None:
         self.kernel = kernel
         self.dtype = weight.dtype
         self.codes = False
-        """Whether ``data`` holds the weight's exact 4-bit codes (TALON's kernel; ``stream_gemm.pack4``)."""
+        """Whether ``data`` holds the codes the weight was dequantized from (``stream_gemm.pack_codes``)."""
         self.out_features, self.in_features = weight.shape
         weight = weight.detach().contiguous()
         if kernel == "mkl":
@@ -108,7 +108,7 @@ class PackedWeight:
             self.sizes = torch.zeros((), dtype=weight.dtype).expand(weight.shape)
         elif kernel == "stream":
             coded = weight.dtype == torch.float32 and weight_codes_mode() == "auto"
-            codes = stream_gemm.pack4(weight) if coded else None
+            codes = stream_gemm.pack_codes(weight) if coded else None
             self.data = stream_gemm.pack(weight) if codes is None else codes
             self.codes = codes is not None
         elif kernel == "onednn":
@@ -271,8 +271,8 @@ def _env_choice(name: str, modes: tuple[str, ...]) -> str:
 
 def weight_codes_mode() -> str:
     """``$TALON_WEIGHT_CODES``: ``auto`` (default: TALON's kernel streams a float32 weight dequantized from
-    4-bit blocks as its exact codes, 0.75 bytes a weight, the same bits) or ``off`` (the float32 weights); an
-    unknown value raises ``ModelLoadError``."""
+    4- or 8-bit blocks as its exact codes, 0.75 or 1.125 bytes a weight, the same bits) or ``off`` (the
+    float32 weights); an unknown value raises ``ModelLoadError``."""
     return _env_choice(WEIGHT_CODES_ENV, WEIGHT_CODES_MODES)
 
 
@@ -683,7 +683,7 @@ def halve_small_rows(module: nn.Module) -> int:
 
 def coded_weights(module: nn.Module) -> int:
     """How many of ``module``'s packed weights (its layers' and fused products') TALON's kernel streams as
-    exact 4-bit codes."""
+    the codes they were dequantized from."""
     weights = [getattr(v, "packed", None) for m in module.modules() for v in (m, *vars(m).values())]
     return len({id(w) for w in weights if isinstance(w, PackedWeight) and w.codes})
 

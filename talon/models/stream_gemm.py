@@ -22,13 +22,14 @@ may be packed as bfloat16 instead (``pack`` of a bfloat16 tensor): it is widened
 streams, half the bytes for the float32 kernel's bits on the rounded weight; a float32 drafter's calls
 of a few rows read such copies (``cpu_linear.halve_small_rows``).
 
-A float32 weight that was dequantized from 4-bit blocks (GGUF's Q4_1: every run of 32 inputs of an output
-is ``fl(fl(d * q) + m)``, codes ``q`` in 0..15; the embedded model's decoder layers) streams as those
-codes (``pack4``): 0.75 bytes a weight in place of 4, decoded a chunk at a time into the thread's cache
-with the file's two roundings, so every product keeps the float32 kernel's bits.  The codes are derived
-from the float32 values and kept only where every weight decodes back to its bits.  A plain decoding
-step is memory-bound (the weights read once), so it gains most: on the model-167 Xeon the model's
-products at one row took 5.2 ms against 14.1 ms (docs/benchmarks.md, run 65).
+A float32 weight that was dequantized from 4- or 8-bit blocks (GGUF's Q4_1, every run of 32 inputs of an
+output ``fl(fl(d * q) + m)``, codes ``q`` in 0..15: the embedded model's decoder layers; or Q8_0, ``fl(d *
+q)``: its tied embedding) streams as those codes (``pack_codes``): 0.75 or 1.125 bytes a weight in place of
+4, decoded a chunk at a time into the thread's cache with the file's roundings, so every product keeps the
+float32 kernel's bits.  The codes are derived from the float32 values and kept only where every weight
+decodes back to its bits.  A plain decoding step is memory-bound (the weights read once), so it gains
+most: on the model-167 Xeon the decoder layers' products at one row took 5.2 ms against 14.1 ms
+(docs/benchmarks.md, run 65).
 
 Needs a C++ compiler and ninja where it is first built, and an AVX-512 or AVX2 CPU (as
 ``torch.backends.cpu`` reports it; AVX2 with FMA builds 8-lane vectors, six rows a pass); elsewhere
@@ -112,14 +113,15 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     return extension().pack(weight.detach().contiguous())
 
 
-def pack4(weight: torch.Tensor) -> torch.Tensor | None:
-    """``weight`` ``[out_features, in_features]`` float32 -> its exact 4-bit codes, uint8 ``[ceil(out_features /
-    16), in_features / 32, 384]``, where every run of 32 inputs of an output is ``fl(fl(d * q) + m)`` for codes
-    ``q`` in 0..15 and one scale and offset (a weight dequantized from GGUF's Q4_1, as the embedded model's
-    decoder layers are); None where any weight would not come back with its bits, or ``in_features`` is not a
-    multiple of 32.  ``linear`` of the codes gives the bits of ``linear`` of ``pack(weight)`` from 0.75 bytes
-    a weight in place of 4 (about 0.2 s for the embedded model's 106 M weights on 2 cores)."""
-    return extension().pack4(weight.detach().contiguous())
+def pack_codes(weight: torch.Tensor) -> torch.Tensor | None:
+    """``weight`` ``[out_features, in_features]`` float32 -> the codes it was dequantized from, uint8
+    ``[ceil(out_features / 16), in_features / 32, bytes a segment]``: GGUF's Q4_1 (every run of 32 inputs of an
+    output ``fl(fl(d * q) + m)``, codes ``q`` in 0..15, one scale and offset; 384 bytes a segment of 16
+    outputs, 0.75 bytes a weight; the embedded model's decoder layers) or Q8_0 (``fl(d * q)``, ``q`` in
+    -128..127; 576 bytes, 1.125 a weight; its tied embedding), whichever gives every weight back with its
+    bits; None where neither does or ``in_features`` is not a multiple of 32.  ``linear`` of the codes gives
+    the bits of ``linear`` of ``pack(weight)`` (about 0.3 s for the embedded model's weights on 2 cores)."""
+    return extension().pack_codes(weight.detach().contiguous())
 
 
 def linear(
@@ -130,7 +132,7 @@ def linear(
     add: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``x`` ``[..., in_features]`` float32 -> ``x @ weight.T + bias``, ``[..., out_features]`` float32, from
-    ``pack(weight)`` (a float32 or bfloat16 weight) or ``pack4(weight)``; plus ``add`` (float32, ``[...,
+    ``pack(weight)`` (a float32 or bfloat16 weight) or ``pack_codes(weight)``; plus ``add`` (float32, ``[...,
     out_features]``, a residual) where given, added as the outputs are stored: the bits of ``add + (x @
     weight.T + bias)``."""
     rows = x.reshape(-1, x.shape[-1])  # any strides: the kernel copies rows that are not contiguous

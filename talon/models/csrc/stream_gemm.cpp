@@ -21,12 +21,13 @@
 // without bfloat16 arithmetic): each weight is widened to float32 as it is loaded (exact), so the product
 // has the bits of the float32 kernel on the bfloat16-rounded weight.
 //
-// A float32 weight dequantized from 4-bit blocks (GGUF's Q4_1, as the embedded model's layers are: every run of
-// 32 inputs of an output is fl(fl(d * q) + m) for codes q in 0..15 and one scale d and offset m) may be packed
-// as those codes instead (``pack4``: derived from the float32 values and kept only where every weight comes
-// back with its exact bits): 0.75 bytes a weight in place of 4.  Each chunk of a group is decoded into a
-// thread's float32 scratch in L1 (a rounded multiply, then a rounded add: the file's dequantization) and the
-// float32 passes run over it, so the product has the float32 kernel's bits.
+// A float32 weight dequantized from 4- or 8-bit blocks (GGUF's Q4_1, as the embedded model's decoder layers are:
+// every run of 32 inputs of an output is fl(fl(d * q) + m), codes q in 0..15, one scale d and offset m; or
+// Q8_0, as its tied embedding is: fl(d * q), q in -128..127) may be packed as those codes instead
+// (``pack_codes``: derived from the float32 values and kept only where every weight comes back with its
+// bits): 0.75 or 1.125 bytes a weight in place of 4.  Each chunk of a group is decoded into a thread's
+// float32 scratch in L1 (the file's dequantization, each operation rounded) and the float32 passes run over
+// it, so the product has the float32 kernel's bits.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
@@ -299,54 +300,147 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
   });
 }
 
-// ---- exact 4-bit codes of a float32 weight ----
-constexpr int64_t kSegment = 32;                        // inputs sharing one scale and offset per output
-constexpr int64_t kCodeBytes = kSegment / 2 * kLanes;   // a segment's codes of a block: 16 pairs x 16 lanes
-constexpr int64_t kSegmentBytes = kCodeBytes + 2 * kLanes * 4;  // then the 16 lanes' scales and offsets
+// ---- exact codes of a float32 weight dequantized from 4- or 8-bit blocks ----
+constexpr int64_t kSegment = 32;  // inputs of an output sharing one scale (and offset)
 #ifndef CODES_AHEAD
 #define CODES_AHEAD 1
 #endif
 constexpr int64_t kCodesAhead = CODES_AHEAD;  // chunks ahead a chunk's codes are prefetched
 static_assert(kChunk % kSegment == 0, "a chunk holds whole segments");
 
-// One segment of one block decoded: out[k * kLanes + lane] = fl(fl(d[lane] * q) + m[lane]) for its 32 k-steps
-// (a rounded multiply, then a rounded add; the build has -ffp-contract=off).
-inline void decode_segment(const uint8_t* __restrict seg, float* __restrict out) {
-  const float* dp = reinterpret_cast<const float*>(seg + kCodeBytes);
-#if defined(__AVX512F__)
-  const __m512 d = _mm512_loadu_ps(dp), m = _mm512_loadu_ps(dp + kLanes);
-  const __m512i low = _mm512_set1_epi32(15);
-  for (int64_t p = 0; p < kSegment / 2; ++p) {
-    const __m512i pair = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(seg + p * kLanes)));
-    const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(pair, low));
-    const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(pair, 4));
-    _mm512_store_ps(out + 2 * p * kLanes, _mm512_add_ps(_mm512_mul_ps(d, lo), m));
-    _mm512_store_ps(out + (2 * p + 1) * kLanes, _mm512_add_ps(_mm512_mul_ps(d, hi), m));
-  }
-#else
-  const __m256i low = _mm256_set1_epi32(15);
-  for (int64_t h = 0; h < kLanes; h += 8) {
-    const __m256 d = _mm256_loadu_ps(dp + h), m = _mm256_loadu_ps(dp + kLanes + h);
-    for (int64_t p = 0; p < kSegment / 2; ++p) {
-      const __m256i pair = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(seg + p * kLanes + h)));
-      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(pair, low));
-      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(pair, 4));
-      _mm256_store_ps(out + 2 * p * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, lo), m));
-      _mm256_store_ps(out + (2 * p + 1) * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, hi), m));
-    }
-  }
-#endif
-}
+// fl(fl(d * q) + m) per lane, q in 0..15 (GGUF's Q4_1).  A segment of a block: 16 pairs of k-steps x 16 lanes
+// of two codes each (the low nibble the even k-step), then the lanes' 16 float32 scales d and 16 offsets m.
+struct Four {
+  static constexpr int64_t kCodeBytes = kSegment / 2 * kLanes;
+  static constexpr int64_t kBytes = kCodeBytes + 2 * kLanes * 4;
 
-// multiply's work for a weight in 4-bit codes ([blocks][k / kSegment][kSegmentBytes]): a group a chunk at a
+  // out[k * kLanes + lane] for the segment's 32 k-steps: a rounded multiply, then a rounded add (the build
+  // has -ffp-contract=off)
+  static void decode(const uint8_t* __restrict seg, float* __restrict out) {
+    const float* dp = reinterpret_cast<const float*>(seg + kCodeBytes);
+#if defined(__AVX512F__)
+    const __m512 d = _mm512_loadu_ps(dp), m = _mm512_loadu_ps(dp + kLanes);
+    const __m512i low = _mm512_set1_epi32(15);
+    for (int64_t p = 0; p < kSegment / 2; ++p) {
+      const __m512i pair = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(seg + p * kLanes)));
+      const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(pair, low));
+      const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(pair, 4));
+      _mm512_store_ps(out + 2 * p * kLanes, _mm512_add_ps(_mm512_mul_ps(d, lo), m));
+      _mm512_store_ps(out + (2 * p + 1) * kLanes, _mm512_add_ps(_mm512_mul_ps(d, hi), m));
+    }
+#else
+    const __m256i low = _mm256_set1_epi32(15);
+    for (int64_t h = 0; h < kLanes; h += 8) {
+      const __m256 d = _mm256_loadu_ps(dp + h), m = _mm256_loadu_ps(dp + kLanes + h);
+      for (int64_t p = 0; p < kSegment / 2; ++p) {
+        const __m256i pair =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(seg + p * kLanes + h)));
+        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(pair, low));
+        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(pair, 4));
+        _mm256_store_ps(out + 2 * p * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, lo), m));
+        _mm256_store_ps(out + (2 * p + 1) * kLanes + h, _mm256_add_ps(_mm256_mul_ps(d, hi), m));
+      }
+    }
+#endif
+  }
+
+  // Lane ``lane`` of seg from one output's 32 values, where some scale d and the offset m = their least
+  // give every value back (Q4_1 stores d and m as float16, d near (max - min) / 15: the float16 values
+  // around that are tried); false where none does.
+  static bool derive(const float* v, uint8_t* seg, int64_t lane) {
+    float lo = v[0], hi = v[0];
+    for (int64_t i = 0; i < kSegment; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+    uint8_t q[kSegment];
+    auto fits = [&](float d) {
+      for (int64_t i = 0; i < kSegment; ++i) {
+        const float code = std::clamp(d > 0 ? std::nearbyint((v[i] - lo) / d) : 0.0f, 0.0f, 15.0f);
+        const volatile float scaled = d * code;  // two roundings, whatever the compiler's contraction
+        if (!same(scaled + lo, v[i])) return false;
+        q[i] = static_cast<uint8_t>(code);
+      }
+      return true;
+    };
+    const float d = hi == lo ? (fits(0.0f) ? 0.0f : -1.0f) : half_scale((hi - lo) / 15.0f, fits);
+    if (d < 0) return false;
+    for (int64_t p = 0; p < kSegment / 2; ++p) seg[p * kLanes + lane] = uint8_t(q[2 * p] | (q[2 * p + 1] << 4));
+    float* scales = reinterpret_cast<float*>(seg + kCodeBytes);
+    scales[lane] = d, scales[kLanes + lane] = lo;
+    return true;
+  }
+
+  // the float16 values around ``estimate`` (GGUF rounds its scales to float16), the first that ``fits``;
+  // -1 where none does
+  template <typename Fits>
+  static float half_scale(float estimate, Fits& fits) {
+    const int base = c10::Half(estimate).x;
+    for (int off : {0, 1, -1, 2, -2, 3, -3}) {
+      const int bits = base + off;
+      if (bits <= 0 || bits >= 0x7c00) continue;  // positive, finite float16 only
+      const float d = static_cast<float>(c10::Half(static_cast<uint16_t>(bits), c10::Half::from_bits()));
+      if (fits(d)) return d;
+    }
+    return -1.0f;
+  }
+
+  static bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }  // bits, so -0 is not +0
+};
+
+// fl(d * q) per lane, q in -128..127 (GGUF's Q8_0).  A segment of a block: 32 k-steps x 16 lanes of one
+// signed byte each, then the lanes' 16 float32 scales.
+struct Eight {
+  static constexpr int64_t kCodeBytes = kSegment * kLanes;
+  static constexpr int64_t kBytes = kCodeBytes + kLanes * 4;
+
+  static void decode(const uint8_t* __restrict seg, float* __restrict out) {
+    const float* dp = reinterpret_cast<const float*>(seg + kCodeBytes);
+#if defined(__AVX512F__)
+    const __m512 d = _mm512_loadu_ps(dp);
+    for (int64_t k = 0; k < kSegment; ++k) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(seg + k * kLanes)));
+      _mm512_store_ps(out + k * kLanes, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
+    }
+#else
+    for (int64_t h = 0; h < kLanes; h += 8) {
+      const __m256 d = _mm256_loadu_ps(dp + h);
+      for (int64_t k = 0; k < kSegment; ++k) {
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(seg + k * kLanes + h)));
+        _mm256_store_ps(out + k * kLanes + h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+      }
+    }
+#endif
+  }
+
+  // Q8_0 stores d as float16 near max |v| / 127
+  static bool derive(const float* v, uint8_t* seg, int64_t lane) {
+    float top = 0.0f;
+    for (int64_t i = 0; i < kSegment; ++i) top = std::max(top, std::fabs(v[i]));
+    int8_t q[kSegment];
+    auto fits = [&](float d) {
+      for (int64_t i = 0; i < kSegment; ++i) {
+        const float code = std::clamp(d > 0 ? std::nearbyint(v[i] / d) : 0.0f, -128.0f, 127.0f);
+        if (!Four::same(d * code, v[i])) return false;
+        q[i] = static_cast<int8_t>(code);
+      }
+      return true;
+    };
+    const float d = top == 0.0f ? (fits(0.0f) ? 0.0f : -1.0f) : Four::half_scale(top / 127.0f, fits);
+    if (d < 0) return false;
+    for (int64_t k = 0; k < kSegment; ++k) seg[k * kLanes + lane] = static_cast<uint8_t>(q[k]);
+    reinterpret_cast<float*>(seg + kCodeBytes)[lane] = d;
+    return true;
+  }
+};
+
+// multiply's work for a weight in codes of format F ([blocks][k / kSegment][F::kBytes]): a group a chunk at a
 // time, the chunk decoded into the thread's scratch ([kGroup][kChunk][kLanes]) and every pass run over it by
-// the float32 chunk passes (the next chunk's bytes prefetched first).
-void multiply4(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
-               const float* bp, const float* ap) {
+// the float32 chunk passes (the codes kCodesAhead chunks on prefetched first).
+template <typename F>
+void multiply_codes(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t blocks, float* yp, int64_t ldy,
+                    const float* bp, const float* ap) {
   const int64_t passes = (m + kPassRows - 1) / kPassRows;
   const int64_t pass_rows = (m + passes - 1) / passes;
   const int64_t groups = (blocks + kGroup - 1) / kGroup;
-  const int64_t block_bytes = k / kSegment * kSegmentBytes;
+  const int64_t block_bytes = k / kSegment * F::kBytes;
   at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
     alignas(64) float scratch[kGroup * kChunk * kLanes];
     std::vector<float> partial(passes * kPassRows * kGroup * kLanes);
@@ -360,15 +454,14 @@ void multiply4(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t
         for (int64_t a = 0; a < kCodesAhead; ++a)
           if ((ak += kChunk) >= k) ak = 0, ++ag;
         if (kCodesAhead > 0 && ag < g1) {
-          const uint8_t* ahead = wp + ag * kGroup * block_bytes + ak / kSegment * kSegmentBytes;
-          const int64_t ahead_bytes = std::min(kChunk, k - ak) / kSegment * kSegmentBytes;
+          const uint8_t* ahead = wp + ag * kGroup * block_bytes + ak / kSegment * F::kBytes;
+          const int64_t ahead_bytes = std::min(kChunk, k - ak) / kSegment * F::kBytes;
           for (int64_t j = 0; j < std::min(kGroup, blocks - ag * kGroup); ++j)
             for (int64_t b = 0; b < ahead_bytes; b += 64) _mm_prefetch((const char*)(ahead + j * block_bytes + b), _MM_HINT_T0);
         }
         for (int64_t j = 0; j < count; ++j)
           for (int64_t s = 0; s < kn / kSegment; ++s)
-            decode_segment(w + j * block_bytes + (kc / kSegment + s) * kSegmentBytes,
-                           scratch + (j * kChunk + s * kSegment) * kLanes);
+            F::decode(w + j * block_bytes + (kc / kSegment + s) * F::kBytes, scratch + (j * kChunk + s * kSegment) * kLanes);
         for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
           const int64_t rows = std::min(pass_rows, m - r);
           const float* x = xp + r * k + kc;
@@ -391,36 +484,24 @@ void multiply4(const float* xp, int64_t m, const uint8_t* wp, int64_t k, int64_t
   });
 }
 
-// The codes of one output's segment of 32 values, with its scale and offset, where some scale d and the
-// offset m = the segment's least value give every value back as fl(fl(d * q) + m), q in 0..15 (GGUF's Q4_1
-// stores d and m as float16 with d near (max - min) / 15: the float16 values around that are tried); false
-// where none does.  Bits compared, so a negative zero the decoding would not give back fails.
-bool derive_segment(const float* v, uint8_t* q, float& d_out, float& m_out) {
-  float lo = v[0], hi = v[0];
-  for (int64_t i = 0; i < kSegment; ++i) {
-    if (std::isnan(v[i])) return false;  // no code decodes to a NaN
-    lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
-  }
-  auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
-  auto try_scale = [&](float d) {
-    for (int64_t i = 0; i < kSegment; ++i) {
-      float code = d > 0 ? std::nearbyint((v[i] - lo) / d) : 0.0f;
-      code = std::clamp(code, 0.0f, 15.0f);
-      const volatile float scaled = d * code;  // two roundings, whatever the compiler's contraction
-      if (!same(scaled + lo, v[i])) return false;
-      q[i] = static_cast<uint8_t>(code);
-    }
-    d_out = d, m_out = lo;
-    return true;
-  };
-  if (hi == lo) return try_scale(0.0f);
-  const uint16_t base = c10::Half((hi - lo) / 15.0f).x;
-  for (int off : {0, 1, -1, 2, -2, 3, -3}) {
-    const int bits = int(base) + off;
-    if (bits <= 0 || bits >= 0x7c00) continue;  // positive, finite float16 only
-    if (try_scale(static_cast<float>(c10::Half(static_cast<uint16_t>(bits), c10::Half::from_bits())))) return true;
-  }
-  return false;
+// W [N, K] float32 -> its codes in format F, uint8 [ceil(N / 16), K / 32, F::kBytes] (outputs past N decode to
+// 0), where every weight is derived (F::derive); else an undefined tensor.
+template <typename F>
+torch::Tensor pack_as(const float* wp, int64_t n, int64_t k) {
+  const int64_t blocks = (n + kLanes - 1) / kLanes, segments = k / kSegment;
+  auto out = torch::zeros({blocks, segments, F::kBytes}, torch::kUInt8);
+  uint8_t* op = out.template data_ptr<uint8_t>();
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1 && ok.load(std::memory_order_relaxed); ++b)
+      for (int64_t s = 0; s < segments; ++s)
+        for (int64_t l = 0; l < kLanes && b * kLanes + l < n; ++l)
+          if (!F::derive(wp + (b * kLanes + l) * k + s * kSegment, op + (b * segments + s) * F::kBytes, l)) {
+            ok = false;
+            return;
+          }
+  });
+  return ok ? out : torch::Tensor();
 }
 
 }  // namespace
@@ -442,11 +523,12 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32, "x: [rows, in_features] float32");
   const bool codes = packed.scalar_type() == torch::kUInt8;
   TORCH_CHECK(packed.dim() == 3 &&
-                  (codes ? packed.size(1) * kSegment == x.size(1) && packed.size(2) == kSegmentBytes
+                  (codes ? packed.size(1) * kSegment == x.size(1) &&
+                               (packed.size(2) == Four::kBytes || packed.size(2) == Eight::kBytes)
                          : packed.size(1) == x.size(1) && packed.size(2) == kLanes),
               "a packed weight of x's width");
   const bool half = packed.scalar_type() == torch::kBFloat16;
-  TORCH_CHECK(codes || half || packed.scalar_type() == torch::kFloat32, "a float32, bfloat16 or 4-bit packed weight");
+  TORCH_CHECK(codes || half || packed.scalar_type() == torch::kFloat32, "a float32, bfloat16 or coded packed weight");
   const int64_t m = x.size(0), k = x.size(1), blocks = packed.size(0), width = blocks * kLanes;
   TORCH_CHECK(out_features <= width, "out_features beyond the packed weight");
   auto y = torch::empty({m, width}, x.options());
@@ -484,7 +566,8 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
     const int64_t passes = (rows + kPassRows - 1) / kPassRows;
     const float* addend = ap ? ap + t * width : nullptr;
     if (codes)
-      multiply4(xp + t * k, rows, packed.data_ptr<uint8_t>(), k, blocks, yp + t * width, width, bp, addend);
+      (packed.size(2) == Four::kBytes ? multiply_codes<Four> : multiply_codes<Eight>)(
+          xp + t * k, rows, packed.data_ptr<uint8_t>(), k, blocks, yp + t * width, width, bp, addend);
     else if (half)
       multiply(xp + t * k, rows, reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()), k, blocks,
                yp + t * width, width, bp, addend);
@@ -496,41 +579,21 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& packed, int64_
   return out_features == width ? y : y.narrow(1, 0, out_features).contiguous();
 }
 
-// W [N, K] float32, K a multiple of 32 -> its 4-bit codes, uint8 [ceil(N / 16), K / 32, 384] (per block of 16
-// outputs and segment of 32 inputs: 16 pairs of k-steps x 16 lanes of two codes each, low nibble first, then
-// the lanes' 16 float32 scales and 16 offsets; outputs past N decode to 0), where every weight is
-// fl(fl(d * q) + m) of its segment's (``derive_segment``); else an undefined tensor.
-torch::Tensor pack4(const torch::Tensor& weight) {
+// W [N, K] float32 -> the codes it was dequantized from, uint8 [ceil(N / 16), K / 32, bytes a segment]: GGUF's
+// Q4_1 (``Four``, 384 bytes a segment of a block of 16 outputs) or Q8_0 (``Eight``, 576), the first whose
+// decoding gives every weight back with its bits; else (or K no multiple of 32, or a NaN) an undefined tensor.
+torch::Tensor pack_codes(const torch::Tensor& weight) {
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == torch::kFloat32, "a 2-d float32 weight");
-  const int64_t n = weight.size(0), k = weight.size(1), blocks = (n + kLanes - 1) / kLanes;
-  if (k == 0 || k % kSegment != 0 || n == 0) return torch::Tensor();
+  const int64_t n = weight.size(0), k = weight.size(1);
   const auto w = weight.contiguous();
-  const float* wp = w.data_ptr<float>();
-  const int64_t segments = k / kSegment;
-  auto out = torch::zeros({blocks, segments, kSegmentBytes}, torch::kUInt8);
-  uint8_t* op = out.data_ptr<uint8_t>();
-  std::atomic<bool> ok{true};
-  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    uint8_t q[kSegment];
-    for (int64_t b = b0; b < b1 && ok.load(std::memory_order_relaxed); ++b)
-      for (int64_t s = 0; s < segments; ++s) {
-        uint8_t* seg = op + (b * segments + s) * kSegmentBytes;
-        float* scales = reinterpret_cast<float*>(seg + kCodeBytes);
-        for (int64_t l = 0; l < kLanes && b * kLanes + l < n; ++l) {
-          if (!derive_segment(wp + (b * kLanes + l) * k + s * kSegment, q, scales[l], scales[kLanes + l])) {
-            ok = false;
-            return;
-          }
-          for (int64_t p = 0; p < kSegment / 2; ++p) seg[p * kLanes + l] = uint8_t(q[2 * p] | (q[2 * p + 1] << 4));
-        }
-      }
-  });
-  return ok ? out : torch::Tensor();
+  if (k == 0 || k % kSegment != 0 || n == 0 || w.isnan().any().item<bool>()) return torch::Tensor();
+  auto codes = pack_as<Four>(w.data_ptr<float>(), n, k);
+  return codes.defined() ? codes : pack_as<Eight>(w.data_ptr<float>(), n, k);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pack", &pack, "lay a float32 or bfloat16 weight out in column blocks of 16", py::call_guard<py::gil_scoped_release>());
-  m.def("pack4", &pack4, "a float32 weight's exact 4-bit codes, or None where it has none",
+  m.def("pack_codes", &pack_codes, "the 4- or 8-bit codes a float32 weight was dequantized from, or None",
         py::call_guard<py::gil_scoped_release>());
   m.def("linear", &linear, "x @ W.T + bias (+ add) from a packed W", py::arg("x"), py::arg("packed"),
         py::arg("out_features"), py::arg("bias") = py::none(), py::arg("add") = py::none(),
