@@ -4,6 +4,7 @@ refreshing it, and auto-sized runs that record their expected tokens, price and 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -168,6 +169,24 @@ def test_an_auto_run_records_why_each_tree_stopped_and_its_price(target, cache):
     assert [s.stop for s in back.steps] == [s.stop for s in trace.steps] and back.cost_curve == trace.cost_curve
 
 
+def test_an_eagle2_run_prices_its_steps_with_its_own_builders_work(target, cache):
+    """A curve's ``builders`` price each method's builder apart: an EAGLE-2 run's steps carry EAGLE-2's
+    builder work per call, a TALON run's the default (here a tenth of a plain step against none)."""
+    drafter = HeadDrafter(random_head(target), target)
+    curve = replace(measure_curve(target, drafter, reps=1), builder=0.0)
+    curve = replace(curve, builders=(("eagle2", curve.plain / 10),))
+    for method, builder in (("eagle2", curve.plain / 10), ("talon", 0.0)):
+        cfg = TreeConfig(method=method, budget=16, topk=3, mu=0.05, auto=True)
+        trace = run_to_end(
+            target, drafter, cfg, DecodeConfig(max_new_tokens=12), prompt_ids=prompt_ids(2), cost_curve=curve
+        )
+        drafted = [step for step in trace.steps if step.call_widths]
+        assert drafted
+        for step in drafted:
+            own = replace(curve, builder=builder, builders=())
+            assert step.price == pytest.approx(own.price(len(step.tree), step.call_widths)), method
+
+
 def test_the_measured_trees_walk_the_targets_own_chain_down_to_a_leaf(target):
     ids = prompt_ids(3)
     greedy = run_to_end(target, None, TreeConfig(method="ar"), DecodeConfig(max_new_tokens=3), prompt_ids=ids)
@@ -216,7 +235,7 @@ class _SpikyPieces:
 
     def builder(self, builder, rule) -> float:
         assert rule.sizing and rule.curve.verify  # sized by the pieces measured before
-        return 0.005 * self.load
+        return (0.009 if type(builder).__name__ == "Eagle2Builder" else 0.005) * self.load
 
     def close(self) -> None:
         pass
@@ -230,5 +249,12 @@ def test_a_curve_is_priced_from_round_ratios_robust_to_load_and_spikes(target, m
     assert ratios[4] == pytest.approx(1.1) and ratios[8] == pytest.approx(1.8)  # the dip is kept: it is real
     assert [s / curve.plain for _, s in curve.call] == pytest.approx([0.01, 0.02])
     assert [s / curve.plain for _, s in curve.later] == pytest.approx([0.005, 0.01])
-    assert curve.builder / curve.plain == pytest.approx(0.005)
+    assert curve.builder / curve.plain == pytest.approx(0.005)  # the device's default method's (TALON's)
+    assert [(m, t / curve.plain) for m, t in curve.builders] == [("eagle2", pytest.approx(0.009))]
     assert curve.key["method"] == cost_measure.MEASUREMENT and _SpikyPieces.spiked
+    # each method's steps are priced with its own builder's work; hybrid builds TALON's tree
+    eagle2 = curve.for_method("eagle2")
+    assert eagle2.builder / curve.plain == pytest.approx(0.009) and eagle2.verify == curve.verify
+    assert curve.for_method("talon") is curve and curve.for_method("hybrid") is curve
+    assert eagle2.price(5, [1, 2]) - curve.price(5, [1, 2]) == pytest.approx(2 * 0.004)
+    assert CostCurve.from_dict(curve.to_dict()) == curve

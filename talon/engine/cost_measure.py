@@ -66,7 +66,9 @@ PLAIN_TOKENS = 64
 ROOT_TOKENS = 2
 """Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
 the first call feeds the drafter those rows before it proposes after the root."""
-MEASUREMENT = "round ratios, median, every size to 8, first call, later calls, bookkeeping and builder work"
+MEASUREMENT = "round ratios, median, every size to 8, first call, later calls, bookkeeping and builder work per method"
+BUILDER_METHODS = ("talon", "eagle2")
+"""Methods whose builders' work is measured apart (hybrid builds TALON's tree: its builder is TALON's)."""
 """Names how ``measure_curve`` measures (part of a curve's key): a curve cached by another way of
 measuring (other statistics, other sizes timed, other pieces priced) is measured again, not reused."""
 BUILDER_STEPS = 3
@@ -392,10 +394,19 @@ def measure_curve(
                         ratios[job].append(seconds / unit)
             curve = _curve(ratios, statistics.median(plain), sizes, pieces.widths)
             if pieces.widths:
-                report("Measuring this machine's cost curve: the tree builder's own work...")
+                report("Measuring this machine's cost curve: the tree builders' own work...")
                 cfg, _ = device_default_tree(target.device.type == "cuda")
-                builder = make_builder(replace(cfg, budget=AUTO_CAP, auto=True))  # the device's default tree, auto
-                curve = replace(curve, builder=_builder_seconds(pieces, builder, curve, max(reps, BUILDER_STEPS)))
+                steps = max(reps, BUILDER_STEPS)
+                builders = tuple(  # the device's default tree (auto), then with each other builder's method
+                    (
+                        method,
+                        _builder_seconds(
+                            pieces, make_builder(replace(cfg, method=method, budget=AUTO_CAP, auto=True)), curve, steps
+                        ),
+                    )
+                    for method in dict.fromkeys((cfg.method, *BUILDER_METHODS))
+                )
+                curve = replace(curve, builder=builders[0][1], builders=builders[1:])
         finally:
             pieces.close()
     return replace(

@@ -243,7 +243,7 @@ class _Loop:
         trace.execution = "async" if asynchronous else "sync"
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="talon-drafter") if asynchronous else None
         self.side_stream = torch.cuda.Stream(target.device) if asynchronous and target.device.type == "cuda" else None
-        curve = CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None
+        curve = CostCurve.from_dict(trace.cost_curve).for_method(tree_cfg.method) if trace.cost_curve else None
         self.rule = CostRule(Calibration(self.drafter.calibration_prior), curve, sizing=tree_cfg.auto)
         self.committed = list(trace.prompt_ids)  # prompt + output so far; the last token is the next root
         self.ready: tuple[BuildResult, dict] | None = None  # async: the next tree, drafted during a verification
@@ -453,7 +453,7 @@ class Replay:
         if not replayable(trace, steps):
             raise ConfigError(f"This run cannot be replayed to its step {steps + 1}.")
         tree_cfg, decode_cfg = run_settings(trace)
-        curve = CostCurve.from_dict(trace.cost_curve) if trace.cost_curve else None
+        curve = CostCurve.from_dict(trace.cost_curve).for_method(tree_cfg.method) if trace.cost_curve else None
         copy = new_trace(target, drafter, tree_cfg, decode_cfg, trace.prompt, trace.prompt_ids, curve)
         self._loop: _Loop | None = _Loop(copy, target, drafter, tree_cfg, decode_cfg, static=False)
         self.recorded, self.steps, self.method = trace.steps, steps, tree_cfg.method

@@ -265,10 +265,11 @@ class FrozenStep:
         when given (e.g. another device's, for a projection), else this device's; an auto tree without a
         curve yet measures this device's first (with a drafter of its own; cached)."""
         if curve is not None:
-            return CostRule(self.calibration, curve, sizing=cfg.auto)
+            return CostRule(self.calibration, curve.for_method(cfg.method), sizing=cfg.auto)
         if cfg.auto and self.curve is None:
             self.measure_curve(cfg.method)
-        return CostRule(self.calibration, self.curve, sizing=cfg.auto)
+        own = self.curve.for_method(cfg.method) if self.curve is not None else None
+        return CostRule(self.calibration, own, sizing=cfg.auto)
 
     def measure_curve(self, method: str = "talon", progress=None, refresh: bool = False) -> CostCurve:
         """This device's cost curve for the run's drafter (cached, else measured now: 20-40 s on a

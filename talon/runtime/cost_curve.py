@@ -33,7 +33,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..files import write_text_atomically
@@ -92,7 +92,10 @@ class CostCurve:
         root: seconds of a step's first drafter call after a step that committed
             ``talon.engine.cost_measure.ROOT_TOKENS`` tokens (0: not measured, priced as ``call(1)``).
         observe: seconds a drafted step's bookkeeping adds to a plain step's (0: not measured).
-        builder: seconds of the tree builder's own work per drafter call (0: not measured).
+        builder: seconds of the tree builder's own work per drafter call (0: not measured): the device's
+            default method's builder.
+        builders: ``(method, seconds)`` of other methods' builders where measured (EAGLE-2's ranks its
+            whole frontier, more work than TALON's); ``for_method`` prices a method's steps with its own.
         key: what the curve was measured for (``CurveKey`` as a dict).
         measured: when (ISO time), and ``note`` how (command or "measured on first use").
         other_share: the share of the machine's CPU other processes (and steal) took while it was
@@ -106,10 +109,16 @@ class CostCurve:
     root: float = 0.0
     observe: float = 0.0
     builder: float = 0.0
+    builders: tuple[tuple[str, float], ...] = ()
     key: dict = field(default_factory=dict)
     measured: str = ""
     note: str = ""
     other_share: float | None = None
+
+    def for_method(self, method: str) -> CostCurve:
+        """The curve with ``method``'s own builder work per call where it was measured (else as it is)."""
+        own = dict(self.builders).get(method)
+        return self if own is None else replace(self, builder=own)
 
     def verify_seconds(self, nodes: int) -> float:
         return _interpolate(self.verify, nodes)
@@ -142,6 +151,7 @@ class CostCurve:
         d["verify"] = [list(p) for p in self.verify]
         d["call"] = [list(p) for p in self.call]
         d["later"] = [list(p) for p in self.later]
+        d["builders"] = [list(p) for p in self.builders]
         return {"format": CURVE_FORMAT, **d}
 
     @classmethod
@@ -162,6 +172,7 @@ class CostCurve:
             root=_seconds(d.get("root", 0.0), "root"),
             observe=_seconds(d.get("observe", 0.0), "observe"),
             builder=_seconds(d.get("builder", 0.0), "builder"),
+            builders=tuple((str(m), _seconds(t, "builder")) for m, t in d.get("builders", ())),
             key=dict(d.get("key", {})),
             measured=str(d.get("measured", "")),
             note=str(d.get("note", "")),
