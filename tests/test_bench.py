@@ -1004,6 +1004,14 @@ def test_cost_rows_give_back_the_curve_they_were_written_from():
     rows = curve_rows(timed, reps=3)
     assert [(r["component"], r["size"]) for r in rows[-3:]] == [("first_call", 2), ("bookkeeping", 1), ("builder", 1)]
     assert curve_from_rows(rows) == replace(timed, note="from cost.csv rows")
+    eagle2 = replace(timed, builders=(("eagle2", 0.0006),))  # another method's builder, a row of its own
+    rows = curve_rows(eagle2, reps=3)
+    assert (rows[-1]["component"], rows[-1]["ratio"]) == ("builder_eagle2", pytest.approx(0.02))
+    assert curve_from_rows(rows) == replace(eagle2, note="from cost.csv rows")
+    assert list(bench_charts.cost_table(pd.DataFrame(rows))["piece"])[-2:] == [
+        "the tree builder's own work, a call",
+        "the EAGLE-2 tree builder's own work, a call",
+    ]
     fig = bench_charts.cost_figure(pd.DataFrame(rows))  # the chart draws verify and call curves, as before
     assert {t.name for t in fig.data} == {"verify a tree of n nodes", "a step's second drafter call over n nodes"}
     warm = replace(timed, later=((1, 0.002), (8, 0.0035)))  # a step's third and later calls, measured

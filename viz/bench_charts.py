@@ -688,10 +688,18 @@ def cost_table(cost: pd.DataFrame) -> pd.DataFrame:
         "bookkeeping": "a drafted step's bookkeeping",
         "builder": "the tree builder's own work, a call",
     }
+    methods = {"eagle2": "EAGLE-2", "talon": "TALON"}
+
+    def named(component: str) -> str:  # another method's builder: "builder_eagle2"
+        method = component.removeprefix("builder_")
+        if method != component:
+            return f"the {methods.get(method, method)} tree builder's own work, a call"
+        return names.get(component, component)
+
     return pd.DataFrame(
         [
             {
-                "piece": names.get(r.component, r.component),
+                "piece": named(r.component),
                 "size": int(r.size),
                 "LM-head rows": int(r.lm_head_rows),
                 "ms": _num(r.seconds * 1e3, 1),

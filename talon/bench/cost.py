@@ -39,6 +39,8 @@ from ..runtime.cost_curve import CostCurve, cached_curve, store_curve
 
 SINGLE_PIECES = (("first_call", "root", ROOT_TOKENS, 1), ("bookkeeping", "observe", 1, 0), ("builder", "builder", 1, 0))
 """The curve's one-number pieces as ``cost.csv`` rows: component, ``CostCurve`` field, size, LM head rows."""
+BUILDER_PREFIX = "builder_"
+"""``cost.csv`` component of another method's builder work (``CostCurve.builders``): ``builder_eagle2``."""
 
 
 def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
@@ -58,6 +60,10 @@ def curve_rows(curve: CostCurve, reps: int) -> list[dict]:
     for component, name, size, lm_head_rows in SINGLE_PIECES:
         if seconds := getattr(curve, name):
             rows.append({"component": component, "size": size, "lm_head_rows": lm_head_rows, "seconds": seconds})
+    rows += [
+        {"component": BUILDER_PREFIX + method, "size": 1, "lm_head_rows": 0, "seconds": s}
+        for method, s in curve.builders
+    ]
     return [{**r, "ratio": r["seconds"] / curve.plain, "reps": reps, "prefix_tokens": None} for r in rows]
 
 
@@ -69,11 +75,17 @@ def curve_from_rows(rows: Sequence[dict]) -> CostCurve:
         name: next((float(r["seconds"]) for r in rows if r["component"] == component), 0.0)
         for component, name, _, _ in SINGLE_PIECES
     }
+    builders = tuple(
+        (r["component"].removeprefix(BUILDER_PREFIX), float(r["seconds"]))
+        for r in rows
+        if r["component"].startswith(BUILDER_PREFIX)
+    )
     return CostCurve(
         plain=plain,
         verify=pick("target"),
         call=pick("head"),
         later=pick("head_later"),
+        builders=builders,
         note="from cost.csv rows",
         **singles,
     )
