@@ -900,6 +900,9 @@ def test_meta_markdown_names_machine_and_command(tmp_path):
     assert "linears: MKL's packed sgemm, PyTorch's linear up to 1 row)" in bench_charts.meta_markdown(
         {**meta, "packed_kernel": "mkl", "mkl_rows": 1}, "r"
     )
+    assert "kernel, 121 weights streamed as the 4- or 8-bit codes they were dequantized from)" in (
+        bench_charts.meta_markdown({**meta, "packed_kernel": "stream", "weight_codes": 121}, "r")
+    )
     cost = bench_charts.meta_markdown({**meta, "suite": "cost"}, "r")  # timings of a step's pieces only
     assert "HF assistant" not in cost and "Speedups" not in cost
     part = bench_charts.meta_markdown({**meta, "experiments": [{"name": "auto_vs_fixed", "description": "d."}]})

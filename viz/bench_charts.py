@@ -139,13 +139,16 @@ LINEAR_KERNELS = {
 
 def linears_part(meta: dict) -> str:
     """``", linears: ..."`` for a CPU run that recorded its packed kernel (and up to how many rows PyTorch's
-    own linear took instead); empty otherwise (a GPU, or results from before it was recorded)."""
+    own linear took instead, and how many weights streamed as codes); empty otherwise (a GPU, or results
+    from before it was recorded)."""
     kernel = meta.get("packed_kernel")
     if kernel not in LINEAR_KERNELS:
         return ""
     rows = meta.get("mkl_rows") or 0
     plain = f", PyTorch's linear up to {rows} row{'s' if rows > 1 else ''}" if rows else ""
-    return f", linears: {LINEAR_KERNELS[kernel]}{plain}"
+    codes = meta.get("weight_codes") or 0
+    coded = f", {codes} weights streamed as the 4- or 8-bit codes they were dequantized from" if codes else ""
+    return f", linears: {LINEAR_KERNELS[kernel]}{plain}{coded}"
 
 
 def meta_markdown(meta: dict, directory: str = "") -> str:
