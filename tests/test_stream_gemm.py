@@ -365,6 +365,14 @@ def test_the_avx2_build_gives_the_avx512_builds_bits(tmp_path):
             x = torch.randn(rows, in_features, generator=gen)
             want = stream_gemm.linear(x, packed, out_features, bias)
             assert torch.equal(avx2.linear(x, packed, out_features, bias), want)
+    for make, _ in CODED_KINDS.values():  # the codes decode to the same float32 weights on either build
+        for shape in CODED_SHAPES[1:]:
+            weight = make(shape, sum(shape))
+            codes = stream_gemm.pack_codes(weight)
+            assert torch.equal(avx2.pack_codes(weight), codes)
+            for rows in (1, 9, 33):
+                x = torch.randn(rows, shape[1], generator=gen)
+                assert torch.equal(avx2.linear(x, codes, shape[0], None, None), stream_gemm.linear(x, codes, shape[0]))
 
 
 def test_two_loads_at_once_build_one_after_the_other(monkeypatch):
