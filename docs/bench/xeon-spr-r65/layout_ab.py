@@ -27,7 +27,7 @@ with torch.inference_mode():
         floats.append(ext0.linear(eye, w.data, w.out_features, None, None).T.contiguous())
 arenas = {}
 for name, b in builds.items():
-    codes = [b.pack4(f) for f in floats]
+    codes = [b.pack_codes(f) for f in floats]
     assert all(c is not None for c in codes)
     buf = huge_page_buffer(sum(-(-c.numel() // 64) * 64 for c in codes)); off = 0; views = []
     for c in codes:
