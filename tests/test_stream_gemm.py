@@ -14,7 +14,6 @@ from talon.models.cpu_linear import (
     PackedLinear,
     PackedWeight,
     choose_packed_kernel,
-    coded_weights,
     pack_for_device,
     pack_linears,
     packed_kernel,
@@ -22,6 +21,7 @@ from talon.models.cpu_linear import (
 )
 from talon.models.fused_linear import fuse_projections, fused_products
 from talon.models.loaded import ModelLoadError
+from talon.models.weight_arena import coded_weights
 
 needs_kernel = pytest.mark.skipif(
     not stream_gemm.available(), reason="neither AVX-512 nor AVX2, or no C++ compiler here"

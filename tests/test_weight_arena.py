@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from talon.models import stream_gemm
-from talon.models.cpu_linear import coded_weights, pack_linears, use_packed_kernel
+from talon.models.cpu_linear import pack_linears, use_packed_kernel
 from talon.models.fused_linear import fuse_projections
 from talon.models.weight_arena import (
     HUGE_PAGE,
+    coded_weights,
     gather_stream_weights,
     gathered_bytes,
     huge_page_buffer,

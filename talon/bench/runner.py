@@ -32,7 +32,7 @@ from ..drafters.factory import drafter_for
 from ..engine.cost_measure import curve_for_run
 from ..engine.decode import complete, encode_prompt, fill_texts, new_trace
 from ..models import row_top
-from ..models.cpu_linear import block_rows, call_rows, coded_weights, cpu_linear_mode, mkl_rows, packed_kernel
+from ..models.cpu_linear import block_rows, call_rows, cpu_linear_mode, mkl_rows, packed_kernel
 from ..models.device import OtherWork, cpu_flags, cpu_name, device_label, synchronize
 from ..models.fused_linear import fused_layers
 from ..models.gpu_linear import lt_signature
@@ -41,7 +41,7 @@ from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel, ModelLoadError
 from ..models.registry import ModelRegistry
 from ..models.row_ops import uses_row_ops
-from ..models.weight_arena import gathered_bytes
+from ..models.weight_arena import coded_weights, gathered_bytes
 from ..runtime.cost_curve import CostCurve
 from ..trace import RunTrace
 from . import results

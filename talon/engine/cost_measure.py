@@ -30,7 +30,6 @@ from ..models import row_ops, row_top, stream_gemm
 from ..models.cpu_linear import (
     block_rows,
     call_rows,
-    coded_weights,
     cpu_linear_mode,
     draft_half_rows,
     draft_int8_rows,
@@ -45,7 +44,7 @@ from ..models.lm_head import head_name
 from ..models.loaded import LoadedModel
 from ..models.row_ops import uses_row_ops
 from ..models.row_top import row_topk
-from ..models.weight_arena import gathered_bytes
+from ..models.weight_arena import coded_weights, gathered_bytes
 from ..runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
 from ..runtime.graphs import graphs_setting
 from ..trace import StepRecord
@@ -335,7 +334,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         + (f", packed={kernel}" if (kernel := packed_kernel(target.model)) not in (None, "onednn") else "")
         + (f" {stream_gemm.source_digest()}" if kernel == "stream" else "")
         + (", weights in one arena" if gathered_bytes(target.model) else "")
-        + (", weights as 4-bit codes" if coded_weights(target.model) else "")
+        + (", weights as their 4- or 8-bit codes" if coded_weights(target.model) else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
             f", draft_int8_rows={draft_int8_rows()}"

@@ -681,13 +681,6 @@ def halve_small_rows(module: nn.Module) -> int:
     return rows
 
 
-def coded_weights(module: nn.Module) -> int:
-    """How many of ``module``'s packed weights (its layers' and fused products') TALON's kernel streams as
-    the codes they were dequantized from."""
-    weights = [getattr(v, "packed", None) for m in module.modules() for v in (m, *vars(m).values())]
-    return len({id(w) for w in weights if isinstance(w, PackedWeight) and w.codes})
-
-
 def packed_kernel(module: nn.Module) -> str | None:
     """The packed kernel (``PACKED_KERNELS``) of ``module``'s first packed linear that holds its own copy;
     None when none does."""

@@ -92,6 +92,12 @@ def gather_stream_weights(module: nn.Module) -> int:
     return offset
 
 
+def coded_weights(module: nn.Module) -> int:
+    """How many of ``module``'s streamed weights (``streamed_weights``) are the codes they were dequantized
+    from (``PackedWeight.codes``)."""
+    return sum(weight.codes for weight in streamed_weights(module))
+
+
 def gathered_bytes(module: nn.Module) -> int:
     """The bytes ``gather_stream_weights`` put in ``module``'s arena (0: not gathered)."""
     return int(getattr(module, GATHERED, 0))
