@@ -252,6 +252,35 @@ struct ChunkTables {
   static constexpr auto single = chunk_table<1>(std::make_integer_sequence<int, int(kPassRows)>{});
 };
 
+// Every pass (``passes`` of pass_rows rows over x's m rows of k values) over one chunk, k-steps [kc, kc + kn),
+// of a group of ``count`` blocks whose outputs start ``first`` blocks into y: block j's chunk at w + j * K *
+// kLanes (K: a block's stride in k-steps).  partial: each pass's sums between chunks.  Lines [nline, nline +
+// nlen) of the nb blocks at np (the next chunk; np null: none) are prefetched, a share a pass.
+inline __attribute__((always_inline)) void chunk_passes(const float* xp, int64_t m, int64_t passes, int64_t pass_rows,
+                                                        int64_t k, int64_t kc, int64_t kn, const float* w, int64_t K,
+                                                        int64_t count, int64_t first, float* yp, int64_t ldy,
+                                                        const float* bp, const float* ap, float* partial,
+                                                        const float* np, int64_t nb, int64_t nline, int64_t nlen) {
+  const int64_t share = (nlen + passes - 1) / passes;
+  for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
+    const int64_t rows = std::min(pass_rows, m - r);
+    const int64_t line = nline + std::min(nlen, p * share), lines = std::clamp(nlen - p * share, int64_t{0}, share);
+    const float* x = xp + r * k + kc;
+    float* part = partial + p * kPassRows * kGroup * kLanes;
+    if (count == kGroup) {
+      ChunkTables::whole[rows - 1](x, k, w, K, kn, yp + r * ldy + first * kLanes, ldy,
+                                   bp ? bp + first * kLanes : nullptr, ap ? ap + r * ldy + first * kLanes : nullptr,
+                                   kc == 0, kc + kn == k, np, nb, line, lines, part);
+    } else {  // the last group, short of blocks: one block at a time (the first prefetches)
+      for (int64_t j = 0; j < count; ++j)
+        ChunkTables::single[rows - 1](x, k, w + j * K * kLanes, K, kn, yp + r * ldy + (first + j) * kLanes, ldy,
+                                      bp ? bp + (first + j) * kLanes : nullptr,
+                                      ap ? ap + r * ldy + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
+                                      j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0, part + j * kLanes);
+    }
+  }
+}
+
 // multiply's work for float32 weights and 2 .. kChunkedPasses passes, a group a chunk at a time: every pass
 // over a chunk, then the next chunk (this group's, or the thread's next group's first), whose lines the
 // passes prefetch a share each.
@@ -276,25 +305,8 @@ void multiply_chunked(const float* xp, int64_t m, const float* wp, int64_t k, in
         } else if (g + 1 < g1) {
           np = w + count * k * kLanes, nb = std::min(kGroup, blocks - first - count), nlen = std::min(kChunk, k);
         }
-        const int64_t share = (nlen + passes - 1) / passes;
-        for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
-          const int64_t rows = std::min(pass_rows, m - r);
-          const int64_t line = nline + std::min(nlen, p * share), lines = std::clamp(nlen - p * share, int64_t{0}, share);
-          const float* x = xp + r * k + kc;
-          float* part = partial + p * kPassRows * kGroup * kLanes;
-          if (count == kGroup) {
-            ChunkTables::whole[rows - 1](x, k, w + kc * kLanes, k, kn, yp + r * ldy + first * kLanes, ldy,
-                                         bp ? bp + first * kLanes : nullptr, ap ? ap + r * ldy + first * kLanes : nullptr,
-                                         kc == 0, kc + kn == k, np, nb, line, lines, part);
-          } else {  // the last group, short of blocks: one block at a time (the first prefetches)
-            for (int64_t j = 0; j < count; ++j)
-              ChunkTables::single[rows - 1](x, k, w + j * k * kLanes + kc * kLanes, k, kn,
-                                            yp + r * ldy + (first + j) * kLanes, ldy,
-                                            bp ? bp + (first + j) * kLanes : nullptr,
-                                            ap ? ap + r * ldy + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
-                                            j == 0 ? np : nullptr, nb, line, j == 0 ? lines : 0, part + j * kLanes);
-          }
-        }
+        chunk_passes(xp, m, passes, pass_rows, k, kc, kn, w + kc * kLanes, k, count, first, yp, ldy, bp, ap, partial, np,
+                     nb, nline, nlen);
       }
     }
   });
@@ -307,6 +319,23 @@ constexpr int64_t kSegment = 32;  // inputs of an output sharing one scale (and 
 #endif
 constexpr int64_t kCodesAhead = CODES_AHEAD;  // chunks ahead a chunk's codes are prefetched
 static_assert(kChunk % kSegment == 0, "a chunk holds whole segments");
+
+// Whether two floats have the same bits (so -0 is not +0).
+inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// The float16 values around ``estimate`` (GGUF rounds its scales to float16), the first that ``fits``; -1
+// where none does.
+template <typename Fits>
+float half_scale(float estimate, Fits& fits) {
+  const int base = c10::Half(estimate).x;
+  for (int off : {0, 1, -1, 2, -2, 3, -3}) {
+    const int bits = base + off;
+    if (bits <= 0 || bits >= 0x7c00) continue;  // positive, finite float16 only
+    const float d = static_cast<float>(c10::Half(static_cast<uint16_t>(bits), c10::Half::from_bits()));
+    if (fits(d)) return d;
+  }
+  return -1.0f;
+}
 
 // fl(fl(d * q) + m) per lane, q in 0..15 (GGUF's Q4_1).  A segment of a block: 16 pairs of k-steps x 16 lanes
 // of two codes each (the low nibble the even k-step), then the lanes' 16 float32 scales d and 16 offsets m.
@@ -355,7 +384,7 @@ struct Four {
       for (int64_t i = 0; i < kSegment; ++i) {
         const float code = std::clamp(d > 0 ? std::nearbyint((v[i] - lo) / d) : 0.0f, 0.0f, 15.0f);
         const volatile float scaled = d * code;  // two roundings, whatever the compiler's contraction
-        if (!same(scaled + lo, v[i])) return false;
+        if (!same_bits(scaled + lo, v[i])) return false;
         q[i] = static_cast<uint8_t>(code);
       }
       return true;
@@ -367,22 +396,6 @@ struct Four {
     scales[lane] = d, scales[kLanes + lane] = lo;
     return true;
   }
-
-  // the float16 values around ``estimate`` (GGUF rounds its scales to float16), the first that ``fits``;
-  // -1 where none does
-  template <typename Fits>
-  static float half_scale(float estimate, Fits& fits) {
-    const int base = c10::Half(estimate).x;
-    for (int off : {0, 1, -1, 2, -2, 3, -3}) {
-      const int bits = base + off;
-      if (bits <= 0 || bits >= 0x7c00) continue;  // positive, finite float16 only
-      const float d = static_cast<float>(c10::Half(static_cast<uint16_t>(bits), c10::Half::from_bits()));
-      if (fits(d)) return d;
-    }
-    return -1.0f;
-  }
-
-  static bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }  // bits, so -0 is not +0
 };
 
 // fl(d * q) per lane, q in -128..127 (GGUF's Q8_0).  A segment of a block: 32 k-steps x 16 lanes of one
@@ -418,12 +431,12 @@ struct Eight {
     auto fits = [&](float d) {
       for (int64_t i = 0; i < kSegment; ++i) {
         const float code = std::clamp(d > 0 ? std::nearbyint(v[i] / d) : 0.0f, -128.0f, 127.0f);
-        if (!Four::same(d * code, v[i])) return false;
+        if (!same_bits(d * code, v[i])) return false;
         q[i] = static_cast<int8_t>(code);
       }
       return true;
     };
-    const float d = top == 0.0f ? (fits(0.0f) ? 0.0f : -1.0f) : Four::half_scale(top / 127.0f, fits);
+    const float d = top == 0.0f ? (fits(0.0f) ? 0.0f : -1.0f) : half_scale(top / 127.0f, fits);
     if (d < 0) return false;
     for (int64_t k = 0; k < kSegment; ++k) seg[k * kLanes + lane] = static_cast<uint8_t>(q[k]);
     reinterpret_cast<float*>(seg + kCodeBytes)[lane] = d;
@@ -462,23 +475,8 @@ void multiply_codes(const float* xp, int64_t m, const uint8_t* wp, int64_t k, in
         for (int64_t j = 0; j < count; ++j)
           for (int64_t s = 0; s < kn / kSegment; ++s)
             F::decode(w + j * block_bytes + (kc / kSegment + s) * F::kBytes, scratch + (j * kChunk + s * kSegment) * kLanes);
-        for (int64_t p = 0, r = 0; r < m; ++p, r += pass_rows) {
-          const int64_t rows = std::min(pass_rows, m - r);
-          const float* x = xp + r * k + kc;
-          float* part = partial.data() + p * kPassRows * kGroup * kLanes;
-          if (count == kGroup) {
-            ChunkTables::whole[rows - 1](x, k, scratch, kChunk, kn, yp + r * ldy + first * kLanes, ldy,
-                                         bp ? bp + first * kLanes : nullptr, ap ? ap + r * ldy + first * kLanes : nullptr,
-                                         kc == 0, kc + kn == k, nullptr, 0, 0, 0, part);
-          } else {
-            for (int64_t j = 0; j < count; ++j)
-              ChunkTables::single[rows - 1](x, k, scratch + j * kChunk * kLanes, kChunk, kn,
-                                            yp + r * ldy + (first + j) * kLanes, ldy,
-                                            bp ? bp + (first + j) * kLanes : nullptr,
-                                            ap ? ap + r * ldy + (first + j) * kLanes : nullptr, kc == 0, kc + kn == k,
-                                            nullptr, 0, 0, 0, part + j * kLanes);
-          }
-        }
+        chunk_passes(xp, m, passes, pass_rows, k, kc, kn, scratch, kChunk, count, first, yp, ldy, bp, ap, partial.data(),
+                     nullptr, 0, 0, 0);
       }
     }
   });
