@@ -67,10 +67,10 @@ ROOT_TOKENS = 2
 """Tokens the step before a timed first call committed (a head suite step commits 2.0-2.5 on average):
 the first call feeds the drafter those rows before it proposes after the root."""
 MEASUREMENT = "round ratios, median, every size to 8, first call, later calls, bookkeeping and builder work per method"
-BUILDER_METHODS = ("talon", "eagle2")
-"""Methods whose builders' work is measured apart (hybrid builds TALON's tree: its builder is TALON's)."""
 """Names how ``measure_curve`` measures (part of a curve's key): a curve cached by another way of
 measuring (other statistics, other sizes timed, other pieces priced) is measured again, not reused."""
+BUILDER_METHODS = ("talon", "eagle2")
+"""Methods whose builders' work is measured apart (hybrid builds TALON's tree: its builder is TALON's)."""
 BUILDER_STEPS = 3
 """The fewest drafted steps of the device's default tree, sized by the curve's other pieces, whose
 builder work is timed (as many as rounds when there are more; each after a plain step, its ratio to

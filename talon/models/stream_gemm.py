@@ -56,7 +56,7 @@ BUILDS = {
 name in PyTorch's extensions cache (its loader rebuilds one when the source changes) and its compiler
 flags: the instruction set and FMA only (no ``-march=native``: a cached build must run on another
 machine of the kind that shares the cache); no contraction of a multiply and an add into one fused
-operation (the 4-bit codes decode with two roundings, as the file's dequantization does; the products'
+operation (4-bit codes decode with two roundings, as the file's dequantization does; the products'
 multiply-adds are fused by name); OpenMP for ATen's ``parallel_for``, which then runs on PyTorch's own
 threads.  PyTorch reports AVX2 only where the CPU has FMA as well."""
 
