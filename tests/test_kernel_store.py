@@ -12,7 +12,13 @@ import pytest
 from torch import nn
 
 from talon.models import device, kernel_store, stream_gemm
-from talon.models.cpu_linear import KernelChoices, PackedLinear, onednn_linear_works, pack_linears
+from talon.models.cpu_linear import (
+    WEIGHT_CODES_ENV,
+    KernelChoices,
+    PackedLinear,
+    onednn_linear_works,
+    pack_linears,
+)
 from tests.other_work import others_took
 
 pytestmark = pytest.mark.skipif(not onednn_linear_works(), reason="no oneDNN linear op in this torch build")
@@ -80,6 +86,24 @@ def test_a_choice_timed_on_a_quiet_machine_is_kept_and_later_loads_read_it_witho
     KernelChoices(persist=True).lay_out(third)
     assert calls and laid_out(third) == ({WINNER}, {0})
     assert json.loads(kept.read_text())["plain_rows"] == 0
+
+
+def test_a_choice_timed_with_float32_weights_is_not_read_where_the_weights_stream_as_codes(monkeypatch, store):
+    """Where TALON's kernel streams codes, a quarter of the bytes moves where PyTorch's linear stops being
+    faster: a choice timed with ``$TALON_WEIGHT_CODES=off`` is timed again with codes, and kept apart."""
+    fake, calls = scripted_timings(mkl_rows=2)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
+    monkeypatch.setattr(device, "OtherWork", others_took(0.0))
+    monkeypatch.setenv(WEIGHT_CODES_ENV, "off")
+    KernelChoices(persist=True).lay_out(packed_model())
+    timed = len(calls)
+    monkeypatch.setenv(WEIGHT_CODES_ENV, "auto")
+    fake, calls = scripted_timings(mkl_rows=0)
+    monkeypatch.setattr("talon.models.cpu_linear.fastest_each", fake)
+    with_codes = packed_model()
+    KernelChoices(persist=True).lay_out(with_codes)
+    assert timed and calls and laid_out(with_codes) == ({WINNER}, {0})
+    assert len(list((store / kernel_store.CHOICES_DIR).iterdir())) == 2
 
 
 @pytest.mark.parametrize("share", [0.5, device.QUIET_SHARE, None])

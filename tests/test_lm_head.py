@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 
 import pytest
 import torch
@@ -213,6 +214,23 @@ def test_the_screen_choice_is_kept_for_the_machine_when_timed_on_a_quiet_one(mon
     else:
         assert second is None and calls == [SCREEN_REPS, SCREEN_REPS]
         assert not list(kept_choices.rglob("*.json"))
+
+
+def test_a_screen_choice_timed_against_a_float32_head_is_not_read_for_a_coded_one(monkeypatch, kept_choices) -> None:
+    """A float32 head streamed as its 8-bit codes reads a quarter of the bytes, and so can beat the screen
+    where the float32 matrix did not: a choice kept for one is timed again for the other."""
+    times = [1.0, 0.5]
+    calls = scripted_heads(monkeypatch, times)
+
+    def target(codes: bool):
+        model = tiny_target().model
+        model.lm_head.packed = types.SimpleNamespace(kernel="stream", codes=codes)
+        return model
+
+    assert isinstance(screen_for(target(codes=False)), ScreenedHead)
+    times[1] = 2.0
+    assert screen_for(target(codes=True)) is None and calls == [SCREEN_REPS, SCREEN_REPS]
+    assert isinstance(screen_for(target(codes=False)), ScreenedHead) and len(calls) == 2  # each kept apart
 
 
 @pytest.mark.parametrize("native", NATIVE)

@@ -453,13 +453,15 @@ class KernelChoices:
     @staticmethod
     def key(module: nn.Module, fused: bool) -> tuple:
         """What the timings depend on: the packed layers' shapes and dtypes in order, whether products
-        are fused, the kernels this machine has, and PyTorch's thread count."""
+        are fused, the kernels this machine has, whether TALON's kernel streams weights as their codes
+        (``weight_codes_mode``: a quarter of the bytes moves where PyTorch's linear stops being faster),
+        and PyTorch's thread count."""
         layers = tuple(
             (m.out_features, m.in_features, str(m.weight.dtype))
             for m in module.modules()
             if isinstance(m, PackedLinear) and m.packed is not None
         )
-        return layers, fused, stream_gemm.available(), torch.get_num_threads()
+        return layers, fused, stream_gemm.available(), weight_codes_mode(), torch.get_num_threads()
 
     def lay_out(self, module: nn.Module, fuse: Callable[[nn.Module], Sequence[Product]] | None = None) -> list[Product]:
         """Lay ``module``'s float32 layers out for the packed kernel chosen for its shapes, ``fuse`` it

@@ -299,10 +299,13 @@ def screen_for(model: torch.nn.Module) -> ScreenedHead | None:
     if screen is None:
         return None
     head = model.get_output_embeddings()
-    # what the timing depends on: the head's shape and kernel, the rows timed, the threads, the C++ picks
+    # what the timing depends on: the head's shape and kernel (its weights as codes or float32: the float32
+    # head reads 113 MB, the coded one 32 MB), the rows timed, the threads, the C++ picks
+    packed = getattr(head, "packed", None)
     head_kernel = (
         type(head).__name__,
-        getattr(getattr(head, "packed", None), "kernel", None),
+        getattr(packed, "kernel", None),
+        getattr(packed, "codes", False),
         getattr(head, "plain_rows", None),
     )
     timed = (
