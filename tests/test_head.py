@@ -22,7 +22,9 @@ from talon.drafters.head_model import (
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import encode_prompt
 from talon.engine.verify import Verifier
+from talon.models.cpu_linear import draft_half_rows, drafter_on_stream
 from talon.models.loaded import ModelLoadError
+from talon.models.weight_arena import coded_weights
 from talon.training.train_head import (
     TOP_K,
     TrainArgs,
@@ -288,6 +290,12 @@ def test_shipped_head_drafts_from_its_vocabulary(target):
     head = load_head(SHIPPED_HEAD, target)
     assert head.draft_ids.numel() == meta["size"] == 16384 and meta["heldout_answer_coverage"] > 0.95
     assert set(target.eos_token_ids) <= set(head.draft_ids.tolist())
+    if drafter_on_stream() and coded_weights(target.model):
+        # in float32 on TALON's kernel its draft LM head streams the rows of the target's 8-bit codes, and
+        # its other layers' calls of a few rows read bfloat16 copies
+        assert head.norm.weight.dtype == torch.float32
+        assert head.draft_lm_head.packed.codes and head.draft_lm_head.half is None
+        assert head.layer.mlp.up_proj.half_rows == draft_half_rows() > 0
 
 
 @pytest.mark.engine

@@ -259,30 +259,38 @@ def test_a_packed_weight_takes_the_codes_unless_the_setting_says_off(monkeypatch
 
 @needs_kernel
 def test_a_float32_drafter_takes_bfloat16_copies_for_its_few_row_calls(monkeypatch):
-    """Where drafters run in float32 on this kernel (``draft_half_rows``), ``halve_small_rows`` gives each
-    layer a bfloat16 copy that calls of up to ``HALF_ROWS`` rows read; wider calls keep the float32
-    weights, and a layer on another kernel is left alone."""
+    """Where drafters run in float32 on this kernel (``drafter_on_stream``), ``halve_small_rows`` gives each
+    layer a bfloat16 copy that calls of up to ``HALF_ROWS`` rows (by instruction set) read; wider calls keep
+    the float32 weights; a layer whose weights stream as codes (fewer bytes than bfloat16) and a layer on
+    another kernel are left alone."""
     from talon.models import cpu_linear
 
     monkeypatch.setenv("TALON_CPU_LINEAR", "stream")
-    works = cpu_linear.onednn_linear_works
-    # no oneDNN bfloat16 kernels, as on the AVX2 EPYC: drafters run in float32
-    monkeypatch.setattr(cpu_linear, "onednn_linear_works", lambda dtype: dtype != torch.bfloat16 and works(dtype))
-    assert cpu_linear.draft_half_rows() == cpu_linear.HALF_ROWS
-    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64))
+    monkeypatch.delenv(WEIGHT_CODES_ENV, raising=False)
+    half = cpu_linear.HALF_ROWS[stream_gemm.instruction_set()]
+    assert cpu_linear.drafter_on_stream() and cpu_linear.draft_half_rows() == half
+    assert cpu_linear.drafter_dtype(torch.device("cpu"), torch.float32) == torch.float32
+    assert cpu_linear.drafter_dtype(torch.device("cpu"), torch.bfloat16) == torch.bfloat16
+    model = nn.Sequential(nn.Linear(64, 48), nn.Linear(48, 64), nn.Linear(64, 40))
+    with torch.no_grad():
+        model[2].weight.copy_(eight_bit_weight((40, 64), 3))
     pack_for_device(model)
     other = PackedLinear(nn.Linear(64, 48))  # oneDNN's layout
-    assert cpu_linear.halve_small_rows(model) == cpu_linear.HALF_ROWS == 3
-    assert cpu_linear.halve_small_rows(other) == 3 and other.half is None and other.half_rows == 0
+    assert cpu_linear.halve_small_rows(model) == half
+    assert cpu_linear.halve_small_rows(other) == half and other.half is None and other.half_rows == 0
+    coded = model[2]
+    assert coded.packed.codes and coded.half is None and coded.half_rows == 0
     layer = model[0]
     rounded = stream_gemm.pack(layer.weight.detach().to(torch.bfloat16).float())
     with torch.inference_mode():
-        for rows in (1, 3, 4, 9):
+        for rows in (1, half, half + 1, 2 * half + 3):
             x = torch.randn(rows, 64)
-            want = stream_gemm.linear(x, rounded if rows <= 3 else layer.packed.data, 48, layer.bias)
+            want = stream_gemm.linear(x, rounded if rows <= half else layer.packed.data, 48, layer.bias)
             assert torch.equal(layer(x), want), rows
-    monkeypatch.setattr(cpu_linear, "onednn_linear_works", lambda dtype: True)  # drafters in bfloat16
+    monkeypatch.setenv("TALON_CPU_LINEAR", "onednn")  # drafters off the kernel: bfloat16 where oneDNN has it
     assert cpu_linear.draft_half_rows() == 0 and cpu_linear.halve_small_rows(nn.Sequential()) == 0
+    want = torch.bfloat16 if cpu_linear.onednn_linear_works(torch.bfloat16) else torch.float32
+    assert cpu_linear.drafter_dtype(torch.device("cpu"), torch.float32) == want
 
 
 @needs_kernel

@@ -270,8 +270,8 @@ def load_head(
     the target's weights do not match the head's ``head_fingerprint``).
     ``checksum``: the target's ``target_checksum`` if already known (saves ~0.5 s).  The head drafts
     from its ``DRAFT_VOCAB`` when the directory has one, unless ``full_vocab``.  It runs in
-    ``drafter_dtype`` (bfloat16 on the CPU: a drafter's rounding shapes the tree, never the output), its
-    calls of a few rows through int8 copies where that is faster (``quantize_small_rows``)."""
+    ``drafter_dtype`` (on the CPU float32 on TALON's kernel where it runs, else bfloat16: a drafter's
+    rounding shapes the tree, never the output) through ``use_device_linears``."""
     directory = resolve_head_dir(str(spec))
     try:
         meta = json.loads((directory / HEAD_CONFIG).read_text())
@@ -319,7 +319,8 @@ def load_head(
 
 def use_device_linears(head: nn.Module) -> None:
     """Give a loaded head's linears (its draft LM head among them) this device's kernels: on a CPU packed
-    (``pack_for_device``) with int8 copies (``quantize_small_rows``) or, in float32, bfloat16 copies
+    (``pack_for_device``; on TALON's kernel a draft LM head whose rows are the target's 4- or 8-bit codes
+    streams them) with int8 copies (``quantize_small_rows``) or, in float32, bfloat16 copies
     (``halve_small_rows``) for calls of a few rows, on a GPU cuBLASLt where it is faster
     (``use_row_linears``); in float32 on a CPU its norms in one C++ call (``use_row_ops``)."""
     pack_for_device(head)

@@ -33,6 +33,7 @@ from ..models.cpu_linear import (
     cpu_linear_mode,
     draft_half_rows,
     draft_int8_rows,
+    drafter_on_stream,
     mkl_rows,
     packed_kernel,
 )
@@ -337,8 +338,12 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         + (", weights as their 4- or 8-bit codes" if coded_weights(target.model) else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
         + (
-            f", draft_int8_rows={draft_int8_rows()}"
-            + (f", draft_half_rows={rows}" if (rows := draft_half_rows()) else "")
+            # a float32 drafter on TALON's kernel has no int8 copies (and their timing is not asked for)
+            (
+                f", draft_half_rows={draft_half_rows()}"
+                if drafter_on_stream()
+                else f", draft_int8_rows={draft_int8_rows()}"
+            )
             if target.device.type == "cpu" and not isinstance(drafter, NoDrafter)
             else ""
         )

@@ -76,12 +76,14 @@ INT8_ROWS = 4
 """A drafter's calls of at most this many rows take its int8 copies: up to 4 rows the int8 kernel read
 back from memory is faster than the bfloat16 one on the AVX-512 machine (the draft LM head at 1 / 4 rows:
 0.33 / 0.38 ms against 0.45 / 0.45 ms after a 40 MB read), from 8 rows the bfloat16 kernel wins."""
-HALF_ROWS = 3
-"""Where a drafter runs in float32 on TALON's kernel (no bfloat16 arithmetic on the CPU), its calls of at
-most this many rows read a bfloat16 copy of each weight, widened as it streams: on the AVX2 EPYC the
-draft LM head (16,384 x 576) took 1.02 / 1.28 / 1.43 / 1.68 ms at 1 / 2 / 3 / 4 rows against float32's
-1.87 / 1.99 / 1.79 / 1.94 after a 48 MB read, and from 8 rows more than float32 (the widening then
-costs more than the bytes it saves)."""
+HALF_ROWS = {"AVX512": 16, "AVX2": 3}
+"""Where a drafter runs in float32 on TALON's kernel, its calls of at most this many rows (by the kernel's
+instruction set) read a bfloat16 copy of each weight, widened as it streams.  On the AVX2 EPYC the draft LM
+head (16,384 x 576) took 1.02 / 1.28 / 1.43 / 1.68 ms at 1 / 2 / 3 / 4 rows against float32's 1.87 / 1.99 /
+1.79 / 1.94 after a 48 MB read, and from 8 rows more than float32 (the widening then costs more than the
+bytes it saves).  On the AMX Xeon (model 167) the shipped head's calls were cheapest with copies up to 16
+rows (side by side against 3 and 8: a call of 4 rows 0.169 plain steps against 0.208 with 3, of 8 rows
+0.209 against 0.248; ``docs/bench/xeon-spr-r66``)."""
 INT8_IN_MULTIPLE = 64
 """Only layers whose input width is a multiple of this take an int8 copy: PyTorch 2.13's CPU int8 kernel
 reads past the end of rows whose width is not a multiple of its vector (it crashed at 8, 24 and 40)."""
@@ -648,23 +650,25 @@ def quantize_small_rows(module: nn.Module) -> int:
     ``INT8_IN_MULTIPLE`` a weight-only int8 copy for inputs of at most ``draft_int8_rows()`` rows (in
     place; the bfloat16 weights stay for wider calls and for readers of ``.weight``).  Never for a
     target: its products must be the float32 ones.  Returns that row count (0: nothing changed)."""
-    rows = draft_int8_rows()
+    layers = [
+        m
+        for m in module.modules()
+        if isinstance(m, PackedLinear) and m.weight.dtype == torch.bfloat16 and m.in_features % INT8_IN_MULTIPLE == 0
+    ]
+    rows = draft_int8_rows() if layers else 0  # (a float32 drafter's load does not time the int8 kernel)
     if not rows:
         return 0
-    for m in module.modules():
-        if isinstance(m, PackedLinear) and m.weight.dtype == torch.bfloat16 and m.in_features % INT8_IN_MULTIPLE == 0:
-            m.int8_weight, m.int8_scales = int8_weights(m.weight)
-            m.int8_rows = rows
+    for m in layers:
+        m.int8_weight, m.int8_scales = int8_weights(m.weight)
+        m.int8_rows = rows
     return rows
 
 
 def draft_half_rows() -> int:
     """The row count up to which a float32 drafter's layers on TALON's kernel take bfloat16 copies here:
-    ``HALF_ROWS`` where the kernel runs and drafters run in float32 on this CPU (no oneDNN bfloat16
-    kernels: ``drafter_dtype``), else 0."""
-    if cpu_linear_mode() not in ("auto", "stream") or onednn_linear_works(torch.bfloat16):
-        return 0
-    return HALF_ROWS if stream_gemm.available() else 0
+    ``HALF_ROWS`` for this CPU's instruction set where drafters run on the kernel (``drafter_on_stream``),
+    else 0."""
+    return HALF_ROWS.get(stream_gemm.instruction_set(), 0) if drafter_on_stream() else 0
 
 
 def halve_small_rows(module: nn.Module) -> int:
@@ -677,7 +681,7 @@ def halve_small_rows(module: nn.Module) -> int:
         return 0
     for m in module.modules():
         stream = isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream"
-        if stream and m.weight.dtype == torch.float32:
+        if stream and m.weight.dtype == torch.float32 and not m.packed.codes:  # codes: fewer bytes than bfloat16
             m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
             m.half_rows = rows
     return rows
@@ -710,14 +714,22 @@ def call_rows(module: nn.Module) -> int:
 
 
 def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtype:
-    """The precision a draft head runs in: bfloat16 on a CPU whose linear layers are packed and that has
-    the oneDNN bfloat16 kernels (30 % faster per head call on the AVX-512 machine), else the target's.
-    Only the drafter: its rounding changes which tree is proposed, never what verification emits."""
-    if (
-        device.type == "cpu"
-        and target_dtype == torch.float32
-        and cpu_linear_mode() != "plain"
-        and onednn_linear_works(torch.bfloat16)
-    ):
-        return torch.bfloat16
-    return target_dtype
+    """The precision a draft head runs in on a float32 target: on a CPU where TALON's kernel runs
+    (``drafter_on_stream``) float32, its calls of a few rows reading bfloat16 copies (``halve_small_rows``)
+    and a draft LM head its target's codes; else bfloat16 on a CPU whose linear layers are packed and
+    that has the oneDNN bfloat16 kernels (30 % faster per head call than float32 on oneDNN on the AVX-512
+    machine); else the target's.  Side by side on the AMX Xeon (model 167) the first took 0.106 / 0.127 /
+    0.155 plain steps for a later / second / first call of one row against bfloat16's 0.120 / 0.154 /
+    0.180, and 0.209 against 0.274 for a call of 8 rows (``docs/bench/xeon-spr-r66``).  Only the drafter: its
+    rounding changes which tree is proposed, never what verification emits."""
+    if device.type != "cpu" or target_dtype != torch.float32 or cpu_linear_mode() == "plain":
+        return target_dtype
+    if drafter_on_stream() or not onednn_linear_works(torch.bfloat16):
+        return torch.float32
+    return torch.bfloat16
+
+
+def drafter_on_stream() -> bool:
+    """Whether drafters run in float32 on TALON's kernel here: it runs (AVX-512 or AVX2) and
+    ``$TALON_CPU_LINEAR`` lets it (``auto`` or ``stream``)."""
+    return cpu_linear_mode() in ("auto", "stream") and stream_gemm.available()
