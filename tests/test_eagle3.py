@@ -27,9 +27,9 @@ from talon.drafters.eagle3_model import (
 )
 from talon.drafters.factory import make_drafter, parse_drafter_spec
 from talon.drafters.head import HeadDrafter
+from talon.drafters.head_model import use_device_linears
 from talon.engine.builders import TalonBuilder
 from talon.engine.decode import run_to_end
-from talon.models.cpu_linear import pack_for_device
 from talon.models.loaded import ModelLoadError
 from talon.models.registry import ModelRegistry
 from talon.training.train_head import _batch, head_loss
@@ -177,7 +177,9 @@ def to_vocab(draft_logits: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("layout", ["eagle", "specforge"])
-def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down(target, tmp_path, layout):
+def test_loaded_head_equals_the_reference_forward_at_the_root_and_one_layer_down(target, tmp_path, layout, monkeypatch):
+    # the loader's arithmetic in float32: no bfloat16 copies for a few rows (``halve_small_rows``)
+    monkeypatch.setattr("talon.models.cpu_linear.draft_half_rows", lambda: 0)
     if layout == "eagle":
         w, shape, layers = write_eagle_layout(tmp_path), (4, 2, 16), (2, 4, 5)  # 2, L//2, L-3
     else:
@@ -341,7 +343,7 @@ def test_a_head_trained_and_exported_as_eagle3_loads_back_and_drafts_the_same_tr
     assert meta["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
     assert meta["draft_vocab_size"] == len(DRAFT_IDS) and meta["num_hidden_layers"] == 1
     loaded = load_eagle3(tmp_path / "export", target, dtype=torch.float32)
-    pack_for_device(head)  # the same CPU kernels as the loaded head
+    use_device_linears(head)  # the same CPU kernels as the loaded head
     for seed in (1, 2, 3):
         trees = []
         for h in (head, loaded):

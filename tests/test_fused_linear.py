@@ -18,6 +18,8 @@ from talon.models import stream_gemm
 from talon.models.cpu_linear import (
     KernelChoices,
     PackedLinear,
+    draft_half_rows,
+    halve_small_rows,
     mkl_packs_any_rows,
     onednn_linear_works,
     pack_for_device,
@@ -190,6 +192,27 @@ def test_layers_hand_their_residuals_to_the_products_with_the_same_bits(kernel):
     fused.model.layers[1].forward = fused.model.layers[1].forward  # a forward of its own
     fused.model.layers[2].mlp.down_proj = nn.Linear(128, 64)  # not a packed product
     assert hand_residuals(fused) == 1
+
+
+def test_a_float32_drafters_fused_products_take_bfloat16_copies_for_few_rows_as_its_separate_ones(monkeypatch):
+    """``halve_small_rows`` with the fused products: at up to ``draft_half_rows()`` rows a fused product
+    reads the bfloat16 copy of its stacked weights, giving the bits the separate halved products give (an
+    output element is the same dot product whichever rows sit beside it), and the float32 ones above."""
+    if not stream_gemm.available():
+        pytest.skip("no streaming kernel here")
+    monkeypatch.setenv("TALON_CPU_LINEAR", "stream")
+    torch.manual_seed(6)
+    separate, fused = _twins(tiny_config(2))
+    for model in (separate, fused):
+        use_packed_kernel(model, "stream")
+    assert fuse_projections(fused) == 4
+    half = draft_half_rows()
+    assert halve_small_rows(separate) == half == halve_small_rows(fused, fused_products(fused)) > 0
+    assert all(p.half_rows == half and p.half.dtype == torch.bfloat16 for p in fused_products(fused))
+    for rows in (1, half, half + 1, 2 * half + 1):
+        assert torch.equal(_logits(fused, rows), _logits(separate, rows)), rows
+    halved, full = _logits(fused, 1), _logits(fused, half + 1)[:, :1]
+    assert not torch.equal(halved, full)  # (the first row's logits: its own bfloat16 copies, then float32)
 
 
 def test_a_gradient_takes_the_parts():

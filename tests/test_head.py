@@ -295,7 +295,7 @@ def test_shipped_head_drafts_from_its_vocabulary(target):
         # its other layers' calls of a few rows read bfloat16 copies
         assert head.norm.weight.dtype == torch.float32
         assert head.draft_lm_head.packed.codes and head.draft_lm_head.half is None
-        assert head.layer.mlp.up_proj.half_rows == draft_half_rows() > 0
+        assert head.layer.mlp.fused_gate_up.half_rows == head.layer.self_attn.o_proj.half_rows == draft_half_rows() > 0
 
 
 @pytest.mark.engine

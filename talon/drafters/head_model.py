@@ -40,6 +40,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 from ..config import ASSETS
 from ..files import write_atomically, write_text_atomically
 from ..models.cpu_linear import drafter_dtype, halve_small_rows, pack_for_device, quantize_small_rows
+from ..models.fused_linear import fuse, fused_products
 from ..models.gpu_linear import use_row_linears
 from ..models.gqa_attention import use_gqa_attention_in
 from ..models.hub import hub_reachable
@@ -319,12 +320,13 @@ def load_head(
 
 def use_device_linears(head: nn.Module) -> None:
     """Give a loaded head's linears (its draft LM head among them) this device's kernels: on a CPU packed
-    (``pack_for_device``; on TALON's kernel a draft LM head whose rows are the target's 4- or 8-bit codes
+    (``pack_for_device``, the attention's query, key and value and the MLP's gate and up each one product,
+    ``fused_linear.fuse``; on TALON's kernel a draft LM head whose rows are the target's 4- or 8-bit codes
     streams them) with int8 copies (``quantize_small_rows``) or, in float32, bfloat16 copies
     (``halve_small_rows``) for calls of a few rows, on a GPU cuBLASLt where it is faster
     (``use_row_linears``); in float32 on a CPU its norms in one C++ call (``use_row_ops``)."""
-    pack_for_device(head)
+    pack_for_device(head, fuse)
     quantize_small_rows(head)
-    halve_small_rows(head)
+    halve_small_rows(head, fused_products(head))
     use_row_ops(head)
     use_row_linears(head)

@@ -671,19 +671,28 @@ def draft_half_rows() -> int:
     return HALF_ROWS.get(stream_gemm.instruction_set(), 0) if drafter_on_stream() else 0
 
 
-def halve_small_rows(module: nn.Module) -> int:
-    """Give every float32 layer of a drafter ``module`` that runs on TALON's kernel a bfloat16 copy for
-    inputs of at most ``draft_half_rows()`` rows (in place; the float32 copy stays for wider calls).  A
-    drafter's rounding shapes the tree, never the output; never for a target.  Returns that row count
-    (0: nothing changed)."""
+class Halvable(Protocol):
+    """A product that can take a bfloat16 copy for a few rows (``fused_linear.FusedRows``)."""
+
+    def halve(self, rows: int) -> None: ...
+
+
+def halve_small_rows(module: nn.Module, fused: Sequence[Halvable] = ()) -> int:
+    """Give every float32 layer of a drafter ``module`` that runs on TALON's kernel, and every product of
+    ``fused`` (its fused products), a bfloat16 copy for inputs of at most ``draft_half_rows()`` rows (in
+    place; the float32 copy stays for wider calls; a weight streamed as its codes keeps them, fewer bytes
+    than bfloat16).  A drafter's rounding shapes the tree, never the output; never for a target.  Returns
+    that row count (0: nothing changed)."""
     rows = draft_half_rows()
     if not rows:
         return 0
     for m in module.modules():
         stream = isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream"
-        if stream and m.weight.dtype == torch.float32 and not m.packed.codes:  # codes: fewer bytes than bfloat16
+        if stream and m.weight.dtype == torch.float32 and not m.packed.codes:
             m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
             m.half_rows = rows
+    for product in fused:
+        product.halve(rows)
     return rows
 
 

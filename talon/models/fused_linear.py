@@ -73,6 +73,18 @@ class FusedRows:
         ``call_rows``)."""
         self.block_rows = 0
         self.call_rows = 0
+        self.half: PackedWeight | None = None
+        """A bfloat16 copy of the stacked weight for TALON's kernel (``halve``: a float32 drafter's calls of a
+        few rows read half the bytes)."""
+        self.half_rows = 0
+        """Inputs of at most this many rows take ``half``."""
+
+    def halve(self, rows: int) -> None:
+        """Give the product a bfloat16 copy for inputs of at most ``rows`` rows where it streams float32
+        weights on TALON's kernel (``cpu_linear.halve_small_rows``: drafters only)."""
+        if rows and self.packed.kernel == "stream" and self.packed.dtype == torch.float32 and not self.packed.codes:
+            self.half = PackedWeight(torch.cat([p.weight.detach() for p in self.parts]).to(torch.bfloat16), "stream")
+            self.half_rows = rows
 
     def separate(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Each part's product of ``x``, one call each."""
@@ -88,7 +100,11 @@ class FusedRows:
         fused product, or where a part would take another kernel (a gradient wanted, or MKL at this few
         rows) the parts' own, concatenated."""
         grad = torch.is_grad_enabled() and (x.requires_grad or any(p.weight.requires_grad for p in self.parts))
-        if grad or x.numel() <= self.plain_rows * self.in_features:
+        if grad:
+            return self.plain_product(x)
+        if x.numel() <= self.half_rows * self.in_features:  # (as ``PackedLinear`` takes its ``half`` first)
+            return self.half(x, self.bias)
+        if x.numel() <= self.plain_rows * self.in_features:
             return self.plain_product(x)
         return product_in_rows(self.packed_product, x, self)
 
