@@ -454,6 +454,27 @@ def test_the_curve_key_names_the_rows_mkl_takes():
     assert "mkl_rows=0" in keys[0] and "mkl_rows=2" in keys[1]
 
 
+def test_the_curve_key_names_a_head_drafters_fused_products_directly_and_in_a_hybrid():
+    # A head whose projections run as one product each calls its kernel fewer times a forward: its calls
+    # cost less, and a curve measured before it fused them is measured again.
+    from talon.engine.cost_measure import curve_key
+    from talon.models.cpu_linear import onednn_linear_works, pack_linears
+    from talon.models.fused_linear import fuse_projections
+    from tests.tiny import tiny_target
+
+    if not onednn_linear_works():
+        pytest.skip("no prepacked oneDNN linear in this PyTorch build")
+    target = tiny_target()
+    head = tiny_target(seed=1, layers=1).model
+    drafter = SimpleNamespace(name="head", head=head)
+    apart = curve_key(target, drafter).kernels
+    pack_linears(head)
+    assert fuse_projections(head) == 2
+    fused = curve_key(target, drafter).kernels
+    hybrid = curve_key(target, SimpleNamespace(name="head", model=drafter)).kernels
+    assert "draft_fused_layers" not in apart and "draft_fused_layers=2" in fused and fused == hybrid
+
+
 def test_the_curve_key_names_the_openmp_wait_only_where_the_environment_sets_it(monkeypatch):
     # The app waits passively (``ui`` sets OMP_WAIT_POLICY=PASSIVE), which makes a small CPU step dearer than
     # under the default wait a benchmark runs with: the two must not share a cost curve.
