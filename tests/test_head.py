@@ -279,6 +279,11 @@ def test_draft_vocab_restricts_the_heads_logits_to_its_tokens(target, random_hea
     outside = torch.ones(a.shape[-1], dtype=torch.bool)
     outside[ids] = False
     assert torch.isneginf(a[..., outside]).all()
+    # log-probabilities: normalised over the draft vocabulary's columns, the softmax of the scattered logits
+    for head, logits in ((restricted, a), (full, b)):
+        logp = head.log_probs(states, lm_head)
+        assert logp.dtype == torch.float32 and torch.equal(torch.isneginf(logp), torch.isneginf(logits))
+        assert torch.allclose(logp.exp(), torch.softmax(logits.float(), -1), atol=1e-6)
     (tmp_path / DRAFT_VOCAB).write_text(json.dumps({"ids": [0, 10**6]}))
     with pytest.raises(ModelLoadError, match="outside"):
         load_head(tmp_path, target)

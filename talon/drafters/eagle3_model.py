@@ -262,10 +262,20 @@ class Eagle3Head(nn.Module):
         """Float32 logits ``[..., vocab]`` over the target's vocabulary from output states ``[..., H]``
         through the head's own ``lm_head``; tokens outside the draft vocabulary get ``-inf``.
         ``lm_head`` (the target's) is not used: the argument keeps one call for every head."""
-        rows = self.lm_head(self.norm(states).to(self.lm_head.weight.dtype)).float()
-        if self.identity_vocab:
-            return rows
-        return scatter_draft_logits(rows, self.draft_ids, self.config.vocab_size)
+        return self._in_vocab(self._rows(states))
+
+    def log_probs(self, states: torch.Tensor, lm_head: nn.Module | None = None) -> torch.Tensor:
+        """Float32 next-token log-probabilities ``[..., vocab]`` (``logits`` normalised over the draft
+        vocabulary before it is scattered)."""
+        return self._in_vocab(torch.log_softmax(self._rows(states), dim=-1))
+
+    def _rows(self, states: torch.Tensor) -> torch.Tensor:
+        """Float32 ``[..., draft vocab]`` logits through the head's own ``lm_head``."""
+        return self.lm_head(self.norm(states).to(self.lm_head.weight.dtype)).float()
+
+    def _in_vocab(self, rows: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary columns ``rows`` over the target's vocabulary (``-inf`` elsewhere)."""
+        return rows if self.identity_vocab else scatter_draft_logits(rows, self.draft_ids, self.config.vocab_size)
 
 
 # ---- reading checkpoints -------------------------------------------------------------------------------

@@ -56,6 +56,9 @@ class HeadNetwork(Protocol):
     def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """``[..., vocab]`` next-token logits (``-inf`` outside the draft vocabulary)."""
 
+    def log_probs(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
+        """``[..., vocab]`` float32 next-token log-probabilities (``-inf`` outside the draft vocabulary)."""
+
 
 class HeadCache(TreeKVCache):
     """The head's tree KV cache.  Cache row k holds head position k + 1 (position 0 has no feature).
@@ -77,7 +80,8 @@ class HeadCache(TreeKVCache):
         return self.head(features.unsqueeze(0), embeds, position_ids, mask, self.kv)[0], None
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.head.logits(hidden, self.target.model.get_output_embeddings()).float()
+        """The head's next-token log-probabilities (logits already normalised: the drafter's proposals)."""
+        return self.head.log_probs(hidden, self.target.model.get_output_embeddings())
 
 
 class HeadDrafter(Drafter):
@@ -150,7 +154,7 @@ class HeadDrafter(Drafter):
         )
         self._node_states = {0: out.hidden[-1]}
         self._tree_root = last
-        return Proposal(torch.log_softmax(out.logits, dim=-1))
+        return Proposal(out.logits)
 
     def _read_features(self, target_features: torch.Tensor) -> int:
         """Fuse the target's feature rows not read yet into the feature rows; returns the first row whose
@@ -187,4 +191,4 @@ class HeadDrafter(Drafter):
         out = self._cache.forward_nodes(tree, frontier, len(self._seq) - 1, features=features)
         for k, u in enumerate(frontier):
             self._node_states[u] = out.hidden[k]
-        return Proposal(torch.log_softmax(out.logits, dim=-1))
+        return Proposal(out.logits)
