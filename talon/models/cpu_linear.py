@@ -82,8 +82,8 @@ instruction set) read a bfloat16 copy of each weight, widened as it streams.  On
 head (16,384 x 576) took 1.02 / 1.28 / 1.43 / 1.68 ms at 1 / 2 / 3 / 4 rows against float32's 1.87 / 1.99 /
 1.79 / 1.94 after a 48 MB read, and from 8 rows more than float32 (the widening then costs more than the
 bytes it saves).  On the AMX Xeon (model 167) the shipped head's calls were cheapest with copies up to 16
-rows (side by side against 3 and 8: a call of 4 rows 0.169 plain steps against 0.208 with 3, of 8 rows
-0.209 against 0.248; ``docs/bench/xeon-spr-r66``)."""
+rows (side by side against 3 and 8: a second call of 4 rows 0.165 plain steps against 0.198 with 3, of 16
+rows 0.276 against 0.337 and 0.344; ``docs/bench/xeon-spr-r66/head_ab.txt``)."""
 INT8_IN_MULTIPLE = 64
 """Only layers whose input width is a multiple of this take an int8 copy: PyTorch 2.13's CPU int8 kernel
 reads past the end of rows whose width is not a multiple of its vector (it crashed at 8, 24 and 40)."""
@@ -727,10 +727,10 @@ def drafter_dtype(device: torch.device, target_dtype: torch.dtype) -> torch.dtyp
     (``drafter_on_stream``) float32, its calls of a few rows reading bfloat16 copies (``halve_small_rows``)
     and a draft LM head its target's codes; else bfloat16 on a CPU whose linear layers are packed and
     that has the oneDNN bfloat16 kernels (30 % faster per head call than float32 on oneDNN on the AVX-512
-    machine); else the target's.  Side by side on the AMX Xeon (model 167) the first took 0.106 / 0.127 /
-    0.155 plain steps for a later / second / first call of one row against bfloat16's 0.120 / 0.154 /
-    0.180, and 0.209 against 0.274 for a call of 8 rows (``docs/bench/xeon-spr-r66``).  Only the drafter: its
-    rounding changes which tree is proposed, never what verification emits."""
+    machine); else the target's.  Side by side on the AMX Xeon (model 167) the first took 0.099 / 0.131 /
+    0.157 plain steps for a later / second / first call of one row against bfloat16's 0.120 / 0.151 /
+    0.169, and 0.201 against 0.250 for a second call of 8 rows (``docs/bench/xeon-spr-r66/head_ab.txt``).
+    Only the drafter: its rounding changes which tree is proposed, never what verification emits."""
     if device.type != "cpu" or target_dtype != torch.float32 or cpu_linear_mode() == "plain":
         return target_dtype
     if drafter_on_stream() or not onednn_linear_works(torch.bfloat16):
