@@ -671,6 +671,12 @@ def draft_half_rows() -> int:
     return HALF_ROWS.get(stream_gemm.instruction_set(), 0) if drafter_on_stream() else 0
 
 
+def streams_float32(packed: PackedWeight | None) -> bool:
+    """Whether ``packed`` streams float32 weights on TALON's kernel, which a bfloat16 copy would halve (not
+    their codes: fewer bytes than bfloat16)."""
+    return packed is not None and packed.kernel == "stream" and packed.dtype == torch.float32 and not packed.codes
+
+
 class Halvable(Protocol):
     """A product that can take a bfloat16 copy for a few rows (``fused_linear.FusedRows``)."""
 
@@ -687,8 +693,7 @@ def halve_small_rows(module: nn.Module, fused: Sequence[Halvable] = ()) -> int:
     if not rows:
         return 0
     for m in module.modules():
-        stream = isinstance(m, PackedLinear) and m.packed is not None and m.packed.kernel == "stream"
-        if stream and m.weight.dtype == torch.float32 and not m.packed.codes:
+        if isinstance(m, PackedLinear) and streams_float32(m.packed):
             m.half = PackedWeight(m.weight.detach().to(torch.bfloat16), "stream")
             m.half_rows = rows
     for product in fused:

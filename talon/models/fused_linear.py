@@ -43,7 +43,7 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from .cpu_linear import PackedLinear, PackedWeight, mkl_packs_any_rows, product_in_rows
+from .cpu_linear import PackedLinear, PackedWeight, mkl_packs_any_rows, product_in_rows, streams_float32
 
 PROBE_ROWS = (1, 5)
 """Row counts at which a fused product is checked against its parts at load (bit for bit)."""
@@ -82,7 +82,7 @@ class FusedRows:
     def halve(self, rows: int) -> None:
         """Give the product a bfloat16 copy for inputs of at most ``rows`` rows where it streams float32
         weights on TALON's kernel (``cpu_linear.halve_small_rows``: drafters only)."""
-        if rows and self.packed.kernel == "stream" and self.packed.dtype == torch.float32 and not self.packed.codes:
+        if rows and streams_float32(self.packed):
             self.half = PackedWeight(torch.cat([p.weight.detach() for p in self.parts]).to(torch.bfloat16), "stream")
             self.half_rows = rows
 
