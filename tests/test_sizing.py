@@ -7,11 +7,11 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
+from talon.drafters.base import NoDrafter
 from talon.drafters.calibration import (
     CALIBRATION_FILE,
     LOOKUP_CALIBRATION_FILE,
@@ -34,6 +34,9 @@ from talon.drafters.calibration import (
     save,
     scale_odds,
 )
+from talon.drafters.hybrid import HybridDrafter
+from talon.drafters.model import ModelDrafter
+from talon.drafters.ngram import NgramDrafter
 from talon.engine.builders import ChainBuilder, Eagle2Builder, RootOnlyBuilder, StaticBuilder, TalonBuilder
 from talon.engine.sizing import Candidate, CostRule
 from talon.runtime.cost_curve import CostCurve, CurveKey, cached_curve, store_curve
@@ -450,11 +453,11 @@ def test_the_curve_key_names_the_rows_mkl_takes():
         for m in packed:
             m.plain_rows = rows
         assert mkl_rows(target.model) == rows
-        keys.append(curve_key(target, SimpleNamespace(name="none")).kernels)
+        keys.append(curve_key(target, NoDrafter()).kernels)
     assert "mkl_rows=0" in keys[0] and "mkl_rows=2" in keys[1]
 
 
-def test_the_curve_key_names_a_head_drafters_fused_products_directly_and_in_a_hybrid():
+def test_the_curve_key_names_a_drafters_fused_products_directly_and_in_a_hybrid():
     # A head whose projections run as one product each calls its kernel fewer times a forward: its calls
     # cost less, and a curve measured before it fused them is measured again.
     from talon.engine.cost_measure import curve_key
@@ -465,13 +468,13 @@ def test_the_curve_key_names_a_head_drafters_fused_products_directly_and_in_a_hy
     if not onednn_linear_works():
         pytest.skip("no prepacked oneDNN linear in this PyTorch build")
     target = tiny_target()
-    head = tiny_target(seed=1, layers=1).model
-    drafter = SimpleNamespace(name="head", head=head)
+    draft_lm = tiny_target(seed=1, layers=1)
+    drafter = ModelDrafter(draft_lm)
     apart = curve_key(target, drafter).kernels
-    pack_linears(head)
-    assert fuse_projections(head) == 2
+    pack_linears(draft_lm.model)
+    assert fuse_projections(draft_lm.model) == 2
     fused = curve_key(target, drafter).kernels
-    hybrid = curve_key(target, SimpleNamespace(name="head", model=drafter)).kernels
+    hybrid = curve_key(target, HybridDrafter(drafter, NgramDrafter(target.vocab_size))).kernels
     assert "draft_fused_layers" not in apart and "draft_fused_layers=2" in fused and fused == hybrid
 
 
@@ -481,7 +484,7 @@ def test_the_curve_key_names_the_openmp_wait_only_where_the_environment_sets_it(
     from talon.engine.cost_measure import curve_key
     from tests.tiny import tiny_target
 
-    target, drafter = tiny_target(), SimpleNamespace(name="none")
+    target, drafter = tiny_target(), NoDrafter()
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
         monkeypatch.delenv(name, raising=False)
     default = curve_key(target, drafter)

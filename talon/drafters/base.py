@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from ..tree import SOURCE_MODEL, DraftTree, Verdict
 
@@ -103,6 +104,12 @@ class Drafter(ABC):
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         """The proposal after each of ``frontier``'s nodes (draft nodes below the root of this step's
         tree whose parents were proposed for earlier in this step), one row per node."""
+
+    @property
+    def network(self) -> nn.Module | None:
+        """The network this drafter runs on each call (a head, a draft LM), or None where it runs none
+        (prompt lookup, plain decoding): the cost curve's key names how its layers run."""
+        return None
 
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         """The verified tree and the target's verdict on it.  No-op by default."""

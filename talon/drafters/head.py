@@ -108,6 +108,10 @@ class HeadDrafter(Drafter):
         self._tree: DraftTree | None = None  # the tree of the last propose call
         self._tree_root = -1  # position of that tree's root
 
+    @property
+    def network(self) -> HeadNetwork:
+        return self.head
+
     def release(self) -> None:
         if self._cache is not None:
             self._cache.release()

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from ..tree import SOURCE_MODEL, SOURCE_RETRIEVAL, DraftTree, Verdict
 from .base import Drafter, Proposal
@@ -45,6 +46,10 @@ class HybridDrafter(Drafter):
         self.fixed_weight = fixed_weight
         """When set, the retrieval weight to use instead of the running one (the tree lab replays a step)."""
         self._counts = {SOURCE_MODEL: [0.0, 0.0], SOURCE_RETRIEVAL: [0.0, 0.0]}  # [reached, accepted]
+
+    @property
+    def network(self) -> nn.Module | None:
+        return self.model.network
 
     def release(self) -> None:
         self.model.release()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from ..models.loaded import LoadedModel
 from ..runtime.kv_cache import CachedLM
@@ -33,6 +34,10 @@ class ModelDrafter(Drafter):
         self.name = lm.name
         self._cached: CachedLM | None = None
         self._seq: list[int] = []  # the committed sequence of the last begin_step (root last)
+
+    @property
+    def network(self) -> nn.Module:
+        return self.lm.model
 
     def release(self) -> None:
         if self._cached is not None:

@@ -166,6 +166,10 @@ class _ClockedDrafter(Drafter):
     def propose(self, tree: DraftTree, frontier: Sequence[int]) -> Proposal:
         return self._timed(lambda: self.inner.propose(tree, frontier))
 
+    @property
+    def network(self) -> nn.Module | None:
+        return self.inner.network
+
     def observe(self, tree: DraftTree, verdict: Verdict) -> None:
         self.inner.observe(tree, verdict)
 
@@ -310,13 +314,6 @@ class _Pieces:
         self.drafter.release()
 
 
-def drafter_network(drafter: Drafter) -> nn.Module:
-    """The network a head drafter runs (a hybrid's: its model side's), for the curve's key; an empty module
-    for every other drafter."""
-    head = getattr(getattr(drafter, "model", drafter), "head", None)
-    return head if isinstance(head, nn.Module) else nn.Module()
-
-
 def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
     graphs = graphs_setting()
     if graphs == "on" and target.device.type == "cuda":
@@ -345,7 +342,7 @@ def curve_key(target: LoadedModel, drafter: Drafter) -> CurveKey:
         + (", weights in one arena" if gathered_bytes(target.model) else "")
         + (", weights as their 4- or 8-bit codes" if coded_weights(target.model) else "")
         + (f", gpu_linear={lt}" if (lt := lt_signature(target.model)) else "")
-        + (f", draft_fused_layers={n}" if (n := fused_layers(drafter_network(drafter))) else "")
+        + (f", draft_fused_layers={n}" if (net := drafter.network) is not None and (n := fused_layers(net)) else "")
         + (
             # a float32 drafter on TALON's kernel has no int8 copies (and their timing is not asked for)
             (
