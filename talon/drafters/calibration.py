@@ -41,12 +41,15 @@ MAX_MATCH_BUCKET = 3
 """Prompt lookup's match lengths 1, 2 and 3+ have cells of their own."""
 PRIOR_STRENGTH = 8.0
 """How many observations the prior is worth in a cell."""
-SCALE_STRENGTH = MappingProxyType({SOURCE_MODEL: 4.0, SOURCE_RETRIEVAL: 10.0})
+SCALE_STRENGTH = MappingProxyType({SOURCE_MODEL: 1.0, SOURCE_RETRIEVAL: 5.0})
 """Per source, how many expected acceptances the run-level scale starts from at 1 (the prior as fitted):
-the smaller, the faster a run's own verdicts move it.  A model's drafts learn fast (4): that gave TALON
-auto the smallest calibration errors per category on two prompt sets no suite runs and on the headline
-suite; prompt lookup's acceptance swings between copies and guesses, and faster learning there helped on
-one set and hurt on another, so it learns at 10 (docs/benchmarks.md, run 34)."""
+the smaller, the faster a run's own verdicts move it.  Chosen by decoding four prompt sets no headline
+runs (the head trainer's held-out pool, MT-Bench 9-32 with HumanEval 8-23, the calibration prompts, the
+style prompts) under each setting: a model's drafts learn fastest at 1 (against 4, TALON auto's largest
+error per category fell on all four sets, its mean on three and held on the fourth); prompt lookup's
+acceptance swings between copies and guesses, and at 2 a code edit that copies then departs was planned
+18-21 % high, so it learns at 5 (hybrid auto's mean error over the four sets 2.5 %, against 3.9 % at
+4 : 10; docs/benchmarks.md, run 67)."""
 PRIOR_BINS = 50
 """The reached nodes' priors are kept in this many equal bins of [0, 1] (count and sum) to fit the scale."""
 ODDS_LOG_RANGE = 7.0
