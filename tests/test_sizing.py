@@ -458,8 +458,9 @@ def test_the_curve_key_names_the_rows_mkl_takes():
 
 
 def test_the_curve_key_names_a_drafters_fused_products_directly_and_in_a_hybrid():
-    # A head whose projections run as one product each calls its kernel fewer times a forward: its calls
-    # cost less, and a curve measured before it fused them is measured again.
+    # A drafter's network (here a draft LM, which a lookup of ``drafter.head`` missed) whose projections run
+    # as one product each calls its kernel fewer times a forward: its calls cost less, and a curve measured
+    # before it fused them is measured again.
     from talon.engine.cost_measure import curve_key
     from talon.models.cpu_linear import onednn_linear_works, pack_linears
     from talon.models.fused_linear import fuse_projections
