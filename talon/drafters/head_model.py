@@ -201,19 +201,22 @@ class DraftHead(nn.Module):
     def logits(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """Next-token logits ``[..., vocab]`` from head output states ``[..., H]`` through the target's LM
         head; with a draft vocabulary, tokens outside it get ``-inf``."""
-        rows = self._rows(states, lm_head)
-        return rows if self.draft_ids is None else scatter_draft_logits(rows, self.draft_ids, lm_head.weight.shape[0])
+        return self._in_vocab(self._rows(states, lm_head), lm_head)
 
     def log_probs(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """Float32 next-token log-probabilities ``[..., vocab]`` (``logits`` normalised; with a draft
         vocabulary over its columns before they are scattered: a third of the work)."""
-        rows = torch.log_softmax(self._rows(states, lm_head).float(), dim=-1)
-        return rows if self.draft_ids is None else scatter_draft_logits(rows, self.draft_ids, lm_head.weight.shape[0])
+        return self._in_vocab(torch.log_softmax(self._rows(states, lm_head).float(), dim=-1), lm_head)
 
     def _rows(self, states: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
         """``[..., V]`` logits over the draft vocabulary (``V_d``), or the target's LM head's without one."""
         head = lm_head if self.draft_ids is None else self.draft_lm_head
         return head(self.norm(states).to(head.weight.dtype))
+
+    def _in_vocab(self, rows: torch.Tensor, lm_head: nn.Module) -> torch.Tensor:
+        """Draft-vocabulary columns ``rows`` over the target's vocabulary (``-inf`` elsewhere); rows already
+        over it without a draft vocabulary."""
+        return rows if self.draft_ids is None else scatter_draft_logits(rows, self.draft_ids, lm_head.weight.shape[0])
 
     # ---- files -----------------------------------------------------------------------------------
     def save(self, directory: str | Path, extra: dict | None = None) -> None:
